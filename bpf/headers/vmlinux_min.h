@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * A trimmed CO-RE view of the kernel types sigscope reads. Only the fields we
+ * touch are declared; preserve_access_index makes libbpf relocate every access
+ * against the running kernel's BTF, so the layout written here never matters.
+ * Sizes that do matter (array strides) are taken with bpf_core_type_size().
+ */
+#ifndef __SIGSCOPE_VMLINUX_MIN_H__
+#define __SIGSCOPE_VMLINUX_MIN_H__
+
+typedef unsigned char __u8;
+typedef short int __s16;
+typedef short unsigned int __u16;
+typedef int __s32;
+typedef unsigned int __u32;
+typedef long long int __s64;
+typedef long long unsigned int __u64;
+typedef __u8 u8;
+typedef __s16 s16;
+typedef __u16 u16;
+typedef __s32 s32;
+typedef __u32 u32;
+typedef __s64 s64;
+typedef __u64 u64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef _Bool bool;
+enum { false = 0, true = 1 };
+
+enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+enum {
+	BPF_RB_NO_WAKEUP = 1,
+	BPF_RB_FORCE_WAKEUP = 2,
+};
+
+enum {
+	BPF_RB_AVAIL_DATA = 0,
+	BPF_RB_RING_SIZE = 1,
+	BPF_RB_CONS_POS = 2,
+	BPF_RB_PROD_POS = 3,
+};
+
+enum {
+	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+	BPF_EXIST = 2,
+};
+
+typedef struct {
+	int counter;
+} atomic_t;
+
+typedef struct {
+	unsigned long sig[1];
+} sigset_t;
+
+struct sigaction {
+	void *sa_handler;
+} __attribute__((preserve_access_index));
+
+struct k_sigaction {
+	struct sigaction sa;
+} __attribute__((preserve_access_index));
+
+struct sighand_struct {
+	struct k_sigaction action[64];
+} __attribute__((preserve_access_index));
+
+struct signal_struct {
+	atomic_t live;
+	unsigned int flags;
+	int group_exit_code;
+} __attribute__((preserve_access_index));
+
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct task_struct;
+
+struct pid_namespace {
+	struct task_struct *child_reaper;
+	unsigned int level;
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+struct upid {
+	int nr;
+	struct pid_namespace *ns;
+} __attribute__((preserve_access_index));
+
+struct pid {
+	unsigned int level;
+	struct upid numbers[1];
+} __attribute__((preserve_access_index));
+
+struct kernfs_node {
+	u64 id;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
+} __attribute__((preserve_access_index));
+
+enum cgroup_subsys_id {
+	memory_cgrp_id = 4,
+};
+
+struct css_set {
+	struct cgroup_subsys_state *subsys[16];
+	struct cgroup *dfl_cgrp;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	unsigned int flags;
+	int exit_code;
+	int pid;
+	int tgid;
+	struct task_struct *real_parent;
+	struct task_struct *group_leader;
+	struct pid *thread_pid;
+	char comm[16];
+	struct signal_struct *signal;
+	struct sighand_struct *sighand;
+	sigset_t blocked;
+	struct css_set *cgroups;
+	u64 start_time;
+} __attribute__((preserve_access_index));
+
+struct kernel_siginfo {
+	int si_signo;
+	int si_errno;
+	int si_code;
+} __attribute__((preserve_access_index));
+
+#endif /* __SIGSCOPE_VMLINUX_MIN_H__ */

@@ -1,0 +1,423 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * sigscope: record each signal where the kernel decides its fate.
+ *
+ *   signal_generate     sender, target, the kernel's result and the facts needed
+ *                       to say why (disposition, blocked mask, namespace roles)
+ *   signal_deliver      a signal dequeued by its receiver, with the disposition
+ *   sched_process_exit  how a process that matters ended (two prototypes: the
+ *                       loader keeps the one matching the kernel's BTF)
+ *
+ * Filtering happens here so that uninteresting signals never reach the ring.
+ * Submits do not wake the reader; it polls on a short timer, and a fill
+ * watermark forces a wakeup so a burst cannot overrun a sleeping reader.
+ */
+#include "vmlinux_min.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "sigscope.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define PF_EXITING 0x00000004
+#define SIGKILL 9
+#define SI_USER 0
+#define SI_KERNEL 0x80
+#define SIG_DFL_PTR 0
+#define SIG_IGN_PTR 1
+
+/* Set from Go before load. */
+const volatile __u64 signal_mask = 0;   /* bit (signo-1) set: traced */
+const volatile __u32 self_tgid = 0;     /* the tracer: always dropped */
+const volatile __u32 filter_pid = 0;    /* 0: any; else sender or target tgid */
+const volatile char filter_comm[TASK_COMM_LEN] = {}; /* "": any */
+const volatile __u64 wakeup_bytes = 0;  /* force a wakeup past this fill */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* resized from Go */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct counters);
+} event_counters SEC(".maps");
+
+/* tgids a traced signal was generated for: their exit is always reported. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} targeted SEC(".maps");
+
+/* 1-argument sched_process_exit only: tgid -> leader start_time, so that two
+ * threads that both see live == 0 produce a single exit event. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} exited SEC(".maps");
+
+/* Keep these types in BTF so that bpf2go generates their Go twins: no map
+ * carries them by value. */
+const struct event *unused_event __attribute__((unused));
+const enum event_type *unused_event_type __attribute__((unused));
+const enum fact *unused_fact __attribute__((unused));
+
+static __always_inline bool signal_traced(int sig)
+{
+	if (sig < 1 || sig > 64)
+		return false;
+	return (signal_mask >> ((sig - 1) & 63)) & 1;
+}
+
+static __always_inline bool comm_matches(const char *comm)
+{
+	if (filter_comm[0] == 0)
+		return true;
+#pragma unroll
+	for (int i = 0; i < TASK_COMM_LEN; i++) {
+		if (comm[i] != filter_comm[i])
+			return false;
+		if (comm[i] == 0)
+			return true;
+	}
+	return true;
+}
+
+static __always_inline struct counters *counters_get(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&event_counters, &zero);
+}
+
+/* pid->numbers[idx], addressed by hand: a runtime index into the flexible
+ * array is rejected by the verifier, and the stride must be the kernel's. */
+static __always_inline struct upid *upid_at(struct pid *p, __u32 idx)
+{
+	return (void *)p + bpf_core_field_offset(struct pid, numbers) +
+	       (idx & 63) * bpf_core_type_size(struct upid);
+}
+
+/* The task's active pid namespace: the deepest level of its thread_pid.
+ * nsproxy is not used: it is NULL in an exiting task. */
+static __always_inline struct pid_namespace *task_pidns(struct task_struct *t, __u32 *level)
+{
+	struct pid *p = BPF_CORE_READ(t, thread_pid);
+	__u32 l = BPF_CORE_READ(p, level);
+	struct pid_namespace *ns = NULL;
+
+	bpf_core_read(&ns, sizeof(ns), &upid_at(p, l)->ns);
+	if (level)
+		*level = l;
+	return ns;
+}
+
+/* Whether t has a pid in ns, which sits at the given level. */
+static __always_inline bool has_pid_in(struct task_struct *t, struct pid_namespace *ns, __u32 level)
+{
+	struct pid *p = BPF_CORE_READ(t, thread_pid);
+	struct pid_namespace *got = NULL;
+
+	if (!p || BPF_CORE_READ(p, level) < level)
+		return false;
+	bpf_core_read(&got, sizeof(got), &upid_at(p, level)->ns);
+	return got == ns;
+}
+
+static __always_inline __u32 ns_tgid(struct task_struct *t)
+{
+	struct task_struct *leader = BPF_CORE_READ(t, group_leader);
+	struct pid *p = BPF_CORE_READ(leader, thread_pid);
+	__u32 l = BPF_CORE_READ(p, level);
+	int nr = 0;
+
+	bpf_core_read(&nr, sizeof(nr), &upid_at(p, l)->nr);
+	return nr;
+}
+
+static __always_inline void fill_cgroups(struct proc *out, struct task_struct *t)
+{
+	struct css_set *cs = BPF_CORE_READ(t, cgroups);
+
+	out->cgroup_id = BPF_CORE_READ(cs, dfl_cgrp, kn, id);
+	if (bpf_core_enum_value_exists(enum cgroup_subsys_id, memory_cgrp_id)) {
+		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+		struct cgroup_subsys_state *css = NULL;
+
+		bpf_core_read(&css, sizeof(css), (void *)cs + bpf_core_field_offset(struct css_set, subsys) +
+						  (id & 63) * sizeof(void *));
+		if (css)
+			out->cgroup_v1_id = BPF_CORE_READ(css, cgroup, kn, id);
+	}
+}
+
+static __always_inline void fill_proc(struct proc *out, struct task_struct *t)
+{
+	__u32 level = 0;
+	struct pid_namespace *ns = task_pidns(t, &level);
+
+	out->pid = BPF_CORE_READ(t, tgid);
+	out->tid = BPF_CORE_READ(t, pid);
+	out->ns_pid = ns_tgid(t);
+	out->pidns = BPF_CORE_READ(ns, ns.inum);
+	fill_cgroups(out, t);
+	BPF_CORE_READ_STR_INTO(&out->comm, t, comm);
+}
+
+static __always_inline void fill_ancestors(struct event *e, struct task_struct *t)
+{
+	struct task_struct *p = BPF_CORE_READ(t, real_parent);
+	__u8 n = 0;
+
+#pragma unroll
+	for (int i = 0; i < MAX_ANCESTORS; i++) {
+		__u32 pid = BPF_CORE_READ(p, tgid);
+		if (!p || pid == 0)
+			break;
+		e->ancestors[i].pid = pid;
+		BPF_CORE_READ_STR_INTO(&e->ancestors[i].comm, p, comm);
+		n++;
+		p = BPF_CORE_READ(p, real_parent);
+	}
+	e->ancestors_len = n;
+}
+
+/* Reserve, or count the loss. Returns NULL when the ring is full. */
+static __always_inline struct event *reserve(struct counters *c, int type)
+{
+	struct event *e;
+
+	c->seen[type & (EV_TYPES - 1)]++;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		c->dropped[type & (EV_TYPES - 1)]++;
+		return NULL;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts_ns = bpf_ktime_get_boot_ns();
+	e->type = type;
+	return e;
+}
+
+static __always_inline void submit(struct counters *c, struct event *e, int type)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+	c->emitted[type & (EV_TYPES - 1)]++;
+}
+
+static __always_inline __u8 handler_class(void *h)
+{
+	if (h == (void *)SIG_DFL_PTR)
+		return 0;
+	if (h == (void *)SIG_IGN_PTR)
+		return 1;
+	return 2;
+}
+
+SEC("tp_btf/signal_generate")
+int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_struct *task,
+	     int group, int result)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	__u32 cur_tgid = BPF_CORE_READ(cur, tgid);
+	__u32 tgt_tgid = BPF_CORE_READ(task, tgid);
+	struct counters *c;
+	struct event *e;
+
+	if (!signal_traced(sig))
+		return 0;
+	if (cur_tgid == self_tgid || tgt_tgid == self_tgid)
+		return 0;
+	if (filter_pid && cur_tgid != filter_pid && tgt_tgid != filter_pid)
+		return 0;
+	if (filter_comm[0]) {
+		char a[TASK_COMM_LEN], b[TASK_COMM_LEN];
+		BPF_CORE_READ_STR_INTO(&a, cur, comm);
+		BPF_CORE_READ_STR_INTO(&b, task, comm);
+		if (!comm_matches(a) && !comm_matches(b))
+			return 0;
+	}
+	c = counters_get();
+	if (!c)
+		return 0;
+	e = reserve(c, EV_GENERATE);
+	if (!e)
+		return 0;
+
+	e->signo = sig;
+	e->result = result;
+	e->group = group;
+
+	__u32 facts = 0;
+	if (info == (void *)0) {
+		facts |= FACT_INFO_NOINFO;
+		e->si_code = SI_USER;
+	} else if (info == (void *)1) {
+		facts |= FACT_INFO_PRIV;
+		e->si_code = SI_KERNEL;
+	} else {
+		e->si_code = BPF_CORE_READ(info, si_code);
+	}
+
+	/* The target's handler table and blocked mask are stable: the tracepoint
+	 * runs under its siglock. */
+	struct sighand_struct *sh = BPF_CORE_READ(task, sighand);
+	void *h = NULL;
+	bpf_core_read(&h, sizeof(h),
+		      (void *)sh + bpf_core_field_offset(struct sighand_struct, action) +
+			      ((sig - 1) & 63) * bpf_core_type_size(struct k_sigaction) +
+			      bpf_core_field_offset(struct k_sigaction, sa.sa_handler));
+	e->handler = handler_class(h);
+	e->sig_flags = BPF_CORE_READ(task, signal, flags);
+	unsigned long blocked = BPF_CORE_READ(task, blocked.sig[0]);
+	if ((blocked >> ((sig - 1) & 63)) & 1)
+		facts |= FACT_BLOCKED;
+
+	if (BPF_CORE_READ(cur, flags) & PF_EXITING)
+		facts |= FACT_SENDER_EXITING;
+
+	__u32 cur_level = 0, tgt_level = 0;
+	struct pid_namespace *cur_ns = task_pidns(cur, &cur_level);
+	struct pid_namespace *tgt_ns = task_pidns(task, &tgt_level);
+	if (BPF_CORE_READ(cur_ns, child_reaper) == cur)
+		facts |= FACT_SENDER_REAPER;
+	if (has_pid_in(task, cur_ns, cur_level))
+		facts |= FACT_TARGET_IN_SENDER_NS;
+	if (has_pid_in(cur, tgt_ns, tgt_level))
+		facts |= FACT_SENDER_IN_TARGET_NS;
+	if (tgt_level > 0)
+		facts |= FACT_TARGET_NS_CHILD;
+
+	fill_proc(&e->sender, cur);
+	fill_proc(&e->target, task);
+	if (e->target.ns_pid == 1)
+		facts |= FACT_TARGET_NS_INIT;
+	e->facts = facts;
+	fill_ancestors(e, cur);
+
+	submit(c, e, EV_GENERATE);
+
+	/* Remember the target so that its exit is reported whatever its namespace. */
+	__u8 one = 1;
+	bpf_map_update_elem(&targeted, &tgt_tgid, &one, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/signal_deliver")
+int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	__u32 cur_tgid = BPF_CORE_READ(cur, tgid);
+	struct counters *c;
+	struct event *e;
+
+	if (!signal_traced(sig) || cur_tgid == self_tgid)
+		return 0;
+	if (filter_pid && cur_tgid != filter_pid)
+		return 0;
+	if (filter_comm[0]) {
+		char a[TASK_COMM_LEN];
+		BPF_CORE_READ_STR_INTO(&a, cur, comm);
+		if (!comm_matches(a))
+			return 0;
+	}
+	c = counters_get();
+	if (!c)
+		return 0;
+	e = reserve(c, EV_DELIVER);
+	if (!e)
+		return 0;
+
+	e->signo = sig;
+	if (info)
+		e->si_code = BPF_CORE_READ(info, si_code);
+	e->handler = handler_class(BPF_CORE_READ(ka, sa.sa_handler));
+	e->sig_flags = BPF_CORE_READ(cur, signal, flags);
+	__u32 level = 0;
+	task_pidns(cur, &level);
+	if (level > 0)
+		e->facts |= FACT_TARGET_NS_CHILD;
+	fill_proc(&e->target, cur);
+	if (e->target.ns_pid == 1)
+		e->facts |= FACT_TARGET_NS_INIT;
+	submit(c, e, EV_DELIVER);
+	return 0;
+}
+
+static __always_inline int handle_exit(struct task_struct *p, bool group_dead, bool dedup)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	int code = BPF_CORE_READ(p, exit_code);
+	struct counters *c;
+	struct event *e;
+	__u32 level = 0;
+
+	if (!group_dead || tgid == self_tgid)
+		return 0;
+	if (filter_pid && tgid != filter_pid)
+		return 0;
+
+	/* Only processes that matter: killed by a signal, living in a container
+	 * (a non-root pid namespace), or the target of a traced signal. A host
+	 * busy with fork/exit must not flood the reader. */
+	bool was_targeted = bpf_map_lookup_elem(&targeted, &tgid) != NULL;
+	task_pidns(p, &level);
+	if (!(code & 0x7f) && level == 0 && !was_targeted)
+		return 0;
+	if (filter_comm[0]) {
+		char a[TASK_COMM_LEN];
+		BPF_CORE_READ_STR_INTO(&a, p, comm);
+		if (!comm_matches(a))
+			return 0;
+	}
+	if (was_targeted)
+		bpf_map_delete_elem(&targeted, &tgid);
+	if (dedup) {
+		__u64 start = BPF_CORE_READ(p, group_leader, start_time);
+		__u64 *prev = bpf_map_lookup_elem(&exited, &tgid);
+		if (prev && *prev == start)
+			return 0;
+		bpf_map_update_elem(&exited, &tgid, &start, BPF_ANY);
+	}
+
+	c = counters_get();
+	if (!c)
+		return 0;
+	e = reserve(c, EV_EXIT);
+	if (!e)
+		return 0;
+	e->exit_code = code;
+	e->sig_flags = BPF_CORE_READ(p, signal, flags);
+	e->facts = FACT_GROUP_DEAD | (level > 0 ? FACT_TARGET_NS_CHILD : 0);
+	fill_proc(&e->target, p);
+	if (e->target.ns_pid == 1)
+		e->facts |= FACT_TARGET_NS_INIT;
+	submit(c, e, EV_EXIT);
+	return 0;
+}
+
+/* Kernels before 6.16: sched_process_exit(struct task_struct *p). The group is
+ * dead when no thread is left alive; two threads can see that at once, so
+ * de-duplicate per tgid. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_exit_v1, struct task_struct *p)
+{
+	return handle_exit(p, BPF_CORE_READ(p, signal, live.counter) == 0, true);
+}
+
+/* 6.16 and later: sched_process_exit(struct task_struct *p, bool group_dead). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_exit_v2, struct task_struct *p, bool group_dead)
+{
+	return handle_exit(p, group_dead, false);
+}

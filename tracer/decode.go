@@ -1,0 +1,94 @@
+package tracer
+
+import (
+	"fmt"
+	"time"
+	"unsafe"
+)
+
+// RecordSize is the size of one kernel record (struct event).
+const RecordSize = int(unsafe.Sizeof(sigscopeEvent{}))
+
+// Clock converts the kernel's CLOCK_BOOTTIME nanoseconds to wall-clock time.
+type Clock struct {
+	offset int64 // wall - boottime, ns
+}
+
+// Wall returns the wall-clock time of a boot-time timestamp.
+func (c Clock) Wall(bootNS uint64) time.Time {
+	return time.Unix(0, c.offset+int64(bootNS))
+}
+
+// Decode fills e from one raw record and classifies it. It allocates
+// nothing: the record is copied into a stack value of the generated type,
+// which bpf2go derived from struct event, so no layout is mirrored by hand.
+func Decode(raw []byte, clk Clock, e *Event) error {
+	if len(raw) < RecordSize {
+		return fmt.Errorf("short record: %d bytes, want %d", len(raw), RecordSize)
+	}
+	var r sigscopeEvent
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), RecordSize), raw)
+
+	kind := Kind(r.Type)
+	if kind != KindGenerate && kind != KindDeliver && kind != KindExit {
+		return fmt.Errorf("unknown event type %d", r.Type)
+	}
+	*e = Event{
+		Time:     clk.Wall(r.TsNs),
+		BootNS:   r.TsNs,
+		Kind:     kind,
+		Result:   Result(r.Result),
+		Group:    r.Group != 0,
+		SiCode:   r.SiCode,
+		Code:     codeClass(r.SiCode),
+		Handler:  Disposition(r.Handler),
+		Facts:    r.Facts,
+		SigFlags: r.SigFlags,
+		Target:   decodeProc(&r.Target),
+		Raw:      raw[:RecordSize],
+	}
+	switch kind {
+	case KindGenerate:
+		e.Signal = Signal(r.Signo)
+		e.Sender = decodeProc(&r.Sender)
+		e.SenderExiting = r.Facts&factSenderExiting != 0
+		n := min(int(r.AncestorsLen), MaxAncestors)
+		for i := range n {
+			e.Ancestors[i] = Ancestor{PID: r.Ancestors[i].Pid, Comm: comm(&r.Ancestors[i].Comm)}
+		}
+		e.AncestorsCount = n
+	case KindDeliver:
+		e.Signal = Signal(r.Signo)
+	case KindExit:
+		// task->exit_code has the wait(2) status layout.
+		if sig := r.ExitCode & 0x7f; sig != 0 {
+			e.Signal = Signal(sig)
+			e.CoreDumped = r.ExitCode&0x80 != 0
+			e.ExitCode = -1
+		} else {
+			e.ExitCode = int(r.ExitCode>>8) & 0xff
+		}
+	}
+	e.Flags = Classify(e)
+	return nil
+}
+
+func decodeProc(p *sigscopeProc) Process {
+	return Process{
+		PID:        p.Pid,
+		TID:        p.Tid,
+		NsPID:      p.NsPid,
+		PidNS:      p.Pidns,
+		CgroupID:   p.CgroupId,
+		CgroupV1ID: p.CgroupV1Id,
+		Comm:       comm(&p.Comm),
+	}
+}
+
+func comm(c *[16]int8) Comm {
+	var out Comm
+	for i, b := range c {
+		out[i] = byte(b)
+	}
+	return out
+}

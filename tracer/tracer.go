@@ -1,0 +1,377 @@
+package tracer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// Defaults for [Options].
+const (
+	DefaultRingSize     = 8 << 20               // bytes; ~38k records
+	DefaultPollInterval = 10 * time.Millisecond // how late a quiet stream may arrive
+)
+
+// Options configures a [Tracer]. The zero value traces [DefaultSignals] for
+// every process.
+type Options struct {
+	Signals SignalSet // signals to trace; 0 means DefaultSignals
+	PID     uint32    // only events whose sender or target has this tgid; 0: all
+	Comm    string    // only events whose sender or target has this comm (exact, 15 bytes max); "": all
+
+	// RingSize is the ring buffer's size in bytes: a power of two and a
+	// multiple of the page size. 0 means DefaultRingSize.
+	RingSize int
+	// PollInterval bounds the latency of a quiet stream: submits do not wake
+	// the reader, which polls at this interval. 0 means DefaultPollInterval.
+	PollInterval time.Duration
+	// WakeupFraction of the ring that, once filled, makes the kernel wake the
+	// reader at once (so a burst cannot overrun it between polls). 0 means 1/4.
+	WakeupFraction float64
+
+	Logger *slog.Logger
+}
+
+// Tracer owns the loaded programs, their links and the ring-buffer reader.
+type Tracer struct {
+	opts     Options
+	log      *slog.Logger
+	coll     *ebpf.Collection
+	progs    []*ebpf.Program
+	counters *ebpf.Map
+	rd       *ringbuf.Reader
+
+	mu     sync.Mutex
+	links  []link.Link
+	closed bool
+
+	read         uint64 // records handed to Run's callback; guarded by Run's single goroutine
+	decodeErrors uint64
+	statsMu      sync.Mutex
+	final        Stats // the counters at Close
+
+	// ExitProgram names the sched_process_exit program that was attached:
+	// "handle_exit_v1" (1 argument, kernels before 6.16) or "handle_exit_v2".
+	ExitProgram string
+}
+
+// New checks that this process and kernel can trace, loads the programs with
+// the options baked in as constants, and attaches them. Errors that come from
+// the environment wrap [ErrUnsupported] and say what is missing.
+func New(opts Options) (*Tracer, error) {
+	if opts.Signals == 0 {
+		opts.Signals = DefaultSignals
+	}
+	if opts.RingSize == 0 {
+		opts.RingSize = DefaultRingSize
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.WakeupFraction <= 0 || opts.WakeupFraction > 1 {
+		opts.WakeupFraction = 0.25
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	page := os.Getpagesize()
+	if opts.RingSize < page || opts.RingSize&(opts.RingSize-1) != 0 {
+		return nil, fmt.Errorf("ring size %d: must be a power of two of at least %d bytes", opts.RingSize, page)
+	}
+	if len(opts.Comm) > 15 {
+		return nil, fmt.Errorf("comm %q: the kernel keeps 15 bytes at most", opts.Comm)
+	}
+	if err := preflight(); err != nil {
+		return nil, err
+	}
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones use
+	// memcg and this is a no-op.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
+	}
+
+	spec, err := loadSigscope()
+	if err != nil {
+		return nil, err
+	}
+	kspec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading kernel BTF: %v", ErrUnsupported, err)
+	}
+	twoArg, err := exitHasGroupDead(kspec)
+	if err != nil {
+		return nil, err
+	}
+	keep, drop := sigscopeProgHandleExitV1, sigscopeProgHandleExitV2
+	if twoArg {
+		keep, drop = drop, keep
+	}
+	// The other prototype would fail to load (or load wrong): remove it.
+	delete(spec.Programs, drop)
+
+	spec.Maps[sigscopeMapEvents].MaxEntries = uint32(opts.RingSize)
+	var commBytes [16]byte
+	copy(commBytes[:], opts.Comm)
+	consts := map[string]any{
+		sigscopeVarSignalMask:  uint64(opts.Signals),
+		sigscopeVarSelfTgid:    uint32(os.Getpid()),
+		sigscopeVarFilterPid:   opts.PID,
+		sigscopeVarFilterComm:  commBytes,
+		sigscopeVarWakeupBytes: uint64(float64(opts.RingSize) * opts.WakeupFraction),
+	}
+	for name, v := range consts {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{})
+	if err != nil {
+		return nil, explainLoadError(err)
+	}
+	t := &Tracer{opts: opts, log: opts.Logger, coll: coll, ExitProgram: keep,
+		counters: coll.Maps[sigscopeMapEventCounters]}
+	for _, name := range []string{sigscopeProgHandleGenerate, sigscopeProgHandleDeliver, keep} {
+		p := coll.Programs[name]
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("attaching %s: %w", name, explainLoadError(err))
+		}
+		t.links = append(t.links, l)
+		t.progs = append(t.progs, p)
+	}
+	t.rd, err = ringbuf.NewReader(coll.Maps[sigscopeMapEvents])
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("opening ring buffer reader: %w", err)
+	}
+	t.log.Debug("tracer attached", "exit_program", keep, "ring_bytes", opts.RingSize, "signals", opts.Signals.String())
+	return t, nil
+}
+
+func explainLoadError(err error) error {
+	switch {
+	case errors.Is(err, unix.EPERM):
+		if cerr := checkCapabilities(); cerr != nil {
+			return fmt.Errorf("%w (kernel said: %v)", cerr, err)
+		}
+		return fmt.Errorf("%w: the kernel refused with EPERM (lockdown, a seccomp filter or an LSM policy may forbid bpf()): %v", ErrUnsupported, err)
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return fmt.Errorf("%w: kernel too old or built without a needed feature: %v", ErrUnsupported, err)
+	}
+	return err
+}
+
+// ErrStop may be returned by a [Tracer.Run] callback to end the run at once.
+var ErrStop = errors.New("stop tracing")
+
+// Run reads events and calls fn for each, on the calling goroutine, until ctx
+// ends or fn returns an error. The *Event is reused: copy what you keep.
+//
+// When ctx ends, Run detaches the programs, delivers every record the kernel
+// had already written, and returns nil, so that the counters reconcile with
+// what fn saw. If fn returns ErrStop, Run returns nil at once.
+func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
+	if t.rd == nil {
+		return errors.New("tracer is closed")
+	}
+	stop := context.AfterFunc(ctx, func() { _ = t.rd.Flush() })
+	defer stop()
+
+	clk := NewClock()
+	var (
+		rec      ringbuf.Record
+		ev       Event
+		draining bool
+	)
+	t.rd.SetDeadline(time.Now().Add(t.opts.PollInterval))
+	for {
+		err := t.rd.ReadInto(&rec)
+		switch {
+		case err == nil:
+			if derr := Decode(rec.RawSample, clk, &ev); derr != nil {
+				t.statsMu.Lock()
+				t.decodeErrors++
+				t.statsMu.Unlock()
+				t.log.Warn("dropping undecodable record", "error", derr)
+				continue
+			}
+			t.statsMu.Lock()
+			t.read++
+			t.statsMu.Unlock()
+			if ferr := fn(&ev); ferr != nil {
+				if errors.Is(ferr, ErrStop) {
+					return nil
+				}
+				return ferr
+			}
+			continue
+		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrFlushed):
+			// The ring is empty (records are only counted once drained).
+		case errors.Is(err, ringbuf.ErrClosed):
+			return nil
+		default:
+			return fmt.Errorf("reading ring buffer: %w", err)
+		}
+		if draining {
+			return nil
+		}
+		if ctx.Err() != nil {
+			// Stop the kernel side, then take what it already wrote.
+			t.detach()
+			draining = true
+			t.rd.SetDeadline(time.Now())
+			continue
+		}
+		clk = NewClock() // follow wall-clock steps (NTP) at poll granularity
+		t.rd.SetDeadline(time.Now().Add(t.opts.PollInterval))
+	}
+}
+
+// NewClock samples the offset between the wall clock and CLOCK_BOOTTIME.
+func NewClock() Clock {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	return Clock{offset: time.Now().UnixNano() - ts.Nano()}
+}
+
+// KindStats are the kernel's counters for one event kind. They are
+// monotonic totals over all CPUs, and Seen == Emitted + Dropped exactly.
+type KindStats struct {
+	Seen    uint64 `json:"seen"`    // passed the in-kernel filters
+	Emitted uint64 `json:"emitted"` // written to the ring buffer
+	Dropped uint64 `json:"dropped"` // lost: the ring buffer was full
+}
+
+// Stats is a snapshot of the tracer's counters.
+type Stats struct {
+	Generate KindStats `json:"generate"`
+	Deliver  KindStats `json:"deliver"`
+	Exit     KindStats `json:"exit"`
+	// Read counts records handed to Run's callback; DecodeErrors those it could not decode.
+	Read         uint64 `json:"read"`
+	DecodeErrors uint64 `json:"decode_errors"`
+	// Missed counts program runs the kernel skipped because one of our
+	// programs was already running on that CPU (bpf recursion protection):
+	// such a signal was never seen at all.
+	Missed uint64 `json:"missed"`
+}
+
+// Kind returns the counters for k.
+func (s Stats) Kind(k Kind) KindStats {
+	switch k {
+	case KindGenerate:
+		return s.Generate
+	case KindDeliver:
+		return s.Deliver
+	case KindExit:
+		return s.Exit
+	}
+	return KindStats{}
+}
+
+// Total sums the counters of every kind.
+func (s Stats) Total() KindStats {
+	var t KindStats
+	for _, k := range []KindStats{s.Generate, s.Deliver, s.Exit} {
+		t.Seen += k.Seen
+		t.Emitted += k.Emitted
+		t.Dropped += k.Dropped
+	}
+	return t
+}
+
+// Stats sums the per-CPU counters. It is safe to call while Run is running,
+// and after Close it returns the last snapshot taken.
+func (t *Tracer) Stats() (Stats, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.statsLocked()
+}
+
+func (t *Tracer) statsLocked() (Stats, error) {
+	var s Stats
+	t.statsMu.Lock()
+	s.Read, s.DecodeErrors = t.read, t.decodeErrors
+	t.statsMu.Unlock()
+	if t.closed {
+		return t.final, nil
+	}
+	var perCPU []sigscopeCounters
+	if err := t.counters.Lookup(uint32(0), &perCPU); err != nil {
+		return s, fmt.Errorf("reading counters: %w", err)
+	}
+	for _, c := range perCPU {
+		for _, k := range Kinds {
+			ks := s.kindPtr(k)
+			ks.Seen += c.Seen[k]
+			ks.Emitted += c.Emitted[k]
+			ks.Dropped += c.Dropped[k]
+		}
+	}
+	for _, p := range t.progs {
+		if ps, err := p.Stats(); err == nil {
+			s.Missed += ps.RecursionMisses
+		}
+	}
+	return s, nil
+}
+
+func (s *Stats) kindPtr(k Kind) *KindStats {
+	switch k {
+	case KindDeliver:
+		return &s.Deliver
+	case KindExit:
+		return &s.Exit
+	}
+	return &s.Generate
+}
+
+// detach removes the programs from their tracepoints; reading can go on.
+func (t *Tracer) detach() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range t.links {
+		if err := l.Close(); err != nil {
+			t.log.Warn("detaching", "error", err)
+		}
+	}
+	t.links = nil
+}
+
+// Close detaches every program and frees the maps. It is idempotent; Stats
+// keeps answering with the counters as they were at Close.
+func (t *Tracer) Close() error {
+	t.detach()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	if t.counters != nil {
+		if s, err := t.statsLocked(); err == nil {
+			t.final = s
+		}
+	}
+	t.closed = true
+	var errs []error
+	if t.rd != nil {
+		errs = append(errs, t.rd.Close())
+	}
+	if t.coll != nil {
+		t.coll.Close()
+	}
+	return errors.Join(errs...)
+}
