@@ -40,6 +40,10 @@ type Options struct {
 	// reader at once (so a burst cannot overrun it between polls). 0 means 1/4.
 	WakeupFraction float64
 
+	// Idle, if set, is called by Run each time it has drained the ring, on
+	// Run's goroutine: the place to flush buffered output, not per event.
+	Idle func()
+
 	Logger *slog.Logger
 }
 
@@ -219,7 +223,10 @@ func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
 			}
 			continue
 		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrFlushed):
-			// The ring is empty (records are only counted once drained).
+			// The ring is empty.
+			if t.opts.Idle != nil {
+				t.opts.Idle()
+			}
 		case errors.Is(err, ringbuf.ErrClosed):
 			return nil
 		default:

@@ -1,0 +1,57 @@
+# sigscope: `make help` lists the targets.
+GO        ?= go
+BIN       ?= bin/sigscope
+CLANG     ?= clang-14
+STRIP     ?= llvm-strip-14
+ARGS      ?=
+# Debian packages the BPF build needs (bookworm: clang 14 is what the committed object was built with).
+BPF_DEPS  := clang-14 llvm-14 libbpf-dev
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/sigscope (needs only Go: the BPF object is committed)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/sigscope
+
+.PHONY: run
+run: build ## Build and run `sigscope trace` (root); pass flags with ARGS="--signals TERM,KILL"
+	./$(BIN) trace $(ARGS)
+
+.PHONY: deps-bpf
+deps-bpf: ## Install clang/llvm/libbpf headers from Debian when missing
+	@command -v $(CLANG) >/dev/null && command -v $(STRIP) >/dev/null && test -f /usr/include/bpf/bpf_helpers.h || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BPF_DEPS); }
+
+.PHONY: generate
+generate: deps-bpf ## Regenerate the BPF object and Go bindings with bpf2go
+	$(GO) generate ./tracer
+
+.PHONY: check-generate
+check-generate: generate ## Fail when regenerating changes the committed BPF output
+	@git diff --exit-code --stat -- tracer/ || { echo "generated BPF output is stale: run 'make generate' and commit"; exit 1; }
+
+.PHONY: test
+test: ## Run every test; privileged ones need root (SIGSCOPE_REQUIRE_PRIVILEGED=1 makes skipping fail)
+	$(GO) test -count=1 ./...
+
+.PHONY: test-unit
+test-unit: ## Run the tests that need no root
+	SIGSCOPE_SKIP_PRIVILEGED=1 $(GO) test -count=1 ./...
+
+.PHONY: bench
+bench: ## Signal-storm benchmark (root): throughput ratio, ns/signal, reader CPU, drops, RSS
+	$(GO) run ./bench $(ARGS)
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+.PHONY: clean
+clean: ## Remove build output
+	rm -rf bin

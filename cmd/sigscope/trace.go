@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+type traceFlags struct {
+	output   string
+	signals  string
+	pid      uint32
+	comm     string
+	duration time.Duration
+	count    uint64
+	ringSize int
+}
+
+func newTraceCmd() *cobra.Command {
+	var f traceFlags
+	cmd := &cobra.Command{
+		Use:   "trace",
+		Short: "Stream signals, their fate and process exits",
+		Long: `Stream every traced signal as the kernel generates and delivers it, and the exits
+of processes that matter (killed by a signal, in a container, or sent a traced signal).
+
+Needs root, or CAP_BPF and CAP_PERFMON. Ends on Ctrl-C, --duration or --count, then
+prints the kernel's counters (seen, emitted, dropped) on stderr.`,
+		Example: `  sigscope trace                        # table on a terminal, JSON lines otherwise
+  sigscope trace --signals TERM,KILL -o json
+  sigscope trace --pid 4242 --duration 30s
+  sigscope trace --comm runc --count 10`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runTrace(cmd.Context(), f, os.Stdout, os.Stderr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.output, "output", "o", "", "output format: table or json (default: table on a terminal, json otherwise)")
+	fl.StringVar(&f.signals, "signals", "default", `signals to trace: "default" (all but SIGCHLD, SIGURG, SIGWINCH, SIGCONT, SIGALRM, SIGVTALRM, SIGPROF), "all", or a list such as TERM,KILL,10`)
+	fl.Uint32Var(&f.pid, "pid", 0, "only events whose sender or target is this process (host pid)")
+	fl.StringVar(&f.comm, "comm", "", "only events whose sender or target has this command name (exact, as in /proc/PID/comm)")
+	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
+	fl.Uint64Var(&f.count, "count", 0, "stop after this many events (0: no limit)")
+	fl.IntVar(&f.ringSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes (a power of two)")
+	return cmd
+}
+
+func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error {
+	sigs, err := tracer.ParseSignalSet(f.signals)
+	if err != nil {
+		return usageError{fmt.Errorf("--signals: %w", err)}
+	}
+	format := f.output
+	if format == "" {
+		format = "json"
+		if isTerminal(stdout) {
+			format = "table"
+		}
+	}
+	if format != "table" && format != "json" {
+		return usageError{fmt.Errorf("--output %q: want table or json", format)}
+	}
+	if f.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.duration)
+		defer cancel()
+	}
+
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	defer w.Flush()
+	t, err := tracer.New(tracer.Options{
+		Signals:  sigs,
+		PID:      f.pid,
+		Comm:     f.comm,
+		RingSize: f.ringSize,
+		Idle:     func() { _ = w.Flush() },
+		Logger:   slog.Default(),
+	})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+
+	var write func(*tracer.Event) error
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		write = func(e *tracer.Event) error { return enc.Encode(e) }
+	} else {
+		writeTableHeader(w)
+		write = func(e *tracer.Event) error { return writeTableRow(w, e) }
+	}
+	var n uint64
+	runErr := t.Run(ctx, func(e *tracer.Event) error {
+		if err := write(e); err != nil {
+			return err
+		}
+		n++
+		if f.count > 0 && n >= f.count {
+			return tracer.ErrStop
+		}
+		return nil
+	})
+	if err := w.Flush(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := t.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if s, err := t.Stats(); err == nil {
+		fmt.Fprintln(stderr, formatStats(s))
+	}
+	return runErr
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// formatStats is the end-of-run summary; a non-zero "dropped" means the ring
+// buffer was too small for the burst (raise --ring-size).
+func formatStats(s tracer.Stats) string {
+	var b strings.Builder
+	b.WriteString("sigscope: events")
+	for _, k := range tracer.Kinds {
+		ks := s.Kind(k)
+		fmt.Fprintf(&b, " %s seen=%d emitted=%d dropped=%d;", k, ks.Seen, ks.Emitted, ks.Dropped)
+	}
+	tot := s.Total()
+	fmt.Fprintf(&b, " total seen=%d emitted=%d dropped=%d read=%d", tot.Seen, tot.Emitted, tot.Dropped, s.Read)
+	if s.Missed > 0 {
+		fmt.Fprintf(&b, " missed=%d", s.Missed)
+	}
+	if s.DecodeErrors > 0 {
+		fmt.Fprintf(&b, " undecodable=%d", s.DecodeErrors)
+	}
+	return b.String()
+}
+
+const tableFormat = "%-15s  %-8s  %-9s  %-15s  %-28s  %-24s  %-24s  %s\n"
+
+func writeTableHeader(w io.Writer) {
+	fmt.Fprintf(w, tableFormat, "TIME", "EVENT", "SIGNAL", "RESULT", "FLAGS", "SENDER", "TARGET", "NS_PID")
+}
+
+// writeTableRow prints one event; comms are escaped because any process can
+// put terminal control sequences in its name.
+func writeTableRow(w io.Writer, e *tracer.Event) error {
+	sig, result, sender := "", "", ""
+	switch e.Kind {
+	case tracer.KindGenerate:
+		sig, result = e.Signal.String(), e.Result.String()
+		sender = procCell(e.Sender.PID, e.Sender.Comm)
+	case tracer.KindDeliver:
+		sig, result = e.Signal.String(), "-> "+e.Handler.String()
+	case tracer.KindExit:
+		if e.Signaled() {
+			sig, result = e.Signal.String(), "killed"
+			if e.CoreDumped {
+				result = "killed (core)"
+			}
+		} else {
+			result = "exit " + strconv.Itoa(e.ExitCode)
+		}
+	}
+	flags := e.Flags.String()
+	if flags == "" {
+		flags = "-"
+	}
+	if sender == "" {
+		sender = "-"
+	}
+	_, err := fmt.Fprintf(w, tableFormat, e.Time.Format("15:04:05.000000"), e.Kind, sig, result, flags,
+		sender, procCell(e.Target.PID, e.Target.Comm), strconv.FormatUint(uint64(e.Target.NsPID), 10))
+	return err
+}
+
+func procCell(pid uint32, comm tracer.Comm) string {
+	return strconv.FormatUint(uint64(pid), 10) + " " + textsafe.Terminal(comm.String())
+}
