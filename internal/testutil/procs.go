@@ -1,0 +1,112 @@
+package testutil
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// NSInit is a shell running as PID 1 of a new pid namespace, started with
+// `unshare --pid --fork`. Its script should print "ready" once set up.
+type NSInit struct {
+	Cmd   *exec.Cmd
+	PID   int // host pid of the namespace init
+	Stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+// StartNSInit starts `sh -c script` as PID 1 of a new pid namespace and
+// waits until it prints a line "ready". The namespace is killed at cleanup.
+func StartNSInit(t testing.TB, script string) *NSInit {
+	t.Helper()
+	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "sh", "-c", script)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting unshare: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	n := &NSInit{Cmd: cmd, Stdin: stdin, out: bufio.NewReader(stdout)}
+	n.WaitLine(t, "ready")
+	kids := Children(t, cmd.Process.Pid)
+	if len(kids) != 1 {
+		t.Fatalf("unshare %d has children %v, want exactly the namespace init", cmd.Process.Pid, kids)
+	}
+	n.PID = kids[0]
+	return n
+}
+
+// WaitLine reads the init's stdout until a line equal to want.
+func (n *NSInit) WaitLine(t testing.TB, want string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		for {
+			line, err := n.out.ReadString('\n')
+			if strings.TrimSpace(line) == want {
+				done <- nil
+				return
+			}
+			if err != nil {
+				done <- fmt.Errorf("init output ended before %q: %v", want, err)
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %q from the namespace init", want)
+	}
+}
+
+// Children lists the direct children of pid (all its threads' children).
+func Children(t testing.TB, pid int) []int {
+	t.Helper()
+	var out []int
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatalf("reading tasks of %d: %v", pid, err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// Run runs a command to completion and fails the test if it fails. Signals
+// sent by the test binary itself would be filtered out by the tracer (it
+// drops its own tgid), so senders are always separate processes.
+func Run(t testing.TB, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+}
