@@ -42,7 +42,7 @@ prints the kernel's counters (seen, emitted, dropped) on stderr.`,
   sigscope trace --signals TERM,KILL -o json
   sigscope trace --pid 4242 --duration 30s
   sigscope trace --comm runc --count 10`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runTrace(cmd.Context(), f, os.Stdout, os.Stderr)
 		},

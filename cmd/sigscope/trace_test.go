@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+func TestTableRowEscapesComm(t *testing.T) {
+	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Result: tracer.ResultIgnored,
+		Flags: tracer.FlagPID1Ignored | tracer.FlagNSInit, Time: time.Unix(0, 0)}
+	e.Sender.PID, e.Target.PID, e.Target.NsPID = 10, 20, 1
+	copy(e.Sender.Comm[:], "runc")
+	copy(e.Target.Comm[:], "x\x1b[2J\r\xff")
+	var b bytes.Buffer
+	if err := writeTableRow(&b, &e); err != nil {
+		t.Fatal(err)
+	}
+	row := b.String()
+	if strings.ContainsAny(strings.TrimSuffix(row, "\n"), "\x1b\r\n") {
+		t.Fatalf("control bytes reach the terminal: %q", row)
+	}
+	for _, want := range []string{"SIGTERM", "ignored", "pid1_ignored,ns_init", "10 runc", `20 x\x1b[2J\x0d\xff`} {
+		if !strings.Contains(row, want) {
+			t.Errorf("row %q lacks %q", row, want)
+		}
+	}
+}
+
+func TestTableRowExit(t *testing.T) {
+	e := tracer.Event{Kind: tracer.KindExit, Signal: tracer.SIGKILL, ExitCode: -1, CoreDumped: true}
+	var b bytes.Buffer
+	_ = writeTableRow(&b, &e)
+	if !strings.Contains(b.String(), "SIGKILL") || !strings.Contains(b.String(), "killed (core)") {
+		t.Errorf("row %q", b.String())
+	}
+	e = tracer.Event{Kind: tracer.KindExit, ExitCode: 3}
+	b.Reset()
+	_ = writeTableRow(&b, &e)
+	if !strings.Contains(b.String(), "exit 3") {
+		t.Errorf("row %q", b.String())
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"trace", "--signals", "BOGUS"},
+		{"trace", "-o", "yaml"},
+		{"trace", "--no-such-flag"},
+		{"trace", "extra-arg"},
+		{"--log-level", "loud", "trace"},
+	} {
+		cmd := newRootCmd()
+		cmd.SetArgs(args)
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		err := cmd.ExecuteContext(context.Background())
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%v: error %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestFormatStats(t *testing.T) {
+	s := tracer.Stats{Generate: tracer.KindStats{Seen: 10, Emitted: 7, Dropped: 3}, Read: 7, Missed: 1}
+	got := formatStats(s)
+	for _, want := range []string{"generate seen=10 emitted=7 dropped=3", "total seen=10 emitted=7 dropped=3 read=7", "missed=1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+}
+
+// syncBuffer lets the test read what runTrace writes from another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The real command against the real kernel: a namespace init drops a host
+// SIGTERM, and `trace -o json --pid` reports it; --count stops the run.
+func TestTraceCommandJSON(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	ns := testutil.StartNSInit(t, "echo ready; read x")
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runTrace(context.Background(), traceFlags{output: "json", signals: "TERM", pid: uint32(ns.PID),
+			count: 1, ringSize: tracer.DefaultRingSize}, &out, &errOut)
+	}()
+	// Keep sending until the tracer is attached and reports one.
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("trace: %v (stderr %s)", err, errOut.String())
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if len(lines) != 1 {
+				t.Fatalf("--count 1 printed %d lines: %s", len(lines), out.String())
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(lines[0]), &m); err != nil {
+				t.Fatal(err)
+			}
+			target := m["target"].(map[string]any)
+			if m["event"] != "generate" || m["signal"] != "SIGTERM" || m["result"] != "ignored" ||
+				target["pid"] != float64(ns.PID) || target["ns_pid"] != float64(1) {
+				t.Errorf("unexpected event %s", lines[0])
+			}
+			flags := m["flags"].([]any)
+			if len(flags) != 3 || flags[0] != "pid1_ignored" {
+				t.Errorf("flags %v, want pid1_ignored, cross_ns, ns_init", flags)
+			}
+			sc := bufio.NewScanner(strings.NewReader(errOut.String()))
+			found := false
+			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), "sigscope: events generate seen=") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no totals on stderr: %q", errOut.String())
+			}
+			return
+		case <-tick.C:
+			testutil.Run(t, "kill", "-TERM", strconv.Itoa(ns.PID))
+		case <-deadline:
+			t.Fatalf("trace saw nothing; stdout %q stderr %q", out.String(), errOut.String())
+		}
+	}
+}
