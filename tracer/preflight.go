@@ -111,6 +111,10 @@ func exitHasGroupDead(spec *btf.Spec) (bool, error) {
 	if err := spec.TypeByName("btf_trace_sched_process_exit", &td); err != nil {
 		return false, fmt.Errorf("%w: sched_process_exit tracepoint not in kernel BTF: %v", ErrUnsupported, err)
 	}
+	return groupDeadFromTypedef(td)
+}
+
+func groupDeadFromTypedef(td *btf.Typedef) (bool, error) {
 	ptr, ok := td.Type.(*btf.Pointer)
 	if !ok {
 		return false, fmt.Errorf("btf_trace_sched_process_exit: unexpected %T", td.Type)

@@ -6,6 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,6 +156,42 @@ func TestTraceCommandJSON(t *testing.T) {
 			testutil.Run(t, "kill", "-TERM", strconv.Itoa(ns.PID))
 		case <-deadline:
 			t.Fatalf("trace saw nothing; stdout %q stderr %q", out.String(), errOut.String())
+		}
+	}
+}
+
+// Without CAP_BPF or CAP_PERFMON the error names the missing capability;
+// with both, a non-root user can trace.
+func TestMissingCapabilityIsNamed(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatalf("setpriv (util-linux) is needed: %v", err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sigscope")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, c := range []struct{ caps, want string }{
+		{"", "lacks CAP_BPF and CAP_PERFMON"},
+		{"+bpf", "lacks CAP_PERFMON"},
+		{"+perfmon", "lacks CAP_BPF"},
+		{"+bpf,+perfmon", "sigscope: events generate seen="},
+	} {
+		args := []string{"--reuid=65534", "--regid=65534", "--clear-groups"}
+		if c.caps != "" {
+			args = append(args, "--inh-caps="+c.caps, "--ambient-caps="+c.caps)
+		}
+		args = append(args, bin, "trace", "--duration", "100ms", "-o", "json")
+		out, err := exec.Command("setpriv", args...).CombinedOutput()
+		if !strings.Contains(string(out), c.want) {
+			t.Errorf("caps %q: %v\n%s\nwant %q", c.caps, err, out, c.want)
+		}
+		if (c.caps == "+bpf,+perfmon") != (err == nil) {
+			t.Errorf("caps %q: exit error %v", c.caps, err)
 		}
 	}
 }

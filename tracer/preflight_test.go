@@ -1,0 +1,73 @@
+package tracer
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/sigscope/sigscope/internal/testutil"
+)
+
+func TestNoBTFIsNamed(t *testing.T) {
+	old := btfPath
+	btfPath = "/nonexistent/vmlinux"
+	defer func() { btfPath = old }()
+	err := preflight()
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "no BTF") || !strings.Contains(err.Error(), "CONFIG_DEBUG_INFO_BTF") {
+		t.Fatalf("preflight without BTF: %v", err)
+	}
+}
+
+func TestExitPrototypeFromBTF(t *testing.T) {
+	ptr := func(n int) *btf.Typedef {
+		params := make([]btf.FuncParam, n)
+		return &btf.Typedef{Name: "btf_trace_sched_process_exit", Type: &btf.Pointer{Target: &btf.FuncProto{Params: params}}}
+	}
+	if v, err := groupDeadFromTypedef(ptr(2)); err != nil || v {
+		t.Errorf("2 params (before 6.16): %v %v, want the 1-argument program", v, err)
+	}
+	if v, err := groupDeadFromTypedef(ptr(3)); err != nil || !v {
+		t.Errorf("3 params (6.16+): %v %v, want the 2-argument program", v, err)
+	}
+	if _, err := groupDeadFromTypedef(ptr(4)); err == nil {
+		t.Error("4 params accepted")
+	}
+	if _, err := groupDeadFromTypedef(&btf.Typedef{Type: &btf.Int{}}); err == nil {
+		t.Error("non-pointer accepted")
+	}
+}
+
+// On the running kernel the choice must match what its BTF says, and the
+// chosen program must be the one attached.
+func TestExitProgramMatchesKernel(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	twoArg, err := exitHasGroupDead(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	want := "handle_exit_v1"
+	if twoArg {
+		want = "handle_exit_v2"
+	}
+	t.Logf("kernel sched_process_exit has group_dead: %v; attached %s", twoArg, tr.ExitProgram)
+	if tr.ExitProgram != want {
+		t.Errorf("attached %s, want %s", tr.ExitProgram, want)
+	}
+	if err := tr.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
