@@ -321,6 +321,13 @@ int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 	struct counters *c;
 	struct event *e;
 
+	/* A group exit makes every thread report (SIGKILL, SEND_SIG_NOINFO,
+	 * SIG_DFL) whatever the real cause (a fatal SIGTERM, exit_group, exec):
+	 * one false record per thread of every exiting multi-threaded process.
+	 * A real dequeue always passes its siginfo. The exit event carries the
+	 * true cause, so these are dropped here. */
+	if (!info)
+		return 0;
 	if (!signal_traced(sig) || cur_tgid == self_tgid)
 		return 0;
 	if (filter_pid && cur_tgid != filter_pid)
@@ -339,8 +346,7 @@ int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 		return 0;
 
 	e->signo = sig;
-	if (info)
-		e->si_code = BPF_CORE_READ(info, si_code);
+	e->si_code = BPF_CORE_READ(info, si_code);
 	e->handler = handler_class(BPF_CORE_READ(ka, sa.sa_handler));
 	e->sig_flags = BPF_CORE_READ(cur, signal, flags);
 	__u32 level = 0;

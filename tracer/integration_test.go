@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,8 +22,11 @@ import (
 // TestMain lets the test binary act as a signal sender in a child process:
 // the tracer drops its own process's signals, so storms must come from elsewhere.
 func TestMain(m *testing.M) {
-	if os.Getenv("SIGSCOPE_TEST_HELPER") == "storm" {
+	switch os.Getenv("SIGSCOPE_TEST_HELPER") {
+	case "storm":
 		os.Exit(storm())
+	case "threads":
+		threads()
 	}
 	os.Exit(m.Run())
 }
@@ -38,6 +42,19 @@ func storm() int {
 		}
 	}
 	return 0
+}
+
+// threads parks four locked OS threads and waits to be killed.
+func threads() {
+	for range 4 {
+		go func() {
+			runtime.LockOSThread()
+			select {}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	fmt.Println("ready")
+	select {}
 }
 
 // collector runs a real tracer and keeps a copy of every event.
@@ -344,4 +361,38 @@ func waitSigIgn(t *testing.T, pid int, sig Signal) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("process %d never ignored %s", pid, sig)
+}
+
+// A group exit makes every thread of the dying process pass signal_deliver
+// with (SIGKILL, SEND_SIG_NOINFO): no signal was dequeued, so no deliver
+// event may appear. The exit event carries the cause.
+func TestGroupExitIsNotADelivery(t *testing.T) {
+	c := startCollector(t, Options{})
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=threads")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if _, err := out.Read(make([]byte, 6)); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if len(tasks) < 5 {
+		t.Fatalf("helper has %d threads, want at least 5", len(tasks))
+	}
+	testutil.Run(t, "kill", "-KILL", strconv.Itoa(pid))
+	c.waitFor(t, "kill", isGenerate(SIGKILL, pid))
+	exit := c.waitFor(t, "exit", func(e *Event) bool { return e.Kind == KindExit && int(e.Target.PID) == pid })
+	if exit.Signal != SIGKILL {
+		t.Errorf("exit by %s, want SIGKILL", exit.Signal)
+	}
+	if d := c.all(func(e *Event) bool { return e.Kind == KindDeliver && int(e.Target.PID) == pid }); len(d) != 0 {
+		t.Errorf("%d deliver events for a group exit of %d threads, want none", len(d), len(tasks))
+	}
 }
