@@ -155,7 +155,7 @@ func formatStats(s tracer.Stats) string {
 	return b.String()
 }
 
-const tableFormat = "%-15s  %-8s  %-9s  %-15s  %-28s  %-24s  %-24s  %s\n"
+const tableFormat = "%-15s  %-8s  %-9s  %-13s  %-30s  %-22s  %-22s  %s\n"
 
 func writeTableHeader(w io.Writer) {
 	fmt.Fprintf(w, tableFormat, "TIME", "EVENT", "SIGNAL", "RESULT", "FLAGS", "SENDER", "TARGET", "NS_PID")
