@@ -219,6 +219,10 @@ func TestPID1IgnoresSIGTERM(t *testing.T) {
 		t.Errorf("host: result %s, want ignored", host.Result)
 	}
 	assertFlags(t, host, FlagPID1Ignored|FlagNSInit|FlagCrossNS)
+	// Boot-time stamps converted to wall-clock time: recent, not 1970 or uptime.
+	if d := time.Since(host.Time); d < 0 || d > 10*time.Second || !host.Time.After(inside.Time) {
+		t.Errorf("event times %v, %v: want just now, in order", inside.Time, host.Time)
+	}
 	if host.Sender.PidNS == host.Target.PidNS {
 		t.Errorf("host sender in the target's namespace %d", host.Sender.PidNS)
 	}
