@@ -44,17 +44,22 @@ func storm() int {
 	return 0
 }
 
-// threads parks four locked OS threads and waits to be killed.
+// threads parks four locked OS threads and waits to be killed. It sleeps
+// rather than blocking forever, which the runtime would call a deadlock.
 func threads() {
+	started := make(chan struct{})
 	for range 4 {
 		go func() {
 			runtime.LockOSThread()
-			select {}
+			started <- struct{}{}
+			time.Sleep(time.Hour)
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	for range 4 {
+		<-started
+	}
 	fmt.Println("ready")
-	select {}
+	time.Sleep(time.Hour)
 }
 
 // collector runs a real tracer and keeps a copy of every event.
