@@ -45,7 +45,8 @@ struct proc {
 
 struct ancestor {
 	__u32 pid;
-	char comm[TASK_COMM_LEN];
+	__u32 _pad;
+	char comm[TASK_COMM_LEN]; /* 8-aligned: copied as two 8-byte words */
 };
 
 struct event {

@@ -4,4 +4,4 @@ package tracer
 // no clang. `make generate` reruns this; CI fails when the output changes.
 // clang-14 and llvm-strip-14 are pinned so that the object is byte-for-byte
 // reproducible on the Debian machines CI runs on.
-//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type event -type counters -type proc -type ancestor -type event_type -type fact sigscope ../bpf/sigscope.bpf.c -- -I../bpf/headers -I../bpf
+//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type event -type counters -type proc -type ancestor -type event_type -type fact -type target_key sigscope ../bpf/sigscope.bpf.c -- -I../bpf/headers -I../bpf

@@ -16,6 +16,7 @@ import (
 type sigscopeAncestor struct {
 	_    structs.HostLayout
 	Pid  uint32
+	Pad  uint32
 	Comm [16]int8
 }
 
@@ -80,6 +81,13 @@ type sigscopeProc struct {
 	Comm       [16]int8
 }
 
+type sigscopeTargetKey struct {
+	_         structs.HostLayout
+	Tgid      uint32
+	Pad       uint32
+	StartTime uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -87,6 +95,7 @@ const (
 	sigscopeMapEventCounters   = "event_counters"
 	sigscopeMapEvents          = "events"
 	sigscopeMapExited          = "exited"
+	sigscopeMapLastTarget      = "last_target"
 	sigscopeMapTargeted        = "targeted"
 	sigscopeProgHandleDeliver  = "handle_deliver"
 	sigscopeProgHandleExitV1   = "handle_exit_v1"
@@ -157,6 +166,7 @@ type sigscopeMapSpecs struct {
 	EventCounters *ebpf.MapSpec `ebpf:"event_counters"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	Exited        *ebpf.MapSpec `ebpf:"exited"`
+	LastTarget    *ebpf.MapSpec `ebpf:"last_target"`
 	Targeted      *ebpf.MapSpec `ebpf:"targeted"`
 }
 
@@ -197,6 +207,7 @@ type sigscopeMaps struct {
 	EventCounters *ebpf.Map `ebpf:"event_counters"`
 	Events        *ebpf.Map `ebpf:"events"`
 	Exited        *ebpf.Map `ebpf:"exited"`
+	LastTarget    *ebpf.Map `ebpf:"last_target"`
 	Targeted      *ebpf.Map `ebpf:"targeted"`
 }
 
@@ -205,6 +216,7 @@ func (m *sigscopeMaps) Close() error {
 		m.EventCounters,
 		m.Events,
 		m.Exited,
+		m.LastTarget,
 		m.Targeted,
 	)
 }
