@@ -136,46 +136,40 @@ static __always_inline struct upid *upid_at(struct pid *p, __u32 idx)
 	       (idx & 63) * bpf_core_type_size(struct upid);
 }
 
-/* The task's active pid namespace: the deepest level of its thread_pid.
- * nsproxy is not used: it is NULL in an exiting task. */
-static __always_inline struct pid_namespace *task_pidns(struct task_struct *t, __u32 *level)
+/* init_pid_ns.ns.inum: every task at level 0 lives there. */
+#define PROC_PID_INIT_INO 0xEFFFFFFCU
+
+/* The pid namespace at the given level of a task's pid (its active one when
+ * level == p->level). nsproxy is not used: it is NULL in an exiting task. */
+static __always_inline struct pid_namespace *ns_at(struct pid *p, __u32 level)
 {
-	struct pid *p = t->thread_pid;
-	__u32 l = p->level;
 	struct pid_namespace *ns = NULL;
 
-	bpf_probe_read_kernel(&ns, sizeof(ns), &upid_at(p, l)->ns);
-	*level = l;
+	bpf_probe_read_kernel(&ns, sizeof(ns), &upid_at(p, level)->ns);
 	return ns;
 }
 
-/* Whether t has a pid in ns, which sits at the given level. */
-static __always_inline bool has_pid_in(struct task_struct *t, struct pid_namespace *ns, __u32 level)
+/* Fill the identity of t, whose pid sits at the given level. Level 0 (the
+ * host) needs no helper read: the namespace is init_pid_ns and the in-
+ * namespace pid is the tgid. */
+static __always_inline void fill_proc(struct proc *out, struct task_struct *t, __u32 level)
 {
-	struct pid *p = t->thread_pid;
-	struct pid_namespace *got = NULL;
-
-	if (!p || p->level < level)
-		return false;
-	bpf_probe_read_kernel(&got, sizeof(got), &upid_at(p, level)->ns);
-	return got == ns;
-}
-
-/* Fill the identity of t; returns its pid-namespace level. */
-static __always_inline __u32 fill_proc(struct proc *out, struct task_struct *t, struct pid_namespace **nsp)
-{
-	struct pid *lp = t->group_leader->thread_pid;
 	struct css_set *cs = t->cgroups;
-	struct pid_namespace *ns;
-	__u32 level = 0;
-	int nr = 0;
 
-	ns = task_pidns(t, &level);
-	bpf_probe_read_kernel(&nr, sizeof(nr), &upid_at(lp, lp->level)->nr);
 	out->pid = t->tgid;
 	out->tid = t->pid;
-	out->ns_pid = nr;
-	out->pidns = ns ? BPF_CORE_READ(ns, ns.inum) : 0;
+	if (level == 0) {
+		out->ns_pid = out->pid;
+		out->pidns = PROC_PID_INIT_INO;
+	} else {
+		struct pid *lp = t->group_leader->thread_pid;
+		struct pid_namespace *ns = ns_at(t->thread_pid, level);
+		int nr = 0;
+
+		bpf_probe_read_kernel(&nr, sizeof(nr), &upid_at(lp, level)->nr);
+		out->ns_pid = nr;
+		out->pidns = ns ? BPF_CORE_READ(ns, ns.inum) : 0;
+	}
 	out->cgroup_id = cs->dfl_cgrp->kn->id;
 	out->cgroup_v1_id = 0;
 	if (bpf_core_enum_value_exists(enum cgroup_subsys_id, memory_cgrp_id)) {
@@ -185,9 +179,18 @@ static __always_inline __u32 fill_proc(struct proc *out, struct task_struct *t, 
 			out->cgroup_v1_id = css->cgroup->kn->id;
 	}
 	copy_comm(out->comm, t);
-	if (nsp)
-		*nsp = ns;
-	return level;
+}
+
+/* Whether the pid a (level al) has a number in the namespace where pid b
+ * (level bl) lives. Everyone has a pid in the root namespace; otherwise
+ * compare the namespace at b's level. */
+static __always_inline bool pid_reaches(struct pid *a, __u32 al, struct pid *b, __u32 bl)
+{
+	if (bl == 0)
+		return true;
+	if (al < bl)
+		return false;
+	return ns_at(a, bl) == ns_at(b, bl);
 }
 
 static __always_inline void fill_ancestors(struct event *e, struct task_struct *t)
@@ -337,14 +340,19 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 	if (cur->flags & PF_EXITING)
 		facts |= FACT_SENDER_EXITING;
 
-	struct pid_namespace *cur_ns = NULL, *tgt_ns = NULL;
-	__u32 cur_level = fill_proc(&e->sender, cur, &cur_ns);
-	__u32 tgt_level = fill_proc(&e->target, task, &tgt_ns);
-	if (cur_ns && BPF_CORE_READ(cur_ns, child_reaper) == cur)
-		facts |= FACT_SENDER_REAPER;
-	if (has_pid_in(task, cur_ns, cur_level))
+	struct pid *cp = cur->thread_pid, *tp = task->thread_pid;
+	__u32 cur_level = cp->level, tgt_level = tp->level;
+	fill_proc(&e->sender, cur, cur_level);
+	fill_proc(&e->target, task, tgt_level);
+	/* The reaper test only matters for the cascade, whose sender is exiting. */
+	if (facts & FACT_SENDER_EXITING) {
+		struct pid_namespace *ns = ns_at(cp, cur_level);
+		if (ns && BPF_CORE_READ(ns, child_reaper) == cur)
+			facts |= FACT_SENDER_REAPER;
+	}
+	if (pid_reaches(tp, tgt_level, cp, cur_level))
 		facts |= FACT_TARGET_IN_SENDER_NS;
-	if (has_pid_in(cur, tgt_ns, tgt_level))
+	if (pid_reaches(cp, cur_level, tp, tgt_level))
 		facts |= FACT_SENDER_IN_TARGET_NS;
 	if (tgt_level > 0)
 		facts |= FACT_TARGET_NS_CHILD;
@@ -394,7 +402,9 @@ int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 	e->sig_flags = cur->signal->flags;
 	zero_proc(&e->sender);
 	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));
-	if (fill_proc(&e->target, cur, NULL) > 0)
+	__u32 level = cur->thread_pid->level;
+	fill_proc(&e->target, cur, level);
+	if (level > 0)
 		e->facts |= FACT_TARGET_NS_CHILD;
 	if (e->target.ns_pid == 1)
 		e->facts |= FACT_TARGET_NS_INIT;
@@ -446,7 +456,7 @@ static __always_inline int handle_exit(struct task_struct *p, bool group_dead, b
 	e->facts = FACT_GROUP_DEAD | (level > 0 ? FACT_TARGET_NS_CHILD : 0);
 	zero_proc(&e->sender);
 	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));
-	fill_proc(&e->target, p, NULL);
+	fill_proc(&e->target, p, level);
 	if (e->target.ns_pid == 1)
 		e->facts |= FACT_TARGET_NS_INIT;
 	submit(c, e, EV_EXIT);
