@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -60,9 +62,8 @@ type Tracer struct {
 	links  []link.Link
 	closed bool
 
-	read         uint64 // records handed to Run's callback; guarded by Run's single goroutine
-	decodeErrors uint64
-	statsMu      sync.Mutex
+	read         atomic.Uint64 // records handed to Run's callback
+	decodeErrors atomic.Uint64
 	final        Stats // the counters at Close
 
 	// ExitProgram names the sched_process_exit program that was attached:
@@ -172,6 +173,8 @@ func explainLoadError(err error) error {
 			return fmt.Errorf("%w (kernel said: %v)", cerr, err)
 		}
 		return fmt.Errorf("%w: the kernel refused with EPERM (lockdown, a seccomp filter or an LSM policy may forbid bpf()): %v", ErrUnsupported, err)
+	case strings.Contains(err.Error(), "bpf_get_current_task_btf") || strings.Contains(err.Error(), "unknown func"):
+		return fmt.Errorf("%w: kernel too old: sigscope needs Linux 5.11 or later (bpf_get_current_task_btf): %v", ErrUnsupported, err)
 	case errors.Is(err, ebpf.ErrNotSupported):
 		return fmt.Errorf("%w: kernel too old or built without a needed feature: %v", ErrUnsupported, err)
 	}
@@ -206,15 +209,11 @@ func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
 		switch {
 		case err == nil:
 			if derr := Decode(rec.RawSample, clk, &ev); derr != nil {
-				t.statsMu.Lock()
-				t.decodeErrors++
-				t.statsMu.Unlock()
+				t.decodeErrors.Add(1)
 				t.log.Warn("dropping undecodable record", "error", derr)
 				continue
 			}
-			t.statsMu.Lock()
-			t.read++
-			t.statsMu.Unlock()
+			t.read.Add(1)
 			if ferr := fn(&ev); ferr != nil {
 				if errors.Is(ferr, ErrStop) {
 					return nil
@@ -310,9 +309,7 @@ func (t *Tracer) Stats() (Stats, error) {
 
 func (t *Tracer) statsLocked() (Stats, error) {
 	var s Stats
-	t.statsMu.Lock()
-	s.Read, s.DecodeErrors = t.read, t.decodeErrors
-	t.statsMu.Unlock()
+	s.Read, s.DecodeErrors = t.read.Load(), t.decodeErrors.Load()
 	if t.closed {
 		return t.final, nil
 	}
