@@ -42,7 +42,8 @@ func childMain(role string) int {
 }
 
 // senderMain sends SIGUSR1 to the target in a tight loop on one OS thread
-// until the duration has passed, then prints "<sent> <elapsed ns>".
+// until the duration has passed, then prints "<sent> <elapsed ns> <cpu ns>",
+// the last being the thread's own user+sys time over the loop.
 func senderMain() error {
 	runtime.LockOSThread()
 	pid, err := strconv.Atoi(os.Getenv(targetEnv))
@@ -70,6 +71,10 @@ func senderMain() error {
 	// the kernel path. The clock is read once per batch.
 	const batch = 256
 	var sent uint64
+	cpu0, err := threadCPU()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	deadline := start.Add(d)
 	for {
@@ -80,23 +85,42 @@ func senderMain() error {
 		}
 		sent += batch
 		if now := time.Now(); !now.Before(deadline) {
-			fmt.Printf("%d %d\n", sent, now.Sub(start).Nanoseconds())
+			cpu1, err := threadCPU()
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%d %d %d\n", sent, now.Sub(start).Nanoseconds(), (cpu1 - cpu0).Nanoseconds())
 			return nil
 		}
 	}
 }
 
+// threadCPU is the calling thread's user+sys time.
+func threadCPU() (time.Duration, error) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
 // storm is what one sender reported.
 type storm struct {
 	sent    uint64
-	elapsed time.Duration
+	elapsed time.Duration // wall clock
+	cpu     time.Duration // the sending thread's user+sys time
 }
 
+// rate is signals per wall-clock second: what the targets are about.
 func (s storm) rate() float64 { return float64(s.sent) / s.elapsed.Seconds() }
+
+// busy is the fraction of the phase the sender was on a CPU: well below 1,
+// other work on the machine took the sender's CPU and the phase is noise.
+func (s storm) busy() float64 { return s.cpu.Seconds() / s.elapsed.Seconds() }
 
 // runSender re-executes this binary as the sender and waits for its report.
 // The child dies with the bench (Pdeathsig) and with ctx.
-func runSender(ctx context.Context, target int, d time.Duration, cpu int) (storm, error) {
+func runSender(ctx context.Context, target int, d time.Duration, pinCPU int) (storm, error) {
 	cmd := exec.CommandContext(ctx, "/proc/self/exe")
 	cmd.Env = append(os.Environ(),
 		roleEnv+"=sender",
@@ -106,8 +130,8 @@ func runSender(ctx context.Context, target int, d time.Duration, cpu int) (storm
 		"GOMAXPROCS=1",
 		"GODEBUG=asyncpreemptoff=1",
 	)
-	if cpu >= 0 {
-		cmd.Env = append(cmd.Env, cpuEnv+"="+strconv.Itoa(cpu))
+	if pinCPU >= 0 {
+		cmd.Env = append(cmd.Env, cpuEnv+"="+strconv.Itoa(pinCPU))
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -117,12 +141,12 @@ func runSender(ctx context.Context, target int, d time.Duration, cpu int) (storm
 		return storm{}, fmt.Errorf("sender: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	var s storm
-	var ns int64
-	if _, err := fmt.Sscan(stdout.String(), &s.sent, &ns); err != nil {
+	var ns, cpu int64
+	if _, err := fmt.Sscan(stdout.String(), &s.sent, &ns, &cpu); err != nil {
 		return storm{}, fmt.Errorf("sender printed %q: %w", stdout.String(), err)
 	}
-	s.elapsed = time.Duration(ns)
-	if s.sent == 0 || s.elapsed <= 0 {
+	s.elapsed, s.cpu = time.Duration(ns), time.Duration(cpu)
+	if s.sent == 0 || s.elapsed <= 0 || s.cpu <= 0 {
 		return storm{}, fmt.Errorf("sender printed %q", stdout.String())
 	}
 	return s, nil

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// genProgName is the tracer's signal_generate program, as the kernel names
+// it (BPF_OBJ_NAME_LEN keeps 15 characters).
+const genProgName = "handle_generate"
+
+// progRunStats measures how long the tracer's signal_generate program runs
+// per invocation, from the kernel's own counters (BPF_ENABLE_STATS). The
+// tracer does not expose its programs, so they are found by ID: the
+// programs named genProgName loaded after start. Counting costs two clock
+// reads per run, so it is opt-in (-bpf-stats) and inflates the traced phases
+// it is enabled in.
+type progRunStats struct {
+	enabled io.Closer
+	after   ebpf.ProgramID
+	progs   []*ebpf.Program
+}
+
+// startProgRunStats enables run-time statistics; call it before tracer.New.
+func startProgRunStats() (*progRunStats, error) {
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, fmt.Errorf("enabling BPF run-time statistics: %w", err)
+	}
+	s := &progRunStats{enabled: c}
+	for {
+		next, err := ebpf.ProgramGetNextID(s.after)
+		if errors.Is(err, os.ErrNotExist) {
+			return s, nil
+		}
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("listing BPF programs: %w", err)
+		}
+		s.after = next
+	}
+}
+
+// attach finds the programs loaded since start; call it after tracer.New.
+func (s *progRunStats) attach() error {
+	for id := s.after; ; {
+		next, err := ebpf.ProgramGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("listing BPF programs: %w", err)
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // unloaded meanwhile
+		}
+		if info, err := p.Info(); err == nil && info.Name == genProgName {
+			s.progs = append(s.progs, p)
+			continue
+		}
+		p.Close()
+	}
+	if len(s.progs) != 1 {
+		return fmt.Errorf("found %d %s programs loaded by the tracer, want 1 (is another tracer loading now?)", len(s.progs), genProgName)
+	}
+	return nil
+}
+
+// read returns the total run time and run count so far.
+func (s *progRunStats) read() (time.Duration, uint64, error) {
+	var rt time.Duration
+	var n uint64
+	for _, p := range s.progs {
+		st, err := p.Stats()
+		if err != nil {
+			return 0, 0, fmt.Errorf("reading %s statistics: %w", genProgName, err)
+		}
+		rt += st.Runtime
+		n += st.RunCount
+	}
+	return rt, n, nil
+}
+
+func (s *progRunStats) close() {
+	for _, p := range s.progs {
+		p.Close()
+	}
+	s.enabled.Close()
+}
