@@ -15,20 +15,9 @@ import (
 // SIGTERM, SIGUSR1 and SIGUSR2 ignored, so that signals leave it alive.
 func startIgnorer(t *testing.T, exe string) int {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", `trap '' TERM USR1 USR2; echo ready; exec "$0" 60`, exe)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if _, err := out.Read(make([]byte, 6)); err != nil {
-		t.Fatal(err)
-	}
-	waitSigIgn(t, cmd.Process.Pid, SIGUSR2)
-	return cmd.Process.Pid
+	pid := testutil.StartReady(t, exec.Command("sh", "-c", `trap '' TERM USR1 USR2; echo ready; exec "$0" 60`, exe))
+	waitSigIgn(t, pid, SIGUSR2)
+	return pid
 }
 
 // Each in-kernel filter passes what it should and nothing else.

@@ -315,23 +315,11 @@ func TestNamespaceCascade(t *testing.T) {
 // (4) A plain process with SIG_IGN: ignored with sig_ign, never pid1_ignored.
 func TestSigIgnPlainProcess(t *testing.T) {
 	c := startCollector(t, Options{})
-	cmd := exec.Command("sh", "-c", `trap '' TERM; echo ready; exec sleep 60`)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	buf := make([]byte, 6)
-	if _, err := out.Read(buf); err != nil {
-		t.Fatal(err)
-	}
+	pid := testutil.StartReady(t, exec.Command("sh", "-c", `trap '' TERM; echo ready; exec sleep 60`))
 	// SIG_IGN survives exec, so the verdict is the same before and after it.
-	waitSigIgn(t, cmd.Process.Pid, SIGTERM)
-	testutil.Run(t, "kill", "-TERM", strconv.Itoa(cmd.Process.Pid))
-	e := c.waitFor(t, "sig_ign", isGenerate(SIGTERM, cmd.Process.Pid))
+	waitSigIgn(t, pid, SIGTERM)
+	testutil.Run(t, "kill", "-TERM", strconv.Itoa(pid))
+	e := c.waitFor(t, "sig_ign", isGenerate(SIGTERM, pid))
 	if e.Result != ResultIgnored || e.Handler != DispIgnore {
 		t.Errorf("result %s handler %s, want ignored ignore", e.Result, e.Handler)
 	}
@@ -379,18 +367,7 @@ func TestGroupExitIsNotADelivery(t *testing.T) {
 	c := startCollector(t, Options{})
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=threads")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if _, err := out.Read(make([]byte, 6)); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
+	pid := testutil.StartReady(t, cmd)
 	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if len(tasks) < 5 {
 		t.Fatalf("helper has %d threads, want at least 5", len(tasks))

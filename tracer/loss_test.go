@@ -16,23 +16,12 @@ import (
 // record reaches user space.
 func TestLossAccounting(t *testing.T) {
 	testutil.RequirePrivileged(t)
-	target := exec.Command("sh", "-c", `trap '' USR1; echo ready; exec sleep 60`)
-	out, err := target.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := target.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = target.Process.Kill(); _ = target.Wait() })
-	if _, err := out.Read(make([]byte, 6)); err != nil {
-		t.Fatal(err)
-	}
-	waitSigIgn(t, target.Process.Pid, SIGUSR1)
+	targetPID := testutil.StartReady(t, exec.Command("sh", "-c", `trap '' USR1; echo ready; exec sleep 60`))
+	waitSigIgn(t, targetPID, SIGUSR1)
 
 	tr, err := New(Options{
 		Signals:  NewSignalSet(SIGUSR1),
-		PID:      uint32(target.Process.Pid),
+		PID:      uint32(targetPID),
 		RingSize: os.Getpagesize(), // ~18 records: a storm must overflow it
 	})
 	if err != nil {
@@ -43,7 +32,7 @@ func TestLossAccounting(t *testing.T) {
 	const sent = 20000
 	storm := exec.Command(os.Args[0])
 	storm.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=storm",
-		"STORM_PID="+strconv.Itoa(target.Process.Pid), "STORM_N="+strconv.Itoa(sent), "STORM_SIG=10")
+		"STORM_PID="+strconv.Itoa(targetPID), "STORM_N="+strconv.Itoa(sent), "STORM_SIG=10")
 	if out, err := storm.CombinedOutput(); err != nil {
 		t.Fatalf("storm: %v\n%s", err, out)
 	}

@@ -55,16 +55,37 @@ func StartNSInit(t testing.TB, script string) *NSInit {
 // WaitLine reads the init's stdout until a line equal to want.
 func (n *NSInit) WaitLine(t testing.TB, want string) {
 	t.Helper()
+	waitLine(t, n.out, want)
+}
+
+// StartReady starts cmd, waits until it prints a line "ready" on stdout, and
+// kills it at cleanup. It returns the process id.
+func StartReady(t testing.TB, cmd *exec.Cmd) int {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %v: %v", cmd.Args, err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitLine(t, bufio.NewReader(out), "ready")
+	return cmd.Process.Pid
+}
+
+func waitLine(t testing.TB, r *bufio.Reader, want string) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		for {
-			line, err := n.out.ReadString('\n')
+			line, err := r.ReadString('\n')
 			if strings.TrimSpace(line) == want {
 				done <- nil
 				return
 			}
 			if err != nil {
-				done <- fmt.Errorf("init output ended before %q: %v", want, err)
+				done <- fmt.Errorf("output ended before %q: %v", want, err)
 				return
 			}
 		}
@@ -75,7 +96,7 @@ func (n *NSInit) WaitLine(t testing.TB, want string) {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %q from the namespace init", want)
+		t.Fatalf("timed out waiting for %q", want)
 	}
 }
 
