@@ -23,7 +23,11 @@ const (
 	capBPF      = 39
 )
 
-var btfPath = "/sys/kernel/btf/vmlinux"
+// Paths read by preflight; variables so that tests can point them elsewhere.
+var (
+	btfPath      = "/sys/kernel/btf/vmlinux"
+	lockdownPath = "/sys/kernel/security/lockdown"
+)
 
 // preflight names the first thing that will make loading fail. cilium/ebpf's
 // own errors are accurate but hard to act on: an EPERM from a missing
@@ -88,7 +92,7 @@ func effectiveCaps() (uint64, error) {
 
 // lockdownMode returns the active mode ("none", "integrity", "confidentiality").
 func lockdownMode() (string, error) {
-	b, err := os.ReadFile("/sys/kernel/security/lockdown")
+	b, err := os.ReadFile(lockdownPath)
 	if err != nil {
 		return "", err
 	}

@@ -2,6 +2,8 @@ package tracer
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,6 +19,32 @@ func TestNoBTFIsNamed(t *testing.T) {
 	err := preflight()
 	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "no BTF") || !strings.Contains(err.Error(), "CONFIG_DEBUG_INFO_BTF") {
 		t.Fatalf("preflight without BTF: %v", err)
+	}
+}
+
+func TestLockdownConfidentialityIsNamed(t *testing.T) {
+	old := lockdownPath
+	defer func() { lockdownPath = old }()
+	lockdownPath = filepath.Join(t.TempDir(), "lockdown")
+	for content, want := range map[string]string{
+		"none integrity [confidentiality]\n": "confidentiality",
+		"none [integrity] confidentiality\n": "integrity",
+		"[none] integrity confidentiality\n": "none",
+	} {
+		if err := os.WriteFile(lockdownPath, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := lockdownMode(); err != nil || got != want {
+			t.Errorf("lockdownMode(%q) = %q, %v; want %q", content, got, err, want)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return // preflight stops at the capability check first
+	}
+	_ = os.WriteFile(lockdownPath, []byte("none integrity [confidentiality]\n"), 0o644)
+	err := preflight()
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "lockdown") {
+		t.Errorf("preflight under confidentiality lockdown: %v", err)
 	}
 }
 

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
+	"io"
+
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/cilium/ebpf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,4 +198,84 @@ func TestMissingCapabilityIsNamed(t *testing.T) {
 			t.Errorf("caps %q: exit error %v", c.caps, err)
 		}
 	}
+}
+
+// Ctrl-C (SIGINT) ends a run cleanly: exit 0, totals on stderr, and none of
+// our programs left loaded in the kernel.
+func TestInterruptDetaches(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	bin := filepath.Join(t.TempDir(), "sigscope")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "trace", "-o", "json")
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the child holds its three programs, then interrupt.
+	var ids []ebpf.ProgramID
+	deadline := time.Now().Add(10 * time.Second)
+	for ids = progIDsOf(cmd.Process.Pid); len(ids) < 3; ids = progIDsOf(cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the trace process holds programs %v, want 3", ids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGINT: %v\n%s", err, stderr.String())
+	}
+	var seen, emitted, dropped, read uint64
+	tot := stderr.String()
+	if i := strings.Index(tot, "total "); i < 0 {
+		t.Fatalf("no totals on stderr: %q", tot)
+	} else if _, err := fmt.Sscanf(tot[i:], "total seen=%d emitted=%d dropped=%d read=%d", &seen, &emitted, &dropped, &read); err != nil {
+		t.Fatalf("totals %q: %v", tot[i:], err)
+	}
+	// Interrupting drains: everything the kernel wrote was read.
+	if read != emitted || seen != emitted+dropped {
+		t.Errorf("after SIGINT: seen %d emitted %d dropped %d read %d", seen, emitted, dropped, read)
+	}
+	// The kernel frees a detached program after an RCU grace period.
+	deadline = time.Now().Add(10 * time.Second)
+	for _, id := range ids {
+		for {
+			p, err := ebpf.NewProgramFromID(id)
+			if err != nil {
+				break // gone
+			}
+			p.Close()
+			if time.Now().After(deadline) {
+				t.Fatalf("program %d still loaded 10 s after the process exited", id)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// progIDsOf lists the BPF programs a process holds open (fdinfo "prog_id").
+func progIDsOf(pid int) []ebpf.ProgramID {
+	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
+	fds, _ := os.ReadDir(dir)
+	var ids []ebpf.ProgramID
+	for _, fd := range fds {
+		b, _ := os.ReadFile(filepath.Join(dir, fd.Name()))
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "prog_id:"); ok {
+				if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+					ids = append(ids, ebpf.ProgramID(n))
+				}
+			}
+		}
+	}
+	return ids
 }
