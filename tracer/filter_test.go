@@ -11,11 +11,14 @@ import (
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
-// startIgnorer runs `exe` (sleep, possibly under another name) with
-// SIGTERM, SIGUSR1 and SIGUSR2 ignored, so that signals leave it alive.
+// startIgnorer runs this test binary as exe (a path, possibly a symlink that
+// gives the process another comm) with SIGTERM, SIGUSR1 and SIGUSR2 ignored,
+// so that signals leave it alive.
 func startIgnorer(t *testing.T, exe string) int {
 	t.Helper()
-	pid := testutil.StartReady(t, exec.Command("sh", "-c", `trap '' TERM USR1 USR2; echo ready; exec "$0" 60`, exe))
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=ignore")
+	pid := testutil.StartReady(t, cmd)
 	waitSigIgn(t, pid, SIGUSR2)
 	return pid
 }
@@ -23,16 +26,16 @@ func startIgnorer(t *testing.T, exe string) int {
 // Each in-kernel filter passes what it should and nothing else.
 func TestKernelFilters(t *testing.T) {
 	testutil.RequirePrivileged(t)
-	sleep, err := exec.LookPath("sleep")
+	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	named := filepath.Join(t.TempDir(), "sigscope-cm")
-	if err := os.Symlink(sleep, named); err != nil {
+	if err := os.Symlink(self, named); err != nil {
 		t.Fatal(err)
 	}
-	a := startIgnorer(t, sleep)
-	b := startIgnorer(t, named) // comm "sigscope-cm"
+	a := startIgnorer(t, self)
+	b := startIgnorer(t, named) // comm "sigscope-cm", the name this test chose
 	// Wait for b's exec so that its comm is the new one.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -96,7 +99,11 @@ func TestExitFilter(t *testing.T) {
 	if err := plain.Run(); err == nil {
 		t.Fatal("exit 5 reported success")
 	}
-	targeted := startIgnorer(t, "sleep")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	targeted := startIgnorer(t, self)
 	testutil.Run(t, "kill", "-TERM", strconv.Itoa(targeted)) // ignored, but now a target
 	testutil.Run(t, "kill", "-INT", strconv.Itoa(targeted))  // kills it
 	ns := testutil.StartNSInit(t, "echo ready; read x; exit 4")

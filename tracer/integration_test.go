@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -27,6 +28,8 @@ func TestMain(m *testing.M) {
 		os.Exit(storm())
 	case "threads":
 		threads()
+	case "ignore":
+		ignore()
 	}
 	os.Exit(m.Run())
 }
@@ -58,6 +61,14 @@ func threads() {
 	for range 4 {
 		<-started
 	}
+	fmt.Println("ready")
+	time.Sleep(time.Hour)
+}
+
+// ignore sets SIG_IGN for SIGTERM, SIGUSR1 and SIGUSR2 (Go's signal.Ignore
+// installs SIG_IGN in the kernel) and waits to be killed.
+func ignore() {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2)
 	fmt.Println("ready")
 	time.Sleep(time.Hour)
 }
@@ -203,7 +214,7 @@ func TestPID1IgnoresSIGTERM(t *testing.T) {
 	ns := testutil.StartNSInit(t, "echo ready; read x")
 
 	// From inside: a process that entered the namespace (like docker exec).
-	testutil.Run(t, "nsenter", "--target", strconv.Itoa(ns.PID), "--pid", "--", "sh", "-c", "kill -TERM 1")
+	testutil.Run(t, "nsenter", "-t", strconv.Itoa(ns.PID), "-p", "sh", "-c", "kill -TERM 1")
 	inside := c.waitFor(t, "inside", func(e *Event) bool {
 		return isGenerate(SIGTERM, ns.PID)(e) && e.Sender.PID != uint32(ns.PID) && e.Sender.PidNS == e.Target.PidNS
 	})

@@ -8,12 +8,15 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // NSInit is a shell running as PID 1 of a new pid namespace, started with
-// `unshare --pid --fork`. Its script should print "ready" once set up.
+// `unshare -p -f`. Its script should print "ready" once set up. Only options
+// that util-linux and busybox share are used, so the same tests run on the
+// host and in the minimal VMs of `make test-kernels`.
 type NSInit struct {
 	Cmd   *exec.Cmd
 	PID   int // host pid of the namespace init
@@ -25,7 +28,7 @@ type NSInit struct {
 // waits until it prints a line "ready". The namespace is killed at cleanup.
 func StartNSInit(t testing.TB, script string) *NSInit {
 	t.Helper()
-	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "sh", "-c", script)
+	cmd := exec.Command("unshare", "-p", "-f", "sh", "-c", script)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -38,11 +41,15 @@ func StartNSInit(t testing.TB, script string) *NSInit {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting unshare: %v", err)
 	}
+	n := &NSInit{Cmd: cmd, Stdin: stdin, out: bufio.NewReader(stdout)}
 	t.Cleanup(func() {
+		// Killing the init kills its whole namespace.
+		if n.PID > 0 {
+			_ = syscall.Kill(n.PID, syscall.SIGKILL)
+		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	n := &NSInit{Cmd: cmd, Stdin: stdin, out: bufio.NewReader(stdout)}
 	n.WaitLine(t, "ready")
 	kids := Children(t, cmd.Process.Pid)
 	if len(kids) != 1 {
