@@ -42,6 +42,12 @@ test: ## Run every test; privileged ones need root (SIGSCOPE_REQUIRE_PRIVILEGED=
 test-unit: ## Run the tests that need no root
 	SIGSCOPE_SKIP_PRIVILEGED=1 $(GO) test -count=1 ./...
 
+KERNELS   ?= 6.1 6.12
+
+.PHONY: test-kernels
+test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, booted with qemu); default "6.1 6.12"
+	bash test/kernels/run.sh $(KERNELS)
+
 .PHONY: bench
 bench: ## Signal-storm benchmark (root): throughput ratio, ns/signal, reader CPU, drops, RSS
 	$(GO) run ./bench $(ARGS)

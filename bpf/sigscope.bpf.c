@@ -127,13 +127,24 @@ static __always_inline struct counters *counters_get(void)
 	return bpf_map_lookup_elem(&event_counters, &zero);
 }
 
+/* idx * elem_size, bounded for the verifier. A multiply by a register loses
+ * all bounds on kernels before ~6.3 (only ADD, SUB and AND keep them when the
+ * other operand is not a constant), and pointer arithmetic then fails with
+ * "math between ptr_ pointer and register with unbounded min value". The
+ * final AND bounds it again; 4095 exceeds 63 * any element size used here. */
+static __always_inline __u64 array_off(__u32 idx, __u64 elem_size)
+{
+	return ((__u64)(idx & 63) * elem_size) & 4095;
+}
+
 /* &pid->numbers[idx] as a plain address. A run-time index through a BTF
  * pointer is rejected ("invalid variable offset"), so the element is read
  * with a helper; the stride is the running kernel's sizeof(struct upid). */
 static __always_inline struct upid *upid_at(struct pid *p, __u32 idx)
 {
-	return (void *)p + bpf_core_field_offset(struct pid, numbers) +
-	       (idx & 63) * bpf_core_type_size(struct upid);
+	__u64 off = array_off(idx, bpf_core_type_size(struct upid));
+
+	return (void *)p + bpf_core_field_offset(struct pid, numbers) + off;
 }
 
 /* init_pid_ns.ns.inum: every task at level 0 lives there. */
@@ -323,15 +334,18 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 		facts |= FACT_INFO_PRIV;
 		e->si_code = SI_KERNEL;
 	} else {
-		e->si_code = info->si_code;
+		/* Some kernels (6.12 among them) type this argument as a scalar,
+		 * not a pointer, because it can hold those magic values: read it
+		 * with a helper rather than a direct load. */
+		e->si_code = BPF_CORE_READ(info, si_code);
 	}
 
 	/* The target's handler table and blocked mask are stable: the tracepoint
 	 * runs under its siglock. action[] is indexed at run time: helper read. */
 	void *h = NULL;
+	__u64 act = array_off(sig - 1, bpf_core_type_size(struct k_sigaction));
 	bpf_probe_read_kernel(&h, sizeof(h),
-			      (void *)task->sighand + bpf_core_field_offset(struct sighand_struct, action) +
-				      ((sig - 1) & 63) * bpf_core_type_size(struct k_sigaction) +
+			      (void *)task->sighand + bpf_core_field_offset(struct sighand_struct, action) + act +
 				      bpf_core_field_offset(struct k_sigaction, sa.sa_handler));
 	e->handler = handler_class(h);
 	e->sig_flags = task->signal->flags;
@@ -397,8 +411,8 @@ int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 		return 0;
 
 	e->signo = sig;
-	e->si_code = info->si_code;
-	e->handler = handler_class(ka->sa.sa_handler);
+	e->si_code = BPF_CORE_READ(info, si_code);   /* see handle_generate */
+	e->handler = handler_class(BPF_CORE_READ(ka, sa.sa_handler));
 	e->sig_flags = cur->signal->flags;
 	zero_proc(&e->sender);
 	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Boots Debian's kernels under qemu (software emulation, no KVM needed) and
+# runs the tracer's privileged tests inside each, as PID 1 of a busybox
+# initramfs. Usage: test/kernels/run.sh [SERIES ...]   (default: 6.1 6.12)
+#
+# A series is matched against Debian's linux-image packages and the newest
+# build is taken (e.g. 6.1 -> linux-image-6.1.0-NN-amd64). Kernels are cached
+# in .cache/kernels. Exits non-zero if any kernel fails, or if any test on it
+# fails or is skipped without leave (SIGSCOPE_REQUIRE_PRIVILEGED=1 inside).
+# SIGSCOPE_VM_TEST_RUN=REGEX runs only the matching tests (go test -run);
+# SIGSCOPE_VM_LOGS=DIR keeps each kernel's full serial console log there.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+top=$PWD
+series=("$@")
+[ ${#series[@]} -gt 0 ] || series=(6.1 6.12)
+cache=$top/.cache/kernels
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$cache"
+
+need() {
+	local missing=()
+	command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
+	[ -x /bin/busybox ] && /bin/busybox --list | grep -qx unshare || missing+=(busybox-static)
+	command -v cpio >/dev/null || missing+=(cpio)
+	if [ ${#missing[@]} -gt 0 ]; then
+		echo "installing ${missing[*]}"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	fi
+	# busybox-static puts the binary at /bin/busybox.
+	file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || {
+		echo "/bin/busybox is not static: install busybox-static" >&2
+		exit 1
+	}
+}
+
+# newest Debian kernel image package for a series, e.g. 6.1 or 6.12
+package_for() {
+	local v=${1//./\\.}
+	apt-cache search --names-only "^linux-image-${v}[.-][0-9][^ ]*-amd64(-unsigned)?\$" 2>/dev/null |
+		awk '{print $1}' | grep -v -e dbg -e cloud -e rt- | sort -V | tail -n 1
+}
+
+fetch_kernel() {
+	local pkg=$1 dir=$cache/$1
+	if [ ! -f "$dir/vmlinuz" ]; then
+		mkdir -p "$dir"
+		(cd "$dir" && apt-get download -qq "$pkg" >/dev/null)
+		dpkg-deb --fsys-tarfile "$dir"/*.deb | tar -x -C "$dir" --wildcards './boot/vmlinuz-*'
+		mv "$dir"/boot/vmlinuz-* "$dir/vmlinuz"
+		rm -rf "$dir/boot" "$dir"/*.deb
+	fi
+	echo "$dir/vmlinuz"
+}
+
+build_initramfs() {
+	local root=$work/root
+	mkdir -p "$root"/{bin,sbin,usr/bin,proc,sys,dev,tmp,root,etc}
+	cp /bin/busybox "$root/bin/busybox"
+	for applet in $(/bin/busybox --list); do
+		[ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+	done
+	install -m 0755 test/kernels/init.sh "$root/init"
+	echo "building the privileged test binary (static)"
+	mkdir -p "$root/tracer"
+	CGO_ENABLED=0 go test -c -o "$root/tracer/tracer.test" ./tracer
+	cp -r tracer/testdata "$root/tracer/" # recorded records the unit tests replay
+	printf '%s\n' "${SIGSCOPE_VM_TEST_RUN:-.}" >"$root/test-run"
+	(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 >"$work/initramfs.gz"
+}
+
+need
+build_initramfs
+apt-get update -qq >/dev/null 2>&1 || true
+
+status=0
+summary=()
+for s in "${series[@]}"; do
+	pkg=$(package_for "$s")
+	if [ -z "$pkg" ]; then
+		echo "no Debian kernel package for series $s" >&2
+		summary+=("$(printf '%-10s %-34s %s' "$s" "-" "NO PACKAGE")")
+		status=1
+		continue
+	fi
+	kernel=$(fetch_kernel "$pkg")
+	log=$work/$s.log
+	echo "== $s: booting $pkg"
+	start=$(date +%s)
+	timeout 900 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 1G \
+		-nographic -no-reboot -kernel "$kernel" -initrd "$work/initramfs.gz" \
+		-append 'console=ttyS0 panic=-1 quiet' </dev/null >"$log" 2>&1 || true
+	secs=$(( $(date +%s) - start ))
+	tr -d '\r' <"$log" >"$log.txt"
+	if [ -n "${SIGSCOPE_VM_LOGS:-}" ]; then
+		mkdir -p "$SIGSCOPE_VM_LOGS" && cp "$log.txt" "$SIGSCOPE_VM_LOGS/$s.log"
+	fi
+	grep -aE '(--- (PASS|FAIL|SKIP)|^    |^PASS$|^FAIL$|SIGSCOPE_)' "$log.txt" | sed "s/^/  [$s] /" || true
+	# The firmware's escape codes can share a line with the first marker.
+	kver=$(grep -ao 'SIGSCOPE_KERNEL [^ ]*' "$log.txt" | head -n 1 | cut -d' ' -f2 || true)
+	rc=$(grep -ao 'SIGSCOPE_RC [0-9]*' "$log.txt" | head -n 1 | cut -d' ' -f2 || true)
+	pass=$(grep -c -- '--- PASS' "$log.txt" || true)
+	fail=$(grep -c -- '--- FAIL' "$log.txt" || true)
+	skip=$(grep -c -- '--- SKIP' "$log.txt" || true)
+	exitprog=$(grep -o 'attached handle_exit_v[12]' "$log.txt" | head -n 1 | sed 's/attached //' || true)
+	verdict=pass
+	if [ -z "$rc" ]; then
+		verdict="NO RESULT (boot or timeout; log follows)"
+		tail -n 40 "$log.txt" | sed "s/^/  [$s] /"
+	elif [ "$rc" != 0 ] || [ "$fail" != 0 ] || [ "$skip" != 0 ]; then
+		verdict="FAIL (rc $rc)"
+	fi
+	[ "$verdict" = pass ] || status=1
+	summary+=("$(printf '%-10s %-34s passed %-3s failed %-3s skipped %-3s exit program %-15s %4ss  %s' \
+		"$s" "${kver:-?}" "$pass" "$fail" "$skip" "${exitprog:-?}" "$secs" "$verdict")")
+done
+
+echo
+echo "kernel matrix (tests counted with subtests):"
+printf '  %s\n' "${summary[@]}"
+exit $status
