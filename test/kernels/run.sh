@@ -76,6 +76,7 @@ apt-get update -qq >/dev/null 2>&1 || true
 
 status=0
 summary=()
+total_pass=0 total_fail=0 total_skip=0
 for s in "${series[@]}"; do
 	pkg=$(package_for "$s")
 	if [ -z "$pkg" ]; then
@@ -104,6 +105,8 @@ for s in "${series[@]}"; do
 	fail=$(grep -c -- '--- FAIL' "$log.txt" || true)
 	skip=$(grep -c -- '--- SKIP' "$log.txt" || true)
 	exitprog=$(grep -o 'attached handle_exit_v[12]' "$log.txt" | head -n 1 | sed 's/attached //' || true)
+	total_pass=$((total_pass + pass)) total_fail=$((total_fail + fail)) total_skip=$((total_skip + skip))
+	[ -n "$rc" ] || total_fail=$((total_fail + 1)) # a kernel that gave no result counts as a failure
 	verdict=pass
 	if [ -z "$rc" ]; then
 		verdict="NO RESULT (boot or timeout; log follows)"
@@ -119,4 +122,5 @@ done
 echo
 echo "kernel matrix (tests counted with subtests):"
 printf '  %s\n' "${summary[@]}"
+echo "kernels: $total_pass passed, $total_fail failed, $total_skip skipped"
 exit $status
