@@ -7,6 +7,7 @@
  *   signal_deliver      a signal dequeued by its receiver, with the disposition
  *   sched_process_exit  how a process that matters ended (two prototypes: the
  *                       loader keeps the one matching the kernel's BTF)
+ *   oom:mark_victim     the OOM killer picked a victim (two prototypes too)
  *
  * Filtering happens here so that uninteresting signals never reach the ring.
  * Submits do not wake the reader; it polls on a short timer, and a fill
@@ -491,4 +492,61 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(handle_exit_v2, struct task_struct *p, bool group_dead)
 {
 	return handle_exit(p, group_dead, false);
+}
+
+static __always_inline struct event *oom_event(__u32 tgid)
+{
+	struct counters *c;
+	struct event *e;
+
+	if (filter_pid && tgid != filter_pid)
+		return NULL;
+	c = counters_get();
+	if (!c)
+		return NULL;
+	e = reserve(c, EV_OOM);
+	if (!e)
+		return NULL;
+	e->signo = 0;
+	e->sig_flags = 0;
+	zero_proc(&e->sender);
+	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));
+	return e;
+}
+
+/* Older kernels (6.1, 6.12) pass only the victim's pid (a thread id in the
+ * root namespace): user space resolves the rest. */
+SEC("tp_btf/mark_victim")
+int BPF_PROG(handle_oom_v1, int pid)
+{
+	struct counters *c = counters_get();
+	struct event *e = oom_event(pid);
+
+	if (!e || !c)
+		return 0;
+	zero_proc(&e->target);
+	e->target.pid = pid;
+	e->target.tid = pid;
+	submit(c, e, EV_OOM);
+	return 0;
+}
+
+/* Newer kernels (6.18): mark_victim(struct task_struct *task, uid_t uid). */
+SEC("tp_btf/mark_victim")
+int BPF_PROG(handle_oom_v2, struct task_struct *task, unsigned int uid)
+{
+	struct counters *c = counters_get();
+	struct event *e = oom_event(task->tgid);
+	__u32 level;
+
+	if (!e || !c)
+		return 0;
+	level = task->thread_pid->level;
+	fill_proc(&e->target, task, level);
+	if (level > 0)
+		e->facts |= FACT_TARGET_NS_CHILD;
+	if (e->target.ns_pid == 1)
+		e->facts |= FACT_TARGET_NS_INIT;
+	submit(c, e, EV_OOM);
+	return 0;
 }

@@ -13,6 +13,7 @@ enum event_type {
 	EV_GENERATE = 0,
 	EV_DELIVER = 1,
 	EV_EXIT = 2,
+	EV_OOM = 3,   /* oom:mark_victim: the OOM killer chose target */
 	EV_TYPES = 4, /* room for later hooks; counters are indexed by type */
 };
 
@@ -63,7 +64,7 @@ struct event {
 	__u8 ancestors_len;
 	__u8 _pad[7];
 	struct proc sender; /* generate: current; zero for deliver and exit */
-	struct proc target; /* generate: the target; deliver/exit: current */
+	struct proc target; /* generate: the target; deliver: current; exit: the process; oom: the victim */
 	struct ancestor ancestors[MAX_ANCESTORS]; /* sender's parents, nearest first */
 };
 

@@ -30,7 +30,7 @@ func Decode(raw []byte, clk Clock, e *Event) error {
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), RecordSize), raw)
 
 	kind := Kind(r.Type)
-	if kind != KindGenerate && kind != KindDeliver && kind != KindExit {
+	if kind != KindGenerate && kind != KindDeliver && kind != KindExit && kind != KindOOM {
 		return fmt.Errorf("unknown event type %d", r.Type)
 	}
 	*e = Event{

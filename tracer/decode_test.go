@@ -101,7 +101,7 @@ func TestDecodeRejectsBadRecords(t *testing.T) {
 		t.Error("short record decoded")
 	}
 	raw := make([]byte, RecordSize)
-	raw[unsafe.Offsetof(sigscopeEvent{}.Type)] = 3
+	raw[unsafe.Offsetof(sigscopeEvent{}.Type)] = 9
 	if err := Decode(raw, Clock{}, &e); err == nil {
 		t.Error("unknown event type decoded")
 	}

@@ -12,10 +12,11 @@ const (
 	KindGenerate Kind = Kind(sigscopeEventTypeEV_GENERATE) // signal_generate: a signal was sent
 	KindDeliver  Kind = Kind(sigscopeEventTypeEV_DELIVER)  // signal_deliver: a task dequeued it
 	KindExit     Kind = Kind(sigscopeEventTypeEV_EXIT)     // sched_process_exit: a process ended
+	KindOOM      Kind = Kind(sigscopeEventTypeEV_OOM)      // oom:mark_victim: the OOM killer chose a victim
 )
 
 // Kinds lists every kind, in counter order.
-var Kinds = []Kind{KindGenerate, KindDeliver, KindExit}
+var Kinds = []Kind{KindGenerate, KindDeliver, KindExit, KindOOM}
 
 func (k Kind) String() string {
 	switch k {
@@ -25,6 +26,8 @@ func (k Kind) String() string {
 		return "deliver"
 	case KindExit:
 		return "exit"
+	case KindOOM:
+		return "oom"
 	}
 	return "unknown"
 }
@@ -158,7 +161,7 @@ type Event struct {
 	SenderExiting  bool    // the sender was itself exiting (PF_EXITING)
 	Ancestors      [MaxAncestors]Ancestor
 	AncestorsCount int
-	Target         Process // generate: the target; deliver: the receiver; exit: the process
+	Target         Process // generate: the target; deliver: the receiver; exit: the process; oom: the victim
 
 	ExitCode   int  // exit only: the exit status when the process exited, -1 when a signal killed it
 	CoreDumped bool // exit only

@@ -30,6 +30,8 @@ func TestMain(m *testing.M) {
 		threads()
 	case "ignore":
 		ignore()
+	case "allocate":
+		allocate()
 	}
 	os.Exit(m.Run())
 }

@@ -105,33 +105,63 @@ func lockdownMode() (string, error) {
 	return "", errors.New("unrecognised lockdown file")
 }
 
-// exitHasGroupDead reports whether sched_process_exit passes
-// (task, bool group_dead), as it does from 6.16. The kernel's BTF typedef
-// btf_trace_sched_process_exit is a pointer to a prototype whose first
-// parameter is the tracepoint's context: 3 parameters on 6.16+, 2 before.
-// The answer comes from the running kernel, never from its version number.
-func exitHasGroupDead(spec *btf.Spec) (bool, error) {
+// tracepointParams returns the parameter count of a tp_btf hook's prototype
+// from the kernel's BTF typedef btf_trace_<name>, context included. Hooks
+// whose arguments changed between kernels are chosen by this, never by the
+// kernel's version number.
+func tracepointParams(spec *btf.Spec, name string) (int, error) {
 	var td *btf.Typedef
-	if err := spec.TypeByName("btf_trace_sched_process_exit", &td); err != nil {
-		return false, fmt.Errorf("%w: sched_process_exit tracepoint not in kernel BTF: %v", ErrUnsupported, err)
+	if err := spec.TypeByName("btf_trace_"+name, &td); err != nil {
+		return 0, fmt.Errorf("%w: tracepoint %s not in kernel BTF: %v", ErrUnsupported, name, err)
 	}
-	return groupDeadFromTypedef(td)
+	return protoParams(td)
 }
 
-func groupDeadFromTypedef(td *btf.Typedef) (bool, error) {
+func protoParams(td *btf.Typedef) (int, error) {
 	ptr, ok := td.Type.(*btf.Pointer)
 	if !ok {
-		return false, fmt.Errorf("btf_trace_sched_process_exit: unexpected %T", td.Type)
+		return 0, fmt.Errorf("%s: unexpected %T", td.Name, td.Type)
 	}
 	proto, ok := ptr.Target.(*btf.FuncProto)
 	if !ok {
-		return false, fmt.Errorf("btf_trace_sched_process_exit: unexpected %T", ptr.Target)
+		return 0, fmt.Errorf("%s: unexpected %T", td.Name, ptr.Target)
 	}
-	switch len(proto.Params) {
+	return len(proto.Params), nil
+}
+
+// exitHasGroupDead reports whether sched_process_exit passes
+// (task, bool group_dead), as it does from 6.16: 3 parameters with the
+// context, 2 before.
+func exitHasGroupDead(spec *btf.Spec) (bool, error) {
+	n, err := tracepointParams(spec, "sched_process_exit")
+	if err != nil {
+		return false, err
+	}
+	return groupDeadFromParams(n)
+}
+
+func groupDeadFromParams(n int) (bool, error) {
+	switch n {
 	case 2:
 		return false, nil
 	case 3:
 		return true, nil
 	}
-	return false, fmt.Errorf("btf_trace_sched_process_exit: %d parameters, want 2 or 3", len(proto.Params))
+	return false, fmt.Errorf("btf_trace_sched_process_exit: %d parameters, want 2 or 3", n)
+}
+
+// oomPassesTask reports whether oom:mark_victim passes (task, uid), as on
+// 6.18, rather than (int pid) as on 6.1 and 6.12: 3 parameters against 2.
+func oomPassesTask(spec *btf.Spec) (bool, error) {
+	n, err := tracepointParams(spec, "mark_victim")
+	if err != nil {
+		return false, err
+	}
+	switch n {
+	case 2:
+		return false, nil
+	case 3:
+		return true, nil
+	}
+	return false, fmt.Errorf("btf_trace_mark_victim: %d parameters, want 2 or 3", n)
 }

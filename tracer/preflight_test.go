@@ -53,16 +53,23 @@ func TestExitPrototypeFromBTF(t *testing.T) {
 		params := make([]btf.FuncParam, n)
 		return &btf.Typedef{Name: "btf_trace_sched_process_exit", Type: &btf.Pointer{Target: &btf.FuncProto{Params: params}}}
 	}
-	if v, err := groupDeadFromTypedef(ptr(2)); err != nil || v {
+	choose := func(td *btf.Typedef) (bool, error) {
+		n, err := protoParams(td)
+		if err != nil {
+			return false, err
+		}
+		return groupDeadFromParams(n)
+	}
+	if v, err := choose(ptr(2)); err != nil || v {
 		t.Errorf("2 params (before 6.16): %v %v, want the 1-argument program", v, err)
 	}
-	if v, err := groupDeadFromTypedef(ptr(3)); err != nil || !v {
+	if v, err := choose(ptr(3)); err != nil || !v {
 		t.Errorf("3 params (6.16+): %v %v, want the 2-argument program", v, err)
 	}
-	if _, err := groupDeadFromTypedef(ptr(4)); err == nil {
+	if _, err := choose(ptr(4)); err == nil {
 		t.Error("4 params accepted")
 	}
-	if _, err := groupDeadFromTypedef(&btf.Typedef{Type: &btf.Int{}}); err == nil {
+	if _, err := choose(&btf.Typedef{Type: &btf.Int{}}); err == nil {
 		t.Error("non-pointer accepted")
 	}
 }
@@ -91,6 +98,15 @@ func TestExitProgramMatchesKernel(t *testing.T) {
 	t.Logf("kernel sched_process_exit has group_dead: %v; attached %s", twoArg, tr.ExitProgram)
 	if tr.ExitProgram != want {
 		t.Errorf("attached %s, want %s", tr.ExitProgram, want)
+	}
+	oomTask, err := oomPassesTask(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOOM := map[bool]string{false: "handle_oom_v1", true: "handle_oom_v2"}[oomTask]
+	t.Logf("kernel mark_victim passes the task: %v; attached %s", oomTask, tr.OOMProgram)
+	if tr.OOMProgram != wantOOM {
+		t.Errorf("attached %s, want %s", tr.OOMProgram, wantOOM)
 	}
 	if err := tr.Close(); err != nil {
 		t.Errorf("Close: %v", err)

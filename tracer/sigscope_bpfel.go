@@ -52,6 +52,7 @@ const (
 	sigscopeEventTypeEV_GENERATE sigscopeEventType = 0
 	sigscopeEventTypeEV_DELIVER  sigscopeEventType = 1
 	sigscopeEventTypeEV_EXIT     sigscopeEventType = 2
+	sigscopeEventTypeEV_OOM      sigscopeEventType = 3
 	sigscopeEventTypeEV_TYPES    sigscopeEventType = 4
 )
 
@@ -101,6 +102,8 @@ const (
 	sigscopeProgHandleExitV1   = "handle_exit_v1"
 	sigscopeProgHandleExitV2   = "handle_exit_v2"
 	sigscopeProgHandleGenerate = "handle_generate"
+	sigscopeProgHandleOomV1    = "handle_oom_v1"
+	sigscopeProgHandleOomV2    = "handle_oom_v2"
 	sigscopeVarFilterComm      = "filter_comm"
 	sigscopeVarFilterPid       = "filter_pid"
 	sigscopeVarSelfTgid        = "self_tgid"
@@ -157,6 +160,8 @@ type sigscopeProgramSpecs struct {
 	HandleExitV1   *ebpf.ProgramSpec `ebpf:"handle_exit_v1"`
 	HandleExitV2   *ebpf.ProgramSpec `ebpf:"handle_exit_v2"`
 	HandleGenerate *ebpf.ProgramSpec `ebpf:"handle_generate"`
+	HandleOomV1    *ebpf.ProgramSpec `ebpf:"handle_oom_v1"`
+	HandleOomV2    *ebpf.ProgramSpec `ebpf:"handle_oom_v2"`
 }
 
 // sigscopeMapSpecs contains maps before they are loaded into the kernel.
@@ -243,6 +248,8 @@ type sigscopePrograms struct {
 	HandleExitV1   *ebpf.Program `ebpf:"handle_exit_v1"`
 	HandleExitV2   *ebpf.Program `ebpf:"handle_exit_v2"`
 	HandleGenerate *ebpf.Program `ebpf:"handle_generate"`
+	HandleOomV1    *ebpf.Program `ebpf:"handle_oom_v1"`
+	HandleOomV2    *ebpf.Program `ebpf:"handle_oom_v2"`
 }
 
 func (p *sigscopePrograms) Close() error {
@@ -251,6 +258,8 @@ func (p *sigscopePrograms) Close() error {
 		p.HandleExitV1,
 		p.HandleExitV2,
 		p.HandleGenerate,
+		p.HandleOomV1,
+		p.HandleOomV2,
 	)
 }
 

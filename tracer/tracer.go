@@ -69,6 +69,9 @@ type Tracer struct {
 	// ExitProgram names the sched_process_exit program that was attached:
 	// "handle_exit_v1" (1 argument, kernels before 6.16) or "handle_exit_v2".
 	ExitProgram string
+	// OOMProgram names the oom:mark_victim program: "handle_oom_v1" (pid
+	// only, as on 6.1 and 6.12) or "handle_oom_v2" (the victim's task).
+	OOMProgram string
 }
 
 // New checks that this process and kernel can trace, loads the programs with
@@ -124,6 +127,15 @@ func New(opts Options) (*Tracer, error) {
 	}
 	// The other prototype would fail to load (or load wrong): remove it.
 	delete(spec.Programs, drop)
+	oomTask, err := oomPassesTask(kspec)
+	if err != nil {
+		return nil, err
+	}
+	oomKeep, oomDrop := sigscopeProgHandleOomV1, sigscopeProgHandleOomV2
+	if oomTask {
+		oomKeep, oomDrop = oomDrop, oomKeep
+	}
+	delete(spec.Programs, oomDrop)
 
 	spec.Maps[sigscopeMapEvents].MaxEntries = uint32(opts.RingSize)
 	var commBytes [16]byte
@@ -145,9 +157,9 @@ func New(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, explainLoadError(err)
 	}
-	t := &Tracer{opts: opts, log: opts.Logger, coll: coll, ExitProgram: keep,
+	t := &Tracer{opts: opts, log: opts.Logger, coll: coll, ExitProgram: keep, OOMProgram: oomKeep,
 		counters: coll.Maps[sigscopeMapEventCounters]}
-	for _, name := range []string{sigscopeProgHandleGenerate, sigscopeProgHandleDeliver, keep} {
+	for _, name := range []string{sigscopeProgHandleGenerate, sigscopeProgHandleDeliver, keep, oomKeep} {
 		p := coll.Programs[name]
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
@@ -266,6 +278,7 @@ type Stats struct {
 	Generate KindStats `json:"generate"`
 	Deliver  KindStats `json:"deliver"`
 	Exit     KindStats `json:"exit"`
+	OOM      KindStats `json:"oom"`
 	// Read counts records handed to Run's callback; DecodeErrors those it could not decode.
 	Read         uint64 `json:"read"`
 	DecodeErrors uint64 `json:"decode_errors"`
@@ -284,6 +297,8 @@ func (s Stats) Kind(k Kind) KindStats {
 		return s.Deliver
 	case KindExit:
 		return s.Exit
+	case KindOOM:
+		return s.OOM
 	}
 	return KindStats{}
 }
@@ -291,7 +306,7 @@ func (s Stats) Kind(k Kind) KindStats {
 // Total sums the counters of every kind.
 func (s Stats) Total() KindStats {
 	var t KindStats
-	for _, k := range []KindStats{s.Generate, s.Deliver, s.Exit} {
+	for _, k := range []KindStats{s.Generate, s.Deliver, s.Exit, s.OOM} {
 		t.Seen += k.Seen
 		t.Emitted += k.Emitted
 		t.Dropped += k.Dropped
@@ -339,6 +354,8 @@ func (s *Stats) kindPtr(k Kind) *KindStats {
 		return &s.Deliver
 	case KindExit:
 		return &s.Exit
+	case KindOOM:
+		return &s.OOM
 	}
 	return &s.Generate
 }

@@ -171,6 +171,8 @@ func writeTableRow(w io.Writer, e *tracer.Event) error {
 		sender = procCell(e.Sender.PID, e.Sender.Comm)
 	case tracer.KindDeliver:
 		sig, result = e.Signal.String(), "-> "+e.Handler.String()
+	case tracer.KindOOM:
+		result = "oom victim"
 	case tracer.KindExit:
 		if e.Signaled() {
 			sig, result = e.Signal.String(), "killed"

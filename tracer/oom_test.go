@@ -1,0 +1,134 @@
+package tracer
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
+)
+
+// allocate waits for a line on stdin (so the test can move it into a
+// memory-limited cgroup first), then touches memory until the OOM killer
+// ends it.
+func allocate() {
+	fmt.Println("ready")
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+	var keep [][]byte
+	for {
+		b := make([]byte, 1<<20)
+		for i := range b {
+			b[i] = byte(i)
+		}
+		keep = append(keep, b)
+	}
+}
+
+// memoryCgroup makes a cgroup limited to limit bytes, on the v1 memory
+// controller when there is one (this machine's hybrid layout) or on cgroup2.
+func memoryCgroup(t *testing.T, limit int) (procs string) {
+	t.Helper()
+	name := fmt.Sprintf("sigscope-oom-test-%d", os.Getpid())
+	for _, c := range []struct{ root, limitFile string }{
+		{"/sys/fs/cgroup/memory", "memory.limit_in_bytes"},
+		{"/sys/fs/cgroup", "memory.max"},
+		{"/sys/fs/cgroup/unified", "memory.max"},
+	} {
+		if _, err := os.Stat(filepath.Join(c.root, c.limitFile)); err != nil && c.root != "/sys/fs/cgroup/memory" {
+			// cgroup2 roots have no memory.max themselves; check the controller list.
+			b, _ := os.ReadFile(filepath.Join(c.root, "cgroup.subtree_control"))
+			if !containsWord(string(b), "memory") {
+				continue
+			}
+		} else if err != nil {
+			continue
+		}
+		dir := filepath.Join(c.root, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatalf("creating %s: %v", dir, err)
+		}
+		t.Cleanup(func() {
+			for i := 0; i < 50 && os.Remove(dir) != nil; i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+		if err := os.WriteFile(filepath.Join(dir, c.limitFile), []byte(strconv.Itoa(limit)), 0o644); err != nil {
+			t.Fatalf("limiting memory: %v", err)
+		}
+		if c.limitFile == "memory.limit_in_bytes" {
+			// No swap to escape to.
+			_ = os.WriteFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), []byte(strconv.Itoa(limit)), 0o644)
+		} else {
+			_ = os.WriteFile(filepath.Join(dir, "memory.swap.max"), []byte("0"), 0o644)
+		}
+		return filepath.Join(dir, "cgroup.procs")
+	}
+	t.Fatal("no memory cgroup controller found")
+	return ""
+}
+
+func containsWord(s, w string) bool {
+	for _, f := range splitFields(s) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+func splitFields(s string) []string {
+	var out []string
+	start := -1
+	for i, r := range s + " " {
+		if r == ' ' || r == '\n' || r == '\t' {
+			if start >= 0 {
+				out = append(out, s[start:i])
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	return out
+}
+
+// The OOM killer's choice is reported: its SIGKILL (kernel-generated, not a
+// cascade), then the oom event (__oom_kill_process sends the signal before
+// mark_oom_victim), then the death.
+func TestOOMKill(t *testing.T) {
+	c := startCollector(t, Options{})
+	procs := memoryCgroup(t, 48<<20)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=allocate")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := testutil.StartReady(t, cmd)
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		t.Fatalf("moving %d into the cgroup: %v", pid, err)
+	}
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	oom := c.waitFor(t, "oom", func(e *Event) bool { return e.Kind == KindOOM && int(e.Target.PID) == pid })
+	if oom.Target.TID == 0 {
+		t.Errorf("oom event without a victim: %+v", oom.Target)
+	}
+	kill := c.waitFor(t, "oom-kill", isGenerate(SIGKILL, pid))
+	if kill.Code != CodeKernel || kill.Flags.Has(FlagNSCascade) {
+		t.Errorf("OOM SIGKILL: code %s flags [%s], want kernel, not ns_cascade", kill.Code, kill.Flags)
+	}
+	exit := c.waitFor(t, "oom-exit", func(e *Event) bool { return e.Kind == KindExit && int(e.Target.PID) == pid })
+	if exit.Signal != SIGKILL {
+		t.Errorf("victim ended by %s, want SIGKILL", exit.Signal)
+	}
+	if c.index(oom) < c.index(kill) {
+		t.Errorf("oom event before its SIGKILL: the kernel marks the victim after signalling it")
+	}
+}

@@ -1,0 +1,52 @@
+package tracer
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// procRoot is where /proc is mounted; a variable for tests.
+var procRoot = "/proc"
+
+// completeOOMVictim fills the identity of an OOM victim reported by the older
+// mark_victim prototype, which passes only a thread id. The kernel has just
+// chosen the victim and not yet reaped it, so /proc still has it. OOM kills
+// are rare: this /proc read is not on the hot path.
+func completeOOMVictim(e *Event) {
+	if e.Kind != KindOOM || e.Target.PidNS != 0 || e.Target.TID == 0 {
+		return
+	}
+	dir := procRoot + "/" + strconv.FormatUint(uint64(e.Target.TID), 10)
+	status, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return // already gone: the tid is all we have
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		key, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(val)
+		if len(fields) == 0 {
+			continue
+		}
+		switch key {
+		case "Name":
+			copy(e.Target.Comm[:15], strings.TrimSpace(val))
+		case "Tgid":
+			if n, err := strconv.ParseUint(fields[0], 10, 32); err == nil {
+				e.Target.PID = uint32(n)
+			}
+		case "NStgid": // the last one is the pid in its own namespace
+			if n, err := strconv.ParseUint(fields[len(fields)-1], 10, 32); err == nil {
+				e.Target.NsPID = uint32(n)
+			}
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir+"/ns/pid", &st); err == nil {
+		e.Target.PidNS = uint32(st.Ino)
+	}
+}

@@ -1,0 +1,38 @@
+package tracer
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The older mark_victim passes a thread id only; the tracer completes the
+// process identity from /proc.
+func TestCompleteOOMVictim(t *testing.T) {
+	old := procRoot
+	defer func() { procRoot = old }()
+	procRoot = t.TempDir()
+	dir := filepath.Join(procRoot, "4243")
+	if err := os.MkdirAll(filepath.Join(dir, "ns"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	status := "Name:\tworker\nUmask:\t0022\nTgid:\t4242\nNgid:\t0\nPid:\t4243\nNStgid:\t4242\t7\nNSpid:\t4243\t8\n"
+	if err := os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Any file gives an inode; the real one is the namespace's.
+	if err := os.WriteFile(filepath.Join(dir, "ns", "pid"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := Event{Kind: KindOOM, Target: Process{PID: 4243, TID: 4243}}
+	completeOOMVictim(&e)
+	if e.Target.PID != 4242 || e.Target.TID != 4243 || e.Target.NsPID != 7 || e.Target.PidNS == 0 || e.Target.Comm.String() != "worker" {
+		t.Errorf("completed victim %+v (comm %q)", e.Target, e.Target.Comm)
+	}
+	// A victim with full identity (newer kernels) is left alone.
+	e = Event{Kind: KindOOM, Target: Process{PID: 1, TID: 4243, PidNS: 99}}
+	completeOOMVictim(&e)
+	if e.Target.PID != 1 {
+		t.Errorf("complete victim was rewritten: %+v", e.Target)
+	}
+}
