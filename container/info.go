@@ -19,7 +19,8 @@ type Info struct {
 	StopTimeout int    // seconds the runtime waits before SIGKILL (docker StopTimeout, 0: unknown)
 	GracePeriod int    // Kubernetes terminationGracePeriodSeconds (0: unknown)
 
-	Labels map[string]string
+	Labels      map[string]string
+	Annotations map[string]string // CRI only; Docker has no annotations
 }
 
 // Key is what events carry that identifies a container without a /proc

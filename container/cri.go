@@ -1,0 +1,200 @@
+package container
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// criClient asks one CRI endpoint (containerd, CRI-O) about containers.
+// The gRPC connection is made at first use and kept.
+type criClient struct {
+	socket string
+
+	mu   sync.Mutex
+	conn *grpc.ClientConn
+	rt   runtimeapi.RuntimeServiceClient
+	name string // runtime name from Version, once known
+}
+
+func newCRIClient(socket string) *criClient { return &criClient{socket: socket} }
+
+// present reports whether the socket exists. A node runs one or two of the
+// runtimes sigscope knows: a missing socket is a runtime that is not
+// installed, not an error, and it is not dialled.
+func (c *criClient) present() bool {
+	fi, err := os.Stat(c.socket)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+func (c *criClient) client() (runtimeapi.RuntimeServiceClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rt != nil {
+		return c.rt, nil
+	}
+	conn, err := grpc.NewClient("unix://"+c.socket,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResponse)))
+	if err != nil {
+		return nil, fmt.Errorf("CRI %s: %w", c.socket, err)
+	}
+	c.conn, c.rt = conn, runtimeapi.NewRuntimeServiceClient(conn)
+	return c.rt, nil
+}
+
+func (c *criClient) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		return nil
+	}
+	err := c.conn.Close()
+	c.conn, c.rt = nil, nil
+	return err
+}
+
+// runtimeName asks the endpoint who it is: "containerd" or "cri-o".
+func (c *criClient) runtimeName(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	name := c.name
+	c.mu.Unlock()
+	if name != "" {
+		return name, nil
+	}
+	rt, err := c.client()
+	if err != nil {
+		return "", err
+	}
+	v, err := rt.Version(ctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		return "", fmt.Errorf("CRI %s: Version: %w", c.socket, err)
+	}
+	name = criRuntimeName(v.GetRuntimeName())
+	c.mu.Lock()
+	c.name = name
+	c.mu.Unlock()
+	return name, nil
+}
+
+func criRuntimeName(s string) string {
+	switch strings.ToLower(s) {
+	case "containerd":
+		return RuntimeContainerd
+	case "cri-o", "crio":
+		return RuntimeCRIO
+	}
+	return s
+}
+
+// criStatus is a container as a CRI endpoint describes it.
+type criStatus struct {
+	Info Info
+	PID  int // host pid of the container's init, from the verbose info; 0 if not given
+}
+
+// status returns ContainerStatus (verbose) for id, or errNotFound.
+func (c *criClient) status(ctx context.Context, id string) (*criStatus, error) {
+	rt, err := c.client()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		if isCRINotFound(err) {
+			return nil, errNotFound
+		}
+		return nil, fmt.Errorf("CRI %s: ContainerStatus: %w", c.socket, err)
+	}
+	st, err := infoFromCRI(resp.GetStatus(), resp.GetInfo())
+	if err != nil {
+		return nil, fmt.Errorf("CRI %s: %w", c.socket, err)
+	}
+	return st, nil
+}
+
+// running lists the IDs of the running containers.
+func (c *criClient) running(ctx context.Context) ([]string, error) {
+	rt, err := c.client()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("CRI %s: ListContainers: %w", c.socket, err)
+	}
+	var ids []string
+	for _, ct := range resp.GetContainers() {
+		ids = append(ids, ct.GetId())
+	}
+	return ids, nil
+}
+
+// isCRINotFound: containerd answers NotFound; CRI-O has used Unknown with
+// a "not found" message in some versions.
+func isCRINotFound(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	return st.Code() == codes.NotFound ||
+		(st.Code() == codes.Unknown && strings.Contains(strings.ToLower(st.Message()), "not found"))
+}
+
+// infoFromCRI maps a CRI ContainerStatus and its verbose info to an Info:
+// the kubelet's labels give pod, namespace, uid and container name, its
+// annotation the grace period. The host pid of the container's init is in
+// the verbose "info" JSON ({"pid": N, ...}), which containerd and CRI-O
+// both write.
+func infoFromCRI(s *runtimeapi.ContainerStatus, verbose map[string]string) (*criStatus, error) {
+	if s == nil {
+		return nil, errors.New("ContainerStatus without a status")
+	}
+	out := &criStatus{Info: Info{
+		ID:          s.GetId(),
+		Name:        s.GetMetadata().GetName(),
+		Image:       s.GetImage().GetImage(),
+		Labels:      s.GetLabels(),
+		Annotations: s.GetAnnotations(),
+		StopSignal:  criSignal(s.GetStopSignal()),
+	}}
+	if out.Info.Image == "" {
+		out.Info.Image = s.GetImageRef()
+	}
+	applyKubernetes(&out.Info, out.Info.Labels, out.Info.Annotations)
+	if raw := verbose["info"]; raw != "" {
+		var v struct {
+			PID int `json:"pid"`
+		}
+		// A verbose blob we cannot read costs the pid, not the lookup.
+		if json.Unmarshal([]byte(raw), &v) == nil {
+			out.PID = v.PID
+		}
+	}
+	return out, nil
+}
+
+// criSignal names a CRI stop signal as sigscope does ("SIGTERM"); the
+// runtime default is "", as in Info.
+func criSignal(s runtimeapi.Signal) string {
+	if s == runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
+		return ""
+	}
+	name, ok := runtimeapi.Signal_name[int32(s)]
+	if !ok {
+		return ""
+	}
+	return normalizeSignal(strings.TrimPrefix(name, "SIGNAL_"))
+}

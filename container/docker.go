@@ -1,0 +1,134 @@
+package container
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// errNotFound: the runtime answered and does not know the container.
+var errNotFound = errors.New("container not found")
+
+// maxResponse bounds what is read from a runtime's answer: an inspect is a
+// few kilobytes, and a broken or hostile peer must not make us buffer more.
+const maxResponse = 8 << 20
+
+// dockerClient speaks the Docker Engine API over its unix socket with
+// net/http; the paths are unversioned, so any daemon answers with its own
+// API version, and the fields read here exist in all of them.
+type dockerClient struct {
+	socket string
+	http   *http.Client
+}
+
+func newDockerClient(socket string) *dockerClient {
+	return &dockerClient{
+		socket: socket,
+		http: &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", socket)
+			},
+			MaxIdleConns: 2,
+		}},
+	}
+}
+
+func (c *dockerClient) close() { c.http.CloseIdleConnections() }
+
+// dockerInspect is the part of GET /containers/{id}/json sigscope uses.
+type dockerInspect struct {
+	ID     string `json:"Id"`
+	Name   string `json:"Name"`
+	Config struct {
+		Image       string            `json:"Image"`
+		Labels      map[string]string `json:"Labels"`
+		StopSignal  string            `json:"StopSignal"`
+		StopTimeout *int              `json:"StopTimeout"`
+	} `json:"Config"`
+	State struct {
+		Running bool `json:"Running"`
+		Pid     int  `json:"Pid"`
+	} `json:"State"`
+}
+
+// dockerDefaultStopTimeout is what `docker stop` waits when the container
+// sets no StopTimeout.
+const dockerDefaultStopTimeout = 10
+
+// info maps an inspect to an Info. Names and labels are kept raw: they are
+// untrusted, and escaping them is each output's job.
+func (d *dockerInspect) info() *Info {
+	info := &Info{
+		ID:          d.ID,
+		Runtime:     RuntimeDocker,
+		Name:        strings.TrimPrefix(d.Name, "/"),
+		Image:       d.Config.Image,
+		StopSignal:  normalizeSignal(d.Config.StopSignal),
+		StopTimeout: dockerDefaultStopTimeout,
+		Labels:      d.Config.Labels,
+	}
+	if d.Config.StopTimeout != nil {
+		info.StopTimeout = *d.Config.StopTimeout
+	}
+	// dockershim and cri-dockerd store the kubelet's labels and
+	// annotations as Docker labels.
+	applyKubernetes(info, d.Config.Labels, nil)
+	return info
+}
+
+func (c *dockerClient) inspect(ctx context.Context, id string) (*dockerInspect, error) {
+	var ins dockerInspect
+	if err := c.get(ctx, "/containers/"+url.PathEscape(id)+"/json", &ins); err != nil {
+		return nil, err
+	}
+	if ins.ID == "" {
+		ins.ID = id
+	}
+	return &ins, nil
+}
+
+// running lists the IDs of the running containers.
+func (c *dockerClient) running(ctx context.Context) ([]string, error) {
+	var list []struct {
+		ID string `json:"Id"`
+	}
+	if err := c.get(ctx, "/containers/json", &list); err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(list))
+	for _, e := range list {
+		ids = append(ids, e.ID)
+	}
+	return ids, nil
+}
+
+func (c *dockerClient) get(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("docker API %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	body := io.LimitReader(resp.Body, maxResponse)
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return errNotFound
+	case resp.StatusCode != http.StatusOK:
+		msg, _ := io.ReadAll(io.LimitReader(body, 512))
+		return fmt.Errorf("docker API GET %s: %s: %s", path, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	if err := json.NewDecoder(body).Decode(v); err != nil {
+		return fmt.Errorf("docker API GET %s: decoding: %w", path, err)
+	}
+	return nil
+}

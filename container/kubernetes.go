@@ -1,0 +1,57 @@
+package container
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// The kubelet's labels and annotations on every container it creates
+// (pkg/kubelet/types/labels.go, pkg/kubelet/kuberuntime/labels.go).
+const (
+	LabelPodName          = "io.kubernetes.pod.name"
+	LabelPodNamespace     = "io.kubernetes.pod.namespace"
+	LabelPodUID           = "io.kubernetes.pod.uid"
+	LabelContainerName    = "io.kubernetes.container.name"
+	AnnotationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
+)
+
+// applyKubernetes fills the Kubernetes fields from a container's labels and
+// annotations. The grace period is an annotation under CRI; dockershim and
+// cri-dockerd turn annotations into labels, so a label counts too.
+func applyKubernetes(info *Info, labels, annotations map[string]string) {
+	if v := labels[LabelPodName]; v != "" {
+		info.Pod = v
+	}
+	if v := labels[LabelPodNamespace]; v != "" {
+		info.Namespace = v
+	}
+	if v := labels[LabelPodUID]; v != "" {
+		info.PodUID = v
+	}
+	if v := labels[LabelContainerName]; v != "" {
+		// Kubernetes users know the container by this name, not the
+		// runtime's generated one (k8s_app_pod_ns_uid_0).
+		info.Name = v
+	}
+	for _, m := range []map[string]string{annotations, labels} {
+		if n, err := strconv.Atoi(strings.TrimSpace(m[AnnotationGracePeriod])); err == nil && n >= 0 {
+			info.GracePeriod = n
+			break
+		}
+	}
+}
+
+// normalizeSignal spells a configured stop signal the way sigscope prints
+// signals ("TERM", "15" and "SIGTERM" all become "SIGTERM"), and keeps
+// anything it cannot read as it was.
+func normalizeSignal(s string) string {
+	if s == "" {
+		return ""
+	}
+	if sig, err := tracer.ParseSignal(s); err == nil {
+		return sig.String()
+	}
+	return s
+}

@@ -1,0 +1,533 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// Defaults for [Options].
+const (
+	DefaultProcRoot     = "/proc"
+	DefaultCgroupRoot   = "/sys/fs/cgroup"
+	DefaultDockerSocket = "/var/run/docker.sock"
+	DefaultMaxEntries   = 4096
+	DefaultTTL          = 5 * time.Minute
+	DefaultAPITimeout   = 2 * time.Second
+)
+
+// DefaultCRISockets are containerd's and CRI-O's CRI endpoints.
+var DefaultCRISockets = []string{"/run/containerd/containerd.sock", "/var/run/crio/crio.sock"}
+
+// Error sources counted by [Resolver.Errors].
+const (
+	SourceDocker = "docker" // the Docker Engine API
+	SourceCRI    = "cri"    // a CRI endpoint (containerd, CRI-O)
+	SourceProc   = "proc"   // /proc reads other than "the process is gone"
+	SourceCgroup = "cgroup" // walking the cgroup filesystem
+)
+
+// Options configure a [Resolver]. Zero values take the defaults.
+type Options struct {
+	ProcRoot     string   // default "/proc"
+	CgroupRoot   string   // where cgroup hierarchies are mounted; default "/sys/fs/cgroup"
+	DockerSocket string   // Docker Engine API socket; default DefaultDockerSocket
+	CRISockets   []string // nil: DefaultCRISockets
+	// NoRuntimeAPI turns enrichment off: IDs and runtimes come from cgroup
+	// paths only, and nothing is dialled.
+	NoRuntimeAPI bool
+
+	MaxEntries int           // bound of each cache (keys, and containers); default 4096
+	TTL        time.Duration // how long a resolution is reused, and kept after a container ends; default 5m
+	APITimeout time.Duration // per runtime API call; default 2s
+	Logger     *slog.Logger  // default slog.Default()
+}
+
+// Resolver maps processes to containers. It is safe for concurrent use.
+//
+// A Lookup that hits the cache takes one lock and does no I/O. A miss reads
+// /proc/PID (the pid namespace link, to notice a reused pid, and the cgroup
+// file) or, when the process is gone, finds the cgroup by id; then, once
+// per container per TTL, asks the container's runtime for metadata.
+type Resolver struct {
+	opts          Options
+	log           *slog.Logger
+	fs            procFS
+	now           func() time.Time
+	retryInterval time.Duration // before asking a failed runtime again
+	cg            *cgroupIndex
+	docker        *dockerClient // nil with NoRuntimeAPI
+	cri           []*criClient
+
+	mu      sync.Mutex
+	entries *lru[Key, *entry]   // by event key
+	metas   *lru[string, *meta] // by container ID
+	keyCall flight[Key, *Info]
+	idCall  flight[string, *meta]
+
+	errMu   sync.Mutex
+	errs    map[string]uint64
+	warned  map[string]bool
+	downTil map[string]time.Time
+}
+
+// entry is the resolution of one Key.
+type entry struct {
+	meta    *meta // nil: not a container
+	expires time.Time
+	gone    bool // kept past its expiry because the container has ended
+}
+
+// meta is what is known about one container, shared by every key that
+// resolves to it.
+type meta struct {
+	info     *Info // replaced, never mutated: callers may hold the old one
+	fetched  time.Time
+	complete bool      // the runtime answered (or there is no runtime to ask)
+	retryAt  time.Time // when !complete: not before
+	retrying bool
+}
+
+// procFS is the resolver's only access to /proc, so that tests can count
+// reads.
+type procFS interface {
+	ReadFile(name string) ([]byte, error)
+	Readlink(name string) (string, error)
+}
+
+type osFS struct{}
+
+func (osFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
+func (osFS) Readlink(name string) (string, error) { return os.Readlink(name) }
+
+// NewResolver returns a resolver. It dials nothing: runtime connections are
+// made at the first lookup that needs them.
+func NewResolver(opts Options) *Resolver {
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = DefaultProcRoot
+	}
+	if opts.CgroupRoot == "" {
+		opts.CgroupRoot = DefaultCgroupRoot
+	}
+	if opts.DockerSocket == "" {
+		opts.DockerSocket = DefaultDockerSocket
+	}
+	if opts.CRISockets == nil {
+		opts.CRISockets = DefaultCRISockets
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.APITimeout <= 0 {
+		opts.APITimeout = DefaultAPITimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Resolver{
+		opts:          opts,
+		log:           opts.Logger.With("component", "container"),
+		fs:            osFS{},
+		now:           time.Now,
+		retryInterval: 30 * time.Second,
+		entries:       newLRU[Key, *entry](opts.MaxEntries),
+		metas:         newLRU[string, *meta](opts.MaxEntries),
+		errs:          make(map[string]uint64),
+		warned:        make(map[string]bool),
+		downTil:       make(map[string]time.Time),
+	}
+	r.cg = newCgroupIndex(opts.CgroupRoot, func() time.Time { return r.now() })
+	if !opts.NoRuntimeAPI {
+		r.docker = newDockerClient(opts.DockerSocket)
+		for _, s := range opts.CRISockets {
+			r.cri = append(r.cri, newCRIClient(s))
+		}
+	}
+	return r
+}
+
+// Close releases the runtime connections. The resolver still answers from
+// its cache and cgroup paths afterwards, but asks no runtime.
+func (r *Resolver) Close() error {
+	r.mu.Lock()
+	docker, cri := r.docker, r.cri
+	r.docker, r.cri = nil, nil
+	r.mu.Unlock()
+	var errs []error
+	if docker != nil {
+		docker.close()
+	}
+	for _, c := range cri {
+		errs = append(errs, c.close())
+	}
+	return errors.Join(errs...)
+}
+
+// KeyOf returns the cache key an event's process carries. A cgroup v2 id
+// of 1 (the root, what every task has on a host whose v2 tree is unused)
+// identifies nothing and is dropped.
+func KeyOf(p *tracer.Process) Key {
+	k := Key{PidNS: p.PidNS, CgroupV1ID: p.CgroupV1ID}
+	if p.CgroupID > 1 {
+		k.CgroupID = p.CgroupID
+	}
+	return k
+}
+
+// Lookup returns the container p belongs to, or nil for a process outside
+// any container (and for one whose container cannot be found any more). The
+// returned Info is shared: treat it as read-only.
+//
+// Processes are cached by [KeyOf]: all three ids together, because each
+// alone is ambiguous (pods share a pid namespace across containers,
+// --pid=host containers share the host's, and a hybrid host gives every
+// task the same v2 id). A process that carries no key at all is resolved
+// from /proc every time.
+func (r *Resolver) Lookup(p *tracer.Process) *Info {
+	if p == nil {
+		return nil
+	}
+	key := KeyOf(p)
+	if key == (Key{}) {
+		if p.PID == 0 {
+			return nil
+		}
+		return r.resolve(p, key, nil)
+	}
+	now := r.now()
+	r.mu.Lock()
+	e, ok := r.entries.get(key)
+	if ok && now.Before(e.expires) {
+		var info *Info
+		if m := e.meta; m != nil {
+			info = m.info
+			if !m.complete && !m.retrying && !now.Before(m.retryAt) {
+				// Enrichment failed earlier: try again in the background
+				// so that a hit never waits on a runtime.
+				m.retrying = true
+				go r.reenrich(m)
+			}
+		}
+		r.mu.Unlock()
+		return info
+	}
+	r.mu.Unlock()
+	var expired *entry
+	if ok {
+		expired = e
+	}
+	return r.keyCall.do(key, func() *Info { return r.resolve(p, key, expired) })
+}
+
+// resolve handles a miss: identify the container, enrich it, cache both.
+// old is the expired entry for key, if any.
+func (r *Resolver) resolve(p *tracer.Process, key Key, old *entry) *Info {
+	id, runtime, found, definite := r.identify(p, key)
+	now := r.now()
+	if !found {
+		e := &entry{expires: now.Add(r.opts.TTL)}
+		if !definite && old != nil && old.meta != nil && !old.gone {
+			// No trace of it any more: the container has ended. Keep
+			// answering with what was known for one more TTL, so late
+			// events (the cascade, the init's exit) still resolve.
+			e.meta, e.gone = old.meta, true
+		}
+		r.store(key, e)
+		if e.meta != nil {
+			return e.meta.info
+		}
+		return nil
+	}
+	m := r.metaFor(id, runtime)
+	r.store(key, &entry{meta: m, expires: now.Add(r.opts.TTL)})
+	return m.info
+}
+
+func (r *Resolver) store(key Key, e *entry) {
+	if key == (Key{}) {
+		return
+	}
+	r.mu.Lock()
+	r.entries.put(key, e)
+	r.mu.Unlock()
+}
+
+// identify finds the container ID and runtime. found reports a container;
+// definite means the answer came from the process or its cgroup (so
+// !found && definite is a host process), not from a lack of traces.
+func (r *Resolver) identify(p *tracer.Process, key Key) (id, runtime string, found, definite bool) {
+	if p.PID != 0 {
+		dir := filepath.Join(r.opts.ProcRoot, strconv.FormatUint(uint64(p.PID), 10))
+		alive := true
+		if key.PidNS != 0 {
+			// The pid may belong to another process by now: only trust
+			// /proc/PID when its pid namespace is the event's.
+			link, err := r.fs.Readlink(filepath.Join(dir, "ns", "pid"))
+			switch {
+			case err != nil:
+				alive = false
+				r.procErr(err)
+			case link != "pid:["+strconv.FormatUint(uint64(key.PidNS), 10)+"]":
+				alive = false
+			}
+		}
+		if alive {
+			data, err := r.fs.ReadFile(filepath.Join(dir, "cgroup"))
+			if err == nil {
+				id, runtime, found = ParseCgroupFile(string(data))
+				return id, runtime, found, true
+			}
+			r.procErr(err)
+		}
+	}
+	// The process is gone; its cgroup may not be.
+	for _, c := range []struct {
+		id uint64
+		v1 bool
+	}{{key.CgroupID, false}, {key.CgroupV1ID, true}} {
+		if c.id == 0 {
+			continue
+		}
+		path, ok, err := r.cg.find(c.id, c.v1)
+		if err != nil {
+			r.fail(SourceCgroup, err)
+		}
+		if ok {
+			id, runtime, found = ParseCgroupPath(path)
+			return id, runtime, found, true
+		}
+	}
+	return "", "", false, false
+}
+
+// procErr counts a /proc read that failed for another reason than the
+// process having exited.
+func (r *Resolver) procErr(err error) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return
+	}
+	r.fail(SourceProc, err)
+}
+
+// metaFor returns the container's metadata: cached within TTL, else asked
+// of its runtime once, however many lookups wait for it.
+func (r *Resolver) metaFor(id, runtime string) *meta {
+	now := r.now()
+	r.mu.Lock()
+	if m, ok := r.metas.get(id); ok && now.Sub(m.fetched) < r.opts.TTL {
+		r.mu.Unlock()
+		return m
+	}
+	r.mu.Unlock()
+	return r.idCall.do(id, func() *meta {
+		info, complete := r.enrich(id, runtime)
+		now := r.now()
+		m := &meta{info: info, fetched: now, complete: complete, retryAt: now.Add(r.retryInterval)}
+		r.mu.Lock()
+		r.metas.put(id, m)
+		r.mu.Unlock()
+		return m
+	})
+}
+
+func (r *Resolver) reenrich(m *meta) {
+	info, complete := r.enrich(m.info.ID, m.info.Runtime)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m.retrying = false
+	if complete {
+		m.info, m.complete = info, true
+	} else {
+		m.retryAt = r.now().Add(r.retryInterval)
+	}
+}
+
+// enrich asks the runtime about a container. It always returns an Info
+// with the ID and runtime; complete is false when a runtime that should
+// know could not be asked, so that it is asked again later.
+func (r *Resolver) enrich(id, runtime string) (*Info, bool) {
+	bare := &Info{ID: id, Runtime: runtime}
+	r.mu.Lock()
+	docker, cri := r.docker, r.cri
+	r.mu.Unlock()
+	if docker == nil {
+		return bare, true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.APITimeout)
+	defer cancel()
+	switch runtime {
+	case RuntimeDocker:
+		info, _, complete := r.fromDocker(ctx, docker, bare)
+		return info, complete
+	case RuntimeContainerd, RuntimeCRIO:
+		info, found, complete := r.fromCRI(ctx, cri, bare)
+		if found || runtime != RuntimeContainerd {
+			return info, complete
+		}
+		// The kubelet's cgroupfs layout is shared by containerd and
+		// dockershim/cri-dockerd: ask Docker too, when it is there.
+		if _, err := os.Stat(docker.socket); err == nil {
+			if dinfo, found, _ := r.fromDocker(ctx, docker, bare); found {
+				dinfo.Runtime = RuntimeDocker
+				return dinfo, true
+			}
+		}
+		return info, complete
+	}
+	// podman: its Docker-compatible API is not asked (yet).
+	return bare, true
+}
+
+// fromDocker asks Docker about bare.ID. found: Docker knows it; complete:
+// Docker answered, so there is nothing more to ask.
+func (r *Resolver) fromDocker(ctx context.Context, c *dockerClient, bare *Info) (info *Info, found, complete bool) {
+	if r.isDown(SourceDocker) {
+		return bare, false, false
+	}
+	ins, err := c.inspect(ctx, bare.ID)
+	if errors.Is(err, errNotFound) {
+		r.ok(SourceDocker)
+		return bare, false, true
+	}
+	if err != nil {
+		r.fail(SourceDocker, err)
+		return bare, false, false
+	}
+	r.ok(SourceDocker)
+	info = ins.info()
+	info.Runtime = bare.Runtime
+	return info, true, true
+}
+
+// fromCRI asks each CRI endpoint present about bare.ID, as fromDocker.
+func (r *Resolver) fromCRI(ctx context.Context, clients []*criClient, bare *Info) (info *Info, found, complete bool) {
+	if r.isDown(SourceCRI) {
+		return bare, false, false
+	}
+	var lastErr error
+	asked := 0
+	for _, c := range clients {
+		if !c.present() {
+			continue
+		}
+		asked++
+		st, err := c.status(ctx, bare.ID)
+		if errors.Is(err, errNotFound) {
+			continue
+		}
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		info = &st.Info
+		r.ok(SourceCRI)
+		info.Runtime = bare.Runtime
+		return info, true, true
+	}
+	if lastErr == nil && asked == 0 {
+		lastErr = errors.New("no CRI socket found")
+	}
+	if lastErr != nil {
+		r.fail(SourceCRI, lastErr)
+		return bare, false, false
+	}
+	return bare, false, true
+}
+
+// fail counts an error from source and logs it: at warn the first time
+// since the source last worked, at debug after that, so an unreachable
+// runtime writes one line, not one per container. The source is not asked
+// again for retryInterval, so a hung runtime costs one timeout per
+// interval, not one per new container.
+func (r *Resolver) fail(source string, err error) {
+	r.errMu.Lock()
+	r.errs[source]++
+	first := !r.warned[source]
+	r.warned[source] = true
+	if source == SourceDocker || source == SourceCRI {
+		r.downTil[source] = r.now().Add(r.retryInterval)
+	}
+	r.errMu.Unlock()
+	if first {
+		r.log.Warn("container metadata source failed; container IDs still come from cgroup paths", "source", source, "err", err)
+	} else {
+		r.log.Debug("container metadata source failed", "source", source, "err", err)
+	}
+}
+
+func (r *Resolver) ok(source string) {
+	r.errMu.Lock()
+	was := r.warned[source]
+	r.warned[source] = false
+	delete(r.downTil, source)
+	r.errMu.Unlock()
+	if was {
+		r.log.Info("container metadata source answers again", "source", source)
+	}
+}
+
+func (r *Resolver) isDown(source string) bool {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	until, ok := r.downTil[source]
+	return ok && r.now().Before(until)
+}
+
+// Errors returns how many errors each source has had since the resolver
+// was made: "docker", "cri", "proc", "cgroup". Monotonic, never reset.
+func (r *Resolver) Errors() map[string]uint64 {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	out := make(map[string]uint64, len(r.errs))
+	for k, v := range r.errs {
+		out[k] = v
+	}
+	return out
+}
+
+// flight runs one function per key at a time; concurrent callers for the
+// same key wait for its result instead of repeating the work.
+type flight[K comparable, V any] struct {
+	mu    sync.Mutex
+	calls map[K]*flightCall[V]
+}
+
+type flightCall[V any] struct {
+	done chan struct{}
+	v    V
+}
+
+func (f *flight[K, V]) do(k K, fn func() V) V {
+	f.mu.Lock()
+	if c, ok := f.calls[k]; ok {
+		f.mu.Unlock()
+		<-c.done
+		return c.v
+	}
+	if f.calls == nil {
+		f.calls = make(map[K]*flightCall[V])
+	}
+	c := &flightCall[V]{done: make(chan struct{})}
+	f.calls[k] = c
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.calls, k)
+		f.mu.Unlock()
+		close(c.done)
+	}()
+	c.v = fn()
+	return c.v
+}
