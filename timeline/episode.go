@@ -1,0 +1,372 @@
+package timeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// Outcome is how a stop episode ended; docs/timelines.md gives the rules.
+type Outcome string
+
+// The outcomes, in the order they are decided (the first that applies wins;
+// see [decide]).
+const (
+	// The kernel's OOM killer picked the container's PID 1, or picked another
+	// of its processes before any stop signal or SIGKILL.
+	OutcomeOOMKilled Outcome = "oom_killed"
+	// SIGKILL with no stop signal before it (docker kill, docker rm -f, kill -9).
+	OutcomeKilled Outcome = "killed"
+	// A stop signal reached a handler in PID 1 and PID 1 exited before any SIGKILL.
+	OutcomeGraceful Outcome = "graceful"
+	// A stop signal reached a handler in PID 1, which was still alive at the SIGKILL.
+	OutcomeHandlerTimeout Outcome = "handler_timeout"
+	// PID 1 dropped the stop signal (no handler, SIG_IGN, kept blocked) and was
+	// killed later.
+	OutcomeIgnoredByInit Outcome = "ignored_by_init"
+	// PID 1 ended on its own: no stop signal, or one it dropped, and no SIGKILL.
+	OutcomeExited Outcome = "exited"
+	// Only from [Engine.Flush]: a stop signal was sent but the recording
+	// ended before PID 1 was killed or exited.
+	OutcomeUnfinished Outcome = "unfinished"
+)
+
+// StepKind says what a step of an episode is.
+type StepKind string
+
+const (
+	StepStopSignal    StepKind = "stop_signal"    // a stop signal sent to PID 1 from outside its namespace
+	StepKernelVerdict StepKind = "kernel_verdict" // what the kernel did with a stop signal at PID 1
+	StepDeliver       StepKind = "deliver"        // a process dequeued a signal into its handler
+	StepSignal        StepKind = "signal"         // any other signal to a process of the namespace
+	StepSIGKILL       StepKind = "sigkill"        // a SIGKILL (other than the cascade's)
+	StepCascadeKill   StepKind = "cascade_kill"   // the exiting PID 1's SIGKILL to another process
+	StepOOMKill       StepKind = "oom_kill"       // the OOM killer picked a process
+	StepProcessExit   StepKind = "process_exit"   // a process other than PID 1 ended
+	StepInitExit      StepKind = "init_exit"      // PID 1 ended
+)
+
+// Stop-signal verdicts: Episode.StopVerdict and the Verdict of kernel_verdict
+// steps. They name the kernel's decision, see docs/kernel.md.
+const (
+	VerdictPID1Ignored    = "pid1_ignored"    // dropped: PID 1 has no handler for it
+	VerdictSigIgn         = "sig_ign"         // dropped: PID 1 has SIG_IGN for it
+	VerdictDefaultIgnored = "default_ignored" // dropped: its default action is to ignore it (SIGWINCH, ...)
+	VerdictTargetExiting  = "target_exiting"  // dropped: PID 1 was already exiting
+	VerdictHandler        = "handler"         // queued for PID 1's handler
+	VerdictBlocked        = "blocked"         // queued, PID 1 has it blocked
+	VerdictAlreadyPending = "already_pending" // merged with the same signal already pending (blocked)
+	VerdictDelivered      = "delivered"       // queued with the default action
+)
+
+// Container names an episode's container. Without a resolved container.Info
+// only PidNS is set.
+type Container struct {
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Image     string `json:"image,omitempty"`
+	Runtime   string `json:"runtime,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	PidNS     uint32 `json:"pidns,omitempty"` // inode of the container's pid namespace: the episode's key
+}
+
+// Proc is a process as an event showed it. Comm is untrusted (valid UTF-8).
+type Proc struct {
+	PID   uint32 `json:"pid"`    // host pid
+	NsPID uint32 `json:"ns_pid"` // pid in its own namespace (1: PID 1)
+	Comm  string `json:"comm"`
+}
+
+// Ancestor is one of a sender's parents, nearest first.
+type Ancestor struct {
+	PID  uint32 `json:"pid"`
+	Comm string `json:"comm"`
+}
+
+// Sender is who sent the stop signal or the SIGKILL, with its ancestry
+// (runc, containerd-shim-runc-v2, containerd, ...).
+type Sender struct {
+	PID       uint32     `json:"pid"`
+	Comm      string     `json:"comm"`
+	Kernel    bool       `json:"kernel,omitempty"` // the kernel raised it (si_code SI_KERNEL...) while Comm was running
+	Ancestors []Ancestor `json:"ancestors,omitempty"`
+}
+
+// Step is one thing that happened in an episode.
+type Step struct {
+	At      time.Duration // since the episode's start (its stop signal when it has one)
+	Time    time.Time
+	Kind    StepKind
+	Signal  tracer.Signal // 0 for exits without a signal and OOM kills
+	Sender  *Proc         // generate steps
+	Target  Proc          // the process the step is about
+	Flags   tracer.Flags  // the event's verdict flags
+	Verdict string        // kernel_verdict steps: one of the Verdict* words
+	Exit    *int          // exit steps: the status as a runtime reports it (code, or 128+signal)
+	Text    string        // human description; untrusted parts are valid UTF-8 but not escaped
+}
+
+// Episode is the story of one container stop. Times are zero when absent.
+type Episode struct {
+	Container Container
+	Init      Proc    // the container's PID 1
+	Outcome   Outcome //
+	Start     time.Time
+
+	StopSignal  tracer.Signal // the first stop signal; 0 when there was none
+	StopSender  *Sender
+	StopVerdict string // the kernel's final verdict on the first stop signal (Verdict*)
+	StopAt      time.Time
+
+	KillSender *Sender // who sent the SIGKILL that counted
+	KillAt     time.Time
+
+	ExitAt     time.Time     // PID 1's exit
+	ExitStatus int           // with ExitAt: the status as a runtime reports it (code, or 128+signal)
+	ExitSignal tracer.Signal // with ExitAt: the signal that killed PID 1, 0 when it exited
+
+	// GracePeriod is the configured wait before SIGKILL (Kubernetes
+	// terminationGracePeriodSeconds, else docker StopTimeout); 0 when unknown.
+	GracePeriod time.Duration
+
+	CascadeKills   []Proc // processes the exiting PID 1's namespace cascade SIGKILLed
+	CascadeOmitted int    // cascade kills beyond Options.MaxSteps, counted only
+	OOMVictims     []Proc
+
+	Steps        []Step
+	StepsOmitted int // minor steps beyond Options.MaxSteps, counted only
+
+	Hint string // how to fix it; untrusted parts valid UTF-8 but not escaped; "" when nothing to fix
+}
+
+// KillAfter is the time from the stop signal to the SIGKILL, the part of
+// the grace period used; false without both.
+func (ep *Episode) KillAfter() (time.Duration, bool) {
+	if ep.StopAt.IsZero() || ep.KillAt.IsZero() {
+		return 0, false
+	}
+	return ep.KillAt.Sub(ep.StopAt), true
+}
+
+// ExitAfter is the time from the stop signal to PID 1's exit; false without both.
+func (ep *Episode) ExitAfter() (time.Duration, bool) {
+	if ep.StopAt.IsZero() || ep.ExitAt.IsZero() {
+		return 0, false
+	}
+	return ep.ExitAt.Sub(ep.StopAt), true
+}
+
+// The JSON form is documented in docs/timelines.md; keep the two in step.
+type jsonStep struct {
+	At      float64  `json:"at"`
+	Time    string   `json:"time"`
+	Kind    StepKind `json:"kind"`
+	Signal  string   `json:"signal,omitempty"`
+	Sender  *Proc    `json:"sender,omitempty"`
+	Target  Proc     `json:"target"`
+	Flags   []string `json:"flags,omitempty"`
+	Verdict string   `json:"verdict,omitempty"`
+	Exit    *int     `json:"exit_status,omitempty"`
+	Text    string   `json:"text"`
+}
+
+type jsonEpisode struct {
+	Container      Container  `json:"container"`
+	Init           Proc       `json:"init"`
+	Outcome        Outcome    `json:"outcome"`
+	Start          string     `json:"start"`
+	StopSignal     string     `json:"stop_signal,omitempty"`
+	StopSender     *Sender    `json:"stop_sender,omitempty"`
+	StopVerdict    string     `json:"stop_verdict,omitempty"`
+	StopAt         string     `json:"stop_at,omitempty"`
+	KillSender     *Sender    `json:"kill_sender,omitempty"`
+	KillAt         string     `json:"kill_at,omitempty"`
+	ExitAt         string     `json:"exit_at,omitempty"`
+	GracePeriod    *float64   `json:"grace_period_s,omitempty"`
+	KillAfter      *float64   `json:"kill_after_s,omitempty"`
+	ExitAfter      *float64   `json:"exit_after_s,omitempty"`
+	ExitStatus     *int       `json:"exit_status,omitempty"`
+	ExitSignal     string     `json:"exit_signal,omitempty"`
+	CascadeKills   []Proc     `json:"cascade_kills"`
+	CascadeOmitted int        `json:"cascade_kills_omitted,omitempty"`
+	OOMVictims     []Proc     `json:"oom_victims,omitempty"`
+	Steps          []jsonStep `json:"steps"`
+	StepsOmitted   int        `json:"steps_omitted,omitempty"`
+	Hint           string     `json:"hint,omitempty"`
+}
+
+func jsonTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(tracer.TimeFormat)
+}
+
+func seconds(d time.Duration) *float64 {
+	s := d.Seconds()
+	return &s
+}
+
+func signalName(s tracer.Signal) string {
+	if s == 0 {
+		return ""
+	}
+	return s.String()
+}
+
+// MarshalJSON writes the documented episode object. Strings from processes
+// and runtimes are valid UTF-8 already (made so when the episode was built);
+// encoding/json escapes their control characters.
+func (ep Episode) MarshalJSON() ([]byte, error) {
+	j := jsonEpisode{
+		Container:      ep.Container,
+		Init:           ep.Init,
+		Outcome:        ep.Outcome,
+		Start:          jsonTime(ep.Start),
+		StopSignal:     signalName(ep.StopSignal),
+		StopSender:     ep.StopSender,
+		StopVerdict:    ep.StopVerdict,
+		StopAt:         jsonTime(ep.StopAt),
+		KillSender:     ep.KillSender,
+		KillAt:         jsonTime(ep.KillAt),
+		ExitAt:         jsonTime(ep.ExitAt),
+		CascadeKills:   ep.CascadeKills,
+		CascadeOmitted: ep.CascadeOmitted,
+		OOMVictims:     ep.OOMVictims,
+		Steps:          make([]jsonStep, len(ep.Steps)),
+		StepsOmitted:   ep.StepsOmitted,
+		Hint:           ep.Hint,
+	}
+	if j.CascadeKills == nil {
+		j.CascadeKills = []Proc{} // always a list, like an event's flags
+	}
+	if ep.GracePeriod > 0 {
+		j.GracePeriod = seconds(ep.GracePeriod)
+	}
+	if d, ok := ep.KillAfter(); ok {
+		j.KillAfter = seconds(d)
+	}
+	if d, ok := ep.ExitAfter(); ok {
+		j.ExitAfter = seconds(d)
+	}
+	if !ep.ExitAt.IsZero() {
+		st := ep.ExitStatus
+		j.ExitStatus = &st
+		j.ExitSignal = signalName(ep.ExitSignal)
+	}
+	for i := range ep.Steps {
+		s := &ep.Steps[i]
+		j.Steps[i] = jsonStep{
+			At:      s.At.Seconds(),
+			Time:    jsonTime(s.Time),
+			Kind:    s.Kind,
+			Signal:  signalName(s.Signal),
+			Sender:  s.Sender,
+			Target:  s.Target,
+			Flags:   s.Flags.Words(),
+			Verdict: s.Verdict,
+			Exit:    s.Exit,
+			Text:    s.Text,
+		}
+	}
+	return json.Marshal(&j)
+}
+
+// UnmarshalJSON reads an episode written by MarshalJSON (the CLI's tests and
+// tools that post-process `sigscope timeline -o json`). Derived fields
+// (kill_after_s, exit_after_s) are not read back: they follow from the times.
+func (ep *Episode) UnmarshalJSON(b []byte) error {
+	var j jsonEpisode
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	out := Episode{
+		Container:      j.Container,
+		Init:           j.Init,
+		Outcome:        j.Outcome,
+		StopSender:     j.StopSender,
+		StopVerdict:    j.StopVerdict,
+		KillSender:     j.KillSender,
+		CascadeKills:   j.CascadeKills,
+		CascadeOmitted: j.CascadeOmitted,
+		OOMVictims:     j.OOMVictims,
+		StepsOmitted:   j.StepsOmitted,
+		Hint:           j.Hint,
+	}
+	var err error
+	for _, f := range []struct {
+		s   string
+		dst *time.Time
+	}{{j.Start, &out.Start}, {j.StopAt, &out.StopAt}, {j.KillAt, &out.KillAt}, {j.ExitAt, &out.ExitAt}} {
+		if *f.dst, err = parseTime(f.s); err != nil {
+			return err
+		}
+	}
+	if out.StopSignal, err = parseSignal(j.StopSignal); err != nil {
+		return err
+	}
+	if out.ExitSignal, err = parseSignal(j.ExitSignal); err != nil {
+		return err
+	}
+	if j.ExitStatus != nil {
+		out.ExitStatus = *j.ExitStatus
+	}
+	if j.GracePeriod != nil {
+		out.GracePeriod = fromSeconds(*j.GracePeriod)
+	}
+	for _, js := range j.Steps {
+		s := Step{
+			At:      fromSeconds(js.At),
+			Kind:    js.Kind,
+			Sender:  js.Sender,
+			Target:  js.Target,
+			Verdict: js.Verdict,
+			Exit:    js.Exit,
+			Text:    js.Text,
+		}
+		if s.Time, err = parseTime(js.Time); err != nil {
+			return err
+		}
+		if s.Signal, err = parseSignal(js.Signal); err != nil {
+			return err
+		}
+		for _, w := range js.Flags {
+			f, ok := tracer.ParseFlag(w)
+			if !ok {
+				return fmt.Errorf("step flags: unknown flag %q", w)
+			}
+			s.Flags |= f
+		}
+		out.Steps = append(out.Steps, s)
+	}
+	*ep = out
+	return nil
+}
+
+// fromSeconds rounds, so that a duration written as float seconds reads back
+// to the same nanosecond.
+func fromSeconds(s float64) time.Duration {
+	return time.Duration(math.Round(s * float64(time.Second)))
+}
+
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("episode time: %w", err)
+	}
+	return t, nil
+}
+
+func parseSignal(s string) (tracer.Signal, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return tracer.ParseSignal(s)
+}

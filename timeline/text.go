@@ -1,0 +1,134 @@
+package timeline
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// WriteText writes the episode as a readable timeline: a header naming the
+// container, one line per step with its offset from the episode's start,
+// then the outcome and the hint. Every string that came from a process or a
+// runtime is escaped for the terminal here, and only here, so an episode read
+// back from untrusted JSON prints safely too.
+func (ep *Episode) WriteText(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(textsafe.Terminal(ep.title()))
+	b.WriteByte('\n')
+	for i := range ep.Steps {
+		s := &ep.Steps[i]
+		fmt.Fprintf(&b, "%-8s %s\n", offset(s.At), textsafe.Terminal(s.Text))
+	}
+	if ep.StepsOmitted > 0 {
+		fmt.Fprintf(&b, "%-8s (%d more steps not kept)\n", "", ep.StepsOmitted)
+	}
+	fmt.Fprintf(&b, "outcome: %s — %s\n", textsafe.Terminal(string(ep.Outcome)), textsafe.Terminal(ep.Summary()))
+	if ep.Hint != "" {
+		fmt.Fprintf(&b, "hint: %s\n", textsafe.Terminal(ep.Hint))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// offset formats a step's offset: "+0.000s", "+10.003s".
+func offset(d time.Duration) string {
+	return fmt.Sprintf("%+.3fs", d.Seconds())
+}
+
+// title names the container and the start: "container web (3f2a1b9c4d5e,
+// docker, image app:1, pid ns 4026532177) at 2026-...".
+func (ep *Episode) title() string {
+	c := &ep.Container
+	var parts []string
+	if c.ID != "" {
+		parts = append(parts, shortID(c.ID))
+	}
+	if c.Runtime != "" {
+		parts = append(parts, c.Runtime)
+	}
+	if c.Image != "" {
+		parts = append(parts, "image "+c.Image)
+	}
+	parts = append(parts, fmt.Sprintf("pid ns %d", c.PidNS))
+	var who string
+	switch {
+	case c.Pod != "":
+		who = fmt.Sprintf("pod %s/%s container %s", c.Namespace, c.Pod, c.Name)
+	case c.Name != "":
+		who = "container " + c.Name
+	case c.ID != "":
+		who = "container"
+	default:
+		who = "pid namespace (no container resolved)"
+	}
+	return fmt.Sprintf("%s (%s) at %s", who, strings.Join(parts, ", "), ep.Start.Format(tracer.TimeFormat))
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// Summary is the outcome in one sentence: what PID 1 did with the stop
+// signal, when the SIGKILL came against the grace period, the exit status
+// and the cascade. Untrusted parts are valid UTF-8, not escaped.
+func (ep *Episode) Summary() string {
+	comm := ep.Init.Comm
+	var parts []string
+	switch ep.Outcome {
+	case OutcomeGraceful:
+		parts = append(parts, fmt.Sprintf("PID 1 (%s) handled %s and exited", comm, ep.StopSignal))
+	case OutcomeIgnoredByInit:
+		parts = append(parts, fmt.Sprintf("PID 1 (%s) did not act on %s (%s)", comm, ep.StopSignal, ep.StopVerdict))
+	case OutcomeHandlerTimeout:
+		parts = append(parts, fmt.Sprintf("PID 1 (%s) handled %s but was still running at the SIGKILL", comm, ep.StopSignal))
+	case OutcomeKilled:
+		if ep.KillSender != nil {
+			parts = append(parts, fmt.Sprintf("SIGKILL from %s (%d) with no stop signal before it", ep.KillSender.Comm, ep.KillSender.PID))
+		} else {
+			parts = append(parts, "killed by SIGKILL with no stop signal before it (the SIGKILL itself was not recorded)")
+		}
+	case OutcomeOOMKilled:
+		var names []string
+		for _, v := range ep.OOMVictims {
+			names = append(names, procText(v))
+		}
+		s := "the OOM killer killed " + strings.Join(names, ", ")
+		if ep.ExitAt.IsZero() {
+			s += "; PID 1 lived on"
+		}
+		parts = append(parts, s)
+	case OutcomeExited:
+		if ep.StopSignal != 0 {
+			parts = append(parts, fmt.Sprintf("PID 1 (%s) ended on its own after %s (%s)", comm, ep.StopSignal, ep.StopVerdict))
+		} else {
+			parts = append(parts, fmt.Sprintf("PID 1 (%s) ended on its own", comm))
+		}
+	case OutcomeUnfinished:
+		parts = append(parts, fmt.Sprintf("PID 1 (%s) was still running after %s (%s) when the recording ended", comm, ep.StopSignal, ep.StopVerdict))
+	}
+	if d, ok := ep.KillAfter(); ok {
+		s := fmt.Sprintf("SIGKILL %.3fs after %s", d.Seconds(), ep.StopSignal)
+		if ep.GracePeriod > 0 {
+			s += fmt.Sprintf(" (grace period %s)", ep.GracePeriod)
+		}
+		parts = append(parts, s)
+	} else if d, ok := ep.ExitAfter(); ok {
+		parts = append(parts, fmt.Sprintf("exit %.3fs after %s", d.Seconds(), ep.StopSignal))
+	}
+	if !ep.ExitAt.IsZero() {
+		parts = append(parts, fmt.Sprintf("exit status %d", ep.ExitStatus))
+	} else if ep.Outcome != OutcomeUnfinished && ep.Outcome != OutcomeOOMKilled {
+		parts = append(parts, "PID 1's exit not recorded")
+	}
+	if n := len(ep.CascadeKills) + ep.CascadeOmitted; n > 0 {
+		parts = append(parts, fmt.Sprintf("the namespace cascade killed %d process(es)", n))
+	}
+	return strings.Join(parts, "; ")
+}
