@@ -467,7 +467,7 @@ func TestSettle(t *testing.T) {
 		cascade(40*time.Microsecond, k3).
 		kidExit(50*time.Microsecond, k1, tracer.SIGKILL, 0).
 		kidExit(400*ms, k2, tracer.SIGKILL, 0). // within Settle
-		kidExit(501*ms, k3, tracer.SIGKILL, 0) // past it
+		kidExit(501*ms, k3, tracer.SIGKILL, 0)  // past it
 
 	e := newEngine(Options{Settle: 500 * ms})
 	var done []Episode
