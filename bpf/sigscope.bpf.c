@@ -494,15 +494,14 @@ int BPF_PROG(handle_exit_v2, struct task_struct *p, bool group_dead)
 	return handle_exit(p, group_dead, false);
 }
 
-static __always_inline struct event *oom_event(__u32 tgid)
+/* The counters are looked up before reserving: a NULL check after the
+ * reserve would leave a path that leaks the reservation, which verifiers
+ * before 6.x reject ("Unreleased reference"). */
+static __always_inline struct event *oom_event(struct counters *c, __u32 tgid)
 {
-	struct counters *c;
 	struct event *e;
 
 	if (filter_pid && tgid != filter_pid)
-		return NULL;
-	c = counters_get();
-	if (!c)
 		return NULL;
 	e = reserve(c, EV_OOM);
 	if (!e)
@@ -514,15 +513,18 @@ static __always_inline struct event *oom_event(__u32 tgid)
 	return e;
 }
 
-/* Older kernels (6.1, 6.12) pass only the victim's pid (a thread id in the
- * root namespace): user space resolves the rest. */
+/* Kernels whose tracepoint passes only the victim's pid (a thread id in the
+ * root namespace): user space completes the rest from /proc. */
 SEC("tp_btf/mark_victim")
 int BPF_PROG(handle_oom_v1, int pid)
 {
 	struct counters *c = counters_get();
-	struct event *e = oom_event(pid);
+	struct event *e;
 
-	if (!e || !c)
+	if (!c)
+		return 0;
+	e = oom_event(c, pid);
+	if (!e)
 		return 0;
 	zero_proc(&e->target);
 	e->target.pid = pid;
@@ -531,15 +533,19 @@ int BPF_PROG(handle_oom_v1, int pid)
 	return 0;
 }
 
-/* Newer kernels (6.18): mark_victim(struct task_struct *task, uid_t uid). */
+/* mark_victim(struct task_struct *task, uid_t uid): Debian's 6.1, 6.12 and
+ * 6.18 builds all have this form. */
 SEC("tp_btf/mark_victim")
 int BPF_PROG(handle_oom_v2, struct task_struct *task, unsigned int uid)
 {
 	struct counters *c = counters_get();
-	struct event *e = oom_event(task->tgid);
+	struct event *e;
 	__u32 level;
 
-	if (!e || !c)
+	if (!c)
+		return 0;
+	e = oom_event(c, task->tgid);
+	if (!e)
 		return 0;
 	level = task->thread_pid->level;
 	fill_proc(&e->target, task, level);

@@ -150,8 +150,9 @@ func groupDeadFromParams(n int) (bool, error) {
 	return false, fmt.Errorf("btf_trace_sched_process_exit: %d parameters, want 2 or 3", n)
 }
 
-// oomPassesTask reports whether oom:mark_victim passes (task, uid), as on
-// 6.18, rather than (int pid) as on 6.1 and 6.12: 3 parameters against 2.
+// oomPassesTask reports whether oom:mark_victim passes (task, uid), as
+// Debian's 6.1, 6.12 and 6.18 kernels do, rather than only (int pid), as
+// older upstream kernels do: 3 parameters against 2.
 func oomPassesTask(spec *btf.Spec) (bool, error) {
 	n, err := tracepointParams(spec, "mark_victim")
 	if err != nil {

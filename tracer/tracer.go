@@ -69,8 +69,8 @@ type Tracer struct {
 	// ExitProgram names the sched_process_exit program that was attached:
 	// "handle_exit_v1" (1 argument, kernels before 6.16) or "handle_exit_v2".
 	ExitProgram string
-	// OOMProgram names the oom:mark_victim program: "handle_oom_v1" (pid
-	// only, as on 6.1 and 6.12) or "handle_oom_v2" (the victim's task).
+	// OOMProgram names the oom:mark_victim program: "handle_oom_v1" (the
+	// victim's pid only) or "handle_oom_v2" (the victim's task).
 	OOMProgram string
 }
 

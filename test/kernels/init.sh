@@ -10,6 +10,9 @@ mount -t tmpfs tmpfs /tmp
 mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+# cgroup v2 only (as on most Kubernetes nodes), memory controller on for the
+# OOM test; the host runs the v1/v2 hybrid, so both layouts get tested.
+mount -t cgroup2 cgroup2 /sys/fs/cgroup && echo +memory >/sys/fs/cgroup/cgroup.subtree_control
 echo "SIGSCOPE_KERNEL $(uname -r)"
 if [ -e /sys/kernel/btf/vmlinux ]; then echo "SIGSCOPE_BTF yes"; else echo "SIGSCOPE_BTF no"; fi
 cd /tracer
