@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -63,15 +62,7 @@ func (ep *episode) noteInfo(c *container.Info, aboutInit bool) {
 	}
 	ep.hasInfo, ep.infoFromInit = true, aboutInit
 	ns := ep.Container.PidNS
-	ep.Container = Container{
-		ID:        textsafe.UTF8(c.ID),
-		Name:      textsafe.UTF8(c.Name),
-		Image:     textsafe.UTF8(c.Image),
-		Runtime:   textsafe.UTF8(c.Runtime),
-		Pod:       textsafe.UTF8(c.Pod),
-		Namespace: textsafe.UTF8(c.Namespace),
-		PidNS:     ns,
-	}
+	ep.Container = Container{ID: c.ID, Name: c.Name, Image: c.Image, Runtime: c.Runtime, Pod: c.Pod, Namespace: c.Namespace, PidNS: ns}
 	ep.configuredStop = 0
 	if c.StopSignal != "" {
 		if s, err := tracer.ParseSignal(c.StopSignal); err == nil {
@@ -99,13 +90,13 @@ func (ep *episode) noteInit(t *tracer.Process) {
 }
 
 func proc(p *tracer.Process) Proc {
-	return Proc{PID: p.PID, NsPID: p.NsPID, Comm: textsafe.UTF8(p.Comm.String())}
+	return Proc{PID: p.PID, NsPID: p.NsPID, Comm: p.Comm.String()}
 }
 
 func sender(ev *tracer.Event) *Sender {
-	s := &Sender{PID: ev.Sender.PID, Comm: textsafe.UTF8(ev.Sender.Comm.String()), Kernel: ev.Code == tracer.CodeKernel}
+	s := &Sender{PID: ev.Sender.PID, Comm: ev.Sender.Comm.String(), Kernel: ev.Code == tracer.CodeKernel}
 	for _, a := range ev.SenderAncestors() {
-		s.Ancestors = append(s.Ancestors, Ancestor{PID: a.PID, Comm: textsafe.UTF8(a.Comm.String())})
+		s.Ancestors = append(s.Ancestors, Ancestor{PID: a.PID, Comm: a.Comm.String()})
 	}
 	return s
 }
@@ -316,8 +307,8 @@ func (ep *episode) initExit(ev *tracer.Event) {
 }
 
 // procText names a process of the namespace: "PID 1 sh (host 5151)",
-// "sleep (ns pid 2, host 5152)". Untrusted comms are made valid UTF-8 here
-// and escaped for a terminal only when printed.
+// "sleep (ns pid 2, host 5152)". Comms stay raw here: MarshalJSON makes
+// them valid UTF-8 and WriteText escapes them, each once.
 func procText(p Proc) string {
 	if p.NsPID == 1 {
 		return fmt.Sprintf("PID 1 %s (host %d)", p.Comm, p.PID)
@@ -338,12 +329,11 @@ func targetText(ev *tracer.Event) string {
 // pid, and a kernel-raised signal as the kernel's, running in that task.
 func senderText(ev *tracer.Event) string {
 	s := &ev.Sender
-	comm := textsafe.UTF8(s.Comm.String())
 	var who string
 	if s.PidNS == ev.Target.PidNS && !ev.Flags.Has(tracer.FlagCrossNS) {
 		who = procText(proc(s))
 	} else {
-		who = fmt.Sprintf("%s (%d)", comm, s.PID)
+		who = fmt.Sprintf("%s (%d)", s.Comm.String(), s.PID)
 	}
 	if ev.Code == tracer.CodeKernel {
 		return "the kernel (in " + who + ")"

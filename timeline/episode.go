@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -74,7 +75,12 @@ type Container struct {
 	PidNS     uint32 `json:"pidns,omitempty"` // inode of the container's pid namespace: the episode's key
 }
 
-// Proc is a process as an event showed it. Comm is untrusted (valid UTF-8).
+// Untrusted strings (comms, container names and images, and the texts and
+// hint that quote them) are kept as the kernel or the runtime gave them, any
+// bytes at all: MarshalJSON makes them valid UTF-8 and WriteText escapes them
+// for a terminal, so each output escapes once.
+
+// Proc is a process as an event showed it.
 type Proc struct {
 	PID   uint32 `json:"pid"`    // host pid
 	NsPID uint32 `json:"ns_pid"` // pid in its own namespace (1: PID 1)
@@ -107,7 +113,7 @@ type Step struct {
 	Flags   tracer.Flags  // the event's verdict flags
 	Verdict string        // kernel_verdict steps: one of the Verdict* words
 	Exit    *int          // exit steps: the status as a runtime reports it (code, or 128+signal)
-	Text    string        // human description; untrusted parts are valid UTF-8 but not escaped
+	Text    string        // human description, quoting untrusted comms unescaped
 }
 
 // Episode is the story of one container stop. Times are zero when absent.
@@ -140,7 +146,7 @@ type Episode struct {
 	Steps        []Step
 	StepsOmitted int // minor steps beyond Options.MaxSteps, counted only
 
-	Hint string // how to fix it; untrusted parts valid UTF-8 but not escaped; "" when nothing to fix
+	Hint string // how to fix it, quoting untrusted comms unescaped; "" when nothing to fix
 }
 
 // KillAfter is the time from the stop signal to the SIGKILL, the part of
@@ -218,28 +224,61 @@ func signalName(s tracer.Signal) string {
 	return s.String()
 }
 
-// MarshalJSON writes the documented episode object. Strings from processes
-// and runtimes are valid UTF-8 already (made so when the episode was built);
-// encoding/json escapes their control characters.
+func safeProc(p Proc) Proc {
+	p.Comm = textsafe.UTF8(p.Comm)
+	return p
+}
+
+func safeProcs(ps []Proc) []Proc {
+	if ps == nil {
+		return nil
+	}
+	out := make([]Proc, len(ps))
+	for i, p := range ps {
+		out[i] = safeProc(p)
+	}
+	return out
+}
+
+func safeSender(s *Sender) *Sender {
+	if s == nil {
+		return nil
+	}
+	out := *s
+	out.Comm = textsafe.UTF8(s.Comm)
+	out.Ancestors = nil
+	for _, a := range s.Ancestors {
+		out.Ancestors = append(out.Ancestors, Ancestor{PID: a.PID, Comm: textsafe.UTF8(a.Comm)})
+	}
+	return &out
+}
+
+// MarshalJSON writes the documented episode object. Untrusted strings are
+// made valid UTF-8 with invalid bytes written as \xNN, as in the trace's
+// JSON; encoding/json escapes their control characters.
 func (ep Episode) MarshalJSON() ([]byte, error) {
+	c := ep.Container
+	for _, s := range []*string{&c.ID, &c.Name, &c.Image, &c.Runtime, &c.Pod, &c.Namespace} {
+		*s = textsafe.UTF8(*s)
+	}
 	j := jsonEpisode{
-		Container:      ep.Container,
-		Init:           ep.Init,
+		Container:      c,
+		Init:           safeProc(ep.Init),
 		Outcome:        ep.Outcome,
 		Start:          jsonTime(ep.Start),
 		StopSignal:     signalName(ep.StopSignal),
-		StopSender:     ep.StopSender,
+		StopSender:     safeSender(ep.StopSender),
 		StopVerdict:    ep.StopVerdict,
 		StopAt:         jsonTime(ep.StopAt),
-		KillSender:     ep.KillSender,
+		KillSender:     safeSender(ep.KillSender),
 		KillAt:         jsonTime(ep.KillAt),
 		ExitAt:         jsonTime(ep.ExitAt),
-		CascadeKills:   ep.CascadeKills,
+		CascadeKills:   safeProcs(ep.CascadeKills),
 		CascadeOmitted: ep.CascadeOmitted,
-		OOMVictims:     ep.OOMVictims,
+		OOMVictims:     safeProcs(ep.OOMVictims),
 		Steps:          make([]jsonStep, len(ep.Steps)),
 		StepsOmitted:   ep.StepsOmitted,
-		Hint:           ep.Hint,
+		Hint:           textsafe.UTF8(ep.Hint),
 	}
 	if j.CascadeKills == nil {
 		j.CascadeKills = []Proc{} // always a list, like an event's flags
@@ -265,12 +304,15 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 			Time:    jsonTime(s.Time),
 			Kind:    s.Kind,
 			Signal:  signalName(s.Signal),
-			Sender:  s.Sender,
-			Target:  s.Target,
+			Target:  safeProc(s.Target),
 			Flags:   s.Flags.Words(),
 			Verdict: s.Verdict,
 			Exit:    s.Exit,
-			Text:    s.Text,
+			Text:    textsafe.UTF8(s.Text),
+		}
+		if s.Sender != nil {
+			snd := safeProc(*s.Sender)
+			j.Steps[i].Sender = &snd
 		}
 	}
 	return json.Marshal(&j)

@@ -77,7 +77,7 @@ func shortID(id string) string {
 
 // Summary is the outcome in one sentence: what PID 1 did with the stop
 // signal, when the SIGKILL came against the grace period, the exit status
-// and the cascade. Untrusted parts are valid UTF-8, not escaped.
+// and the cascade. It quotes untrusted comms unescaped, like Step.Text.
 func (ep *Episode) Summary() string {
 	comm := ep.Init.Comm
 	var parts []string
