@@ -32,6 +32,7 @@ type cgroupIndex struct {
 	now       func() time.Time
 
 	mu     sync.Mutex
+	walks  int // how many walks were made, for tests
 	v2     map[uint64]string
 	v1     map[uint64]string
 	v2Walk time.Time
@@ -81,6 +82,7 @@ func (ix *cgroupIndex) find(id uint64, v1 bool) (string, bool, error) {
 		return "", false, nil
 	}
 	*last = now
+	ix.walks++
 	idx, err := walkCgroups(root)
 	*m = idx
 	p, ok := idx[id]

@@ -228,7 +228,20 @@ func (r *Resolver) Lookup(p *tracer.Process) *Info {
 	if ok {
 		expired = e
 	}
-	return r.keyCall.do(key, func() *Info { return r.resolve(p, key, expired) })
+	return r.keyCall.do(key, func() *Info {
+		// Another caller may have resolved key between our miss and now.
+		r.mu.Lock()
+		if e, ok := r.entries.get(key); ok && r.now().Before(e.expires) && e != expired {
+			var info *Info
+			if e.meta != nil {
+				info = e.meta.info
+			}
+			r.mu.Unlock()
+			return info
+		}
+		r.mu.Unlock()
+		return r.resolve(p, key, expired)
+	})
 }
 
 // resolve handles a miss: identify the container, enrich it, cache both.
@@ -244,24 +257,24 @@ func (r *Resolver) resolve(p *tracer.Process, key Key, old *entry) *Info {
 			// events (the cascade, the init's exit) still resolve.
 			e.meta, e.gone = old.meta, true
 		}
-		r.store(key, e)
-		if e.meta != nil {
-			return e.meta.info
-		}
-		return nil
+		return r.store(key, e)
 	}
 	m := r.metaFor(id, runtime)
-	r.store(key, &entry{meta: m, expires: now.Add(r.opts.TTL)})
-	return m.info
+	return r.store(key, &entry{meta: m, expires: now.Add(r.opts.TTL)})
 }
 
-func (r *Resolver) store(key Key, e *entry) {
-	if key == (Key{}) {
-		return
-	}
+// store caches e under key and returns its Info, read under the lock that
+// background re-enrichment replaces it under.
+func (r *Resolver) store(key Key, e *entry) *Info {
 	r.mu.Lock()
-	r.entries.put(key, e)
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	if key != (Key{}) {
+		r.entries.put(key, e)
+	}
+	if e.meta == nil {
+		return nil
+	}
+	return e.meta.info
 }
 
 // identify finds the container ID and runtime. found reports a container;
@@ -343,7 +356,10 @@ func (r *Resolver) metaFor(id, runtime string) *meta {
 }
 
 func (r *Resolver) reenrich(m *meta) {
-	info, complete := r.enrich(m.info.ID, m.info.Runtime)
+	r.mu.Lock()
+	id, runtime := m.info.ID, m.info.Runtime
+	r.mu.Unlock()
+	info, complete := r.enrich(id, runtime)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m.retrying = false
