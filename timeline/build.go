@@ -3,6 +3,7 @@ package timeline
 import (
 	"container/list"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sigscope/sigscope/container"
@@ -341,8 +342,18 @@ func senderText(ev *tracer.Event) string {
 	return who
 }
 
-// finish decides the outcome and the hint.
+// finish puts the steps in time order and decides the outcome and the hint.
+// Events reach the ring buffer from several CPUs and can arrive a few
+// microseconds out of order (a SIGKILL's generate after the exit it caused);
+// the steps are told in the order they happened.
 func (ep *episode) finish() {
+	slices.SortStableFunc(ep.Steps, func(a, b Step) int { return a.Time.Compare(b.Time) })
+	if len(ep.Steps) > 0 && ep.Steps[0].Time.Before(ep.Start) {
+		ep.Start = ep.Steps[0].Time
+	}
+	for i := range ep.Steps {
+		ep.Steps[i].At = ep.Steps[i].Time.Sub(ep.Start)
+	}
 	ep.Outcome = decide(ep.facts())
 	ep.Hint = hint(ep)
 }

@@ -759,3 +759,17 @@ func BenchmarkAddNoEpisode(b *testing.B) {
 		e.Add(&ev, info)
 	}
 }
+
+// The SIGKILL's record arrives after the exit it caused (two CPUs): the
+// outcome is the same and the steps are told in time order.
+func TestOutOfOrderArrival(t *testing.T) {
+	s := newSim(t, nsA, 5151, "sh", nil)
+	s.initExit(20*time.Microsecond, tracer.SIGKILL, 0).kill(0, runc)
+	ep := only(t, newEngine(Options{}), s.in)
+	if ep.Outcome != OutcomeKilled || ep.KillSender == nil || !ep.Start.Equal(base) {
+		t.Errorf("outcome %s kill sender %+v start %v", ep.Outcome, ep.KillSender, ep.Start)
+	}
+	if got := stepKinds(&ep); !slices.Equal(got, []StepKind{StepSIGKILL, StepInitExit}) || ep.Steps[1].At != 20*time.Microsecond {
+		t.Errorf("steps %v, exit at %v", got, ep.Steps[1].At)
+	}
+}
