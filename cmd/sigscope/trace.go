@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -26,6 +26,10 @@ type traceFlags struct {
 	duration time.Duration
 	count    uint64
 	ringSize int
+
+	container    string
+	pod          string
+	noContainers bool
 }
 
 func newTraceCmd() *cobra.Command {
@@ -41,7 +45,9 @@ prints the kernel's counters (seen, emitted, dropped) on stderr.`,
 		Example: `  sigscope trace                        # table on a terminal, JSON lines otherwise
   sigscope trace --signals TERM,KILL -o json
   sigscope trace --pid 4242 --duration 30s
-  sigscope trace --comm runc --count 10`,
+  sigscope trace --comm runc --count 10
+  sigscope trace --container web --signals TERM,KILL
+  sigscope trace --pod default/web-7d4b9 -o json > rec.jsonl`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runTrace(cmd.Context(), f, os.Stdout, os.Stderr)
@@ -55,6 +61,9 @@ prints the kernel's counters (seen, emitted, dropped) on stderr.`,
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
 	fl.Uint64Var(&f.count, "count", 0, "stop after this many events (0: no limit)")
 	fl.IntVar(&f.ringSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes (a power of two)")
+	fl.StringVar(&f.container, "container", "", "only events about this container (ID prefix or name)")
+	fl.StringVar(&f.pod, "pod", "", "only events about this pod (namespace/name)")
+	fl.BoolVar(&f.noContainers, "no-containers", false, "do not resolve containers (no /proc, cgroup or runtime API access)")
 	return cmd
 }
 
@@ -72,6 +81,13 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 	}
 	if format != "table" && format != "json" {
 		return usageError{fmt.Errorf("--output %q: want table or json", format)}
+	}
+	cf, err := newContainerFilter(f.container, f.pod)
+	if err != nil {
+		return err
+	}
+	if cf.active() && f.noContainers {
+		return usageError{fmt.Errorf("--container and --pod need container resolution: drop --no-containers")}
 	}
 	if f.duration > 0 {
 		var cancel context.CancelFunc
@@ -94,18 +110,33 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 	}
 	defer t.Close()
 
-	var write func(*tracer.Event) error
+	var resolver *container.Resolver
+	if !f.noContainers {
+		resolver = container.NewResolver(container.Options{Logger: slog.Default()})
+		defer resolver.Close()
+	}
+	var write func(*tracer.Event, *container.Info) error
 	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetEscapeHTML(false)
-		write = func(e *tracer.Event) error { return enc.Encode(e) }
+		var buf []byte
+		write = func(e *tracer.Event, c *container.Info) error {
+			var err error
+			if buf, err = appendRecord(buf[:0], e, c); err != nil {
+				return err
+			}
+			_, err = w.Write(buf)
+			return err
+		}
 	} else {
 		writeTableHeader(w)
-		write = func(e *tracer.Event) error { return writeTableRow(w, e) }
+		write = func(e *tracer.Event, c *container.Info) error { return writeTableRow(w, e, c) }
 	}
 	var n uint64
 	runErr := t.Run(ctx, func(e *tracer.Event) error {
-		if err := write(e); err != nil {
+		c := eventContainer(resolver, e)
+		if !cf.match(c) {
+			return nil
+		}
+		if err := write(e, c); err != nil {
 			return err
 		}
 		n++
@@ -122,6 +153,11 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 	}
 	if s, err := t.Stats(); err == nil {
 		fmt.Fprintln(stderr, formatStats(s))
+	}
+	if resolver != nil {
+		if errs := resolver.Errors(); len(errs) > 0 {
+			fmt.Fprintf(stderr, "sigscope: container enrichment errors %v (IDs still come from cgroup paths)\n", errs)
+		}
 	}
 	return runErr
 }
@@ -155,15 +191,31 @@ func formatStats(s tracer.Stats) string {
 	return b.String()
 }
 
-const tableFormat = "%-15s  %-8s  %-9s  %-13s  %-30s  %-22s  %-22s  %s\n"
+const tableFormat = "%-15s  %-8s  %-9s  %-13s  %-30s  %-22s  %-22s  %-6s  %s\n"
 
 func writeTableHeader(w io.Writer) {
-	fmt.Fprintf(w, tableFormat, "TIME", "EVENT", "SIGNAL", "RESULT", "FLAGS", "SENDER", "TARGET", "NS_PID")
+	fmt.Fprintf(w, tableFormat, "TIME", "EVENT", "SIGNAL", "RESULT", "FLAGS", "SENDER", "TARGET", "NS_PID", "CONTAINER")
+}
+
+// containerCell names a container compactly: pod/container for Kubernetes,
+// else the runtime's name, else the short ID.
+func containerCell(c *container.Info) string {
+	switch {
+	case c == nil:
+		return "-"
+	case c.Pod != "":
+		return textsafe.Terminal(c.Namespace + "/" + c.Pod + "/" + c.Name)
+	case c.Name != "":
+		return textsafe.Terminal(c.Name)
+	case len(c.ID) > 12:
+		return c.ID[:12]
+	}
+	return textsafe.Terminal(c.ID)
 }
 
 // writeTableRow prints one event; comms are escaped because any process can
 // put terminal control sequences in its name.
-func writeTableRow(w io.Writer, e *tracer.Event) error {
+func writeTableRow(w io.Writer, e *tracer.Event, c *container.Info) error {
 	sig, result, sender := "", "", ""
 	switch e.Kind {
 	case tracer.KindGenerate:
@@ -191,7 +243,7 @@ func writeTableRow(w io.Writer, e *tracer.Event) error {
 		sender = "-"
 	}
 	_, err := fmt.Fprintf(w, tableFormat, e.Time.Format("15:04:05.000000"), e.Kind, sig, result, flags,
-		sender, procCell(e.Target.PID, e.Target.Comm), strconv.FormatUint(uint64(e.Target.NsPID), 10))
+		sender, procCell(e.Target.PID, e.Target.Comm), strconv.FormatUint(uint64(e.Target.NsPID), 10), containerCell(c))
 	return err
 }
 

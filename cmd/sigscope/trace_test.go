@@ -30,7 +30,7 @@ func TestTableRowEscapesComm(t *testing.T) {
 	copy(e.Sender.Comm[:], "runc")
 	copy(e.Target.Comm[:], "x\x1b[2J\r\xff")
 	var b bytes.Buffer
-	if err := writeTableRow(&b, &e); err != nil {
+	if err := writeTableRow(&b, &e, nil); err != nil {
 		t.Fatal(err)
 	}
 	row := b.String()
@@ -47,13 +47,13 @@ func TestTableRowEscapesComm(t *testing.T) {
 func TestTableRowExit(t *testing.T) {
 	e := tracer.Event{Kind: tracer.KindExit, Signal: tracer.SIGKILL, ExitCode: -1, CoreDumped: true}
 	var b bytes.Buffer
-	_ = writeTableRow(&b, &e)
+	_ = writeTableRow(&b, &e, nil)
 	if !strings.Contains(b.String(), "SIGKILL") || !strings.Contains(b.String(), "killed (core)") {
 		t.Errorf("row %q", b.String())
 	}
 	e = tracer.Event{Kind: tracer.KindExit, ExitCode: 3}
 	b.Reset()
-	_ = writeTableRow(&b, &e)
+	_ = writeTableRow(&b, &e, nil)
 	if !strings.Contains(b.String(), "exit 3") {
 		t.Errorf("row %q", b.String())
 	}

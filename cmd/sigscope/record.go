@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// containerJSON is the "container" object of a trace line (docs/events.md).
+type containerJSON struct {
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	Image     string `json:"image,omitempty"`
+	Runtime   string `json:"runtime"`
+	Pod       string `json:"pod,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	// Stop settings, so that a recording can be analysed offline.
+	StopSignal  string `json:"stop_signal,omitempty"`
+	StopTimeout int    `json:"stop_timeout_s,omitempty"`
+	GracePeriod int    `json:"grace_period_s,omitempty"`
+}
+
+func toContainerJSON(c *container.Info) containerJSON {
+	return containerJSON{ID: c.ID, Name: textsafe.UTF8(c.Name), Image: textsafe.UTF8(c.Image), Runtime: c.Runtime,
+		Pod: textsafe.UTF8(c.Pod), Namespace: textsafe.UTF8(c.Namespace),
+		StopSignal: textsafe.UTF8(c.StopSignal), StopTimeout: c.StopTimeout, GracePeriod: c.GracePeriod}
+}
+
+func (j containerJSON) info() *container.Info {
+	return &container.Info{ID: j.ID, Name: j.Name, Image: j.Image, Runtime: j.Runtime, Pod: j.Pod,
+		Namespace: j.Namespace, StopSignal: j.StopSignal, StopTimeout: j.StopTimeout, GracePeriod: j.GracePeriod}
+}
+
+// appendRecord writes one `trace -o json` line: the event's documented
+// object, with a "container" key added when the target (or, failing that,
+// the sender) is in a container.
+func appendRecord(b []byte, e *tracer.Event, c *container.Info) ([]byte, error) {
+	ev, err := e.MarshalJSON()
+	if err != nil {
+		return b, err
+	}
+	if c == nil {
+		return append(append(b, ev...), '\n'), nil
+	}
+	cj, err := json.Marshal(toContainerJSON(c))
+	if err != nil {
+		return b, err
+	}
+	b = append(b, ev[:len(ev)-1]...) // the object without its closing brace
+	b = append(b, `,"container":`...)
+	b = append(b, cj...)
+	return append(b, '}', '\n'), nil
+}
+
+// readRecording calls fn for each line of a `trace -o json` recording.
+func readRecording(r io.Reader, fn func(*tracer.Event, *container.Info) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		var e tracer.Event
+		if err := json.Unmarshal([]byte(text), &e); err != nil {
+			return fmt.Errorf("line %d: %w", line, err)
+		}
+		var extra struct {
+			Container *containerJSON `json:"container"`
+		}
+		if err := json.Unmarshal([]byte(text), &extra); err != nil {
+			return fmt.Errorf("line %d: %w", line, err)
+		}
+		var c *container.Info
+		if extra.Container != nil {
+			c = extra.Container.info()
+		}
+		if err := fn(&e, c); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// containerFilter matches --container (an ID prefix or a name) and --pod
+// (namespace/name).
+type containerFilter struct {
+	container string
+	namespace string
+	pod       string
+}
+
+func newContainerFilter(containerArg, podArg string) (containerFilter, error) {
+	f := containerFilter{container: containerArg}
+	if podArg != "" {
+		ns, name, ok := strings.Cut(podArg, "/")
+		if !ok || ns == "" || name == "" {
+			return f, usageError{fmt.Errorf("--pod %q: want namespace/name", podArg)}
+		}
+		f.namespace, f.pod = ns, name
+	}
+	return f, nil
+}
+
+func (f containerFilter) active() bool { return f.container != "" || f.pod != "" }
+
+func (f containerFilter) match(c *container.Info) bool {
+	if !f.active() {
+		return true
+	}
+	if c == nil {
+		return false
+	}
+	if f.container != "" && !strings.HasPrefix(c.ID, f.container) && c.Name != f.container {
+		return false
+	}
+	if f.pod != "" && (c.Namespace != f.namespace || c.Pod != f.pod) {
+		return false
+	}
+	return true
+}
+
+// eventContainer resolves the container an event is about: the target's,
+// or, for a signal sent from inside a container to a host process, the
+// sender's.
+func eventContainer(r *container.Resolver, e *tracer.Event) *container.Info {
+	if r == nil {
+		return nil
+	}
+	if c := r.Lookup(&e.Target); c != nil {
+		return c
+	}
+	if e.Kind == tracer.KindGenerate {
+		return r.Lookup(&e.Sender)
+	}
+	return nil
+}
