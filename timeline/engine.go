@@ -59,14 +59,7 @@ type Engine struct {
 	settling settleQueue         // open episodes with a completion deadline
 	now      time.Time           // the latest time seen
 	stats    Stats
-
-	// isOOM recognises an OOM-kill event. tracer.KindOOM (the oom:mark_victim
-	// tracepoint) is added by another change; matching its name keeps this
-	// package building before and after it, and tests inject their own.
-	isOOM func(*tracer.Event) bool
 }
-
-func isOOMEvent(ev *tracer.Event) bool { return ev.Kind.String() == "oom" }
 
 // New returns an engine with opts, zero fields replaced by the defaults.
 func New(opts Options) *Engine {
@@ -79,7 +72,7 @@ func New(opts Options) *Engine {
 	if opts.MaxSteps <= 0 {
 		opts.MaxSteps = DefaultMaxSteps
 	}
-	return &Engine{opts: opts, open: make(map[uint32]*episode), isOOM: isOOMEvent}
+	return &Engine{opts: opts, open: make(map[uint32]*episode)}
 }
 
 // Stats returns the engine's counters.
@@ -99,15 +92,15 @@ func (e *Engine) Add(ev *tracer.Event, c *container.Info) []Episode {
 		e.now = ev.Time
 		e.expire(&out)
 	}
-	switch {
-	case e.isOOM(ev):
-		e.addOOM(ev, c, &out)
-	case ev.Kind == tracer.KindGenerate:
+	switch ev.Kind {
+	case tracer.KindGenerate:
 		e.addGenerate(ev, c, &out)
-	case ev.Kind == tracer.KindDeliver:
+	case tracer.KindDeliver:
 		e.addDeliver(ev)
-	case ev.Kind == tracer.KindExit:
+	case tracer.KindExit:
 		e.addExit(ev, c, &out)
+	case tracer.KindOOM:
+		e.addOOM(ev, c, &out)
 	}
 	return out
 }
@@ -326,6 +319,10 @@ func (e *Engine) addExit(ev *tracer.Event, c *container.Info, out *[]Episode) {
 	e.settle(ep, ev.Time.Add(e.opts.Settle))
 }
 
+// addOOM takes the oom:mark_victim event, which follows the OOM killer's
+// SIGKILL to the victim. A victim whose namespace the tracer could not learn
+// (PidNS 0: the tracepoint gave only a thread id and /proc had no entry left)
+// cannot be placed and is skipped.
 func (e *Engine) addOOM(ev *tracer.Event, c *container.Info, out *[]Episode) {
 	t := &ev.Target
 	if !inContainer(t.PidNS) {

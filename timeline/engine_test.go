@@ -526,7 +526,7 @@ func TestOOMChildInitSurvives(t *testing.T) {
 		oom(10*time.Microsecond, hog).
 		kidExit(800*time.Microsecond, hog, tracer.SIGKILL, 0)
 	e := newEngine(Options{})
-	done, _ := feed(e, s.in[:len(s.in)])
+	done, _ := feed(e, s.in)
 	if len(done) != 0 {
 		t.Fatalf("completed before Settle: %+v", done)
 	}
@@ -771,5 +771,14 @@ func TestOutOfOrderArrival(t *testing.T) {
 	}
 	if got := stepKinds(&ep); !slices.Equal(got, []StepKind{StepSIGKILL, StepInitExit}) || ep.Steps[1].At != 20*time.Microsecond {
 		t.Errorf("steps %v, exit at %v", got, ep.Steps[1].At)
+	}
+}
+
+// An OOM victim the tracer could not place (no pid namespace) is skipped.
+func TestOOMVictimWithoutNamespace(t *testing.T) {
+	e := newEngine(Options{})
+	ev := tracer.Event{Kind: tracer.KindOOM, Time: base, Target: tracer.Process{PID: 4243, TID: 4243}}
+	if got := e.Add(&ev, nil); len(got) != 0 || e.Stats().Started != 0 {
+		t.Errorf("episode from an unplaced victim: %+v %+v", got, e.Stats())
 	}
 }

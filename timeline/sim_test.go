@@ -18,6 +18,7 @@ import (
 // changed. Where a shape was not captured (a blocked SIGTERM, a dash-style
 // drop on dequeue, an OOM-killer SIGKILL), the raw facts are changed and
 // tracer.Classify derives the flags, as it does for live events.
+// The oom event is built by hand (see sim.oom).
 
 // Raw facts (enum fact in bpf/sigscope.h) that some shapes need changed.
 const (
@@ -27,15 +28,7 @@ const (
 	factBlocked          = 1 << 7
 )
 
-// kindOOM stands in for tracer.KindOOM, which another change adds; the
-// engine's OOM test is swapped for one that knows it.
-const kindOOM tracer.Kind = 200
-
-func newEngine(opts Options) *Engine {
-	e := New(opts)
-	e.isOOM = func(ev *tracer.Event) bool { return ev.Kind == kindOOM || isOOMEvent(ev) }
-	return e
-}
+func newEngine(opts Options) *Engine { return New(opts) }
 
 var recordCache = map[string]tracer.Event{}
 
@@ -168,8 +161,10 @@ func (s *sim) oomKernelKill(at time.Duration, allocator, victim tracer.Process) 
 	return s.push(at, ev)
 }
 
+// oom is the oom:mark_victim event; no record of it was captured yet, so it
+// is built as docs/events.md describes it: the victim as target, nothing else.
 func (s *sim) oom(at time.Duration, victim tracer.Process) *sim {
-	ev := tracer.Event{Kind: kindOOM, Target: victim}
+	ev := tracer.Event{Kind: tracer.KindOOM, Target: victim}
 	if victim.NsPID == 1 {
 		ev.Flags = tracer.FlagNSInit
 	}
