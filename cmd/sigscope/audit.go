@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sigscope/sigscope/audit"
+	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/textsafe"
+)
+
+func newAuditCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Predict how each running container's PID 1 will take its stop signal",
+		Long: `For every running container the local runtimes report (Docker Engine API, CRI),
+read PID 1's signal masks from /proc and predict its stop: "graceful" when PID 1
+catches the stop signal, "ignored_by_init" when the kernel will drop it (no
+handler, or SIG_IGN) and the runtime will SIGKILL after its timeout.
+
+Needs read access to /proc/PID/status of the containers' inits (root on most hosts).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAudit(cmd.Context(), output, os.Stdout)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+type auditJSON struct {
+	Container containerJSON `json:"container"`
+	audit.Result
+}
+
+func runAudit(ctx context.Context, output string, stdout io.Writer) error {
+	if output != "table" && output != "json" {
+		return usageError{fmt.Errorf("--output %q: want table or json", output)}
+	}
+	r := container.NewResolver(container.Options{Logger: slog.Default()})
+	defer r.Close()
+	results, err := audit.Run(ctx, r, "")
+	if err != nil && len(results) == 0 {
+		return fmt.Errorf("listing containers: %w (is a container runtime running and its socket readable?)", err)
+	}
+	if err != nil {
+		slog.Warn("some runtimes could not be listed", "error", err)
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		for i := range results {
+			res := results[i]
+			res.PID1.Cmdline = utf8All(res.PID1.Cmdline)
+			if err := enc.Encode(auditJSON{Container: toContainerJSON(&res.Container), Result: res}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	const format = "%-24s  %-8s  %-32s  %-7s  %-7s  %-15s\n"
+	fmt.Fprintf(w, format, "CONTAINER", "PID1", "COMMAND", "SIGNAL", "CATCHES", "PREDICTION")
+	for _, res := range results {
+		cmdline := textsafe.Terminal(strings.Join(res.PID1.Cmdline, " "))
+		if len(cmdline) > 32 {
+			cmdline = cmdline[:29] + "..."
+		}
+		fmt.Fprintf(w, format, containerCell(&res.Container), strconv.Itoa(res.PID1.PID), cmdline,
+			res.StopSignal, strconv.FormatBool(res.Catches), res.Prediction)
+	}
+	for _, res := range results {
+		if res.Hint != "" || res.Error != "" {
+			fmt.Fprintf(w, "\n%s: %s%s\n", containerCell(&res.Container), res.Hint, res.Error)
+		}
+	}
+	return nil
+}
+
+func utf8All(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = textsafe.UTF8(s)
+	}
+	return out
+}
