@@ -165,10 +165,8 @@ func TestDockerNotFoundIsNotAnError(t *testing.T) {
 func TestDockerUnreachable(t *testing.T) {
 	h := newFakeHost(t)
 	r := h.resolver(Options{DockerSocket: filepath.Join(t.TempDir(), "nothing.sock"), CRISockets: []string{}})
-	var ids []string
 	for i := 0; i < 5; i++ {
 		id := strings.Repeat(string("abcde"[i]), 64)
-		ids = append(ids, id)
 		info := r.Lookup(h.dockerProcess(uint32(100+i), uint32(4026532100+i), id))
 		if info == nil || info.ID != id || info.Runtime != RuntimeDocker {
 			t.Fatalf("Info %+v: the ID and runtime must come from the cgroup path", info)

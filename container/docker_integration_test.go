@@ -1,0 +1,226 @@
+package container
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// processOf builds what a tracer event carries for a live host pid: its pid
+// namespace inode and the ids (inodes) of its cgroup v2 and v1 memory
+// directories, read independently of the resolver.
+func processOf(t *testing.T, pid int) *tracer.Process {
+	t.Helper()
+	link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]"), 10, 32)
+	if err != nil {
+		t.Fatalf("ns link %q: %v", link, err)
+	}
+	p := &tracer.Process{PID: uint32(pid), TID: uint32(pid), PidNS: uint32(ns)}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inode := func(dir string) uint64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(dir, &st); err != nil {
+			return 0
+		}
+		return st.Ino
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			v2 := "/sys/fs/cgroup"
+			if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.controllers"); err == nil {
+				v2 = "/sys/fs/cgroup/unified"
+			}
+			p.CgroupID = inode(filepath.Join(v2, parts[2]))
+		case hasController(parts[1], "memory"):
+			p.CgroupV1ID = inode(filepath.Join("/sys/fs/cgroup/memory", parts[2]))
+		}
+	}
+	if p.CgroupID <= 1 && p.CgroupV1ID == 0 {
+		t.Fatalf("pid %d has no cgroup id:\n%s", pid, data)
+	}
+	return p
+}
+
+// deadPID returns the pid of a process that has exited and been reaped.
+func deadPID(t *testing.T) uint32 {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return uint32(cmd.Process.Pid)
+}
+
+func TestRealDockerLookup(t *testing.T) {
+	d := dockertest.EnsureDaemon(t)
+	img := dockertest.BuildBusyboxImage(t, "sigscope-container-test:latest", "")
+	name := fmt.Sprintf("sigscope-lookup-%d", os.Getpid())
+	id := d.RunContainer(t, "--name", name,
+		"--label", "io.kubernetes.pod.name=web-0",
+		"--label", "io.kubernetes.pod.namespace=shop",
+		"--label", "io.kubernetes.pod.terminationGracePeriod=42",
+		"--label", "note=raw \x1b[31m value",
+		"--stop-signal", "SIGTERM", "--stop-timeout", "7",
+		img, "sh", "-c", "sleep 1000")
+	pid := d.PID(t, id)
+	p := processOf(t, pid)
+	t.Logf("container %s pid %d: pidns %d, cgroup v2 id %d, v1 memory id %d", id[:12], pid, p.PidNS, p.CgroupID, p.CgroupV1ID)
+
+	r := NewResolver(Options{DockerSocket: d.Socket})
+	defer r.Close()
+	info := r.Lookup(p)
+	if info == nil {
+		t.Fatal("Lookup = nil")
+	}
+	check := func(what string, got, want any) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s = %q, want %q", what, got, want)
+		}
+	}
+	check("ID", info.ID, id)
+	check("Runtime", info.Runtime, RuntimeDocker)
+	check("Name", info.Name, name)
+	check("Image", info.Image, img)
+	check("StopSignal", info.StopSignal, "SIGTERM")
+	check("StopTimeout", info.StopTimeout, 7)
+	check("Pod", info.Pod, "web-0")
+	check("Namespace", info.Namespace, "shop")
+	check("GracePeriod", info.GracePeriod, 42)
+	check("raw label", info.Labels["note"], "raw \x1b[31m value")
+	if n := r.Errors(); len(n) != 0 {
+		t.Errorf("errors %v", n)
+	}
+
+	// A process of the container that is already gone resolves through its
+	// cgroup id alone, in either hierarchy, on a resolver that never saw it.
+	for _, q := range []*tracer.Process{
+		{PID: deadPID(t), PidNS: p.PidNS, CgroupID: p.CgroupID},
+		{PID: deadPID(t), PidNS: p.PidNS, CgroupV1ID: p.CgroupV1ID},
+	} {
+		if q.CgroupID <= 1 && q.CgroupV1ID == 0 {
+			continue // this host has no such hierarchy
+		}
+		fresh := NewResolver(Options{DockerSocket: d.Socket})
+		if got := fresh.Lookup(q); got == nil || got.ID != id || got.Name != name {
+			t.Errorf("gone process with cgroup ids v2=%d v1=%d: %+v", q.CgroupID, q.CgroupV1ID, got)
+		}
+		fresh.Close()
+	}
+
+	// The Docker API out of reach: ID and runtime still come from the
+	// cgroup path, and the failure is counted.
+	down := NewResolver(Options{DockerSocket: filepath.Join(t.TempDir(), "docker.sock")})
+	got := down.Lookup(p)
+	if got == nil || got.ID != id || got.Runtime != RuntimeDocker || got.Name != "" {
+		t.Errorf("without the API: %+v, want ID and runtime only", got)
+	}
+	if n := down.Errors()[SourceDocker]; n == 0 {
+		t.Errorf("Errors() = %v, want docker > 0", down.Errors())
+	}
+	down.Close()
+
+	// The container is removed: the cached key still resolves, with its
+	// metadata, for late events; a resolver that never saw it cannot.
+	d.Docker(t, "rm", "-f", id)
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+		t.Fatalf("pid %d still exists after docker rm -f", pid)
+	}
+	if got := r.Lookup(p); got == nil || got.ID != id || got.Name != name || got.GracePeriod != 42 {
+		t.Errorf("after removal, cached: %+v", got)
+	}
+	if got := NewResolver(Options{DockerSocket: d.Socket}).Lookup(p); got != nil {
+		t.Errorf("after removal, fresh resolver: %+v, want nil", got)
+	}
+}
+
+func TestRealDockerListRunningAndPID1Signals(t *testing.T) {
+	d := dockertest.EnsureDaemon(t)
+	img := dockertest.BuildBusyboxImage(t, "sigscope-container-test:latest", "")
+	trapName := fmt.Sprintf("sigscope-trap-%d", os.Getpid())
+	plainName := fmt.Sprintf("sigscope-plain-%d", os.Getpid())
+	// Ready once the trap is set: the shell writes a file after `trap`.
+	trapID := d.RunContainer(t, "--name", trapName, "--stop-signal", "SIGTERM", img,
+		"sh", "-c", "trap 'exit 0' TERM; touch /tmp/ready; sleep 1000 & wait")
+	plainID := d.RunContainer(t, "--name", plainName, "--stop-timeout", "3", img, "sh", "-c", "sleep 1000")
+	waitReady(t, d, trapID)
+
+	r := NewResolver(Options{DockerSocket: d.Socket})
+	defer r.Close()
+	runs, err := r.ListRunning(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := make(map[string]Running)
+	for _, run := range runs {
+		byID[run.Info.ID] = run
+	}
+	for _, c := range []struct {
+		id, name    string
+		stopTimeout int
+		caught      bool
+		argv0       string
+	}{
+		{trapID, trapName, dockerDefaultStopTimeout, true, "sh"},
+		// busybox sh execs a lone command: PID 1 is sleep itself.
+		{plainID, plainName, 3, false, "sleep"},
+	} {
+		run, ok := byID[c.id]
+		if !ok {
+			t.Fatalf("ListRunning has no %s (%d containers)", c.name, len(runs))
+		}
+		if want := d.PID(t, c.id); run.PID != want {
+			t.Errorf("%s: PID %d, docker says %d", c.name, run.PID, want)
+		}
+		if run.Info.Name != c.name || run.Info.Runtime != RuntimeDocker || run.Info.StopTimeout != c.stopTimeout {
+			t.Errorf("%s: Info %+v", c.name, run.Info)
+		}
+		caught, ignored, blocked, cmdline, err := PID1Signals("", run.PID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: PID 1 %v caught=%s ignored=%s blocked=%s", c.name, cmdline, caught, ignored, blocked)
+		if caught.Has(tracer.SIGTERM) != c.caught {
+			t.Errorf("%s: SIGTERM caught = %v, want %v (SigCgt %s)", c.name, caught.Has(tracer.SIGTERM), c.caught, caught)
+		}
+		if ignored.Has(tracer.SIGTERM) {
+			t.Errorf("%s: SIGTERM ignored", c.name)
+		}
+		if len(cmdline) == 0 || filepath.Base(cmdline[0]) != c.argv0 {
+			t.Errorf("%s: cmdline %q, want argv[0] %q", c.name, cmdline, c.argv0)
+		}
+	}
+}
+
+// waitReady waits for the container to create /tmp/ready.
+func waitReady(t *testing.T, d *dockertest.Daemon, id string) {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		if _, err := d.DockerErr("exec", id, "test", "-e", "/tmp/ready"); err == nil {
+			return
+		}
+		exec.Command("sleep", "0.05").Run()
+	}
+	t.Fatalf("container %s never became ready", id[:12])
+}

@@ -1,0 +1,76 @@
+package container
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/sigscope/sigscope/tracer"
+)
+
+func TestPID1SignalsFromStatus(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "42")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A real status of busybox sh with `trap 'exit 0' TERM`, blocked mask
+	// added: SIGINT, SIGTERM, SIGCHLD caught; SIGQUIT ignored.
+	status := "Name:\tsh\nState:\tS (sleeping)\nPid:\t42\nSigQ:\t0/96343\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n" +
+		"SigBlk:\t0000000000004000\nSigIgn:\t0000000000000004\nSigCgt:\t0000000000014002\nCapInh:\t0000000000000000\n"
+	if err := os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte("sh\x00-c\x00trap 'exit 0' TERM; sleep 1000 & wait\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	caught, ignored, blocked, cmdline, err := PID1Signals(root, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := tracer.NewSignalSet(tracer.SIGINT, tracer.SIGTERM, tracer.SIGCHLD); caught != want {
+		t.Errorf("caught %s, want %s", caught, want)
+	}
+	if want := tracer.NewSignalSet(tracer.SIGQUIT); ignored != want {
+		t.Errorf("ignored %s, want %s", ignored, want)
+	}
+	if want := tracer.NewSignalSet(tracer.SIGTERM); blocked != want { // 0x4000: bit 14, signal 15
+		t.Errorf("blocked %s, want %s", blocked, want)
+	}
+	if want := []string{"sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"}; !reflect.DeepEqual(cmdline, want) {
+		t.Errorf("cmdline %q, want %q", cmdline, want)
+	}
+
+	// A zombie has an empty cmdline; a truncated status is an error.
+	if err := os.WriteFile(filepath.Join(dir, "cmdline"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, cmdline, err := PID1Signals(root, 42); err != nil || cmdline != nil {
+		t.Errorf("zombie: cmdline %q, err %v", cmdline, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "status"), []byte("Name:\tsh\nSigCgt:\t0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, _, err := PID1Signals(root, 42); err == nil {
+		t.Error("a status without SigBlk and SigIgn must be an error")
+	}
+	if _, _, _, _, err := PID1Signals(root, 43); err == nil {
+		t.Error("a missing process must be an error")
+	}
+}
+
+// The test binary itself: the Go runtime installs handlers for SIGTERM and
+// most other signals, and its cmdline is os.Args.
+func TestPID1SignalsSelf(t *testing.T) {
+	caught, _, _, cmdline, err := PID1Signals("", os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !caught.Has(tracer.SIGURG) || !caught.Has(tracer.SIGTERM) {
+		t.Errorf("caught %s: the Go runtime handles SIGURG and SIGTERM", caught)
+	}
+	if !reflect.DeepEqual(cmdline, os.Args) {
+		t.Errorf("cmdline %q, want %q", cmdline, os.Args)
+	}
+}
