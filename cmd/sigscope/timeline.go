@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/timeline"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+type timelineFlags struct {
+	file      string
+	follow    bool
+	duration  time.Duration
+	output    string
+	container string
+	pod       string
+	settle    time.Duration
+}
+
+func newTimelineCmd() *cobra.Command {
+	var f timelineFlags
+	cmd := &cobra.Command{
+		Use:   "timeline",
+		Short: "Per-container stop timelines with a verdict: why did it take 30 s, why exit 137",
+		Long: `Turn the kernel's record of signals and exits into one stop episode per container:
+the stop signal and what PID 1's kernel did with it, the SIGKILL escalation, the
+namespace cascade, the exit status, and a verdict (graceful, ignored_by_init,
+handler_timeout, killed, oom_killed, exited) with a fix hint.
+
+Live (the default, needs root): trace now and print each episode when it
+completes. Offline: read a recording made with "sigscope trace -o json".`,
+		Example: `  sigscope timeline                          # live, until Ctrl-C
+  sigscope timeline --duration 2m -o json
+  sigscope trace -o json > rec.jsonl          # record now...
+  sigscope timeline -f rec.jsonl              # ...explain later`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runTimeline(cmd.Context(), f, os.Stdin, os.Stdout, os.Stderr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.file, "file", "f", "", `read a "sigscope trace -o json" recording ("-" for stdin) instead of tracing live`)
+	fl.BoolVar(&f.follow, "follow", false, "trace live and print each episode as it completes (the default without -f)")
+	fl.DurationVar(&f.duration, "duration", 0, "live: stop after this long (0: until Ctrl-C)")
+	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json (one episode per line)")
+	fl.StringVar(&f.container, "container", "", "only episodes of this container (ID prefix or name)")
+	fl.StringVar(&f.pod, "pod", "", "only episodes of this pod (namespace/name)")
+	fl.DurationVar(&f.settle, "settle", 0, "how long after PID 1's exit to keep collecting the cascade (default 1s)")
+	return cmd
+}
+
+func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	if f.output != "text" && f.output != "json" {
+		return usageError{fmt.Errorf("--output %q: want text or json", f.output)}
+	}
+	if f.file != "" && (f.follow || f.duration > 0) {
+		return usageError{fmt.Errorf("-f reads a recording: --follow and --duration are for live tracing")}
+	}
+	cf, err := newContainerFilter(f.container, f.pod)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	print := episodePrinter(w, f.output, cf)
+	engine := timeline.New(timeline.Options{Settle: f.settle})
+
+	if f.file != "" {
+		in := stdin
+		if f.file != "-" {
+			file, err := os.Open(f.file)
+			if err != nil {
+				return err
+			}
+			defer file.Close()
+			in = file
+		}
+		err := readRecording(in, func(e *tracer.Event, c *container.Info) error {
+			return print(engine.Add(e, c))
+		})
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", f.file, err)
+		}
+		return print(engine.Flush())
+	}
+
+	if f.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.duration)
+		defer cancel()
+	}
+	resolver := container.NewResolver(container.Options{Logger: slog.Default()})
+	defer resolver.Close()
+	var printErr error
+	t, err := tracer.New(tracer.Options{
+		Signals: tracer.DefaultSignals,
+		Logger:  slog.Default(),
+		// Complete episodes whose settle time passed while the stream was
+		// quiet, and show them at once.
+		Idle: func() {
+			if printErr == nil {
+				printErr = print(engine.Advance(time.Now()))
+			}
+			_ = w.Flush()
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	runErr := t.Run(ctx, func(e *tracer.Event) error {
+		if printErr != nil {
+			return printErr
+		}
+		return print(engine.Add(e, eventContainer(resolver, e)))
+	})
+	if runErr == nil {
+		runErr = printErr
+	}
+	if err := print(engine.Flush()); err != nil && runErr == nil {
+		runErr = err
+	}
+	if s, err := t.Stats(); err == nil {
+		fmt.Fprintln(stderr, formatStats(s))
+	}
+	return runErr
+}
+
+// episodePrinter writes completed episodes that pass the filter.
+func episodePrinter(w io.Writer, format string, cf containerFilter) func([]timeline.Episode) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return func(eps []timeline.Episode) error {
+		for i := range eps {
+			ep := &eps[i]
+			c := ep.Container
+			if !cf.match(&container.Info{ID: c.ID, Name: c.Name, Pod: c.Pod, Namespace: c.Namespace}) {
+				continue
+			}
+			var err error
+			if format == "json" {
+				err = enc.Encode(ep)
+			} else {
+				err = ep.WriteText(w)
+				if err == nil {
+					_, err = fmt.Fprintln(w)
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
