@@ -260,15 +260,16 @@ func (ep *episode) oomKill(ev *tracer.Event, init bool, limit int) {
 	if first && !ep.stopped() && !ep.killed && !ep.exited {
 		ep.oomFirst = true
 	}
+	firstInit := init && !ep.oomInit
 	if init {
 		ep.oomInit = true
 	}
 	p := proc(&ev.Target)
-	if len(ep.OOMVictims) < limit || init {
+	if len(ep.OOMVictims) < limit || firstInit {
 		ep.OOMVictims = append(ep.OOMVictims, p)
 	}
 	ep.add(Step{Time: ev.Time, Kind: StepOOMKill, Target: p, Flags: ev.Flags,
-		Text: "kernel: the OOM killer picks " + targetText(ev)}, first || init, limit)
+		Text: "kernel: the OOM killer picks " + targetText(ev)}, first || firstInit, limit)
 }
 
 // exitStatus is the status a container runtime reports: the exit code, or
@@ -330,16 +331,13 @@ func targetText(ev *tracer.Event) string {
 // pid, and a kernel-raised signal as the kernel's, running in that task.
 func senderText(ev *tracer.Event) string {
 	s := &ev.Sender
-	var who string
-	if s.PidNS == ev.Target.PidNS && !ev.Flags.Has(tracer.FlagCrossNS) {
-		who = procText(proc(s))
-	} else {
-		who = fmt.Sprintf("%s (%d)", s.Comm.String(), s.PID)
+	switch {
+	case ev.Code == tracer.CodeKernel:
+		return fmt.Sprintf("the kernel (in %s, host %d)", s.Comm.String(), s.PID)
+	case s.PidNS == ev.Target.PidNS && !ev.Flags.Has(tracer.FlagCrossNS):
+		return procText(proc(s))
 	}
-	if ev.Code == tracer.CodeKernel {
-		return "the kernel (in " + who + ")"
-	}
-	return who
+	return fmt.Sprintf("%s (%d)", s.Comm.String(), s.PID)
 }
 
 // finish puts the steps in time order and decides the outcome and the hint.

@@ -89,9 +89,12 @@ func (ep *Episode) Summary() string {
 	case OutcomeHandlerTimeout:
 		parts = append(parts, fmt.Sprintf("PID 1 (%s) handled %s but was still running at the SIGKILL", comm, ep.StopSignal))
 	case OutcomeKilled:
-		if ep.KillSender != nil {
+		switch {
+		case ep.KillSender != nil && ep.KillSender.Kernel:
+			parts = append(parts, fmt.Sprintf("SIGKILL from the kernel (in %s %d) with no stop signal before it", ep.KillSender.Comm, ep.KillSender.PID))
+		case ep.KillSender != nil:
 			parts = append(parts, fmt.Sprintf("SIGKILL from %s (%d) with no stop signal before it", ep.KillSender.Comm, ep.KillSender.PID))
-		} else {
+		default:
 			parts = append(parts, "killed by SIGKILL with no stop signal before it (the SIGKILL itself was not recorded)")
 		}
 	case OutcomeOOMKilled:
