@@ -782,3 +782,45 @@ func TestOOMVictimWithoutNamespace(t *testing.T) {
 		t.Errorf("episode from an unplaced victim: %+v %+v", got, e.Stats())
 	}
 }
+
+// The recorded kernel records themselves, unmodified, in the order the
+// privileged tests saw them: each scenario makes its episode.
+func TestRecordedStreams(t *testing.T) {
+	cases := []struct {
+		records []string
+		outcome Outcome
+		exit    int
+		cascade int
+	}{
+		{[]string{"TestPID1HandlerDelivery__generate", "TestPID1HandlerDelivery__deliver", "TestPID1HandlerDelivery__exit"}, OutcomeGraceful, 0, 0},
+		{[]string{"TestHostSIGKILLToInit__kill", "TestHostSIGKILLToInit__exit"}, OutcomeKilled, 137, 0},
+		{[]string{"TestNamespaceCascade__init-exit", "TestNamespaceCascade__cascade-3", "TestNamespaceCascade__child-exit"}, OutcomeExited, 7, 1},
+		{[]string{"TestPID1IgnoresSIGTERM__host"}, OutcomeUnfinished, -1, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.records[0], func(t *testing.T) {
+			var in []input
+			for _, r := range c.records {
+				in = append(in, input{ev: record(t, r)})
+			}
+			ep := only(t, newEngine(Options{}), in)
+			if ep.Outcome != c.outcome || len(ep.CascadeKills) != c.cascade || c.exit >= 0 && ep.ExitStatus != c.exit {
+				t.Errorf("outcome %s exit %d cascade %d, want %s %d %d", ep.Outcome, ep.ExitStatus, len(ep.CascadeKills), c.outcome, c.exit, c.cascade)
+			}
+			if ep.Container != (Container{PidNS: in[0].ev.Target.PidNS}) || ep.Init.Comm != "sh" {
+				t.Errorf("container %+v init %+v", ep.Container, ep.Init)
+			}
+		})
+	}
+
+	// A SIGTERM to PID 1 from inside its namespace (docker exec kill 1) and
+	// a host process's SIGTERM begin nothing.
+	e := newEngine(Options{})
+	for _, r := range []string{"TestPID1IgnoresSIGTERM__inside", "TestSigIgnPlainProcess__sig_ign"} {
+		ev := record(t, r)
+		e.Add(&ev, nil)
+	}
+	if st := e.Stats(); st.Started != 0 {
+		t.Errorf("%d episodes begun", st.Started)
+	}
+}
