@@ -2,7 +2,8 @@
 // container stop: the stop signal sent to the container's PID 1, what the
 // kernel did with it, the SIGKILL escalation, the init's exit, the namespace
 // cascade and the other processes' fates, with an outcome (graceful,
-// ignored_by_init, handler_timeout, killed, oom_killed, exited) and a fix hint.
+// ignored_by_init, handler_timeout, killed, oom_killed, exited; unfinished
+// when a recording ends mid-stop) and a fix hint.
 // docs/timelines.md describes the outcomes and the fields.
 //
 // The engine is pure: no I/O, no root, and no clock. Time comes from the
