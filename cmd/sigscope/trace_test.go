@@ -218,15 +218,8 @@ func TestInterruptDetaches(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the child holds its three programs, then interrupt.
-	var ids []ebpf.ProgramID
-	deadline := time.Now().Add(10 * time.Second)
-	for ids = progIDsOf(cmd.Process.Pid); len(ids) < 3; ids = progIDsOf(cmd.Process.Pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the trace process holds programs %v, want 3", ids)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Wait until the child holds its programs (generate, deliver, exit, oom).
+	ids := testutil.WaitPrograms(t, cmd.Process.Pid, 4)
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -246,10 +239,10 @@ func TestInterruptDetaches(t *testing.T) {
 		t.Errorf("after SIGINT: seen %d emitted %d dropped %d read %d", seen, emitted, dropped, read)
 	}
 	// The kernel frees a detached program after an RCU grace period.
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for _, id := range ids {
 		for {
-			p, err := ebpf.NewProgramFromID(id)
+			p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
 			if err != nil {
 				break // gone
 			}
@@ -260,22 +253,4 @@ func TestInterruptDetaches(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-}
-
-// progIDsOf lists the BPF programs a process holds open (fdinfo "prog_id").
-func progIDsOf(pid int) []ebpf.ProgramID {
-	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
-	fds, _ := os.ReadDir(dir)
-	var ids []ebpf.ProgramID
-	for _, fd := range fds {
-		b, _ := os.ReadFile(filepath.Join(dir, fd.Name()))
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "prog_id:"); ok {
-				if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-					ids = append(ids, ebpf.ProgramID(n))
-				}
-			}
-		}
-	}
-	return ids
 }

@@ -1,0 +1,5 @@
+// Package e2e holds sigscope's end-to-end tests: the real sigscope binary,
+// the real kernel and a real Docker engine (installed and started by
+// internal/dockertest when missing), driven by real docker stop, docker kill
+// and docker rm -f. It has no code outside its tests.
+package e2e

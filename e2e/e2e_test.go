@@ -1,0 +1,380 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/internal/testutil"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// sigscope builds the command once per test binary.
+func sigscope(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sigscope-e2e")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sigscope")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/sigscope").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+var (
+	imageOnce sync.Once
+	image     string
+)
+
+func busyboxImage(t *testing.T) string {
+	t.Helper()
+	imageOnce.Do(func() { image = dockertest.BuildBusyboxImage(t, "sigscope-e2e:latest", "") })
+	if image == "" {
+		t.Fatal("no image")
+	}
+	return image
+}
+
+func docker(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// runContainer starts a detached container (no network: the test daemon
+// has no bridge) and removes it at cleanup. It returns the full ID.
+func runContainer(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	_ = exec.Command("docker", "rm", "-f", name).Run()
+	full := append([]string{"run", "-d", "--network", "none", "--name", name}, args...)
+	id := docker(t, full...)
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
+	// Wait until PID 1 runs the command (its signal handlers are in place).
+	deadline := time.Now().Add(10 * time.Second)
+	for docker(t, "inspect", "-f", "{{.State.Running}}", name) != "true" {
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s never ran", name)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	return id
+}
+
+func exitCode(t *testing.T, name string) string {
+	return docker(t, "inspect", "-f", "{{.State.ExitCode}}", name)
+}
+
+// episode is the part of `sigscope timeline -o json` the tests check.
+type episode struct {
+	Container struct {
+		ID, Name, Image, Runtime, Pod, Namespace string
+	} `json:"container"`
+	Outcome    string `json:"outcome"`
+	StopSignal string `json:"stop_signal"`
+	StopSender *struct {
+		PID       uint32 `json:"pid"`
+		Comm      string `json:"comm"`
+		Ancestors []struct {
+			PID  uint32 `json:"pid"`
+			Comm string `json:"comm"`
+		} `json:"ancestors"`
+	} `json:"stop_sender"`
+	StopAt       string   `json:"stop_at"`
+	KillAt       string   `json:"kill_at"`
+	ExitAt       string   `json:"exit_at"`
+	GracePeriod  *float64 `json:"grace_period_s"`
+	KillAfter    *float64 `json:"kill_after_s"`
+	CascadeKills []struct {
+		PID   uint32 `json:"pid"`
+		NsPID uint32 `json:"ns_pid"`
+	} `json:"cascade_kills"`
+	ExitStatus *int `json:"exit_status"`
+	Steps      []struct {
+		Kind string `json:"kind"`
+		Text string `json:"text"`
+	} `json:"steps"`
+	Hint string `json:"hint"`
+}
+
+// live is a running `sigscope timeline -o json`.
+type live struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+}
+
+func startTimeline(t *testing.T, args ...string) *live {
+	t.Helper()
+	l := &live{}
+	l.cmd = exec.Command(sigscope(t), append([]string{"timeline", "-o", "json"}, args...)...)
+	l.cmd.Stdout, l.cmd.Stderr = &l.stdout, &l.stderr
+	if err := l.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.cmd.Process.Kill(); _, _ = l.cmd.Process.Wait() })
+	testutil.WaitPrograms(t, l.cmd.Process.Pid, 4)
+	return l
+}
+
+// stop ends the live timeline (Ctrl-C) and returns the episodes it printed.
+func (l *live) stop(t *testing.T) []episode {
+	t.Helper()
+	time.Sleep(1500 * time.Millisecond) // past the settle time of the last episode
+	_ = l.cmd.Process.Signal(syscall.SIGINT)
+	if err := l.cmd.Wait(); err != nil {
+		t.Fatalf("sigscope timeline: %v\n%s", err, l.stderr.String())
+	}
+	var eps []episode
+	sc := bufio.NewScanner(&l.stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ep episode
+		if err := json.Unmarshal(sc.Bytes(), &ep); err != nil {
+			t.Fatalf("episode line %q: %v", sc.Text(), err)
+		}
+		eps = append(eps, ep)
+	}
+	return eps
+}
+
+func episodeOf(t *testing.T, eps []episode, id string) episode {
+	t.Helper()
+	var found []episode
+	for _, ep := range eps {
+		if ep.Container.ID == id {
+			found = append(found, ep)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d episodes for container %s, want 1; all: %+v", len(found), id[:12], eps)
+	}
+	return found[0]
+}
+
+type auditLine struct {
+	Container struct{ ID, Name string } `json:"container"`
+	PID1      struct {
+		PID     int      `json:"pid"`
+		Cmdline []string `json:"cmdline"`
+	} `json:"pid1"`
+	StopSignal string `json:"stop_signal"`
+	Catches    bool   `json:"catches"`
+	Prediction string `json:"prediction"`
+	Hint       string `json:"hint"`
+}
+
+// auditOf runs `sigscope audit -o json` and returns the container's line.
+func auditOf(t *testing.T, id string) auditLine {
+	t.Helper()
+	out, err := exec.Command(sigscope(t), "audit", "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("sigscope audit: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var a auditLine
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if a.Container.ID == id {
+			return a
+		}
+	}
+	t.Fatalf("container %s not in audit output:\n%s", id[:12], out)
+	return auditLine{}
+}
+
+func within(t *testing.T, what string, got *float64, lo, hi float64) {
+	t.Helper()
+	if got == nil || *got < lo || *got > hi {
+		v := "absent"
+		if got != nil {
+			v = fmt.Sprint(*got)
+		}
+		t.Errorf("%s = %s, want between %v and %v", what, v, lo, hi)
+	}
+}
+
+// A shell-form PID 1 has no SIGTERM handler: docker stop's SIGTERM is
+// dropped by the kernel, the SIGKILL comes after the timeout, the cascade
+// kills the children, exit 137.
+func TestDockerStopShellForm(t *testing.T) {
+	img := busyboxImage(t)
+	id := runContainer(t, "e2e-shell", img, "sh", "-c", "sleep 1000 & sleep 1000 & wait")
+	a := auditOf(t, id)
+	if a.Prediction != "ignored_by_init" || a.Catches || a.StopSignal != "SIGTERM" || !strings.Contains(a.Hint, "tini") {
+		t.Errorf("audit before the stop: %+v", a)
+	}
+	l := startTimeline(t)
+	docker(t, "stop", "-t", "2", "e2e-shell")
+	if code := exitCode(t, "e2e-shell"); code != "137" {
+		t.Errorf("docker reports exit %s, want 137", code)
+	}
+	ep := episodeOf(t, l.stop(t), id)
+	if ep.Outcome != "ignored_by_init" || ep.StopSignal != "SIGTERM" || ep.Container.Name != "e2e-shell" || ep.Container.Runtime != "docker" {
+		t.Errorf("episode: outcome %s signal %s container %+v", ep.Outcome, ep.StopSignal, ep.Container)
+	}
+	if ep.StopSender == nil || ep.StopSender.PID == 0 {
+		t.Errorf("no stop sender: %+v", ep.StopSender)
+	}
+	within(t, "kill_after_s", ep.KillAfter, 1.8, 6)
+	if ep.KillAt == "" || ep.ExitAt == "" {
+		t.Errorf("kill_at %q exit_at %q", ep.KillAt, ep.ExitAt)
+	}
+	if len(ep.CascadeKills) != 2 {
+		t.Errorf("cascade kills %+v, want the 2 sleeps", ep.CascadeKills)
+	}
+	if ep.ExitStatus == nil || *ep.ExitStatus != 137 {
+		t.Errorf("exit status %v, want 137", ep.ExitStatus)
+	}
+	if !strings.Contains(ep.Hint, "exec") {
+		t.Errorf("hint %q", ep.Hint)
+	}
+}
+
+// A PID 1 that traps SIGTERM and exits: graceful, no SIGKILL.
+func TestDockerStopGraceful(t *testing.T) {
+	img := busyboxImage(t)
+	id := runContainer(t, "e2e-trap", img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
+	if a := auditOf(t, id); a.Prediction != "graceful" || !a.Catches {
+		t.Errorf("audit before the stop: %+v", a)
+	}
+	l := startTimeline(t)
+	docker(t, "stop", "-t", "5", "e2e-trap")
+	if code := exitCode(t, "e2e-trap"); code != "0" {
+		t.Errorf("docker reports exit %s, want 0", code)
+	}
+	ep := episodeOf(t, l.stop(t), id)
+	if ep.Outcome != "graceful" || ep.KillAt != "" || ep.StopSignal != "SIGTERM" {
+		t.Errorf("episode: outcome %s kill_at %q signal %s", ep.Outcome, ep.KillAt, ep.StopSignal)
+	}
+	if ep.ExitStatus == nil || *ep.ExitStatus != 0 {
+		t.Errorf("exit status %v, want 0", ep.ExitStatus)
+	}
+}
+
+// A handler slower than the timeout: it ran, PID 1 was still alive at the
+// SIGKILL.
+func TestDockerStopHandlerTimeout(t *testing.T) {
+	img := busyboxImage(t)
+	id := runContainer(t, "e2e-slow", img, "sh", "-c", "trap 'sleep 30; exit 0' TERM; sleep 1000 & wait")
+	if a := auditOf(t, id); a.Prediction != "graceful" || !a.Catches {
+		t.Errorf("audit (PID 1 catches TERM; how long its handler takes is not knowable): %+v", a)
+	}
+	l := startTimeline(t)
+	docker(t, "stop", "-t", "1", "e2e-slow")
+	ep := episodeOf(t, l.stop(t), id)
+	if ep.Outcome != "handler_timeout" || ep.KillAt == "" {
+		t.Errorf("episode: outcome %s kill_at %q", ep.Outcome, ep.KillAt)
+	}
+	within(t, "kill_after_s", ep.KillAfter, 0.8, 5)
+	if ep.ExitStatus == nil || *ep.ExitStatus != 137 {
+		t.Errorf("exit status %v, want 137", ep.ExitStatus)
+	}
+}
+
+// docker kill and docker rm -f: SIGKILL with no stop signal before it.
+func TestDockerKill(t *testing.T) {
+	img := busyboxImage(t)
+	for _, c := range []struct{ name, how string }{{"e2e-kill", "kill"}, {"e2e-rmf", "rm"}} {
+		t.Run(c.how, func(t *testing.T) {
+			id := runContainer(t, c.name, img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
+			l := startTimeline(t)
+			if c.how == "kill" {
+				docker(t, "kill", c.name)
+			} else {
+				docker(t, "rm", "-f", c.name)
+			}
+			ep := episodeOf(t, l.stop(t), id)
+			if ep.Outcome != "killed" || ep.StopAt != "" || ep.KillAt == "" {
+				t.Errorf("episode: outcome %s stop_at %q kill_at %q", ep.Outcome, ep.StopAt, ep.KillAt)
+			}
+			if ep.ExitStatus == nil || *ep.ExitStatus != 137 {
+				t.Errorf("exit status %v, want 137", ep.ExitStatus)
+			}
+		})
+	}
+}
+
+// A memory-limited container that allocates past its limit: the kernel's
+// OOM killer picks its PID 1.
+func TestDockerOOM(t *testing.T) {
+	img := busyboxImage(t)
+	l := startTimeline(t)
+	// tail buffers /dev/zero (no newline) without bound.
+	id := docker(t, "run", "-d", "--network", "none", "--name", "e2e-oom", "-m", "24m", "--memory-swap", "24m",
+		img, "sh", "-c", "exec tail /dev/zero")
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", "e2e-oom").Run() })
+	deadline := time.Now().Add(30 * time.Second)
+	for docker(t, "inspect", "-f", "{{.State.Running}}", "e2e-oom") == "true" {
+		if time.Now().After(deadline) {
+			t.Fatal("the container did not run out of memory")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if oom := docker(t, "inspect", "-f", "{{.State.OOMKilled}}", "e2e-oom"); oom != "true" {
+		t.Errorf("docker says OOMKilled=%s", oom)
+	}
+	ep := episodeOf(t, l.stop(t), id)
+	if ep.Outcome != "oom_killed" {
+		t.Errorf("episode: outcome %s, steps %+v", ep.Outcome, ep.Steps)
+	}
+	if ep.ExitStatus == nil || *ep.ExitStatus != 137 {
+		t.Errorf("exit status %v, want 137", ep.ExitStatus)
+	}
+}
+
+// A container carrying kubelet's labels shows its pod, namespace and grace
+// period, and --pod selects it.
+func TestKubernetesLabels(t *testing.T) {
+	img := busyboxImage(t)
+	id := runContainer(t, "k8s_app_web-1_shop_uid-1_0", "--stop-timeout", "2",
+		"--label", "io.kubernetes.pod.name=web-1",
+		"--label", "io.kubernetes.pod.namespace=shop",
+		"--label", "io.kubernetes.pod.uid=uid-1",
+		"--label", "io.kubernetes.container.name=app",
+		"--label", "io.kubernetes.pod.terminationGracePeriod=2",
+		img, "sh", "-c", "sleep 1000 & wait")
+	l := startTimeline(t, "--pod", "shop/web-1")
+	other := runContainer(t, "e2e-other", img, "sh", "-c", "sleep 1000 & wait")
+	docker(t, "stop", "-t", "2", "k8s_app_web-1_shop_uid-1_0")
+	docker(t, "kill", "e2e-other")
+	eps := l.stop(t)
+	ep := episodeOf(t, eps, id)
+	if ep.Container.Pod != "web-1" || ep.Container.Namespace != "shop" || ep.Container.Name != "app" {
+		t.Errorf("container %+v, want pod shop/web-1 container app", ep.Container)
+	}
+	within(t, "grace_period_s", ep.GracePeriod, 2, 2)
+	for _, e := range eps {
+		if e.Container.ID == other {
+			t.Errorf("--pod shop/web-1 let through %s", e.Container.Name)
+		}
+	}
+}
