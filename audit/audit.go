@@ -8,15 +8,16 @@ import (
 	"strings"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
 
 // Predictions, in the words of the stop timelines' outcomes.
 const (
-	Graceful      = "graceful"        // PID 1 catches the stop signal
-	IgnoredByInit = "ignored_by_init" // the kernel will drop it: SIGKILL after the timeout
-	Killed        = "killed"          // the stop signal is SIGKILL itself
-	Unknown       = "unknown"         // PID 1 could not be read
+	Graceful      = string(timeline.OutcomeGraceful)      // PID 1 catches the stop signal
+	IgnoredByInit = string(timeline.OutcomeIgnoredByInit) // the kernel will drop it: SIGKILL after the timeout
+	Killed        = string(timeline.OutcomeKilled)        // the stop signal is SIGKILL itself
+	Unknown       = "unknown"                             // PID 1 could not be read
 )
 
 // Result is one container's audit line (`sigscope audit -o json`).
@@ -113,7 +114,7 @@ func Predict(sig tracer.Signal, catches, ignores, blocks bool, cmdline []string)
 	if len(cmdline) > 0 && isShell(cmdline[0]) {
 		shell = " It is a shell: shell-form ENTRYPOINT/CMD (`/bin/sh -c app`) makes the shell PID 1 and it does not forward signals."
 	}
-	return IgnoredByInit, fmt.Sprintf("%s has no %s handler: the kernel drops signals to a namespace init that has none, so the stop will wait the whole timeout and end in SIGKILL (exit 137).%s Use the exec form of ENTRYPOINT/CMD, `exec` the app in the entrypoint script, or run an init such as tini (docker run --init).", name, sig, shell)
+	return IgnoredByInit, fmt.Sprintf("%s has no %s handler: the kernel drops signals to a namespace init that has none, so the stop will wait the whole timeout and end in SIGKILL (exit 137).%s %s (docker run --init).", name, sig, shell, timeline.FixInit)
 }
 
 func isShell(arg0 string) bool {

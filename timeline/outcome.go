@@ -74,6 +74,10 @@ func decide(f facts) Outcome {
 }
 
 // Fixes named by the hints.
+// FixInit is the fix for a PID 1 that does not act on the stop signal; the
+// audit's predictions use it too, so both say the same thing.
+const FixInit = fixInit
+
 const (
 	fixInit = "Use the exec form of ENTRYPOINT/CMD, `exec` the app in the entrypoint script, or run an init such as tini"
 	fixOOM  = "Raise the memory limit (docker run --memory, Kubernetes resources.limits.memory) or reduce the application's memory use"
