@@ -6,8 +6,16 @@
 //
 // Identities are cached by the keys events carry (pid-namespace inode and
 // cgroup ids), so the hot path does no /proc read and short-lived processes
-// still resolve. The cache is bounded. A runtime that is unreachable only
-// degrades enrichment.
+// still resolve: a process that is gone is found through its cgroup id, and
+// a container that has ended is remembered for a TTL. The cache is bounded.
+// A runtime that is unreachable only degrades enrichment; errors are counted
+// per source ([Resolver.Errors]) and logged once per outage.
 //
-// It does not read kernel events or build timelines.
+// For `sigscope audit` it lists the running containers with their PID 1
+// ([Resolver.ListRunning]) and reads how a PID 1 handles signals
+// ([PID1Signals]).
+//
+// Names, labels and annotations are stored as the runtime gave them:
+// escaping them is each output's job (internal/textsafe). It does not read
+// kernel events or build timelines, and it never runs a runtime's CLI.
 package container

@@ -49,7 +49,7 @@ func (c *clock) advance(d time.Duration) {
 // fakeHost is a /proc and a hybrid cgroup tree in a temp directory. Cgroup
 // ids are the real inodes of the temp directories, as on cgroupfs.
 type fakeHost struct {
-	t      *testing.T
+	t      testing.TB
 	proc   string
 	cgroot string
 	fs     *countingFS
@@ -57,7 +57,7 @@ type fakeHost struct {
 	logs   *bytes.Buffer
 }
 
-func newFakeHost(t *testing.T) *fakeHost {
+func newFakeHost(t testing.TB) *fakeHost {
 	t.Helper()
 	dir := t.TempDir()
 	h := &fakeHost{

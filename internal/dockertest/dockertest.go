@@ -173,12 +173,17 @@ func lockFile(path string) (func(), error) {
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
-var aptUpdated bool
+var (
+	aptMu      sync.Mutex
+	aptUpdated bool
+)
 
 // aptInstall installs Debian packages, running apt-get update first (once
 // per test binary): a fresh machine's package lists may be empty.
 func aptInstall(t testing.TB, pkgs ...string) {
 	t.Helper()
+	aptMu.Lock()
+	defer aptMu.Unlock()
 	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	if !aptUpdated {
 		cmd := exec.Command("apt-get", "update", "-qq")
