@@ -1,13 +1,22 @@
-// Package dockertest gives sigscope's tests a real Docker Engine: it finds a
-// daemon answering on /var/run/docker.sock, or installs Debian's docker.io
-// and starts dockerd without a bridge or iptables rules; and it builds small
-// images FROM scratch around Debian's busybox-static, because no registry is
-// reachable from the machines the tests run on. Containers must therefore run
-// with --network none.
+// Package dockertest gives sigscope's tests real container engines.
+//
+// Docker: EnsureDaemon finds a daemon answering on /var/run/docker.sock, or
+// installs Debian's docker.io and starts dockerd without a bridge or
+// iptables rules. BuildBusyboxImage builds small images FROM scratch around
+// Debian's busybox-static, because no registry is reachable from the
+// machines the tests run on; containers must therefore run with
+// --network none.
+//
+// CRI: EnsureCRI starts a private containerd (docker.io's binary, its own
+// root, state and socket, apart from dockerd's) with the CRI plugin on and a
+// pause image imported from Docker; RunPod then plays kubelet: a pod
+// sandbox on the host network and one container with the kubelet's labels,
+// annotations and cgroupfs layout.
 //
 // Tests only. It follows the project's privileged-test rule
 // (internal/testutil.RequirePrivileged): it skips when not root and fails
-// when SIGSCOPE_REQUIRE_PRIVILEGED=1. The daemon it starts is left running on
-// purpose, so that the next test binary reuses it instead of paying for the
-// start again.
+// when SIGSCOPE_REQUIRE_PRIVILEGED=1. The daemons it starts are left running
+// on purpose, so that the next test binary reuses them instead of paying
+// for the start again; a lock file serialises starting them across test
+// binaries that `go test ./...` runs in parallel.
 package dockertest
