@@ -378,3 +378,52 @@ func TestKubernetesLabels(t *testing.T) {
 		}
 	}
 }
+
+// A recording made with `sigscope trace -o json` replays offline into the
+// same verdict, with the container named from the recording alone.
+func TestRecordingReplays(t *testing.T) {
+	img := busyboxImage(t)
+	id := runContainer(t, "e2e-rec", img, "sh", "-c", "sleep 1000 & wait")
+	rec := filepath.Join(t.TempDir(), "rec.jsonl")
+	out, err := os.Create(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := exec.Command(sigscope(t), "trace", "-o", "json")
+	trace.Stdout = out
+	var stderr bytes.Buffer
+	trace.Stderr = &stderr
+	if err := trace.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = trace.Process.Kill(); _, _ = trace.Process.Wait() })
+	testutil.WaitPrograms(t, trace.Process.Pid, 4)
+	docker(t, "stop", "-t", "1", "e2e-rec")
+	time.Sleep(200 * time.Millisecond)
+	_ = trace.Process.Signal(syscall.SIGINT)
+	if err := trace.Wait(); err != nil {
+		t.Fatalf("trace: %v\n%s", err, stderr.String())
+	}
+	out.Close()
+
+	// The daemon is no longer needed to name the container: stop it from
+	// answering by replaying after the container is gone.
+	docker(t, "rm", "-f", "e2e-rec")
+	replay, err := exec.Command(sigscope(t), "timeline", "-f", rec, "-o", "json", "--container", "e2e-rec").Output()
+	if err != nil {
+		t.Fatalf("timeline -f: %v", err)
+	}
+	var eps []episode
+	for _, line := range strings.Split(strings.TrimSpace(string(replay)), "\n") {
+		var ep episode
+		if err := json.Unmarshal([]byte(line), &ep); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		eps = append(eps, ep)
+	}
+	ep := episodeOf(t, eps, id)
+	if ep.Outcome != "ignored_by_init" || ep.Container.Name != "e2e-rec" || ep.ExitStatus == nil || *ep.ExitStatus != 137 {
+		t.Errorf("replayed episode: outcome %s container %+v exit %v", ep.Outcome, ep.Container, ep.ExitStatus)
+	}
+	within(t, "kill_after_s", ep.KillAfter, 0.8, 5)
+}
