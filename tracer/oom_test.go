@@ -13,19 +13,21 @@ import (
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
+// retained keeps allocate's memory reachable, so the collector cannot free it.
+var retained [][]byte
+
 // allocate waits for a line on stdin (so the test can move it into a
 // memory-limited cgroup first), then touches memory until the OOM killer
 // ends it.
 func allocate() {
 	fmt.Println("ready")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
-	var keep [][]byte
 	for {
 		b := make([]byte, 1<<20)
 		for i := range b {
 			b[i] = byte(i)
 		}
-		keep = append(keep, b)
+		retained = append(retained, b)
 	}
 }
 
