@@ -427,3 +427,47 @@ func TestRecordingReplays(t *testing.T) {
 	}
 	within(t, "kill_after_s", ep.KillAfter, 0.8, 5)
 }
+
+// `trace --container NAME` shows that container's events and no other's,
+// each with its container object.
+func TestTraceContainerFilter(t *testing.T) {
+	img := busyboxImage(t)
+	id := runContainer(t, "e2e-f1", img, "sh", "-c", "sleep 1000 & wait")
+	runContainer(t, "e2e-f2", img, "sh", "-c", "sleep 1000 & wait")
+	trace := exec.Command(sigscope(t), "trace", "-o", "json", "--container", "e2e-f1", "--signals", "TERM,KILL")
+	var out, stderr bytes.Buffer
+	trace.Stdout, trace.Stderr = &out, &stderr
+	if err := trace.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = trace.Process.Kill(); _, _ = trace.Process.Wait() })
+	testutil.WaitPrograms(t, trace.Process.Pid, 4)
+	docker(t, "kill", "e2e-f2")
+	docker(t, "kill", "e2e-f1")
+	time.Sleep(300 * time.Millisecond)
+	_ = trace.Process.Signal(syscall.SIGINT)
+	if err := trace.Wait(); err != nil {
+		t.Fatalf("trace: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	kills := 0
+	for _, line := range lines {
+		var rec struct {
+			Event     string                              `json:"event"`
+			Signal    string                              `json:"signal"`
+			Container *struct{ ID, Name, Runtime string } `json:"container"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if rec.Container == nil || rec.Container.ID != id || rec.Container.Name != "e2e-f1" || rec.Container.Runtime != "docker" {
+			t.Errorf("--container e2e-f1 let through %s", line)
+		}
+		if rec.Event == "generate" && rec.Signal == "SIGKILL" {
+			kills++
+		}
+	}
+	if kills < 2 { // docker kill's SIGKILL to PID 1, and the cascade to sleep
+		t.Errorf("%d SIGKILLs for e2e-f1, want docker kill's and the cascade's:\n%s", kills, out.String())
+	}
+}
