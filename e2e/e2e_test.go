@@ -362,6 +362,9 @@ func TestKubernetesLabels(t *testing.T) {
 		"--label", "io.kubernetes.container.name=app",
 		"--label", "io.kubernetes.pod.terminationGracePeriod=2",
 		img, "sh", "-c", "sleep 1000 & wait")
+	if a := auditOf(t, id); a.Prediction != "ignored_by_init" || a.Catches {
+		t.Errorf("audit before the stop: %+v", a)
+	}
 	l := startTimeline(t, "--pod", "shop/web-1")
 	other := runContainer(t, "e2e-other", img, "sh", "-c", "sleep 1000 & wait")
 	docker(t, "stop", "-t", "2", "k8s_app_web-1_shop_uid-1_0")
