@@ -474,3 +474,45 @@ func TestTraceContainerFilter(t *testing.T) {
 		t.Errorf("%d SIGKILLs for e2e-f1, want docker kill's and the cascade's:\n%s", kills, out.String())
 	}
 }
+
+// A signal from one container to another (a sidecar sharing the pid
+// namespace) names both: container (the target's) and sender_container.
+func TestSenderContainer(t *testing.T) {
+	img := busyboxImage(t)
+	b := runContainer(t, "e2e-target", img, "sh", "-c", "sleep 1000 & wait")
+	trace := exec.Command(sigscope(t), "trace", "-o", "json", "--container", "e2e-sidecar", "--signals", "TERM")
+	var out, stderr bytes.Buffer
+	trace.Stdout, trace.Stderr = &out, &stderr
+	if err := trace.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = trace.Process.Kill(); _, _ = trace.Process.Wait() })
+	testutil.WaitPrograms(t, trace.Process.Pid, 4)
+	a := runContainer(t, "e2e-sidecar", "--pid", "container:e2e-target", img, "sh", "-c", "kill -TERM 1; sleep 1000")
+	time.Sleep(500 * time.Millisecond)
+	_ = trace.Process.Signal(syscall.SIGINT)
+	if err := trace.Wait(); err != nil {
+		t.Fatalf("trace: %v\n%s", err, stderr.String())
+	}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec struct {
+			Result          string               `json:"result"`
+			Flags           []string             `json:"flags"`
+			Container       *struct{ ID string } `json:"container"`
+			SenderContainer *struct{ ID string } `json:"sender_container"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if rec.Container != nil && rec.Container.ID == b && rec.SenderContainer != nil && rec.SenderContainer.ID == a {
+			found = true
+			if rec.Result != "ignored" || len(rec.Flags) == 0 || rec.Flags[0] != "pid1_ignored" {
+				t.Errorf("sidecar's SIGTERM to the target's PID 1: %s", line)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no event with container e2e-target and sender_container e2e-sidecar:\n%s", out.String())
+	}
+}

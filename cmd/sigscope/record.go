@@ -38,23 +38,31 @@ func (j containerJSON) info() *container.Info {
 }
 
 // appendRecord writes one `trace -o json` line: the event's documented
-// object, with a "container" key added when the target (or, failing that,
-// the sender) is in a container.
-func appendRecord(b []byte, e *tracer.Event, c *container.Info) ([]byte, error) {
+// object, with a "container" key when the event is about a container (see
+// eventContainers) and a "sender_container" key when the sender is in
+// another container than that one.
+func appendRecord(b []byte, e *tracer.Event, c, sender *container.Info) ([]byte, error) {
 	ev, err := e.MarshalJSON()
 	if err != nil {
 		return b, err
 	}
-	if c == nil {
-		return append(append(b, ev...), '\n'), nil
-	}
-	cj, err := json.Marshal(toContainerJSON(c))
-	if err != nil {
-		return b, err
-	}
 	b = append(b, ev[:len(ev)-1]...) // the object without its closing brace
-	b = append(b, `,"container":`...)
-	b = append(b, cj...)
+	for _, kv := range []struct {
+		key string
+		c   *container.Info
+	}{{"container", c}, {"sender_container", sender}} {
+		if kv.c == nil {
+			continue
+		}
+		cj, err := json.Marshal(toContainerJSON(kv.c))
+		if err != nil {
+			return b, err
+		}
+		b = append(b, `,"`...)
+		b = append(b, kv.key...)
+		b = append(b, `":`...)
+		b = append(b, cj...)
+	}
 	return append(b, '}', '\n'), nil
 }
 
@@ -112,6 +120,11 @@ func newContainerFilter(containerArg, podArg string) (containerFilter, error) {
 
 func (f containerFilter) active() bool { return f.container != "" || f.pod != "" }
 
+// matchAny reports whether either container passes the filter.
+func (f containerFilter) matchAny(a, b *container.Info) bool {
+	return f.match(a) || (b != nil && f.match(b))
+}
+
 func (f containerFilter) match(c *container.Info) bool {
 	if !f.active() {
 		return true
@@ -128,18 +141,29 @@ func (f containerFilter) match(c *container.Info) bool {
 	return true
 }
 
-// eventContainer resolves the container an event is about: the target's,
-// or, for a signal sent from inside a container to a host process, the
-// sender's.
-func eventContainer(r *container.Resolver, e *tracer.Event) *container.Info {
+// eventContainers resolves the container an event is about (the target's,
+// or for a signal a container sent to a host process, the sender's) and, for
+// a signal sent from another container, the sender's.
+func eventContainers(r *container.Resolver, e *tracer.Event) (about, sender *container.Info) {
 	if r == nil {
-		return nil
+		return nil, nil
 	}
-	if c := r.Lookup(&e.Target); c != nil {
-		return c
+	about = r.Lookup(&e.Target)
+	if e.Kind != tracer.KindGenerate {
+		return about, nil
 	}
-	if e.Kind == tracer.KindGenerate {
-		return r.Lookup(&e.Sender)
+	s := r.Lookup(&e.Sender)
+	switch {
+	case about == nil:
+		return s, nil
+	case s != nil && s.ID != about.ID:
+		return about, s
 	}
-	return nil
+	return about, nil
+}
+
+// eventContainer is the container an event is about.
+func eventContainer(r *container.Resolver, e *tracer.Event) *container.Info {
+	c, _ := eventContainers(r, e)
+	return c
 }

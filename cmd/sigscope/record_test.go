@@ -21,18 +21,22 @@ func TestRecordRoundTrip(t *testing.T) {
 		StopSignal: "SIGTERM", StopTimeout: 10, GracePeriod: 30}
 	var buf []byte
 	var err error
-	if buf, err = appendRecord(buf, &e, c); err != nil {
+	other := &container.Info{ID: "def456", Runtime: "docker", Name: "sidecar"}
+	if buf, err = appendRecord(buf, &e, c, other); err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(string(buf), `"sender_container":{"id":"def456","name":"sidecar","runtime":"docker"}`) {
+		t.Errorf("no sender_container: %s", buf)
 	}
 	host := e
 	host.Target.PidNS = 0
-	if buf, err = appendRecord(buf, &host, nil); err != nil {
+	if buf, err = appendRecord(buf, &host, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !utf8.Valid(buf) || strings.Count(string(buf), "\n") != 2 {
 		t.Fatalf("records: %q", buf)
 	}
-	if strings.Count(string(buf), `"container"`) != 1 {
+	if strings.Count(string(buf), `"container":`) != 1 {
 		t.Errorf("want exactly one container object: %s", buf)
 	}
 	var got []*container.Info
@@ -74,6 +78,10 @@ func TestContainerFilter(t *testing.T) {
 		{"", "shop/web-2", web, false},
 		{"web", "", nil, false},
 	} {
+		f, _ := newContainerFilter(c.container, c.pod)
+		if got := f.matchAny(nil, c.in); c.in != nil && got != c.want {
+			t.Errorf("filter %q %q on the sender %+v: %v", c.container, c.pod, c.in, got)
+		}
 		f, err := newContainerFilter(c.container, c.pod)
 		if err != nil {
 			t.Fatal(err)

@@ -115,12 +115,12 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 		resolver = container.NewResolver(container.Options{Logger: slog.Default()})
 		defer resolver.Close()
 	}
-	var write func(*tracer.Event, *container.Info) error
+	var write func(e *tracer.Event, c, sender *container.Info) error
 	if format == "json" {
 		var buf []byte
-		write = func(e *tracer.Event, c *container.Info) error {
+		write = func(e *tracer.Event, c, sender *container.Info) error {
 			var err error
-			if buf, err = appendRecord(buf[:0], e, c); err != nil {
+			if buf, err = appendRecord(buf[:0], e, c, sender); err != nil {
 				return err
 			}
 			_, err = w.Write(buf)
@@ -128,15 +128,15 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 		}
 	} else {
 		writeTableHeader(w)
-		write = func(e *tracer.Event, c *container.Info) error { return writeTableRow(w, e, c) }
+		write = func(e *tracer.Event, c, _ *container.Info) error { return writeTableRow(w, e, c) }
 	}
 	var n uint64
 	runErr := t.Run(ctx, func(e *tracer.Event) error {
-		c := eventContainer(resolver, e)
-		if !cf.match(c) {
+		c, sender := eventContainers(resolver, e)
+		if !cf.matchAny(c, sender) {
 			return nil
 		}
-		if err := write(e, c); err != nil {
+		if err := write(e, c, sender); err != nil {
 			return err
 		}
 		n++
