@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -22,15 +23,15 @@ const (
 
 // Result is one container's audit line (`sigscope audit -o json`).
 type Result struct {
-	Container  container.Info `json:"-"`
-	PID1       PID1           `json:"pid1"`
-	StopSignal string         `json:"stop_signal"`
-	Catches    bool           `json:"catches"`
-	Ignores    bool           `json:"ignores"`
-	Blocks     bool           `json:"blocks"`
-	Prediction string         `json:"prediction"`
-	Hint       string         `json:"hint,omitempty"`
-	Error      string         `json:"error,omitempty"`
+	Container  container.Summary `json:"container"`
+	PID1       PID1              `json:"pid1"`
+	StopSignal string            `json:"stop_signal"`
+	Catches    bool              `json:"catches"`
+	Ignores    bool              `json:"ignores"`
+	Blocks     bool              `json:"blocks"`
+	Prediction string            `json:"prediction"`
+	Hint       string            `json:"hint,omitempty"`
+	Error      string            `json:"error,omitempty"`
 }
 
 // PID1 is the container's init as the host sees it.
@@ -66,7 +67,7 @@ func Run(ctx context.Context, l Lister, procRoot string) ([]Result, error) {
 
 // Check predicts one container's stop from its PID 1's signal masks.
 func Check(r container.Running, procRoot string) Result {
-	res := Result{Container: r.Info, PID1: PID1{PID: r.PID}}
+	res := Result{Container: r.Info.Summary(), PID1: PID1{PID: r.PID}}
 	sig := tracer.SIGTERM
 	if r.Info.StopSignal != "" {
 		if s, err := tracer.ParseSignal(r.Info.StopSignal); err == nil {
@@ -83,7 +84,7 @@ func Check(r container.Running, procRoot string) Result {
 		res.Prediction, res.Error = Unknown, err.Error()
 		return res
 	}
-	res.PID1.Cmdline = cmdline
+	res.PID1.Cmdline = utf8All(cmdline)
 	res.Catches, res.Ignores, res.Blocks = caught.Has(sig), ignored.Has(sig), blocked.Has(sig)
 	res.Prediction, res.Hint = Predict(sig, res.Catches, res.Ignores, res.Blocks, cmdline)
 	return res
@@ -123,4 +124,14 @@ func isShell(arg0 string) bool {
 		return true
 	}
 	return false
+}
+
+// utf8All makes command-line arguments valid UTF-8 for JSON: any process can
+// put anything in its argv.
+func utf8All(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = textsafe.UTF8(s)
+	}
+	return out
 }

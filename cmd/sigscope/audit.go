@@ -38,11 +38,6 @@ Needs read access to /proc/PID/status of the containers' inits (root on most hos
 	return cmd
 }
 
-type auditJSON struct {
-	Container containerJSON `json:"container"`
-	audit.Result
-}
-
 func runAudit(ctx context.Context, output string, stdout io.Writer) error {
 	if output != "table" && output != "json" {
 		return usageError{fmt.Errorf("--output %q: want table or json", output)}
@@ -62,9 +57,7 @@ func runAudit(ctx context.Context, output string, stdout io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		for i := range results {
-			res := results[i]
-			res.PID1.Cmdline = utf8All(res.PID1.Cmdline)
-			if err := enc.Encode(auditJSON{Container: toContainerJSON(&res.Container), Result: res}); err != nil {
+			if err := enc.Encode(&results[i]); err != nil {
 				return err
 			}
 		}
@@ -77,21 +70,13 @@ func runAudit(ctx context.Context, output string, stdout io.Writer) error {
 		if len(cmdline) > 32 {
 			cmdline = cmdline[:29] + "..."
 		}
-		fmt.Fprintf(w, format, containerCell(&res.Container), strconv.Itoa(res.PID1.PID), cmdline,
+		fmt.Fprintf(w, format, containerCell(res.Container.Info()), strconv.Itoa(res.PID1.PID), cmdline,
 			res.StopSignal, strconv.FormatBool(res.Catches), res.Prediction)
 	}
 	for _, res := range results {
 		if res.Hint != "" || res.Error != "" {
-			fmt.Fprintf(w, "\n%s: %s%s\n", containerCell(&res.Container), res.Hint, res.Error)
+			fmt.Fprintf(w, "\n%s: %s%s\n", containerCell(res.Container.Info()), res.Hint, res.Error)
 		}
 	}
 	return nil
-}
-
-func utf8All(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = textsafe.UTF8(s)
-	}
-	return out
 }

@@ -8,34 +8,8 @@ import (
 	"strings"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/tracer"
 )
-
-// containerJSON is the "container" object of a trace line (docs/events.md).
-type containerJSON struct {
-	ID        string `json:"id"`
-	Name      string `json:"name,omitempty"`
-	Image     string `json:"image,omitempty"`
-	Runtime   string `json:"runtime"`
-	Pod       string `json:"pod,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
-	// Stop settings, so that a recording can be analysed offline.
-	StopSignal  string `json:"stop_signal,omitempty"`
-	StopTimeout int    `json:"stop_timeout_s,omitempty"`
-	GracePeriod int    `json:"grace_period_s,omitempty"`
-}
-
-func toContainerJSON(c *container.Info) containerJSON {
-	return containerJSON{ID: c.ID, Name: textsafe.UTF8(c.Name), Image: textsafe.UTF8(c.Image), Runtime: c.Runtime,
-		Pod: textsafe.UTF8(c.Pod), Namespace: textsafe.UTF8(c.Namespace),
-		StopSignal: textsafe.UTF8(c.StopSignal), StopTimeout: c.StopTimeout, GracePeriod: c.GracePeriod}
-}
-
-func (j containerJSON) info() *container.Info {
-	return &container.Info{ID: j.ID, Name: j.Name, Image: j.Image, Runtime: j.Runtime, Pod: j.Pod,
-		Namespace: j.Namespace, StopSignal: j.StopSignal, StopTimeout: j.StopTimeout, GracePeriod: j.GracePeriod}
-}
 
 // appendRecord writes one `trace -o json` line: the event's documented
 // object, with a "container" key when the event is about a container (see
@@ -54,7 +28,7 @@ func appendRecord(b []byte, e *tracer.Event, c, sender *container.Info) ([]byte,
 		if kv.c == nil {
 			continue
 		}
-		cj, err := json.Marshal(toContainerJSON(kv.c))
+		cj, err := json.Marshal(kv.c.Summary())
 		if err != nil {
 			return b, err
 		}
@@ -82,14 +56,14 @@ func readRecording(r io.Reader, fn func(*tracer.Event, *container.Info) error) e
 			return fmt.Errorf("line %d: %w", line, err)
 		}
 		var extra struct {
-			Container *containerJSON `json:"container"`
+			Container *container.Summary `json:"container"`
 		}
 		if err := json.Unmarshal([]byte(text), &extra); err != nil {
 			return fmt.Errorf("line %d: %w", line, err)
 		}
 		var c *container.Info
 		if extra.Container != nil {
-			c = extra.Container.info()
+			c = extra.Container.Info()
 		}
 		if err := fn(&e, c); err != nil {
 			return err

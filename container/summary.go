@@ -1,0 +1,32 @@
+package container
+
+import "github.com/sigscope/sigscope/internal/textsafe"
+
+// Summary is a container's identity as sigscope's JSON outputs show it: the
+// "container" object of trace lines (docs/events.md), audit results and the
+// agent's API. The stop settings let a recording be judged offline.
+type Summary struct {
+	ID          string `json:"id"`
+	Name        string `json:"name,omitempty"`
+	Image       string `json:"image,omitempty"`
+	Runtime     string `json:"runtime"`
+	Pod         string `json:"pod,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	StopSignal  string `json:"stop_signal,omitempty"`
+	StopTimeout int    `json:"stop_timeout_s,omitempty"`
+	GracePeriod int    `json:"grace_period_s,omitempty"`
+}
+
+// Summary returns i's JSON identity. Untrusted strings (names, images,
+// labels) are made valid UTF-8, invalid bytes kept as \xNN.
+func (i *Info) Summary() Summary {
+	return Summary{ID: i.ID, Name: textsafe.UTF8(i.Name), Image: textsafe.UTF8(i.Image), Runtime: i.Runtime,
+		Pod: textsafe.UTF8(i.Pod), Namespace: textsafe.UTF8(i.Namespace),
+		StopSignal: textsafe.UTF8(i.StopSignal), StopTimeout: i.StopTimeout, GracePeriod: i.GracePeriod}
+}
+
+// Info returns the identity a Summary carries (labels are not part of it).
+func (s Summary) Info() *Info {
+	return &Info{ID: s.ID, Name: s.Name, Image: s.Image, Runtime: s.Runtime, Pod: s.Pod,
+		Namespace: s.Namespace, StopSignal: s.StopSignal, StopTimeout: s.StopTimeout, GracePeriod: s.GracePeriod}
+}
