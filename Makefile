@@ -34,6 +34,15 @@ generate: deps-bpf ## Regenerate the BPF object and Go bindings with bpf2go
 check-generate: generate ## Fail when regenerating changes the committed BPF output
 	@git diff --exit-code --stat -- tracer/ || { echo "generated BPF output is stale: run 'make generate' and commit"; exit 1; }
 
+.PHONY: manifests
+manifests: ## Render the Helm chart into deploy/manifests (helm from the Go module proxy, pinned in deploy/render.sh)
+	GO=$(GO) sh deploy/render.sh deploy/manifests
+
+.PHONY: check-manifests
+check-manifests: manifests ## Fail when the committed manifests differ from a fresh render of deploy/chart
+	@git diff --exit-code --stat -- deploy/manifests/ && test -z "$$(git ls-files --others --exclude-standard deploy/manifests/)" || \
+		{ echo "rendered manifests are stale: run 'make manifests' and commit"; exit 1; }
+
 .PHONY: test
 test: ## Run every test; privileged ones need root (SIGSCOPE_REQUIRE_PRIVILEGED=1 makes skipping fail)
 	$(GO) test -count=1 ./...
