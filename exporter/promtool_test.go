@@ -1,0 +1,115 @@
+package exporter
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/sigscope/sigscope/audit"
+	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/timeline"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// promtool finds promtool, installing Debian's prometheus package when it is
+// missing and this is root. It skips only when that fails.
+func promtool(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("promtool not installed and not root to apt-get install prometheus")
+	}
+	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	// Other tests (the e2e Prometheus test) may run apt at the same time:
+	// wait for dpkg's lock instead of failing at once.
+	for _, args := range [][]string{
+		{"-o", "DPkg::Lock::Timeout=300", "update", "-qq"},
+		{"-o", "DPkg::Lock::Timeout=300", "install", "-y", "-qq", "--no-install-recommends", "prometheus"},
+	} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Skipf("promtool missing and apt-get %s failed: %v\n%s", args[2], err, out)
+		}
+	}
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skipf("apt-get installed prometheus but promtool is not on PATH: %v", err)
+	}
+	return p
+}
+
+// exposition is the text format of a registry holding a fully fed exporter.
+func exposition(t *testing.T, podLabels bool) []byte {
+	t.Helper()
+	e := New(Options{
+		PodLabels: podLabels,
+		MaxSeries: 2,
+		Stats: func() (tracer.Stats, error) {
+			return tracer.Stats{Generate: tracer.KindStats{Seen: 3, Emitted: 2, Dropped: 1}}, nil
+		},
+		EnrichmentErrors: func() map[string]uint64 { return map[string]uint64{"docker": 1} },
+		Version:          "v0.0.0-test",
+		Revision:         "abc\xff",
+	})
+	reg := register(t, e)
+	evil := &container.Info{ID: "e", Name: "a\"b\\c\nd\xff", Pod: "p", Namespace: "n"}
+	for _, c := range []*container.Info{webApp, webSide, plain, bare, evil, nil} {
+		e.ObserveEvent(generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored), c)
+		e.ObserveEvent(generate(tracer.SIGKILL, tracer.ResultDelivered, tracer.FlagNSCascade), c)
+		e.ObserveEvent(killed(tracer.SIGKILL), c)
+		e.ObserveEvent(exited(0), c)
+		e.ObserveEvent(oom(), c)
+	}
+	e.ObserveEpisode(episode(timeline.OutcomeIgnoredByInit, 0, 10*time.Second))
+	e.ObserveEpisode(episode(timeline.OutcomeGraceful, 0, time.Second))
+	e.SetAudit([]audit.Result{{Container: container.Summary{Name: "web"}, Prediction: audit.IgnoredByInit}})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+func TestPromtoolCheckMetrics(t *testing.T) {
+	bin := promtool(t)
+	for _, podLabels := range []bool{false, true} {
+		text := exposition(t, podLabels)
+		cmd := exec.Command(bin, "check", "metrics")
+		cmd.Stdin = bytes.NewReader(text)
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "" {
+			t.Errorf("PodLabels=%v: promtool check metrics: %v\n%s\n--- exposition:\n%s", podLabels, err, out, text)
+		}
+	}
+}
+
+// client_golang's promlint has newer rules than Debian's promtool and needs
+// nothing installed.
+func TestPromlint(t *testing.T) {
+	for _, podLabels := range []bool{false, true} {
+		text := exposition(t, podLabels)
+		problems, err := promlint.New(bytes.NewReader(text)).Lint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("PodLabels=%v: %s: %s", podLabels, p.Metric, p.Text)
+		}
+	}
+}
