@@ -1,0 +1,774 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// documentedCaps is the capability set added back by default, the one
+// docs/deploy.md explains. Changing it means changing the doc, the chart's
+// comments and this list together.
+var documentedCaps = []corev1.Capability{"BPF", "PERFMON", "SYS_PTRACE"}
+
+const (
+	manifestDefault    = "manifests/sigscope.yaml"
+	manifestKubeEvents = "manifests/sigscope-kube-events.yaml"
+	templateDaemonSet  = "chart/sigscope/templates/daemonset.yaml"
+	port               = 10042
+	namespace          = "sigscope"
+)
+
+// objects is one rendered manifest, decoded.
+type objects struct {
+	daemonSets      []*appsv1.DaemonSet
+	serviceAccounts []*corev1.ServiceAccount
+	services        []*corev1.Service
+	clusterRoles    []*rbacv1.ClusterRole
+	clusterBindings []*rbacv1.ClusterRoleBinding
+	roles           []*rbacv1.Role
+	roleBindings    []*rbacv1.RoleBinding
+	serviceMonitors []*unstructured.Unstructured
+}
+
+// splitDocuments splits a multi-document YAML stream at its "---" lines and
+// drops the documents that hold only comments.
+func splitDocuments(data []byte) [][]byte {
+	var docs [][]byte
+	var cur bytes.Buffer
+	flush := func() {
+		if hasContent(cur.Bytes()) {
+			docs = append(docs, bytes.Clone(cur.Bytes()))
+		}
+		cur.Reset()
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.TrimRight(line, " ") == "---" {
+			flush()
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+	}
+	flush()
+	return docs
+}
+
+func hasContent(doc []byte) bool {
+	for _, line := range strings.Split(string(doc), "\n") {
+		t := strings.TrimSpace(line)
+		if t != "" && !strings.HasPrefix(t, "#") {
+			return true
+		}
+	}
+	return false
+}
+
+// strict decodes one document into v the way the API server does, but
+// refusing what it would only warn about: unknown fields, duplicate fields,
+// and fields in the wrong case (the server's decoding is case-sensitive;
+// encoding/json's is not, so "hostPid" would pass for "hostPID" there). A
+// misspelt or misplaced field is dropped by the server, and the setting it
+// carried with it.
+func strict(t *testing.T, name string, doc []byte, v any) {
+	t.Helper()
+	js, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, doc)
+	}
+	strictErrs, err := sigsjson.UnmarshalStrict(js, v, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		t.Fatalf("%s: decoding into %T: %v", name, v, err)
+	}
+	for _, e := range strictErrs {
+		t.Errorf("%s: strict decoding into %T: %v", name, v, e)
+	}
+	if len(strictErrs) > 0 {
+		t.FailNow()
+	}
+}
+
+// decode reads every object of a rendered manifest into its k8s.io/api type
+// by kind. An unexpected kind fails: the tests must know every object.
+func decode(t *testing.T, name string, data []byte) *objects {
+	t.Helper()
+	o := &objects{}
+	docs := splitDocuments(data)
+	if len(docs) == 0 {
+		t.Fatalf("%s: no objects", name)
+	}
+	for i, doc := range docs {
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(doc, &head); err != nil {
+			t.Fatalf("%s: document %d: %v", name, i, err)
+		}
+		where := fmt.Sprintf("%s: document %d (%s %s)", name, i, head.APIVersion, head.Kind)
+		switch head.APIVersion + " " + head.Kind {
+		case "apps/v1 DaemonSet":
+			v := &appsv1.DaemonSet{}
+			strict(t, where, doc, v)
+			o.daemonSets = append(o.daemonSets, v)
+		case "v1 ServiceAccount":
+			v := &corev1.ServiceAccount{}
+			strict(t, where, doc, v)
+			o.serviceAccounts = append(o.serviceAccounts, v)
+		case "v1 Service":
+			v := &corev1.Service{}
+			strict(t, where, doc, v)
+			o.services = append(o.services, v)
+		case "rbac.authorization.k8s.io/v1 ClusterRole":
+			v := &rbacv1.ClusterRole{}
+			strict(t, where, doc, v)
+			o.clusterRoles = append(o.clusterRoles, v)
+		case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+			v := &rbacv1.ClusterRoleBinding{}
+			strict(t, where, doc, v)
+			o.clusterBindings = append(o.clusterBindings, v)
+		case "rbac.authorization.k8s.io/v1 Role":
+			v := &rbacv1.Role{}
+			strict(t, where, doc, v)
+			o.roles = append(o.roles, v)
+		case "rbac.authorization.k8s.io/v1 RoleBinding":
+			v := &rbacv1.RoleBinding{}
+			strict(t, where, doc, v)
+			o.roleBindings = append(o.roleBindings, v)
+		case "monitoring.coreos.com/v1 ServiceMonitor":
+			// prometheus-operator's types are not a dependency: check
+			// the fields the chart sets by hand.
+			m := map[string]any{}
+			strict(t, where, doc, &m)
+			o.serviceMonitors = append(o.serviceMonitors, &unstructured.Unstructured{Object: m})
+		default:
+			t.Fatalf("%s: unexpected object", where)
+		}
+	}
+	return o
+}
+
+func readManifest(t *testing.T, path string) *objects {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, path, data)
+}
+
+func oneDaemonSet(t *testing.T, o *objects) *appsv1.DaemonSet {
+	t.Helper()
+	if len(o.daemonSets) != 1 {
+		t.Fatalf("%d DaemonSets, want 1", len(o.daemonSets))
+	}
+	return o.daemonSets[0]
+}
+
+// checkPodSecurity checks what must hold in every rendering, whatever the
+// values: the agent's pod sees the host's pids, mounts every host path
+// read-only, runs with a read-only root filesystem, and is either privileged
+// on purpose or holds exactly the documented capabilities.
+func checkPodSecurity(t *testing.T, name string, ds *appsv1.DaemonSet, wantPrivileged bool) {
+	t.Helper()
+	spec := ds.Spec.Template.Spec
+	if !spec.HostPID {
+		t.Errorf("%s: hostPID is false: the agent must see every process's /proc", name)
+	}
+	if spec.HostNetwork || spec.HostIPC {
+		t.Errorf("%s: hostNetwork %v, hostIPC %v: neither is needed", name, spec.HostNetwork, spec.HostIPC)
+	}
+	if len(spec.InitContainers) != 0 || len(spec.EphemeralContainers) != 0 {
+		t.Errorf("%s: init or ephemeral containers were not expected", name)
+	}
+	if len(spec.Containers) == 0 {
+		t.Fatalf("%s: no containers", name)
+	}
+	if psc := spec.SecurityContext; psc != nil && psc.RunAsNonRoot != nil && *psc.RunAsNonRoot {
+		t.Errorf("%s: pod runAsNonRoot true contradicts runAsUser 0", name)
+	}
+	hostPaths := map[string]*corev1.HostPathVolumeSource{}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath
+		}
+	}
+	for _, c := range spec.Containers {
+		where := name + ": container " + c.Name
+		sc := c.SecurityContext
+		if sc == nil {
+			t.Errorf("%s: no securityContext", where)
+			continue
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s: readOnlyRootFilesystem is not true", where)
+		}
+		if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+			t.Errorf("%s: runAsUser %v, want 0 (the runtime sockets and other processes' /proc)", where, sc.RunAsUser)
+		}
+		if sc.RunAsNonRoot == nil || *sc.RunAsNonRoot {
+			t.Errorf("%s: runAsNonRoot should be explicitly false, as documented", where)
+		}
+		privileged := sc.Privileged != nil && *sc.Privileged
+		if privileged != wantPrivileged {
+			t.Errorf("%s: privileged %v, want %v", where, privileged, wantPrivileged)
+		}
+		if wantPrivileged {
+			// The API server refuses allowPrivilegeEscalation false with
+			// privileged true; a capability list would be meaningless.
+			if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
+				t.Errorf("%s: privileged with allowPrivilegeEscalation false is rejected by the API server", where)
+			}
+			if sc.Capabilities != nil {
+				t.Errorf("%s: privileged with a capability list %+v", where, sc.Capabilities)
+			}
+		} else {
+			if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				t.Errorf("%s: allowPrivilegeEscalation is not false", where)
+			}
+			if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+				t.Errorf("%s: capabilities do not drop ALL: %+v", where, sc.Capabilities)
+			} else if got := sortedCaps(sc.Capabilities.Add); !reflect.DeepEqual(got, sortedCaps(documentedCaps)) {
+				t.Errorf("%s: added capabilities %v, want exactly the documented %v", where, got, sortedCaps(documentedCaps))
+			}
+			seccomp := sc.SeccompProfile
+			if seccomp == nil && spec.SecurityContext != nil {
+				seccomp = spec.SecurityContext.SeccompProfile
+			}
+			if seccomp == nil {
+				t.Errorf("%s: no seccomp profile: the kubelet's default would be Unconfined", where)
+			}
+		}
+		for _, m := range c.VolumeMounts {
+			if _, ok := hostPaths[m.Name]; ok && !m.ReadOnly {
+				t.Errorf("%s: host path volume %s mounted read-write at %s", where, m.Name, m.MountPath)
+			}
+			if m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional {
+				t.Errorf("%s: %s: Bidirectional propagation needs a privileged container and is never needed", where, m.Name)
+			}
+		}
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				t.Errorf("%s: hostPort %d: the Service reaches the pod without one", where, p.HostPort)
+			}
+		}
+	}
+	for name2, hp := range hostPaths {
+		if hp.Path == "/proc" || strings.HasPrefix(hp.Path, "/proc/") {
+			t.Errorf("%s: volume %s mounts %s: /proc comes from hostPID", name, name2, hp.Path)
+		}
+		if hp.Path == "/" {
+			t.Errorf("%s: volume %s mounts the host's root", name, name2)
+		}
+	}
+}
+
+func sortedCaps(cs []corev1.Capability) []string {
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, strings.TrimPrefix(string(c), "CAP_"))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestDefaultManifestObjects(t *testing.T) {
+	o := readManifest(t, manifestDefault)
+	if len(o.serviceAccounts) != 1 || len(o.services) != 1 || len(o.daemonSets) != 1 {
+		t.Fatalf("want one ServiceAccount, Service and DaemonSet; got %d, %d, %d",
+			len(o.serviceAccounts), len(o.services), len(o.daemonSets))
+	}
+	// No RBAC at all without --kube-events, and no ServiceMonitor unless asked.
+	if n := len(o.clusterRoles) + len(o.clusterBindings) + len(o.roles) + len(o.roleBindings); n != 0 {
+		t.Errorf("%d RBAC objects in the default manifest, want none", n)
+	}
+	if len(o.serviceMonitors) != 0 {
+		t.Errorf("ServiceMonitor rendered by default")
+	}
+	sa := o.serviceAccounts[0]
+	if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Errorf("ServiceAccount automounts a token without --kube-events")
+	}
+	for _, obj := range []struct{ kind, ns string }{
+		{"ServiceAccount", sa.Namespace}, {"Service", o.services[0].Namespace}, {"DaemonSet", o.daemonSets[0].Namespace},
+	} {
+		if obj.ns != namespace {
+			t.Errorf("%s in namespace %q, want %q", obj.kind, obj.ns, namespace)
+		}
+	}
+}
+
+func TestDaemonSetSecurity(t *testing.T) {
+	ds := oneDaemonSet(t, readManifest(t, manifestDefault))
+	checkPodSecurity(t, manifestDefault, ds, false)
+	spec := ds.Spec.Template.Spec
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("the pod mounts a service account token without --kube-events")
+	}
+	c := spec.Containers[0]
+	if p := c.SecurityContext.SeccompProfile; p == nil || p.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("default seccomp profile %+v, want RuntimeDefault", p)
+	}
+}
+
+func TestDaemonSetHostMounts(t *testing.T) {
+	ds := oneDaemonSet(t, readManifest(t, manifestDefault))
+	spec := ds.Spec.Template.Spec
+	type hp struct {
+		path string
+		typ  corev1.HostPathType
+	}
+	got := map[string]hp{}
+	for _, v := range spec.Volumes {
+		if v.HostPath == nil {
+			t.Errorf("volume %s is not a hostPath; the default manifest has no other", v.Name)
+			continue
+		}
+		typ := corev1.HostPathType("")
+		if v.HostPath.Type != nil {
+			typ = *v.HostPath.Type
+		}
+		got[v.Name] = hp{v.HostPath.Path, typ}
+	}
+	// The runtimes' directories, not their sockets, with DirectoryOrCreate:
+	// a node without containerd or CRI-O still runs the agent.
+	want := map[string]hp{
+		"btf":        {"/sys/kernel/btf", corev1.HostPathDirectory},
+		"cgroup":     {"/sys/fs/cgroup", corev1.HostPathDirectory},
+		"containerd": {"/run/containerd", corev1.HostPathDirectoryOrCreate},
+		"crio":       {"/var/run/crio", corev1.HostPathDirectoryOrCreate},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("host paths\n got %v\nwant %v", got, want)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range spec.Containers[0].VolumeMounts {
+		mounts[m.Name] = m
+	}
+	// Mounted where the agent looks by default (container.Default*).
+	for name, path := range map[string]string{
+		"btf": "/sys/kernel/btf", "cgroup": "/sys/fs/cgroup", "containerd": "/run/containerd", "crio": "/var/run/crio",
+	} {
+		m, ok := mounts[name]
+		if !ok {
+			t.Errorf("volume %s not mounted", name)
+			continue
+		}
+		if m.MountPath != path || !m.ReadOnly {
+			t.Errorf("volume %s mounted at %s (readOnly %v), want %s read-only", name, m.MountPath, m.ReadOnly, path)
+		}
+	}
+	for _, name := range []string{"containerd", "crio"} {
+		if p := mounts[name].MountPropagation; p == nil || *p != corev1.MountPropagationHostToContainer {
+			t.Errorf("%s: mount propagation %v, want HostToContainer (container rootfs mounts come and go below it)", name, p)
+		}
+	}
+}
+
+func TestDaemonSetProbesPortsEnv(t *testing.T) {
+	ds := oneDaemonSet(t, readManifest(t, manifestDefault))
+	c := ds.Spec.Template.Spec.Containers[0]
+	var metricsPort *corev1.ContainerPort
+	for i := range c.Ports {
+		if c.Ports[i].Name == "metrics" {
+			metricsPort = &c.Ports[i]
+		}
+	}
+	if metricsPort == nil || metricsPort.ContainerPort != port {
+		t.Fatalf("container port metrics = %+v, want %d", metricsPort, port)
+	}
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			t.Errorf("%s probe missing or not httpGet", p.name)
+			continue
+		}
+		g := p.probe.HTTPGet
+		if g.Path != p.path {
+			t.Errorf("%s probe path %q, want %q", p.name, g.Path, p.path)
+		}
+		if g.Port != intstr.FromString("metrics") && g.Port != intstr.FromInt32(port) {
+			t.Errorf("%s probe port %v, want the metrics port", p.name, g.Port.String())
+		}
+	}
+	// NODE_NAME from the downward API, passed as --node-name.
+	var nodeName *corev1.EnvVar
+	for i := range c.Env {
+		if c.Env[i].Name == "NODE_NAME" {
+			nodeName = &c.Env[i]
+		}
+	}
+	if nodeName == nil || nodeName.ValueFrom == nil || nodeName.ValueFrom.FieldRef == nil ||
+		nodeName.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("NODE_NAME is not from fieldRef spec.nodeName: %+v", nodeName)
+	}
+	for _, arg := range []string{"--node-name=$(NODE_NAME)", fmt.Sprintf("--web.listen-address=:%d", port), "--max-series=1000"} {
+		if !slices.Contains(c.Args, arg) {
+			t.Errorf("args %q lack %q", c.Args, arg)
+		}
+	}
+	for _, arg := range []string{"--kube-events", "--pod-labels"} {
+		if slices.Contains(c.Args, arg) {
+			t.Errorf("args %q: %s is opt-in", c.Args, arg)
+		}
+	}
+	if len(c.Command) != 0 {
+		t.Errorf("command %q overrides the image's entrypoint (/sigscope serve)", c.Command)
+	}
+}
+
+func TestDaemonSetSchedulingAndResources(t *testing.T) {
+	ds := oneDaemonSet(t, readManifest(t, manifestDefault))
+	spec := ds.Spec.Template.Spec
+	everywhere := false
+	for _, tol := range spec.Tolerations {
+		if tol.Operator == corev1.TolerationOpExists && tol.Key == "" && tol.Effect == "" {
+			everywhere = true
+		}
+	}
+	if !everywhere {
+		t.Errorf("tolerations %+v: none with operator Exists and no key or effect (every taint)", spec.Tolerations)
+	}
+	for _, c := range spec.Containers {
+		r := c.Resources
+		for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			req, okReq := r.Requests[res]
+			lim, okLim := r.Limits[res]
+			if !okReq || !okLim {
+				t.Errorf("container %s: %s request or limit missing: %+v", c.Name, res, r)
+				continue
+			}
+			if req.Cmp(lim) > 0 {
+				t.Errorf("container %s: %s request %s above limit %s", c.Name, res, req.String(), lim.String())
+			}
+		}
+	}
+	if got := ds.Spec.Template.Labels; !selectorMatches(ds.Spec.Selector.MatchLabels, got) {
+		t.Errorf("selector %v does not match the pod labels %v", ds.Spec.Selector.MatchLabels, got)
+	}
+}
+
+func selectorMatches(sel, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestService(t *testing.T) {
+	o := readManifest(t, manifestDefault)
+	svc := o.services[0]
+	ds := oneDaemonSet(t, o)
+	if !selectorMatches(svc.Spec.Selector, ds.Spec.Template.Labels) {
+		t.Errorf("Service selector %v does not select the agent's pods %v", svc.Spec.Selector, ds.Spec.Template.Labels)
+	}
+	if len(svc.Spec.Ports) != 1 {
+		t.Fatalf("Service ports %+v, want one", svc.Spec.Ports)
+	}
+	p := svc.Spec.Ports[0]
+	if p.Name != "metrics" || p.Port != port || p.TargetPort != intstr.FromString("metrics") {
+		t.Errorf("Service port %+v, want metrics %d -> metrics", p, port)
+	}
+}
+
+func TestKubeEventsManifest(t *testing.T) {
+	o := readManifest(t, manifestKubeEvents)
+	ds := oneDaemonSet(t, o)
+	checkPodSecurity(t, manifestKubeEvents, ds, false)
+	spec := ds.Spec.Template.Spec
+	if !slices.Contains(spec.Containers[0].Args, "--kube-events") {
+		t.Errorf("args %q lack --kube-events", spec.Containers[0].Args)
+	}
+	if spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken {
+		t.Errorf("--kube-events needs the service account token mounted")
+	}
+	if len(o.roles)+len(o.roleBindings) != 0 {
+		t.Errorf("namespaced RBAC objects were not expected")
+	}
+	if len(o.clusterRoles) != 1 || len(o.clusterBindings) != 1 {
+		t.Fatalf("%d ClusterRoles and %d ClusterRoleBindings, want 1 and 1", len(o.clusterRoles), len(o.clusterBindings))
+	}
+	// Exactly: events create/patch in the core group and events.k8s.io, pods get.
+	type grant struct{ group, resource, verb string }
+	var got []grant
+	for _, r := range o.clusterRoles[0].Rules {
+		if len(r.ResourceNames) != 0 || len(r.NonResourceURLs) != 0 {
+			t.Errorf("rule %+v: resourceNames or nonResourceURLs were not expected", r)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if g == "*" || res == "*" || v == "*" {
+						t.Errorf("rule %+v has a wildcard", r)
+					}
+					got = append(got, grant{g, res, v})
+				}
+			}
+		}
+	}
+	want := []grant{
+		{"", "events", "create"}, {"", "events", "patch"},
+		{"", "pods", "get"},
+		{"events.k8s.io", "events", "create"}, {"events.k8s.io", "events", "patch"},
+	}
+	byName := func(a, b grant) int {
+		return strings.Compare(a.group+"/"+a.resource+"/"+a.verb, b.group+"/"+b.resource+"/"+b.verb)
+	}
+	slices.SortFunc(got, byName)
+	slices.SortFunc(want, byName)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ClusterRole grants\n got %v\nwant %v", got, want)
+	}
+	b := o.clusterBindings[0]
+	if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != o.clusterRoles[0].Name || b.RoleRef.APIGroup != rbacv1.GroupName {
+		t.Errorf("binding refers to %+v, not the ClusterRole %s", b.RoleRef, o.clusterRoles[0].Name)
+	}
+	sa := o.serviceAccounts[0]
+	if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != sa.Name ||
+		b.Subjects[0].Namespace != sa.Namespace || spec.ServiceAccountName != sa.Name {
+		t.Errorf("binding subjects %+v, pod's service account %q, want only %s/%s", b.Subjects, spec.ServiceAccountName, sa.Namespace, sa.Name)
+	}
+
+	if len(o.serviceMonitors) != 1 {
+		t.Fatalf("%d ServiceMonitors, want 1", len(o.serviceMonitors))
+	}
+	sm := o.serviceMonitors[0]
+	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	if !selectorMatches(sel, o.services[0].Labels) {
+		t.Errorf("ServiceMonitor selector %v does not select the Service (labels %v)", sel, o.services[0].Labels)
+	}
+	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(eps) != 1 {
+		t.Fatalf("ServiceMonitor endpoints %v, want one", eps)
+	}
+	ep, _ := eps[0].(map[string]any)
+	if ep["port"] != "metrics" || ep["path"] != "/metrics" {
+		t.Errorf("ServiceMonitor endpoint %v, want port metrics, path /metrics", ep)
+	}
+}
+
+// Every capability the template adds has a YAML comment on its line or right
+// above it saying why, and the template adds exactly the documented set.
+func TestCapabilitiesCommented(t *testing.T) {
+	data, err := os.ReadFile(templateDaemonSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	addAt := -1
+	for i, l := range lines {
+		if strings.TrimSpace(l) == "add:" {
+			if addAt >= 0 {
+				t.Fatalf("%s: two capability add lists (lines %d and %d)", templateDaemonSet, addAt+1, i+1)
+			}
+			addAt = i
+		}
+	}
+	if addAt < 0 {
+		t.Fatalf("%s: no capabilities add list", templateDaemonSet)
+	}
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	var caps []corev1.Capability
+	for i := addAt + 1; i < len(lines); i++ {
+		l := lines[i]
+		t2 := strings.TrimSpace(l)
+		if t2 == "" || strings.HasPrefix(t2, "#") {
+			continue
+		}
+		if indent(l) <= indent(lines[addAt]) {
+			break // the end of the list
+		}
+		item, ok := strings.CutPrefix(t2, "- ")
+		if !ok {
+			t.Fatalf("%s:%d: unexpected line in the capability list: %q", templateDaemonSet, i+1, l)
+		}
+		name, inline, _ := strings.Cut(item, "#")
+		name = strings.Trim(strings.TrimSpace(name), `"'`)
+		caps = append(caps, corev1.Capability(name))
+		commented := strings.TrimSpace(inline) != ""
+		if !commented && i > 0 {
+			above := strings.TrimSpace(lines[i-1])
+			commented = strings.HasPrefix(above, "#") && len(strings.TrimSpace(strings.TrimPrefix(above, "#"))) > 0
+		}
+		if !commented {
+			t.Errorf("%s:%d: capability %s has no comment saying why", templateDaemonSet, i+1, name)
+		}
+	}
+	if got, want := sortedCaps(caps), sortedCaps(documentedCaps); !reflect.DeepEqual(got, want) {
+		t.Errorf("template adds %v, documented set is %v", got, want)
+	}
+}
+
+// docs/deploy.md explains each capability of the set.
+func TestCapabilitiesDocumented(t *testing.T) {
+	data, err := os.ReadFile("../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range documentedCaps {
+		if !strings.Contains(string(data), "`CAP_"+string(c)+"`") {
+			t.Errorf("docs/deploy.md does not mention `CAP_%s`", c)
+		}
+	}
+}
+
+// helmTemplate renders the chart with extra helm flags through render.sh
+// (which pins helm), or skips when helm cannot be fetched.
+func helmTemplate(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("sh", append([]string{"render.sh", "-"}, args...)...)
+	cmd.Env = append(os.Environ(), "GO="+goCmd())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		skipIfOffline(t, stderr.String())
+		t.Fatalf("render.sh - %v: %v\n%s", args, err, stderr.String())
+	}
+	return out
+}
+
+func goCmd() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
+	}
+	return "go"
+}
+
+// skipIfOffline skips when the go command could not download helm: the
+// module proxy is unreachable. Any other failure is the test's to report.
+func skipIfOffline(t *testing.T, stderr string) {
+	t.Helper()
+	for _, s := range []string{"dial tcp", "no such host", "connection refused", "i/o timeout", "GOPROXY=off", "GOFLAGS=-mod=vendor", "module lookup disabled"} {
+		if strings.Contains(stderr, s) {
+			t.Skipf("helm cannot be fetched from the Go module proxy (%s); the render is checked by `make check-manifests` where it can be:\n%s", s, stderr)
+		}
+	}
+}
+
+// The committed manifests are what the chart renders now: what `make
+// check-manifests` checks in CI, here for `go test` too.
+func TestManifestsMatchChart(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "render.sh", dir)
+	cmd.Env = append(os.Environ(), "GO="+goCmd())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		skipIfOffline(t, string(out))
+		t.Fatalf("render.sh: %v\n%s", err, out)
+	}
+	rendered, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := filepath.Glob("manifests/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rendered) != len(committed) || len(rendered) == 0 {
+		t.Fatalf("render.sh wrote %d manifests, %d are committed", len(rendered), len(committed))
+	}
+	for _, r := range rendered {
+		name := filepath.Base(r)
+		want, err := os.ReadFile(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("manifests", name))
+		if err != nil {
+			t.Fatalf("%s rendered but not committed: %v", name, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("manifests/%s differs from a fresh render of the chart: run `make manifests` and commit", name)
+		}
+	}
+}
+
+// The values switches render valid objects that keep the invariants.
+func TestChartValues(t *testing.T) {
+	t.Run("privileged", func(t *testing.T) {
+		o := decode(t, "privileged=true", helmTemplate(t, "--set", "privileged=true"))
+		ds := oneDaemonSet(t, o)
+		checkPodSecurity(t, "privileged=true", ds, true)
+	})
+	t.Run("webConfig", func(t *testing.T) {
+		o := decode(t, "webConfig", helmTemplate(t, "--set", "webConfig.secretName=sigscope-web", "--set", "webConfig.probeScheme=HTTPS"))
+		ds := oneDaemonSet(t, o)
+		checkPodSecurity(t, "webConfig", ds, false)
+		c := ds.Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--web.config.file=/etc/sigscope/web/web-config.yml") {
+			t.Errorf("args %q lack --web.config.file", c.Args)
+		}
+		var secret *corev1.SecretVolumeSource
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			if v.Name == "web-config" {
+				secret = v.Secret
+			}
+		}
+		if secret == nil || secret.SecretName != "sigscope-web" {
+			t.Errorf("no web-config Secret volume: %+v", secret)
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == "web-config" && (!m.ReadOnly || m.MountPath != "/etc/sigscope/web") {
+				t.Errorf("web-config mounted %+v", m)
+			}
+		}
+		if s := c.LivenessProbe.HTTPGet.Scheme; s != corev1.URISchemeHTTPS {
+			t.Errorf("liveness probe scheme %s, want HTTPS", s)
+		}
+	})
+	t.Run("docker,podLabels", func(t *testing.T) {
+		o := decode(t, "docker", helmTemplate(t, "--set", "runtimeSockets.docker.enabled=true", "--set", "podLabels=true", "--set", "maxSeries=50"))
+		ds := oneDaemonSet(t, o)
+		checkPodSecurity(t, "docker", ds, false)
+		var found bool
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			if v.Name == "docker" {
+				found = v.HostPath != nil && v.HostPath.Path == "/var/run/docker.sock" &&
+					v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathSocket
+			}
+		}
+		if !found {
+			t.Errorf("no docker socket hostPath of type Socket")
+		}
+		args := ds.Spec.Template.Spec.Containers[0].Args
+		if !slices.Contains(args, "--pod-labels") || !slices.Contains(args, "--max-series=50") {
+			t.Errorf("args %q lack --pod-labels or --max-series=50", args)
+		}
+	})
+	t.Run("no sockets", func(t *testing.T) {
+		o := decode(t, "no sockets", helmTemplate(t, "--set", "runtimeSockets.containerd.enabled=false", "--set", "runtimeSockets.crio.enabled=false"))
+		ds := oneDaemonSet(t, o)
+		checkPodSecurity(t, "no sockets", ds, false)
+		if n := len(ds.Spec.Template.Spec.Volumes); n != 2 {
+			t.Errorf("%d volumes, want btf and cgroup only", n)
+		}
+	})
+}
