@@ -744,10 +744,14 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("liveness probe scheme %s, want HTTPS", s)
 		}
 	})
-	t.Run("docker,podLabels", func(t *testing.T) {
-		o := decode(t, "docker", helmTemplate(t, "--set", "runtimeSockets.docker.enabled=true", "--set", "podLabels=true", "--set", "maxSeries=50"))
+	t.Run("docker,podLabels,appArmor", func(t *testing.T) {
+		o := decode(t, "docker", helmTemplate(t, "--set", "runtimeSockets.docker.enabled=true", "--set", "podLabels=true",
+			"--set", "maxSeries=50", "--set", "appArmorProfile.type=Unconfined"))
 		ds := oneDaemonSet(t, o)
 		checkPodSecurity(t, "docker", ds, false)
+		if p := ds.Spec.Template.Spec.Containers[0].SecurityContext.AppArmorProfile; p == nil || p.Type != corev1.AppArmorProfileTypeUnconfined {
+			t.Errorf("appArmorProfile %+v, want Unconfined", p)
+		}
 		var found bool
 		for _, v := range ds.Spec.Template.Spec.Volumes {
 			if v.Name == "docker" {
