@@ -13,38 +13,21 @@ import (
 
 const dashboardPath = "../docs/grafana-dashboard.json"
 
-// fallbackMetrics are the metrics issue 5 specifies, used only until
-// docs/metrics.md exists; from then on the doc is the reference.
-var fallbackMetrics = []string{
-	"sigscope_signals_total", "sigscope_pid1_ignored_signals_total", "sigscope_ns_cascade_kills_total",
-	"sigscope_container_stops_total", "sigscope_container_stop_duration_seconds", "sigscope_process_exits_total",
-	"sigscope_oom_kills_total", "sigscope_events_total", "sigscope_events_dropped_total",
-	"sigscope_enrichment_errors_total", "sigscope_build_info", "sigscope_container_pid1_handles_stop_signal",
-}
-
 var metricName = regexp.MustCompile(`\bsigscope_[a-zA-Z0-9_]+`)
 
-// documentedMetrics returns the metric names docs/metrics.md mentions, or
-// the issue's list while that doc does not exist.
+// documentedMetrics returns the metric names docs/metrics.md mentions.
 func documentedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	names := map[string]bool{}
 	data, err := os.ReadFile("../docs/metrics.md")
-	switch {
-	case err == nil:
-		for _, m := range metricName.FindAllString(string(data), -1) {
-			names[m] = true
-		}
-		if len(names) == 0 {
-			t.Fatal("docs/metrics.md names no sigscope_ metric")
-		}
-	case os.IsNotExist(err):
-		t.Log("docs/metrics.md does not exist yet: checking against the metric list of issue 5")
-		for _, m := range fallbackMetrics {
-			names[m] = true
-		}
-	default:
+	if err != nil {
 		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, m := range metricName.FindAllString(string(data), -1) {
+		names[m] = true
+	}
+	if len(names) == 0 {
+		t.Fatal("docs/metrics.md names no sigscope_ metric")
 	}
 	return names
 }
@@ -234,7 +217,7 @@ func TestDashboard(t *testing.T) {
 		{"forced kills", `sigscope_container_stops_total{outcome=~"ignored_by_init|handler_timeout|killed"`},
 		{"stop duration", "histogram_quantile(0.95, sum by (le) (rate(sigscope_container_stop_duration_seconds_bucket"},
 		{"drops", "sigscope_events_dropped_total"},
-		{"cascade kills", "sigscope_ns_cascade_kills_total"},
+		{"cascade kills", "sigscope_pidns_cascade_kills_total"},
 		{"OOM kills", "sigscope_oom_kills_total"},
 	} {
 		if !strings.Contains(all, want.fragment) {

@@ -569,8 +569,8 @@ func TestKubeEventsManifest(t *testing.T) {
 		t.Fatalf("ServiceMonitor endpoints %v, want one", eps)
 	}
 	ep, _ := eps[0].(map[string]any)
-	if ep["port"] != "metrics" || ep["path"] != "/metrics" {
-		t.Errorf("ServiceMonitor endpoint %v, want port metrics, path /metrics", ep)
+	if ep["port"] != "metrics" || ep["path"] != "/metrics" || ep["honorLabels"] != true {
+		t.Errorf("ServiceMonitor endpoint %v, want port metrics, path /metrics, honorLabels (docs/metrics.md)", ep)
 	}
 }
 
