@@ -44,8 +44,8 @@ check-manifests: manifests ## Fail when the committed manifests differ from a fr
 		{ echo "rendered manifests are stale: run 'make manifests' and commit"; exit 1; }
 
 .PHONY: test
-test: ## Run every test; privileged ones need root (SIGSCOPE_REQUIRE_PRIVILEGED=1 makes skipping fail)
-	$(GO) test -count=1 ./...
+test: ## Run every test, one package at a time (system-wide counters); privileged ones need root (SIGSCOPE_REQUIRE_PRIVILEGED=1 makes skipping fail)
+	$(GO) test -p 1 -count=1 ./...
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no root

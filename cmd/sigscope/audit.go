@@ -19,7 +19,10 @@ import (
 )
 
 func newAuditCmd() *cobra.Command {
-	var output string
+	var (
+		output string
+		server serverFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Predict how each running container's PID 1 will take its stop signal",
@@ -31,25 +34,34 @@ handler, or SIG_IGN) and the runtime will SIGKILL after its timeout.
 Needs read access to /proc/PID/status of the containers' inits (root on most hosts).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAudit(cmd.Context(), output, os.Stdout)
+			return runAudit(cmd.Context(), output, &server, os.Stdout)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	server.register(cmd.Flags())
 	return cmd
 }
 
-func runAudit(ctx context.Context, output string, stdout io.Writer) error {
+func runAudit(ctx context.Context, output string, server *serverFlags, stdout io.Writer) error {
 	if output != "table" && output != "json" {
 		return usageError{fmt.Errorf("--output %q: want table or json", output)}
 	}
-	r := container.NewResolver(container.Options{Logger: slog.Default()})
-	defer r.Close()
-	results, err := audit.Run(ctx, r, "")
-	if err != nil && len(results) == 0 {
-		return fmt.Errorf("listing containers: %w (is a container runtime running and its socket readable?)", err)
-	}
-	if err != nil {
-		slog.Warn("some runtimes could not be listed", "error", err)
+	var results []audit.Result
+	if server.url != "" {
+		if err := server.get(ctx, "/api/v1/audit", nil, &results); err != nil {
+			return err
+		}
+	} else {
+		r := container.NewResolver(container.Options{Logger: slog.Default()})
+		defer r.Close()
+		var err error
+		results, err = audit.Run(ctx, r, "")
+		if err != nil && len(results) == 0 {
+			return fmt.Errorf("listing containers: %w (is a container runtime running and its socket readable?)", err)
+		}
+		if err != nil {
+			slog.Warn("some runtimes could not be listed", "error", err)
+		}
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()

@@ -67,6 +67,6 @@ init to its whole namespace (ns_cascade).`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	root.AddCommand(newTraceCmd(), newTimelineCmd(), newAuditCmd())
+	root.AddCommand(newTraceCmd(), newTimelineCmd(), newAuditCmd(), newServeCmd())
 	return root
 }

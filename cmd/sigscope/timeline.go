@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"time"
 
@@ -25,6 +26,7 @@ type timelineFlags struct {
 	container string
 	pod       string
 	settle    time.Duration
+	server    serverFlags
 }
 
 func newTimelineCmd() *cobra.Command {
@@ -42,7 +44,8 @@ completes. Offline: read a recording made with "sigscope trace -o json".`,
 		Example: `  sigscope timeline                          # live, until Ctrl-C
   sigscope timeline --duration 2m -o json
   sigscope trace -o json > rec.jsonl          # record now...
-  sigscope timeline -f rec.jsonl              # ...explain later`,
+  sigscope timeline -f rec.jsonl              # ...explain later
+  sigscope timeline --server http://node-1:10042 --pod shop/web-1`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runTimeline(cmd.Context(), f, os.Stdin, os.Stdout, os.Stderr)
@@ -56,6 +59,7 @@ completes. Offline: read a recording made with "sigscope trace -o json".`,
 	fl.StringVar(&f.container, "container", "", "only episodes of this container (ID prefix or name)")
 	fl.StringVar(&f.pod, "pod", "", "only episodes of this pod (namespace/name)")
 	fl.DurationVar(&f.settle, "settle", 0, "how long after PID 1's exit to keep collecting the cascade (default 1s)")
+	f.server.register(fl)
 	return cmd
 }
 
@@ -73,6 +77,24 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	print := episodePrinter(w, f.output, cf)
+	if f.server.url != "" {
+		if f.file != "" || f.follow || f.duration > 0 {
+			return usageError{fmt.Errorf("--server reads an agent's recent episodes: no -f, --follow or --duration")}
+		}
+		q := url.Values{}
+		if cf.container != "" {
+			q.Set("container", cf.container)
+		}
+		if cf.pod != "" {
+			q.Set("namespace", cf.namespace)
+			q.Set("pod", cf.pod)
+		}
+		var eps []timeline.Episode
+		if err := f.server.get(ctx, "/api/v1/episodes", q, &eps); err != nil {
+			return err
+		}
+		return print(eps)
+	}
 	engine := timeline.New(timeline.Options{Settle: f.settle})
 
 	if f.file != "" {

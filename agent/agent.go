@@ -1,0 +1,341 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sigscope/sigscope/audit"
+	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/exporter"
+	"github.com/sigscope/sigscope/kubeevents"
+	"github.com/sigscope/sigscope/timeline"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// DefaultListenAddress is sigscope's port. Prometheus' default port
+// allocation list has had its 9100-9999 range fully allocated since 2023,
+// so any port in it belongs to another exporter; 10042 is outside it.
+const DefaultListenAddress = ":10042"
+
+// Defaults for [Options].
+const (
+	DefaultMaxEpisodes   = 1000
+	DefaultAuditInterval = 30 * time.Second
+)
+
+// Options configures an [Agent].
+type Options struct {
+	ListenAddresses []string     // default [DefaultListenAddress]
+	Listener        net.Listener // if set, serve on it instead (tests)
+	WebConfigFile   string       // exporter-toolkit web config: TLS, basic auth
+
+	Signals   tracer.SignalSet // default tracer.DefaultSignals
+	PodLabels bool             // namespace/pod/container labels on the counters
+	MaxSeries int              // per metric, with PodLabels
+
+	KubeEvents bool                 // post Kubernetes Events on pods
+	KubeClient kubernetes.Interface // used when KubeEvents; the caller builds it
+	NodeName   string
+
+	MaxEpisodes   int           // recent episodes kept for /api/v1/episodes
+	AuditInterval time.Duration // how often PID 1s are audited (metric and API)
+	ProcRoot      string        // default /proc
+
+	Version, Revision string
+	Logger            *slog.Logger
+}
+
+// Agent is one node's sigscope.
+type Agent struct {
+	opts     Options
+	log      *slog.Logger
+	ready    atomic.Bool
+	resolver *container.Resolver
+	exp      *exporter.Exporter
+	reg      *prometheus.Registry
+	events   *kubeevents.Recorder
+
+	mu       sync.Mutex
+	episodes []timeline.Episode // ring, oldest first once full
+	next     int
+	full     bool
+
+	auditMu sync.Mutex
+	audits  []audit.Result
+	auditAt time.Time
+
+	statsFn atomic.Pointer[func() (tracer.Stats, error)]
+}
+
+// New prepares an agent; Run starts it.
+func New(opts Options) (*Agent, error) {
+	if len(opts.ListenAddresses) == 0 {
+		opts.ListenAddresses = []string{DefaultListenAddress}
+	}
+	if opts.Signals == 0 {
+		opts.Signals = tracer.DefaultSignals
+	}
+	if opts.MaxEpisodes <= 0 {
+		opts.MaxEpisodes = DefaultMaxEpisodes
+	}
+	if opts.AuditInterval <= 0 {
+		opts.AuditInterval = DefaultAuditInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.KubeEvents && opts.KubeClient == nil {
+		return nil, errors.New("kube events need a Kubernetes client")
+	}
+	if opts.WebConfigFile != "" {
+		if err := web.Validate(opts.WebConfigFile); err != nil {
+			return nil, fmt.Errorf("web config %s: %w", opts.WebConfigFile, err)
+		}
+	}
+	a := &Agent{opts: opts, log: opts.Logger, episodes: make([]timeline.Episode, opts.MaxEpisodes)}
+	a.resolver = container.NewResolver(container.Options{ProcRoot: opts.ProcRoot, Logger: opts.Logger})
+	a.exp = exporter.New(exporter.Options{
+		PodLabels: opts.PodLabels,
+		MaxSeries: opts.MaxSeries,
+		Stats: func() (tracer.Stats, error) {
+			if fn := a.statsFn.Load(); fn != nil {
+				return (*fn)()
+			}
+			return tracer.Stats{}, nil
+		},
+		EnrichmentErrors: a.resolver.Errors,
+		Version:          opts.Version,
+		Revision:         opts.Revision,
+	})
+	a.reg = prometheus.NewRegistry()
+	a.reg.MustRegister(a.exp, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if opts.KubeEvents {
+		a.events = kubeevents.New(opts.KubeClient, opts.NodeName, kubeevents.Options{Logger: opts.Logger})
+	}
+	return a, nil
+}
+
+// Handler serves the agent's HTTP API (without TLS or auth: Run adds those).
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.ready.Load() {
+			http.Error(w, "tracer not attached yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.HandleFunc("GET /api/v1/episodes", a.serveEpisodes)
+	mux.HandleFunc("GET /api/v1/audit", a.serveAudit)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("sigscope agent: /metrics /healthz /readyz /api/v1/episodes /api/v1/audit\n"))
+	})
+	return mux
+}
+
+// Run serves HTTP at once (so /healthz answers while the programs load),
+// loads and attaches the tracer, and processes events until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	defer a.resolver.Close()
+	if a.events != nil {
+		defer a.events.Close()
+	}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	flags := &web.FlagConfig{WebListenAddresses: &a.opts.ListenAddresses, WebConfigFile: &a.opts.WebConfigFile}
+	serveErr := make(chan error, 1)
+	go func() {
+		var err error
+		if a.opts.Listener != nil {
+			err = web.Serve(a.opts.Listener, srv, flags, a.log)
+		} else {
+			err = web.ListenAndServe(srv, flags, a.log)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		serveErr <- err
+	}()
+	defer func() {
+		shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutCtx)
+	}()
+
+	engine := timeline.New(timeline.Options{})
+	t, err := tracer.New(tracer.Options{
+		Signals: a.opts.Signals,
+		Logger:  a.log,
+		Idle:    func() { a.complete(engine.Advance(time.Now())) },
+	})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	stats := t.Stats
+	a.statsFn.Store(&stats)
+	a.ready.Store(true)
+	a.log.Info("tracer attached", "exit_program", t.ExitProgram, "oom_program", t.OOMProgram)
+
+	go a.auditLoop(ctx)
+	runErr := make(chan error, 1)
+	go func() {
+		runErr <- t.Run(ctx, func(e *tracer.Event) error {
+			c := a.resolver.Lookup(&e.Target)
+			a.exp.ObserveEvent(e, c)
+			a.complete(engine.Add(e, c))
+			return nil
+		})
+	}()
+	select {
+	case err := <-serveErr:
+		// The HTTP server failed (port taken, bad TLS files): stop tracing.
+		t.Close()
+		<-runErr
+		return fmt.Errorf("serving HTTP: %w", err)
+	case err := <-runErr:
+		a.complete(engine.Flush())
+		return err
+	}
+}
+
+// complete records finished episodes: metrics, the API's ring, Events.
+func (a *Agent) complete(eps []timeline.Episode) {
+	if len(eps) == 0 {
+		return
+	}
+	a.mu.Lock()
+	for i := range eps {
+		a.episodes[a.next] = eps[i]
+		a.next = (a.next + 1) % len(a.episodes)
+		if a.next == 0 {
+			a.full = true
+		}
+	}
+	a.mu.Unlock()
+	for i := range eps {
+		a.exp.ObserveEpisode(&eps[i])
+		if a.events != nil {
+			a.events.ObserveEpisode(&eps[i])
+		}
+	}
+}
+
+// recent returns the kept episodes, oldest first.
+func (a *Agent) recent() []timeline.Episode {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []timeline.Episode
+	if a.full {
+		out = append(out, a.episodes[a.next:]...)
+	}
+	return append(out, a.episodes[:a.next]...)
+}
+
+// serveEpisodes: GET /api/v1/episodes?namespace=&pod=&container=&outcome=&limit=
+// returns the recent episodes that match, oldest first, as a JSON array.
+func (a *Agent) serveEpisodes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			http.Error(w, "limit: want a non-negative integer", http.StatusBadRequest)
+			return
+		}
+		limit = n
+	}
+	out := []timeline.Episode{}
+	for _, ep := range a.recent() {
+		c := ep.Container
+		if v := q.Get("namespace"); v != "" && c.Namespace != v {
+			continue
+		}
+		if v := q.Get("pod"); v != "" && c.Pod != v {
+			continue
+		}
+		if v := q.Get("container"); v != "" && c.Name != v && !hasPrefix(c.ID, v) {
+			continue
+		}
+		if v := q.Get("outcome"); v != "" && string(ep.Outcome) != v {
+			continue
+		}
+		out = append(out, ep)
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	writeJSON(w, out)
+}
+
+func hasPrefix(s, p string) bool { return len(p) > 0 && len(s) >= len(p) && s[:len(p)] == p }
+
+// serveAudit: GET /api/v1/audit returns the latest audit, refreshed when
+// older than the audit interval.
+func (a *Agent) serveAudit(w http.ResponseWriter, r *http.Request) {
+	res, err := a.currentAudit(r.Context())
+	if err != nil && len(res) == 0 {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	writeJSON(w, res)
+}
+
+func (a *Agent) currentAudit(ctx context.Context) ([]audit.Result, error) {
+	a.auditMu.Lock()
+	defer a.auditMu.Unlock()
+	if a.audits != nil && time.Since(a.auditAt) < a.opts.AuditInterval {
+		return a.audits, nil
+	}
+	res, err := audit.Run(ctx, a.resolver, a.opts.ProcRoot)
+	if err != nil && len(res) == 0 {
+		return nil, err
+	}
+	if res == nil {
+		res = []audit.Result{}
+	}
+	a.audits, a.auditAt = res, time.Now()
+	a.exp.SetAudit(res)
+	return res, err
+}
+
+func (a *Agent) auditLoop(ctx context.Context) {
+	tick := time.NewTicker(a.opts.AuditInterval)
+	defer tick.Stop()
+	for {
+		if _, err := a.currentAudit(ctx); err != nil {
+			a.log.Debug("audit", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sigscope/sigscope/agent"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		opts        agent.Options
+		signals     string
+		listen      []string
+		kubeconfig  string
+		auditEvery  time.Duration
+		maxEpisodes int
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the node agent: Prometheus metrics, stop episodes and audits over HTTP",
+		Long: `Trace continuously and serve, on ` + agent.DefaultListenAddress + ` by default:
+  /metrics           Prometheus metrics (docs/metrics.md)
+  /healthz, /readyz  liveness; readiness once the BPF programs are attached
+  /api/v1/episodes   recent stop episodes (?namespace= &pod= &container= &outcome= &limit=)
+  /api/v1/audit      every running container's PID 1 prediction
+
+TLS and basic auth come from --web.config.file (the exporter-toolkit format that
+Prometheus exporters share). With --kube-events, Warning events are posted on
+pods whose PID 1 dropped the stop signal or that were SIGKILLed after their
+grace period (in-cluster credentials, or --kubeconfig).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sigs, err := tracer.ParseSignalSet(signals)
+			if err != nil {
+				return usageError{fmt.Errorf("--signals: %w", err)}
+			}
+			opts.Signals = sigs
+			opts.ListenAddresses = listen
+			opts.AuditInterval = auditEvery
+			opts.MaxEpisodes = maxEpisodes
+			opts.Logger = slog.Default()
+			opts.Version, opts.Revision = buildVersion()
+			if opts.KubeEvents {
+				if opts.NodeName == "" {
+					return usageError{fmt.Errorf("--kube-events needs --node-name (or NODE_NAME from the downward API)")}
+				}
+				if opts.KubeClient, err = kubeClient(kubeconfig); err != nil {
+					return fmt.Errorf("kubernetes client: %w", err)
+				}
+			}
+			a, err := agent.New(opts)
+			if err != nil {
+				return err
+			}
+			return a.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&listen, "web.listen-address", []string{agent.DefaultListenAddress}, "addresses to listen on (repeatable)")
+	fl.StringVar(&opts.WebConfigFile, "web.config.file", "", "exporter-toolkit web configuration: TLS and basic auth")
+	fl.StringVar(&signals, "signals", "default", `signals to trace ("default", "all" or a list)`)
+	fl.BoolVar(&opts.PodLabels, "pod-labels", false, "add namespace, pod and container labels to the counters (capped by --max-series)")
+	fl.IntVar(&opts.MaxSeries, "max-series", 1000, "with --pod-labels, series per metric before one overflow series")
+	fl.BoolVar(&opts.KubeEvents, "kube-events", false, "post Kubernetes Events on pods (StopSignalIgnored, ContainerKilledAfterGracePeriod)")
+	fl.StringVar(&opts.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for Kubernetes Events (default $NODE_NAME)")
+	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --kube-events outside a cluster (default: in-cluster)")
+	fl.DurationVar(&auditEvery, "audit-interval", agent.DefaultAuditInterval, "how often every container's PID 1 is audited")
+	fl.IntVar(&maxEpisodes, "max-episodes", agent.DefaultMaxEpisodes, "recent stop episodes kept for /api/v1/episodes")
+	return cmd
+}
+
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "sigscope"
+	return kubernetes.NewForConfig(cfg)
+}
+
+// buildVersion reads the module version and VCS revision the binary was
+// built with, for sigscope_build_info.
+func buildVersion() (version, revision string) {
+	version, revision = "devel", "unknown"
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		version = v
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" {
+			revision = s.Value
+		}
+	}
+	return
+}

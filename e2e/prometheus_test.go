@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
+)
+
+// freePort returns a loopback port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ensurePrometheus installs Debian's prometheus package (server and
+// promtool) when missing.
+func ensurePrometheus(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("prometheus"); err == nil {
+		if _, err := exec.LookPath("promtool"); err == nil {
+			return
+		}
+	}
+	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "--no-install-recommends", "prometheus"}} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("apt-get %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never answered 200: %v", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A real Prometheus scrapes `sigscope serve`; after a namespace init drops a
+// SIGTERM, Prometheus' query API returns sigscope_pid1_ignored_signals_total
+// above 0. promtool accepts the agent's exposition.
+func TestPrometheusScrapesAgent(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	ensurePrometheus(t)
+	agentPort, promPort := freePort(t), freePort(t)
+	agentURL := fmt.Sprintf("http://127.0.0.1:%d", agentPort)
+
+	agent := exec.Command(sigscope(t), "serve", "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", agentPort))
+	var agentErr bytes.Buffer
+	agent.Stderr = &agentErr
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = agent.Process.Signal(syscall.SIGINT)
+		_ = agent.Wait()
+	})
+	waitHTTP(t, agentURL+"/readyz")
+
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	yml := fmt.Sprintf("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sigscope\n    static_configs:\n      - targets: ['127.0.0.1:%d']\n", agentPort)
+	if err := os.WriteFile(cfg, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prom := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort))
+	var promOut bytes.Buffer
+	prom.Stdout, prom.Stderr = &promOut, &promOut
+	if err := prom.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = prom.Process.Kill(); _ = prom.Wait() })
+	promURL := fmt.Sprintf("http://127.0.0.1:%d", promPort)
+	waitHTTP(t, promURL+"/-/ready")
+
+	ns := testutil.StartNSInit(t, "echo ready; read x")
+	testutil.Run(t, "kill", "-TERM", strconv.Itoa(ns.PID))
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		v, err := query(promURL, `sum(sigscope_pid1_ignored_signals_total{job="sigscope"})`)
+		if err == nil && v > 0 {
+			t.Logf("Prometheus: sigscope_pid1_ignored_signals_total = %v", v)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Prometheus never saw the dropped SIGTERM (last: %v, %v)\nprometheus:\n%s\nagent:\n%s", v, err, tail(promOut.String()), tail(agentErr.String()))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if v, err := query(promURL, `up{job="sigscope"}`); err != nil || v != 1 {
+		t.Errorf("up = %v, %v", v, err)
+	}
+
+	resp, err := http.Get(agentURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	check := exec.Command("promtool", "check", "metrics")
+	check.Stdin = bytes.NewReader(body)
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// query runs an instant query and returns the single value.
+func query(base, q string) (float64, error) {
+	resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return 0, err
+	}
+	if r.Status != "success" || len(r.Data.Result) != 1 {
+		return 0, fmt.Errorf("query %s: %+v", q, r)
+	}
+	s, _ := r.Data.Result[0].Value[1].(string)
+	return strconv.ParseFloat(s, 64)
+}
+
+func tail(s string) string {
+	if len(s) > 2000 {
+		return s[len(s)-2000:]
+	}
+	return s
+}
