@@ -287,10 +287,14 @@ func (a *Agent) serveEpisodes(w http.ResponseWriter, r *http.Request) {
 
 func hasPrefix(s, p string) bool { return len(p) > 0 && len(s) >= len(p) && s[:len(p)] == p }
 
-// serveAudit: GET /api/v1/audit returns the latest audit, refreshed when
-// older than the audit interval.
+// apiAuditMaxAge bounds how stale /api/v1/audit may be: a user asking wants
+// the containers running now, while the metric refreshes every interval.
+const apiAuditMaxAge = 5 * time.Second
+
+// serveAudit: GET /api/v1/audit returns the current audit (at most a few
+// seconds old).
 func (a *Agent) serveAudit(w http.ResponseWriter, r *http.Request) {
-	res, err := a.currentAudit(r.Context())
+	res, err := a.currentAudit(r.Context(), min(apiAuditMaxAge, a.opts.AuditInterval))
 	if err != nil && len(res) == 0 {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
@@ -298,10 +302,10 @@ func (a *Agent) serveAudit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, res)
 }
 
-func (a *Agent) currentAudit(ctx context.Context) ([]audit.Result, error) {
+func (a *Agent) currentAudit(ctx context.Context, maxAge time.Duration) ([]audit.Result, error) {
 	a.auditMu.Lock()
 	defer a.auditMu.Unlock()
-	if a.audits != nil && time.Since(a.auditAt) < a.opts.AuditInterval {
+	if a.audits != nil && time.Since(a.auditAt) < maxAge {
 		return a.audits, nil
 	}
 	res, err := audit.Run(ctx, a.resolver, a.opts.ProcRoot)
@@ -320,7 +324,7 @@ func (a *Agent) auditLoop(ctx context.Context) {
 	tick := time.NewTicker(a.opts.AuditInterval)
 	defer tick.Stop()
 	for {
-		if _, err := a.currentAudit(ctx); err != nil {
+		if _, err := a.currentAudit(ctx, a.opts.AuditInterval); err != nil {
 			a.log.Debug("audit", "error", err)
 		}
 		select {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -166,4 +168,82 @@ func tail(s string) string {
 		return s[len(s)-2000:]
 	}
 	return s
+}
+
+// `timeline --server` and `audit --server` read a remote agent, here over
+// TLS with basic auth (credentials in the URL, the agent's CA given).
+func TestServerClients(t *testing.T) {
+	img := busyboxImage(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	gen := exec.Command("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+		"-nodes", "-days", "1", "-subj", "/CN=sigscope", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert)
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("openssl: %v\n%s", err, out)
+	}
+	// exporter-toolkit wants bcrypt hashes.
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	webCfg := fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  admin: %s\n", cert, key, hash)
+	cfgPath := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(cfgPath, []byte(webCfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	agent := exec.Command(sigscope(t), "serve", "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port), "--web.config.file", cfgPath)
+	var agentErr bytes.Buffer
+	agent.Stderr = &agentErr
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Process.Signal(syscall.SIGINT); _ = agent.Wait() })
+	testutil.WaitPrograms(t, agent.Process.Pid, 4)
+
+	id := runContainer(t, "e2e-remote", img, "sh", "-c", "sleep 1000 & wait")
+	running := runContainer(t, "e2e-remote-running", img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
+	docker(t, "stop", "-t", "1", "e2e-remote")
+	time.Sleep(2 * time.Second) // settle, then the episode is in the agent's API
+
+	server := fmt.Sprintf("https://admin:s3cret@127.0.0.1:%d", port)
+	// Without credentials the agent refuses; without the CA the client does.
+	out, cerr := exec.Command(sigscope(t), "audit", "--server", fmt.Sprintf("https://127.0.0.1:%d", port), "--server-ca", cert).CombinedOutput()
+	if cerr == nil || !bytes.Contains(out, []byte("401")) {
+		t.Errorf("audit without credentials: %v %s", cerr, out)
+	}
+	if out, cerr := exec.Command(sigscope(t), "audit", "--server", server).CombinedOutput(); cerr == nil {
+		t.Errorf("an unverified certificate was accepted: %s", out)
+	}
+	out, err = exec.Command(sigscope(t), "timeline", "--server", server, "--server-ca", cert, "-o", "json", "--container", "e2e-remote").Output()
+	if err != nil {
+		t.Fatalf("timeline --server: %v\nagent: %s", err, tail(agentErr.String()))
+	}
+	var ep episode
+	if err := json.Unmarshal(bytes.TrimSpace(out), &ep); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if ep.Container.ID != id || ep.Outcome != "ignored_by_init" {
+		t.Errorf("remote episode: %s", out)
+	}
+	out, err = exec.Command(sigscope(t), "audit", "--server", server, "--server-ca", cert, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("audit --server: %v", err)
+	}
+	found := false
+	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		var a auditLine
+		if err := json.Unmarshal(line, &a); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if a.Container.ID == running {
+			found = true
+			if a.Prediction != "graceful" || !a.Catches {
+				t.Errorf("remote audit of the trap container: %s", line)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("remote audit lacks the running container:\n%s", out)
+	}
 }
