@@ -240,16 +240,10 @@ func (e *Engine) addGenerate(ev *tracer.Event, c *container.Info, out *[]Episode
 		}
 		return
 	}
-	t := &ev.Target
-	if !inContainer(t.PidNS) {
+	ep, init, ok := e.targetEpisode(ev, out)
+	if !ok {
 		return
 	}
-	init := aboutInit(ev)
-	var initPID uint32
-	if init {
-		initPID = t.PID
-	}
-	ep := e.lookup(t.PidNS, initPID, out)
 	stop := init && ev.Flags.Has(tracer.FlagCrossNS) && isStopSignal(ev.Signal, c, ep)
 	kill := init && ev.Signal == tracer.SIGKILL && ev.Result == tracer.ResultDelivered
 	if ep == nil {
@@ -260,7 +254,7 @@ func (e *Engine) addGenerate(ev *tracer.Event, c *container.Info, out *[]Episode
 	}
 	ep.noteInfo(c, init)
 	if init {
-		ep.noteInit(t)
+		ep.noteInit(&ev.Target)
 	}
 	switch {
 	case stop && !ep.killed && !ep.exited:
@@ -287,17 +281,28 @@ func (e *Engine) addDeliver(ev *tracer.Event) {
 	ep.deliver(ev, init, init && isStopSignal(ev.Signal, nil, ep), e.opts.MaxSteps)
 }
 
-func (e *Engine) addExit(ev *tracer.Event, c *container.Info, out *[]Episode) {
+// targetEpisode finds the open episode of ev's target's pid namespace (nil
+// when there is none yet) and says whether ev is about that namespace's
+// PID 1. ok is false for host processes, which make no episodes.
+func (e *Engine) targetEpisode(ev *tracer.Event, out *[]Episode) (ep *episode, init, ok bool) {
 	t := &ev.Target
 	if !inContainer(t.PidNS) {
-		return
+		return nil, false, false
 	}
-	init := aboutInit(ev)
+	init = aboutInit(ev)
 	var initPID uint32
 	if init {
 		initPID = t.PID
 	}
-	ep := e.lookup(t.PidNS, initPID, out)
+	return e.lookup(t.PidNS, initPID, out), init, true
+}
+
+func (e *Engine) addExit(ev *tracer.Event, c *container.Info, out *[]Episode) {
+	t := &ev.Target
+	ep, init, ok := e.targetEpisode(ev, out)
+	if !ok {
+		return
+	}
 	if !init {
 		if ep != nil {
 			ep.noteInfo(c, false)
@@ -324,22 +329,16 @@ func (e *Engine) addExit(ev *tracer.Event, c *container.Info, out *[]Episode) {
 // (PidNS 0: the tracepoint gave only a thread id and /proc had no entry left)
 // cannot be placed and is skipped.
 func (e *Engine) addOOM(ev *tracer.Event, c *container.Info, out *[]Episode) {
-	t := &ev.Target
-	if !inContainer(t.PidNS) {
+	ep, init, ok := e.targetEpisode(ev, out)
+	if !ok {
 		return
 	}
-	init := aboutInit(ev)
-	var initPID uint32
-	if init {
-		initPID = t.PID
-	}
-	ep := e.lookup(t.PidNS, initPID, out)
 	if ep == nil {
 		ep = e.begin(ev)
 	}
 	ep.noteInfo(c, init)
 	if init {
-		ep.noteInit(t)
+		ep.noteInit(&ev.Target)
 	}
 	ep.oomKill(ev, init, e.opts.MaxSteps)
 	switch {
