@@ -74,21 +74,19 @@ func decide(f facts) Outcome {
 }
 
 // Fixes named by the hints.
-// FixInit is the fix for a PID 1 that does not act on the stop signal; the
-// audit's predictions use it too, so both say the same thing.
-const FixInit = fixInit
-
 const (
-	fixInit = "Use the exec form of ENTRYPOINT/CMD, `exec` the app in the entrypoint script, or run an init such as tini"
+	// FixInit is the fix for a PID 1 that does not act on the stop signal; the
+	// audit's predictions use it too, so both say the same thing.
+	FixInit = "Use the exec form of ENTRYPOINT/CMD, `exec` the app in the entrypoint script, or run an init such as tini"
 	fixOOM  = "Raise the memory limit (docker run --memory, Kubernetes resources.limits.memory) or reduce the application's memory use"
 )
 
 // initFix is the fix for a PID 1 that does not act on the stop signal.
 func (ep *episode) initFix() string {
 	if ep.graceSource == "kubernetes" {
-		return fixInit + " in the image."
+		return FixInit + " in the image."
 	}
-	return fixInit + " (docker run --init)."
+	return FixInit + " (docker run --init)."
 }
 
 // graceFix names the knob that sets the grace period on this runtime.

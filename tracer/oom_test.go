@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,71 +34,42 @@ func allocate() {
 }
 
 // memoryCgroup makes a cgroup limited to limit bytes, on the v1 memory
-// controller when there is one (this machine's hybrid layout) or on cgroup2.
+// controller when there is one (this machine's hybrid layout) or on a
+// cgroup2 hierarchy with the memory controller enabled (the test VMs).
 func memoryCgroup(t *testing.T, limit int) (procs string) {
 	t.Helper()
 	name := fmt.Sprintf("sigscope-oom-test-%d", os.Getpid())
-	for _, c := range []struct{ root, limitFile string }{
-		{"/sys/fs/cgroup/memory", "memory.limit_in_bytes"},
-		{"/sys/fs/cgroup", "memory.max"},
-		{"/sys/fs/cgroup/unified", "memory.max"},
-	} {
-		if _, err := os.Stat(filepath.Join(c.root, c.limitFile)); err != nil && c.root != "/sys/fs/cgroup/memory" {
-			// cgroup2 roots have no memory.max themselves; check the controller list.
-			b, _ := os.ReadFile(filepath.Join(c.root, "cgroup.subtree_control"))
-			if !containsWord(string(b), "memory") {
-				continue
+	type hierarchy struct{ root, limitFile, swapFile, swapValue string }
+	var found *hierarchy
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err == nil {
+		found = &hierarchy{"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes", strconv.Itoa(limit)}
+	} else {
+		for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+			b, _ := os.ReadFile(filepath.Join(root, "cgroup.subtree_control"))
+			if slices.Contains(strings.Fields(string(b)), "memory") {
+				found = &hierarchy{root, "memory.max", "memory.swap.max", "0"}
+				break
 			}
-		} else if err != nil {
-			continue
-		}
-		dir := filepath.Join(c.root, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatalf("creating %s: %v", dir, err)
-		}
-		t.Cleanup(func() {
-			for i := 0; i < 50 && os.Remove(dir) != nil; i++ {
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
-		if err := os.WriteFile(filepath.Join(dir, c.limitFile), []byte(strconv.Itoa(limit)), 0o644); err != nil {
-			t.Fatalf("limiting memory: %v", err)
-		}
-		if c.limitFile == "memory.limit_in_bytes" {
-			// No swap to escape to.
-			_ = os.WriteFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), []byte(strconv.Itoa(limit)), 0o644)
-		} else {
-			_ = os.WriteFile(filepath.Join(dir, "memory.swap.max"), []byte("0"), 0o644)
-		}
-		return filepath.Join(dir, "cgroup.procs")
-	}
-	t.Fatal("no memory cgroup controller found")
-	return ""
-}
-
-func containsWord(s, w string) bool {
-	for _, f := range splitFields(s) {
-		if f == w {
-			return true
 		}
 	}
-	return false
-}
-
-func splitFields(s string) []string {
-	var out []string
-	start := -1
-	for i, r := range s + " " {
-		if r == ' ' || r == '\n' || r == '\t' {
-			if start >= 0 {
-				out = append(out, s[start:i])
-				start = -1
-			}
-		} else if start < 0 {
-			start = i
-		}
+	if found == nil {
+		t.Fatal("no memory cgroup controller found")
 	}
-	return out
+	dir := filepath.Join(found.root, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("creating %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 50 && os.Remove(dir) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(dir, found.limitFile), []byte(strconv.Itoa(limit)), 0o644); err != nil {
+		t.Fatalf("limiting memory: %v", err)
+	}
+	// No swap to escape to (the file is absent when swap accounting is off).
+	_ = os.WriteFile(filepath.Join(dir, found.swapFile), []byte(found.swapValue), 0o644)
+	return filepath.Join(dir, "cgroup.procs")
 }
 
 // The OOM killer's choice is reported: its SIGKILL (kernel-generated, not a
