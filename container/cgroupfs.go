@@ -20,39 +20,60 @@ const (
 
 // cgroupIndex maps cgroup ids to paths, for processes that are gone by the
 // time their event is looked up. A cgroup id is its directory's inode in
-// the cgroup filesystem (kernfs), so the index is a walk of the hierarchy
-// recording each directory's inode. It is rebuilt only when an id is not in
-// it and the last walk is older than minRewalk, so a stream of unknown ids
-// costs at most one walk per interval.
+// the cgroup filesystem (kernfs; 64 bits with a generation, never reused
+// while the system runs), so the index is a walk of the hierarchy recording
+// each directory's inode.
+//
+// A container's cgroup is removed a few milliseconds after its last process
+// exits (docker rm -f measured ~15 ms here), often before the reader has
+// seen the exit; so the index must know a cgroup before it goes. With a
+// watch (see cgroupwatch.go) it learns each directory as it is created and
+// keeps removed ones in a bounded LRU. Without one, or when the watch could
+// not cover the whole tree, a miss rewalks the tree, at most once per
+// minRewalk, and merges: what vanished since the last walk is kept too.
 type cgroupIndex struct {
-	v2Root string // cgroup2 mount; "" when none
-	v1Root string // v1 memory controller mount; "" when none
-
+	hier      [2]*hierarchy // 0: cgroup2, 1: the v1 memory controller; nil when not mounted
 	minRewalk time.Duration
+	keepGone  time.Duration // how long a removed cgroup is remembered
 	now       func() time.Time
 
-	mu     sync.Mutex
-	walks  int // how many walks were made, for tests
-	v2     map[uint64]string
-	v1     map[uint64]string
-	v2Walk time.Time
-	v1Walk time.Time
+	mu    sync.Mutex
+	walks int // how many full walks were made, for tests
+}
+
+// hierarchy is one mounted cgroup tree.
+type hierarchy struct {
+	root     string
+	live     map[uint64]string // id -> path relative to root, as walked or watched
+	ids      map[string]uint64 // the inverse of live, for removals
+	gone     *lru[uint64, goneCgroup]
+	lastWalk time.Time
+}
+
+// goneCgroup is a removed cgroup: its path, and when it was seen gone.
+type goneCgroup struct {
+	path string
+	at   time.Time
 }
 
 // newCgroupIndex finds the hierarchies under root: a pure v2 host mounts
 // cgroup2 at root itself; a hybrid host mounts it at root/unified and the
-// v1 controllers beside it.
-func newCgroupIndex(root string, now func() time.Time) *cgroupIndex {
-	ix := &cgroupIndex{minRewalk: time.Second, now: now}
+// v1 controllers beside it. Removed cgroups are remembered for keepGone,
+// at most maxGone of them per hierarchy.
+func newCgroupIndex(root string, maxGone int, keepGone time.Duration, now func() time.Time) *cgroupIndex {
+	ix := &cgroupIndex{minRewalk: time.Second, keepGone: keepGone, now: now}
+	newHier := func(root string) *hierarchy {
+		return &hierarchy{root: root, live: map[uint64]string{}, ids: map[string]uint64{}, gone: newLRU[uint64, goneCgroup](maxGone)}
+	}
 	if fileExists(filepath.Join(root, "cgroup.controllers")) {
-		ix.v2Root = root
+		ix.hier[0] = newHier(root)
 		return ix
 	}
 	if fileExists(filepath.Join(root, "unified", "cgroup.controllers")) {
-		ix.v2Root = filepath.Join(root, "unified")
+		ix.hier[0] = newHier(filepath.Join(root, "unified"))
 	}
 	if fi, err := os.Stat(filepath.Join(root, "memory")); err == nil && fi.IsDir() {
-		ix.v1Root = filepath.Join(root, "memory")
+		ix.hier[1] = newHier(filepath.Join(root, "memory"))
 	}
 	return ix
 }
@@ -63,63 +84,113 @@ func fileExists(p string) bool {
 }
 
 // find returns the path, relative to its hierarchy's root, of the cgroup
-// whose id is id: in the v1 memory hierarchy when v1, else in cgroup2.
-func (ix *cgroupIndex) find(id uint64, v1 bool) (string, bool, error) {
+// whose id is id: in the v1 memory hierarchy when v1, else in cgroup2; and
+// when it has been removed, since when.
+func (ix *cgroupIndex) find(id uint64, v1 bool) (path string, goneAt time.Time, ok bool, err error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	m, last, root := &ix.v2, &ix.v2Walk, ix.v2Root
+	h := ix.hier[0]
 	if v1 {
-		m, last, root = &ix.v1, &ix.v1Walk, ix.v1Root
+		h = ix.hier[1]
 	}
-	if root == "" {
-		return "", false, nil
+	if h == nil {
+		return "", time.Time{}, false, nil
 	}
-	if p, ok := (*m)[id]; ok {
-		return p, true, nil
+	if p, ok := h.live[id]; ok {
+		return p, time.Time{}, true, nil
 	}
-	now := ix.now()
-	if !last.IsZero() && now.Sub(*last) < ix.minRewalk {
-		return "", false, nil
+	if g, ok := h.gone.get(id); ok && ix.now().Sub(g.at) < ix.keepGone {
+		return g.path, g.at, true, nil
 	}
-	*last = now
-	ix.walks++
-	idx, err := walkCgroups(root)
-	*m = idx
-	p, ok := idx[id]
-	return p, ok, err
+	if d := ix.now().Sub(h.lastWalk); !h.lastWalk.IsZero() && d >= 0 && d < ix.minRewalk {
+		return "", time.Time{}, false, nil
+	}
+	err = ix.walkLocked(h, nil)
+	path, ok = h.live[id]
+	return path, time.Time{}, ok, err
 }
 
-// walkCgroups records the inode of every directory under root, breadth
-// first and within the walk bounds. Directories vanish while it runs (a
-// container ending): those are skipped, not errors.
-func walkCgroups(root string) (map[uint64]string, error) {
-	idx := make(map[uint64]string)
+// walkLocked rewalks h and merges: cgroups that vanished since the last
+// walk move to h.gone. With w, each directory gets a watch as it is walked.
+func (ix *cgroupIndex) walkLocked(h *hierarchy, w *cgroupWatch) error {
+	h.lastWalk = ix.now()
+	ix.walks++
+	old := h.live
+	h.live, h.ids = make(map[uint64]string, len(old)), make(map[string]uint64, len(old))
+	err := walkCgroups(h.root, "/", 0, func(rel string, id uint64) {
+		h.live[id], h.ids[rel] = rel, id
+		if w != nil {
+			w.add(h, rel)
+		}
+	})
+	for id, p := range old {
+		if _, ok := h.live[id]; !ok {
+			h.gone.put(id, goneCgroup{p, h.lastWalk})
+		}
+	}
+	return err
+}
+
+// addedLocked records a directory created in h at rel, at depth, and what
+// was created inside it before its watch was in place; it calls fn for
+// each.
+func (ix *cgroupIndex) addedLocked(h *hierarchy, rel string, depth int, w *cgroupWatch, fn func(rel string)) error {
+	return walkCgroups(h.root, rel, depth, func(rel string, id uint64) {
+		if old, ok := h.ids[rel]; ok && old != id {
+			// The same path made again (a restarted container): the old
+			// directory is gone even if its removal was not seen.
+			delete(h.live, old)
+			h.gone.put(old, goneCgroup{rel, ix.now()})
+		}
+		h.live[id], h.ids[rel] = rel, id
+		fn(rel)
+		w.add(h, rel)
+	})
+}
+
+// removedLocked moves the cgroup at rel to h.gone.
+func (ix *cgroupIndex) removedLocked(h *hierarchy, rel string) {
+	id, ok := h.ids[rel]
+	if !ok {
+		return
+	}
+	delete(h.ids, rel)
+	delete(h.live, id)
+	h.gone.put(id, goneCgroup{rel, ix.now()})
+}
+
+// walkCgroups visits every directory under root/start (start being at
+// depth below root), breadth first and within the walk bounds, calling fn
+// with its path relative to root and its inode. Directories vanish while it
+// runs (a container ending): those are skipped, not errors.
+func walkCgroups(root, start string, depth int, fn func(rel string, id uint64)) error {
 	type dir struct {
 		rel   string
 		depth int
 	}
-	queue := []dir{{"/", 0}}
+	queue := []dir{{start, depth}}
 	var firstErr error
-	for len(queue) > 0 && len(idx) < walkMaxDirs {
+	note := func(err error) {
+		if !errors.Is(err, fs.ErrNotExist) && firstErr == nil {
+			firstErr = err
+		}
+	}
+	for n := 0; len(queue) > 0 && n < walkMaxDirs; n++ {
 		d := queue[0]
 		queue = queue[1:]
 		full := filepath.Join(root, d.rel)
 		var st syscall.Stat_t
 		if err := syscall.Stat(full, &st); err != nil {
-			if !errors.Is(err, fs.ErrNotExist) && firstErr == nil {
-				firstErr = err
-			}
+			note(err)
 			continue
 		}
-		idx[st.Ino] = d.rel
+		fn(d.rel, st.Ino)
 		if d.depth >= walkMaxDepth {
 			continue
 		}
 		entries, err := os.ReadDir(full)
 		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) && firstErr == nil {
-				firstErr = err
-			}
+			note(err)
 			continue
 		}
 		for _, e := range entries {
@@ -128,5 +199,5 @@ func walkCgroups(root string) (map[uint64]string, error) {
 			}
 		}
 	}
-	return idx, firstErr
+	return firstErr
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sigscope/sigscope/internal/dockertest"
 	"github.com/sigscope/sigscope/tracer"
@@ -150,9 +151,96 @@ func TestRealDockerLookup(t *testing.T) {
 	if got := r.Lookup(p); got == nil || got.ID != id || got.Name != name || got.GracePeriod != 42 {
 		t.Errorf("after removal, cached: %+v", got)
 	}
-	if got := NewResolver(Options{DockerSocket: d.Socket}).Lookup(p); got != nil {
+	fresh := NewResolver(Options{DockerSocket: d.Socket})
+	defer fresh.Close()
+	if got := fresh.Lookup(p); got != nil {
 		t.Errorf("after removal, fresh resolver: %+v, want nil", got)
 	}
+}
+
+// The race CI lost: docker rm -f ends a container and removes its cgroups
+// within milliseconds, before a reader has looked up the kill. A resolver
+// that was running when the container started saw its cgroups appear and
+// asked Docker about it then, so the dead container still resolves, name
+// and all, although neither its processes, its cgroups nor Docker's record
+// of it exist any more.
+func TestRealDockerRemovedBeforeLookup(t *testing.T) {
+	d := dockertest.EnsureDaemon(t)
+	img := dockertest.BuildBusyboxImage(t, "sigscope-container-test:latest", "")
+	r := NewResolver(Options{DockerSocket: d.Socket})
+	defer r.Close()
+
+	name := fmt.Sprintf("sigscope-removed-%d", os.Getpid())
+	id := d.RunContainer(t, "--name", name, img, "sh", "-c", "sleep 1000")
+	pid := d.PID(t, id)
+	p := processOf(t, pid)
+	cgroups := cgroupDirs(t, pid)
+	// Wait for the background enrichment the watch started.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		r.mu.Lock()
+		m, ok := r.metas.get(id)
+		r.mu.Unlock()
+		if ok && m.info.Name == name {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s not enriched in the background within 10s", name)
+		}
+	}
+
+	d.Docker(t, "rm", "-f", id)
+	for _, dir := range cgroups {
+		if _, err := os.Stat(dir); err == nil {
+			t.Fatalf("%s still exists after docker rm -f", dir)
+		}
+	}
+	for _, q := range []*tracer.Process{
+		{PID: uint32(pid), PidNS: p.PidNS, CgroupID: p.CgroupID},
+		{PID: uint32(pid), PidNS: p.PidNS, CgroupV1ID: p.CgroupV1ID},
+	} {
+		if q.CgroupID <= 1 && q.CgroupV1ID == 0 {
+			continue // this host has no such hierarchy
+		}
+		if got := r.Lookup(q); got == nil || got.ID != id || got.Name != name || got.Image != img {
+			t.Errorf("removed container, cgroup ids v2=%d v1=%d: %+v, want %s %s", q.CgroupID, q.CgroupV1ID, got, id[:12], name)
+		}
+	}
+}
+
+// cgroupDirs returns the container cgroup directories of pid (v2 and the
+// v1 memory controller), those that exist.
+func cgroupDirs(t *testing.T, pid int) []string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || parts[2] == "/" {
+			continue
+		}
+		var dir string
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			dir = "/sys/fs/cgroup" + parts[2]
+			if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.controllers"); err == nil {
+				dir = "/sys/fs/cgroup/unified" + parts[2]
+			}
+		case hasController(parts[1], "memory"):
+			dir = "/sys/fs/cgroup/memory" + parts[2]
+		default:
+			continue
+		}
+		if _, err := os.Stat(dir); err == nil {
+			dirs = append(dirs, dir)
+		}
+	}
+	if len(dirs) == 0 {
+		t.Fatalf("pid %d: no container cgroup directory:\n%s", pid, data)
+	}
+	return dirs
 }
 
 func TestRealDockerListRunningAndPID1Signals(t *testing.T) {

@@ -88,6 +88,7 @@ func (h *fakeHost) resolver(opts Options) *Resolver {
 	}
 	opts.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: h.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := NewResolver(opts)
+	h.t.Cleanup(func() { _ = r.Close() })
 	r.fs = h.fs
 	r.now = h.clock.now
 	return r
@@ -175,3 +176,21 @@ func (h *fakeHost) hostProcess(pid uint32, memcg string) *tracer.Process {
 }
 
 const hostPidNS = 4026531836
+
+// waitGone waits until r's cgroup watch has seen the cgroup id removed.
+func (h *fakeHost) waitGone(r *Resolver, id uint64, v1 bool) {
+	h.t.Helper()
+	hier := r.cg.hier[0]
+	if v1 {
+		hier = r.cg.hier[1]
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		r.cg.mu.Lock()
+		_, gone := hier.gone.get(id)
+		r.cg.mu.Unlock()
+		if gone {
+			return
+		}
+	}
+	h.t.Fatalf("the watch did not see cgroup %d removed within 5s", id)
+}

@@ -30,3 +30,9 @@ type Key struct {
 	CgroupID   uint64 // cgroup v2 id; <= 1 means none
 	CgroupV1ID uint64 // cgroup v1 memory controller id; 0 means none
 }
+
+// bare reports whether the runtime told nothing about the container: only
+// what its cgroup path gives is known.
+func (i *Info) bare() bool {
+	return i.Name == "" && i.Image == "" && i.Pod == "" && len(i.Labels) == 0
+}

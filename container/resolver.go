@@ -23,6 +23,13 @@ const (
 	DefaultMaxEntries   = 4096
 	DefaultTTL          = 5 * time.Minute
 	DefaultAPITimeout   = 2 * time.Second
+
+	// unknownTTL is how long "no trace of this process" is cached: short,
+	// because the cgroup index may learn the cgroup meanwhile.
+	unknownTTL = time.Second
+	// prefetchQueue bounds the containers waiting for early enrichment;
+	// past it they are enriched at their first lookup instead.
+	prefetchQueue = 1024
 )
 
 // DefaultCRISockets are containerd's and CRI-O's CRI endpoints.
@@ -45,6 +52,11 @@ type Options struct {
 	// NoRuntimeAPI turns enrichment off: IDs and runtimes come from cgroup
 	// paths only, and nothing is dialled.
 	NoRuntimeAPI bool
+	// NoCgroupWatch turns off the inotify watch of the cgroup tree, for a
+	// one-shot user (audit) whose processes are all alive. Without it,
+	// a process that is gone resolves only if its cgroup is still there
+	// or was seen by an earlier walk.
+	NoCgroupWatch bool
 
 	MaxEntries int           // bound of each cache (keys, and containers); default 4096
 	TTL        time.Duration // how long a resolution is reused, and kept after a container ends; default 5m
@@ -65,8 +77,16 @@ type Resolver struct {
 	now           func() time.Time
 	retryInterval time.Duration // before asking a failed runtime again
 	cg            *cgroupIndex
+	watch         *cgroupWatch  // nil with NoCgroupWatch or when inotify failed
 	docker        *dockerClient // nil with NoRuntimeAPI
 	cri           []*criClient
+
+	// Containers whose cgroup appeared are enriched in the background at
+	// once, while the runtime still knows them: docker rm -f forgets a
+	// container within milliseconds of its end.
+	prefetch     chan prefetchItem // nil without a watch or a runtime API
+	prefetchDone chan struct{}
+	closeOnce    sync.Once
 
 	mu      sync.Mutex
 	entries *lru[Key, *entry]   // by event key
@@ -97,6 +117,8 @@ type meta struct {
 	retrying bool
 }
 
+type prefetchItem struct{ id, runtime string }
+
 // procFS is the resolver's only access to /proc, so that tests can count
 // reads.
 type procFS interface {
@@ -109,8 +131,10 @@ type osFS struct{}
 func (osFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
 func (osFS) Readlink(name string) (string, error) { return os.Readlink(name) }
 
-// NewResolver returns a resolver. It dials nothing: runtime connections are
-// made at the first lookup that needs them.
+// NewResolver returns a resolver. Unless opts.NoCgroupWatch, it walks the
+// cgroup tree and watches it from now on, so that the containers of
+// processes gone before their lookup are still found, and enriches the
+// containers it sees in the background. Call Close to stop that.
 func NewResolver(opts Options) *Resolver {
 	if opts.ProcRoot == "" {
 		opts.ProcRoot = DefaultProcRoot
@@ -148,24 +172,68 @@ func NewResolver(opts Options) *Resolver {
 		warned:        make(map[string]bool),
 		downTil:       make(map[string]time.Time),
 	}
-	r.cg = newCgroupIndex(opts.CgroupRoot, func() time.Time { return r.now() })
+	r.cg = newCgroupIndex(opts.CgroupRoot, opts.MaxEntries, opts.TTL, func() time.Time { return r.now() })
 	if !opts.NoRuntimeAPI {
 		r.docker = newDockerClient(opts.DockerSocket)
 		for _, s := range opts.CRISockets {
 			r.cri = append(r.cri, newCRIClient(s))
 		}
 	}
+	if !opts.NoCgroupWatch {
+		onNew := func(string) {}
+		if r.docker != nil {
+			r.prefetch = make(chan prefetchItem, prefetchQueue)
+			r.prefetchDone = make(chan struct{})
+			go r.prefetcher()
+			onNew = r.queuePrefetch
+		}
+		w, err := r.cg.watch(onNew, func(err error) { r.fail(SourceCgroup, err) })
+		if err != nil {
+			r.fail(SourceCgroup, err)
+		}
+		r.watch = w
+	}
 	return r
+}
+
+// queuePrefetch queues the container of the cgroup at rel, if any, for
+// enrichment; when the queue is full it is enriched at its first lookup.
+func (r *Resolver) queuePrefetch(rel string) {
+	id, runtime, ok := ParseCgroupPath(rel)
+	if !ok {
+		return
+	}
+	select {
+	case r.prefetch <- prefetchItem{id, runtime}:
+	default:
+	}
+}
+
+func (r *Resolver) prefetcher() {
+	defer close(r.prefetchDone)
+	for it := range r.prefetch {
+		r.metaFor(it.id, it.runtime)
+	}
 }
 
 // Close releases the runtime connections. The resolver still answers from
 // its cache and cgroup paths afterwards, but asks no runtime.
 func (r *Resolver) Close() error {
+	var errs []error
+	r.closeOnce.Do(func() {
+		if r.watch != nil {
+			errs = append(errs, r.watch.close())
+		}
+		if r.prefetch != nil {
+			// The watch, the only sender, has stopped.
+			close(r.prefetch)
+			<-r.prefetchDone
+		}
+	})
 	r.mu.Lock()
 	docker, cri := r.docker, r.cri
 	r.docker, r.cri = nil, nil
 	r.mu.Unlock()
-	var errs []error
 	if docker != nil {
 		docker.close()
 	}
@@ -247,20 +315,29 @@ func (r *Resolver) Lookup(p *tracer.Process) *Info {
 // resolve handles a miss: identify the container, enrich it, cache both.
 // old is the expired entry for key, if any.
 func (r *Resolver) resolve(p *tracer.Process, key Key, old *entry) *Info {
-	id, runtime, found, definite := r.identify(p, key)
+	c := r.identify(p, key)
 	now := r.now()
-	if !found {
+	if !c.found {
 		e := &entry{expires: now.Add(r.opts.TTL)}
-		if !definite && old != nil && old.meta != nil && !old.gone {
+		switch {
+		case c.definite:
+		case old != nil && old.meta != nil && !old.gone:
 			// No trace of it any more: the container has ended. Keep
 			// answering with what was known for one more TTL, so late
 			// events (the cascade, the init's exit) still resolve.
 			e.meta, e.gone = old.meta, true
+		default:
+			e.expires = now.Add(unknownTTL)
 		}
 		return r.store(key, e)
 	}
-	m := r.metaFor(id, runtime)
-	return r.store(key, &entry{meta: m, expires: now.Add(r.opts.TTL)})
+	e := &entry{meta: r.metaFor(c.id, c.runtime), expires: now.Add(r.opts.TTL)}
+	if !c.goneAt.IsZero() {
+		// Known from a removed cgroup: the container ended then, and is
+		// answered for one TTL from its end.
+		e.gone, e.expires = true, c.goneAt.Add(r.opts.TTL)
+	}
+	return r.store(key, e)
 }
 
 // store caches e under key and returns its Info, read under the lock that
@@ -277,10 +354,18 @@ func (r *Resolver) store(key Key, e *entry) *Info {
 	return e.meta.info
 }
 
-// identify finds the container ID and runtime. found reports a container;
-// definite means the answer came from the process or its cgroup (so
-// !found && definite is a host process), not from a lack of traces.
-func (r *Resolver) identify(p *tracer.Process, key Key) (id, runtime string, found, definite bool) {
+// identity is what identify learnt of a process.
+type identity struct {
+	id, runtime string
+	found       bool // in a container
+	// definite: the answer came from the process or its cgroup (so
+	// !found && definite is a host process), not from a lack of traces.
+	definite bool
+	goneAt   time.Time // when the answer came from a removed cgroup: its removal
+}
+
+// identify finds a process's container ID and runtime.
+func (r *Resolver) identify(p *tracer.Process, key Key) identity {
 	if p.PID != 0 {
 		dir := filepath.Join(r.opts.ProcRoot, strconv.FormatUint(uint64(p.PID), 10))
 		alive := true
@@ -299,8 +384,8 @@ func (r *Resolver) identify(p *tracer.Process, key Key) (id, runtime string, fou
 		if alive {
 			data, err := r.fs.ReadFile(filepath.Join(dir, "cgroup"))
 			if err == nil {
-				id, runtime, found = ParseCgroupFile(string(data))
-				return id, runtime, found, true
+				id, runtime, found := ParseCgroupFile(string(data))
+				return identity{id: id, runtime: runtime, found: found, definite: true}
 			}
 			r.procErr(err)
 		}
@@ -313,16 +398,16 @@ func (r *Resolver) identify(p *tracer.Process, key Key) (id, runtime string, fou
 		if c.id == 0 {
 			continue
 		}
-		path, ok, err := r.cg.find(c.id, c.v1)
+		path, goneAt, ok, err := r.cg.find(c.id, c.v1)
 		if err != nil {
 			r.fail(SourceCgroup, err)
 		}
 		if ok {
-			id, runtime, found = ParseCgroupPath(path)
-			return id, runtime, found, true
+			id, runtime, found := ParseCgroupPath(path)
+			return identity{id: id, runtime: runtime, found: found, definite: true, goneAt: goneAt}
 		}
 	}
-	return "", "", false, false
+	return identity{}
 }
 
 // procErr counts a /proc read that failed for another reason than the
@@ -339,13 +424,19 @@ func (r *Resolver) procErr(err error) {
 func (r *Resolver) metaFor(id, runtime string) *meta {
 	now := r.now()
 	r.mu.Lock()
-	if m, ok := r.metas.get(id); ok && now.Sub(m.fetched) < r.opts.TTL {
+	old, ok := r.metas.get(id)
+	if ok && now.Sub(old.fetched) < r.opts.TTL {
 		r.mu.Unlock()
-		return m
+		return old
 	}
 	r.mu.Unlock()
 	return r.idCall.do(id, func() *meta {
 		info, complete := r.enrich(id, runtime)
+		if old != nil && old.complete && info.bare() && !old.info.bare() {
+			// The runtime has forgotten it (docker rm): what it said
+			// while the container existed still holds.
+			info = old.info
+		}
 		now := r.now()
 		m := &meta{info: info, fetched: now, complete: complete, retryAt: now.Add(r.retryInterval)}
 		r.mu.Lock()

@@ -83,7 +83,7 @@ func TestLookupGoneProcessResolvesByCgroupID(t *testing.T) {
 
 func TestCgroupWalkIsCachedAndRateLimited(t *testing.T) {
 	h := newFakeHost(t)
-	r := h.resolver(Options{})
+	r := h.resolver(Options{NoCgroupWatch: true}) // the fallback when inotify is not there
 	a := h.mkCgroup(false, "/docker/"+id1)
 	b := h.mkCgroup(false, "/docker/"+id2)
 	for i, id := range []uint64{a, b} {
@@ -164,12 +164,14 @@ func TestLookupTTL(t *testing.T) {
 		t.Fatal("within the TTL a lookup must be a hit")
 	}
 
-	// The container ends: process and cgroups gone. Until the entry
-	// expires nothing changes; after, the refresh finds no trace and the
-	// entry is kept one more TTL so late events still resolve.
+	// The container ends: process and cgroups gone (the watch sees the
+	// removal now). Until the entry expires nothing changes; after, the
+	// refresh finds the removed cgroup, and the container is answered for
+	// one TTL from its end so late events still resolve.
 	h.removeProcess(600)
 	h.rmCgroup(false, "/docker/"+id1)
 	h.rmCgroup(true, "/docker/"+id1)
+	h.waitGone(r, p.CgroupV1ID, true)
 	h.clock.advance(2 * time.Second)
 	if info := r.Lookup(p); info == nil || info.ID != id1 {
 		t.Fatalf("right after the container ended: %+v, want it still resolved", info)
@@ -177,11 +179,11 @@ func TestLookupTTL(t *testing.T) {
 	if h.fs.total() == reads {
 		t.Fatal("an expired entry must be refreshed")
 	}
-	h.clock.advance(ttl - time.Second)
+	h.clock.advance(ttl - 4*time.Second)
 	if info := r.Lookup(p); info == nil || info.ID != id1 {
 		t.Fatalf("within a TTL of the container's end: %+v, want it still resolved", info)
 	}
-	h.clock.advance(2 * time.Second)
+	h.clock.advance(3 * time.Second)
 	if info := r.Lookup(p); info != nil {
 		t.Fatalf("a TTL after the container ended: %+v, want nil", info)
 	}

@@ -52,7 +52,8 @@ func runAudit(ctx context.Context, output string, server *serverFlags, stdout io
 			return err
 		}
 	} else {
-		r := container.NewResolver(container.Options{Logger: slog.Default()})
+		// A one-shot audit looks at live processes only: no cgroup watch.
+		r := container.NewResolver(container.Options{Logger: slog.Default(), NoCgroupWatch: true})
 		defer r.Close()
 		var err error
 		results, err = audit.Run(ctx, r, "")
