@@ -76,7 +76,9 @@ func runContainer(t *testing.T, name string, args ...string) string {
 	full := append([]string{"run", "-d", "--network", "none", "--name", name}, args...)
 	id := docker(t, full...)
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
-	// Wait until PID 1 runs the command (its signal handlers are in place).
+	// Wait until PID 1 runs the command with its signal handlers in place:
+	// for a script that starts a background child (every trap here comes
+	// before one), until that child exists; else a moment.
 	deadline := time.Now().Add(10 * time.Second)
 	for docker(t, "inspect", "-f", "{{.State.Running}}", name) != "true" {
 		if time.Now().After(deadline) {
@@ -84,8 +86,24 @@ func runContainer(t *testing.T, name string, args ...string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond)
-	return id
+	if !strings.Contains(args[len(args)-1], " & ") {
+		time.Sleep(300 * time.Millisecond)
+		return id
+	}
+	pid := docker(t, "inspect", "-f", "{{.State.Pid}}", name)
+	for {
+		children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+		if err != nil {
+			t.Fatalf("container %s: %v", name, err)
+		}
+		if len(strings.TrimSpace(string(children))) > 0 {
+			return id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s: PID 1 (%s) started no child within 10s", name, pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func exitCode(t *testing.T, name string) string {
