@@ -85,6 +85,7 @@ type Resolver struct {
 	// once, while the runtime still knows them: docker rm -f forgets a
 	// container within milliseconds of its end.
 	prefetch     chan prefetchItem // nil without a watch or a runtime API
+	prefetchStop chan struct{}
 	prefetchDone chan struct{}
 	closeOnce    sync.Once
 
@@ -183,7 +184,7 @@ func NewResolver(opts Options) *Resolver {
 		onNew := func(string) {}
 		if r.docker != nil {
 			r.prefetch = make(chan prefetchItem, prefetchQueue)
-			r.prefetchDone = make(chan struct{})
+			r.prefetchStop, r.prefetchDone = make(chan struct{}), make(chan struct{})
 			go r.prefetcher()
 			onNew = r.queuePrefetch
 		}
@@ -211,8 +212,13 @@ func (r *Resolver) queuePrefetch(rel string) {
 
 func (r *Resolver) prefetcher() {
 	defer close(r.prefetchDone)
-	for it := range r.prefetch {
-		r.metaFor(it.id, it.runtime)
+	for {
+		select {
+		case <-r.prefetchStop:
+			return // what is still queued is not needed any more
+		case it := <-r.prefetch:
+			r.metaFor(it.id, it.runtime)
+		}
 	}
 }
 
@@ -225,8 +231,7 @@ func (r *Resolver) Close() error {
 			errs = append(errs, r.watch.close())
 		}
 		if r.prefetch != nil {
-			// The watch, the only sender, has stopped.
-			close(r.prefetch)
+			close(r.prefetchStop)
 			<-r.prefetchDone
 		}
 	})
