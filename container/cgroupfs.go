@@ -24,13 +24,14 @@ const (
 // while the system runs), so the index is a walk of the hierarchy recording
 // each directory's inode.
 //
-// A container's cgroup is removed a few milliseconds after its last process
-// exits (docker rm -f measured ~15 ms here), often before the reader has
-// seen the exit; so the index must know a cgroup before it goes. With a
-// watch (see cgroupwatch.go) it learns each directory as it is created and
-// keeps removed ones in a bounded LRU. Without one, or when the watch could
-// not cover the whole tree, a miss rewalks the tree, at most once per
-// minRewalk, and merges: what vanished since the last walk is kept too.
+// A container's cgroup is removed milliseconds after its last process
+// exits (docker rm -f: ~50 ms after the command started, measured here),
+// often before the reader has seen the exit; so the index must know a
+// cgroup before it goes. With a watch (see cgroupwatch.go) it learns each
+// directory as it is created and keeps removed ones in a bounded LRU. A
+// miss still rewalks the tree, at most once per minRewalk, for when there
+// is no watch or it could not cover the whole tree; the walk merges: what
+// vanished since the last walk is kept too.
 type cgroupIndex struct {
 	hier      [2]*hierarchy // 0: cgroup2, 1: the v1 memory controller; nil when not mounted
 	minRewalk time.Duration
