@@ -58,22 +58,8 @@ func (ix *cgroupIndex) watch(onNew func(rel string), onErr func(error)) (*cgroup
 		onErr: onErr,
 		done:  make(chan struct{}),
 	}
-	var (
-		paths []string
-		errs  []error
-	)
 	ix.mu.Lock()
-	for _, h := range ix.hier {
-		if h == nil {
-			continue
-		}
-		if err := ix.walkLocked(h, w); err != nil {
-			errs = append(errs, err)
-		}
-		for _, p := range h.live {
-			paths = append(paths, p)
-		}
-	}
+	paths, errs := w.rewalkLocked(nil, nil)
 	ix.mu.Unlock()
 	for _, err := range errs {
 		onErr(err)
@@ -83,6 +69,24 @@ func (ix *cgroupIndex) watch(onNew func(rel string), onErr func(error)) (*cgroup
 	}
 	go w.run()
 	return w, nil
+}
+
+// rewalkLocked walks every hierarchy, watching each directory, and appends
+// the paths of all their directories and the walks' errors. Called under the
+// index's lock.
+func (w *cgroupWatch) rewalkLocked(paths []string, errs []error) ([]string, []error) {
+	for _, h := range w.ix.hier {
+		if h == nil {
+			continue
+		}
+		if err := w.ix.walkLocked(h, w); err != nil {
+			errs = append(errs, err)
+		}
+		for _, p := range h.live {
+			paths = append(paths, p)
+		}
+	}
+	return paths, errs
 }
 
 // add puts a watch on h's directory rel. Called under the index's lock.
@@ -147,17 +151,7 @@ func (w *cgroupWatch) handle(buf []byte) []string {
 		switch {
 		case mask&unix.IN_Q_OVERFLOW != 0:
 			// Events were lost: the tree may hold anything now.
-			for _, h := range ix.hier {
-				if h == nil {
-					continue
-				}
-				if err := ix.walkLocked(h, w); err != nil {
-					errs = append(errs, err)
-				}
-				for _, p := range h.live {
-					created = append(created, p)
-				}
-			}
+			created, errs = w.rewalkLocked(created, errs)
 		case mask&unix.IN_IGNORED != 0:
 			delete(w.wds, wd) // the directory is gone, and its watch with it
 		case mask&unix.IN_ISDIR == 0:

@@ -11,24 +11,6 @@ import (
 	"github.com/sigscope/sigscope/tracer"
 )
 
-// waitLive waits until r's cgroup watch has indexed the cgroup id.
-func waitLive(t *testing.T, r *Resolver, id uint64, v1 bool) {
-	t.Helper()
-	h := r.cg.hier[0]
-	if v1 {
-		h = r.cg.hier[1]
-	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		r.cg.mu.Lock()
-		_, ok := h.live[id]
-		r.cg.mu.Unlock()
-		if ok {
-			return
-		}
-	}
-	t.Fatalf("the watch did not index cgroup %d within 5s", id)
-}
-
 // A container created after the resolver started, whose processes and
 // cgroups are all gone before the first lookup (docker rm -f, or a reader
 // that fell behind): the watch saw its cgroups come and go, so it still
@@ -52,10 +34,10 @@ func TestWatchResolvesContainerGoneBeforeLookup(t *testing.T) {
 			r := h.resolver(Options{})
 			unwatched := h.resolver(Options{NoCgroupWatch: true})
 			id := h.mkCgroup(c.v1, c.path)
-			waitLive(t, r, id, c.v1)
+			waitIndexed(t, r, id, c.v1, false)
 			walks := r.cg.walks
 			h.rmCgroup(c.v1, strings.SplitN(c.path, "/", 3)[1]) // the whole subtree
-			h.waitGone(r, id, c.v1)
+			waitIndexed(t, r, id, c.v1, true)
 
 			p := &tracer.Process{PID: 4242, NsPID: 1, PidNS: 4026533100}
 			if c.v1 {
@@ -82,7 +64,7 @@ func TestWatchOverflowRewalks(t *testing.T) {
 	h := newFakeHost(t)
 	r := h.resolver(Options{})
 	id := h.mkCgroup(false, "/docker/"+id1)
-	waitLive(t, r, id, false)
+	waitIndexed(t, r, id, false, false)
 	// Forget it, as if its creation event had been lost.
 	r.cg.mu.Lock()
 	delete(r.cg.hier[0].live, id)
@@ -98,7 +80,7 @@ func TestWatchOverflowRewalks(t *testing.T) {
 	if r.cg.walks <= walks {
 		t.Fatal("an overflow did not rewalk")
 	}
-	waitLive(t, r, id, false)
+	waitIndexed(t, r, id, false, false)
 }
 
 // Removed cgroups are remembered for the TTL, no longer.
@@ -107,9 +89,9 @@ func TestWatchForgetsRemovedAfterTTL(t *testing.T) {
 	const ttl = time.Minute
 	r := h.resolver(Options{TTL: ttl})
 	id := h.mkCgroup(false, "/docker/"+id2)
-	waitLive(t, r, id, false)
+	waitIndexed(t, r, id, false, false)
 	h.rmCgroup(false, "/docker/"+id2)
-	h.waitGone(r, id, false)
+	waitIndexed(t, r, id, false, true)
 	p := &tracer.Process{PID: 4243, PidNS: 4026533101, CgroupID: id}
 	h.clock.advance(ttl - time.Second)
 	if info := r.Lookup(p); info == nil || info.ID != id2 {

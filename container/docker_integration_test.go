@@ -30,37 +30,47 @@ func processOf(t *testing.T, pid int) *tracer.Process {
 		t.Fatalf("ns link %q: %v", link, err)
 	}
 	p := &tracer.Process{PID: uint32(pid), TID: uint32(pid), PidNS: uint32(ns)}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
 	inode := func(dir string) uint64 {
 		var st syscall.Stat_t
-		if err := syscall.Stat(dir, &st); err != nil {
+		if dir == "" || syscall.Stat(dir, &st) != nil {
 			return 0
 		}
 		return st.Ino
 	}
+	v2, v1 := cgroupDirs(t, pid)
+	p.CgroupID, p.CgroupV1ID = inode(v2), inode(v1)
+	if p.CgroupID <= 1 && p.CgroupV1ID == 0 {
+		t.Fatalf("pid %d has no cgroup id (v2 %q, v1 memory %q)", pid, v2, v1)
+	}
+	return p
+}
+
+// cgroupDirs returns pid's cgroup v2 and v1 memory directories from
+// /proc/PID/cgroup, "" for a hierarchy the host does not have or where pid
+// is at the root (which identifies nothing).
+func cgroupDirs(t *testing.T, pid int) (v2, v1 string) {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
+		if len(parts) != 3 || parts[2] == "/" {
 			continue
 		}
 		switch {
 		case parts[0] == "0" && parts[1] == "":
-			v2 := "/sys/fs/cgroup"
+			root := "/sys/fs/cgroup"
 			if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.controllers"); err == nil {
-				v2 = "/sys/fs/cgroup/unified"
+				root = "/sys/fs/cgroup/unified"
 			}
-			p.CgroupID = inode(filepath.Join(v2, parts[2]))
+			v2 = filepath.Join(root, parts[2])
 		case hasController(parts[1], "memory"):
-			p.CgroupV1ID = inode(filepath.Join("/sys/fs/cgroup/memory", parts[2]))
+			v1 = filepath.Join("/sys/fs/cgroup/memory", parts[2])
 		}
 	}
-	if p.CgroupID <= 1 && p.CgroupV1ID == 0 {
-		t.Fatalf("pid %d has no cgroup id:\n%s", pid, data)
-	}
-	return p
+	return v2, v1
 }
 
 // deadPID returns the pid of a process that has exited and been reaped.
@@ -174,7 +184,7 @@ func TestRealDockerRemovedBeforeLookup(t *testing.T) {
 	id := d.RunContainer(t, "--name", name, img, "sh", "-c", "sleep 1000")
 	pid := d.PID(t, id)
 	p := processOf(t, pid)
-	cgroups := cgroupDirs(t, pid)
+	v2, v1 := cgroupDirs(t, pid)
 	// Wait for the background enrichment the watch started.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		r.mu.Lock()
@@ -189,8 +199,8 @@ func TestRealDockerRemovedBeforeLookup(t *testing.T) {
 	}
 
 	d.Docker(t, "rm", "-f", id)
-	for _, dir := range cgroups {
-		if _, err := os.Stat(dir); err == nil {
+	for _, dir := range []string{v2, v1} {
+		if _, err := os.Stat(dir); dir != "" && err == nil {
 			t.Fatalf("%s still exists after docker rm -f", dir)
 		}
 	}
@@ -205,42 +215,6 @@ func TestRealDockerRemovedBeforeLookup(t *testing.T) {
 			t.Errorf("removed container, cgroup ids v2=%d v1=%d: %+v, want %s %s", q.CgroupID, q.CgroupV1ID, got, id[:12], name)
 		}
 	}
-}
-
-// cgroupDirs returns the container cgroup directories of pid (v2 and the
-// v1 memory controller), those that exist.
-func cgroupDirs(t *testing.T, pid int) []string {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dirs []string
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || parts[2] == "/" {
-			continue
-		}
-		var dir string
-		switch {
-		case parts[0] == "0" && parts[1] == "":
-			dir = "/sys/fs/cgroup" + parts[2]
-			if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.controllers"); err == nil {
-				dir = "/sys/fs/cgroup/unified" + parts[2]
-			}
-		case hasController(parts[1], "memory"):
-			dir = "/sys/fs/cgroup/memory" + parts[2]
-		default:
-			continue
-		}
-		if _, err := os.Stat(dir); err == nil {
-			dirs = append(dirs, dir)
-		}
-	}
-	if len(dirs) == 0 {
-		t.Fatalf("pid %d: no container cgroup directory:\n%s", pid, data)
-	}
-	return dirs
 }
 
 func TestRealDockerListRunningAndPID1Signals(t *testing.T) {

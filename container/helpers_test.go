@@ -177,20 +177,24 @@ func (h *fakeHost) hostProcess(pid uint32, memcg string) *tracer.Process {
 
 const hostPidNS = 4026531836
 
-// waitGone waits until r's cgroup watch has seen the cgroup id removed.
-func (h *fakeHost) waitGone(r *Resolver, id uint64, v1 bool) {
-	h.t.Helper()
-	hier := r.cg.hier[0]
+// waitIndexed waits until r's cgroup watch has seen the cgroup id created
+// (gone false) or removed (gone true).
+func waitIndexed(t testing.TB, r *Resolver, id uint64, v1, gone bool) {
+	t.Helper()
+	h := r.cg.hier[0]
 	if v1 {
-		hier = r.cg.hier[1]
+		h = r.cg.hier[1]
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		r.cg.mu.Lock()
-		_, gone := hier.gone.get(id)
-		r.cg.mu.Unlock()
+		_, ok := h.live[id]
 		if gone {
+			_, ok = h.gone.get(id)
+		}
+		r.cg.mu.Unlock()
+		if ok {
 			return
 		}
 	}
-	h.t.Fatalf("the watch did not see cgroup %d removed within 5s", id)
+	t.Fatalf("the watch did not see cgroup %d (gone %v) within 5s", id, gone)
 }

@@ -171,7 +171,7 @@ func TestLookupTTL(t *testing.T) {
 	h.removeProcess(600)
 	h.rmCgroup(false, "/docker/"+id1)
 	h.rmCgroup(true, "/docker/"+id1)
-	h.waitGone(r, p.CgroupV1ID, true)
+	waitIndexed(t, r, p.CgroupV1ID, true, true)
 	h.clock.advance(2 * time.Second)
 	if info := r.Lookup(p); info == nil || info.ID != id1 {
 		t.Fatalf("right after the container ended: %+v, want it still resolved", info)
