@@ -68,12 +68,7 @@ func Run(ctx context.Context, l Lister, procRoot string) ([]Result, error) {
 // Check predicts one container's stop from its PID 1's signal masks.
 func Check(r container.Running, procRoot string) Result {
 	res := Result{Container: r.Info.Summary(), PID1: PID1{PID: r.PID}}
-	sig := tracer.SIGTERM
-	if r.Info.StopSignal != "" {
-		if s, err := tracer.ParseSignal(r.Info.StopSignal); err == nil {
-			sig = s
-		}
-	}
+	sig := r.Info.StopSignalOrDefault()
 	res.StopSignal = sig.String()
 	if r.PID <= 0 {
 		res.Prediction, res.Error = Unknown, "the runtime did not report PID 1"

@@ -63,7 +63,7 @@ func TestRunReadsProc(t *testing.T) {
 		{Info: container.Info{ID: "b", Name: "shell"}, PID: 200},
 		{Info: container.Info{ID: "a", Name: "app"}, PID: 100},
 		{Info: container.Info{ID: "c", Name: "gone"}, PID: 300},
-		{Info: container.Info{ID: "d", Name: "quitter", StopSignal: "SIGQUIT"}, PID: 100},
+		{Info: container.Info{ID: "d", Name: "quitter", StopSignal: tracer.SIGQUIT}, PID: 100},
 	}}
 	res, err := Run(context.Background(), l, proc)
 	if err != nil {

@@ -352,6 +352,11 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 	e->sig_flags = task->signal->flags;
 	if ((task->blocked.sig[0] >> ((sig - 1) & 63)) & 1)
 		facts |= FACT_BLOCKED;
+	else if ((task->real_blocked.sig[0] >> ((sig - 1) & 63)) & 1)
+		/* sigtimedwait/sigwaitinfo moved the waited set out of blocked
+		 * into real_blocked: sig_ignored() checks both, so the signal is
+		 * queued for the waiter even with SIG_DFL at a namespace init. */
+		facts |= FACT_SIGWAITED;
 	if (cur->flags & PF_EXITING)
 		facts |= FACT_SENDER_EXITING;
 

@@ -32,6 +32,7 @@ enum fact {
 	FACT_BLOCKED = 1 << 7,              /* target blocks the signal */
 	FACT_GROUP_DEAD = 1 << 8,           /* exit: last thread of the group */
 	FACT_TARGET_NS_CHILD = 1 << 9,      /* target lives in a non-root pid ns */
+	FACT_SIGWAITED = 1 << 10,           /* target waits for it: in real_blocked (sigtimedwait), not in blocked */
 };
 
 struct proc {

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/sigscope/sigscope/tracer"
 )
 
 // criClient asks one CRI endpoint (containerd, CRI-O) about containers.
@@ -186,15 +188,14 @@ func infoFromCRI(s *runtimeapi.ContainerStatus, verbose map[string]string) (*cri
 	return out, nil
 }
 
-// criSignal names a CRI stop signal as sigscope does ("SIGTERM"); the
-// runtime default is "", as in Info.
-func criSignal(s runtimeapi.Signal) string {
+// criSignal reads a CRI stop signal; the runtime default is 0, as in Info.
+func criSignal(s runtimeapi.Signal) tracer.Signal {
 	if s == runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
-		return ""
+		return 0
 	}
 	name, ok := runtimeapi.Signal_name[int32(s)]
 	if !ok {
-		return ""
+		return 0
 	}
-	return normalizeSignal(strings.TrimPrefix(name, "SIGNAL_"))
+	return parseStopSignal(strings.TrimPrefix(name, "SIGNAL_"))
 }

@@ -70,7 +70,7 @@ func (d *dockerInspect) info() *Info {
 		Runtime:     RuntimeDocker,
 		Name:        strings.TrimPrefix(d.Name, "/"),
 		Image:       d.Config.Image,
-		StopSignal:  normalizeSignal(d.Config.StopSignal),
+		StopSignal:  parseStopSignal(d.Config.StopSignal),
 		StopTimeout: dockerDefaultStopTimeout,
 		Labels:      d.Config.Labels,
 	}

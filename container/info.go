@@ -1,5 +1,7 @@
 package container
 
+import "github.com/sigscope/sigscope/tracer"
+
 // Info identifies the container a process belongs to, with what the runtime
 // said about it. Fields the resolver could not learn are empty: with no
 // runtime reachable, ID and Runtime still come from the cgroup path.
@@ -14,10 +16,20 @@ type Info struct {
 	Namespace string
 	PodUID    string
 
+	// MainPID is the host pid of the container's main process, the one the
+	// runtime started and sends the stop signal to: the pid-namespace init
+	// when the container has its own namespace, another process when it
+	// shares one (docker --pid container:X, a pod's shareProcessNamespace).
+	// 0 when the runtime did not say (not started yet, or not asked).
+	MainPID int
+	// Sandbox is true for a pod's sandbox (pause) container: its end is
+	// the last step of a pod's teardown, never a container stop.
+	Sandbox bool
+
 	// Stop configuration, when the runtime reports it.
-	StopSignal  string // e.g. "SIGTERM"; empty means the runtime default (SIGTERM)
-	StopTimeout int    // seconds the runtime waits before SIGKILL (docker StopTimeout, 0: unknown)
-	GracePeriod int    // Kubernetes terminationGracePeriodSeconds (0: unknown)
+	StopSignal  tracer.Signal // 0 means the runtime default (SIGTERM)
+	StopTimeout int           // seconds the runtime waits before SIGKILL (docker StopTimeout, 0: unknown)
+	GracePeriod int           // Kubernetes terminationGracePeriodSeconds (0: unknown)
 
 	Labels      map[string]string
 	Annotations map[string]string // CRI only; Docker has no annotations
@@ -29,6 +41,38 @@ type Key struct {
 	PidNS      uint32
 	CgroupID   uint64 // cgroup v2 id; <= 1 means none
 	CgroupV1ID uint64 // cgroup v1 memory controller id; 0 means none
+}
+
+// StopSignalOrDefault is the signal the runtime sends to stop the container.
+func (i *Info) StopSignalOrDefault() tracer.Signal {
+	if i.StopSignal != 0 {
+		return i.StopSignal
+	}
+	return tracer.SIGTERM
+}
+
+// ShortID is the 12-character ID docker ps and crictl show.
+func (i *Info) ShortID() string { return ShortID(i.ID) }
+
+// ShortID shortens a container ID the way docker ps and crictl do.
+func ShortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// DisplayName names the container compactly, raw (escape it for a
+// terminal): namespace/pod/container for Kubernetes, else the runtime's
+// name, else the short ID.
+func (i *Info) DisplayName() string {
+	switch {
+	case i.Pod != "":
+		return i.Namespace + "/" + i.Pod + "/" + i.Name
+	case i.Name != "":
+		return i.Name
+	}
+	return i.ShortID()
 }
 
 // bare reports whether the runtime told nothing about the container: only

@@ -43,15 +43,16 @@ func applyKubernetes(info *Info, labels, annotations map[string]string) {
 	}
 }
 
-// normalizeSignal spells a configured stop signal the way sigscope prints
-// signals ("TERM", "15" and "SIGTERM" all become "SIGTERM"), and keeps
-// anything it cannot read as it was.
-func normalizeSignal(s string) string {
+// parseStopSignal reads a configured stop signal ("TERM", "15",
+// "SIGTERM"); 0 (the runtime default, SIGTERM) for "" or a name it cannot
+// read.
+func parseStopSignal(s string) tracer.Signal {
 	if s == "" {
-		return ""
+		return 0
 	}
-	if sig, err := tracer.ParseSignal(s); err == nil {
-		return sig.String()
+	sig, err := tracer.ParseSignal(s)
+	if err != nil {
+		return 0
 	}
-	return s
+	return sig
 }

@@ -103,7 +103,7 @@ func TestDockerEnrichment(t *testing.T) {
 	p := h.dockerProcess(100, 4026532100, id1)
 	info := r.Lookup(p)
 	want := Info{ID: id1, Runtime: RuntimeDocker, Name: "web\x1b[31m", Image: "sigscope-test:latest",
-		Pod: "web-0", Namespace: "shop", PodUID: uid, StopSignal: "SIGTERM", StopTimeout: 7, GracePeriod: 45}
+		Pod: "web-0", Namespace: "shop", PodUID: uid, StopSignal: tracer.SIGTERM, StopTimeout: 7, GracePeriod: 45}
 	if info == nil {
 		t.Fatal("no Info")
 	}
@@ -144,7 +144,7 @@ func TestDockerDefaults(t *testing.T) {
 	d := startFakeDocker(t, map[string]map[string]any{id1: dockerInspectJSON(id1, "plain", nil, "", nil, 5)})
 	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
 	info := r.Lookup(h.dockerProcess(100, 4026532100, id1))
-	if info.Name != "plain" || info.StopSignal != "" || info.StopTimeout != dockerDefaultStopTimeout || info.Pod != "" || info.GracePeriod != 0 {
+	if info.Name != "plain" || info.StopSignal != 0 || info.StopTimeout != dockerDefaultStopTimeout || info.Pod != "" || info.GracePeriod != 0 {
 		t.Fatalf("Info %+v: want no stop signal (runtime default), docker's default timeout, no pod", info)
 	}
 }
@@ -309,7 +309,7 @@ func TestInfoFromCRI(t *testing.T) {
 		{"image by ref, stop signal, no verbose info", &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
 			Id: id2, Metadata: &runtimeapi.ContainerMetadata{Name: "side"}, ImageRef: "sha256:ff",
 			StopSignal: runtimeapi.Signal_SIGNAL_SIGQUIT,
-		}}, Info{ID: id2, Name: "side", Image: "sha256:ff", StopSignal: "SIGQUIT"}, 0},
+		}}, Info{ID: id2, Name: "side", Image: "sha256:ff", StopSignal: tracer.SIGQUIT}, 0},
 		{"grace period as a label, garbage verbose info", &runtimeapi.ContainerStatusResponse{
 			Status: &runtimeapi.ContainerStatus{Id: id2, Labels: map[string]string{AnnotationGracePeriod: "5"}},
 			Info:   map[string]string{"info": "{not json"},
@@ -421,7 +421,7 @@ func TestListRunningDockerAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 2 || runs[0].Info.Name != "a" || runs[0].PID != 12 || runs[1].Info.StopSignal != "SIGQUIT" || runs[1].PID != 11 {
+	if len(runs) != 2 || runs[0].Info.Name != "a" || runs[0].PID != 12 || runs[1].Info.StopSignal != tracer.SIGQUIT || runs[1].PID != 11 {
 		t.Fatalf("ListRunning = %+v", runs)
 	}
 	// ListRunning filled the metadata cache: a lookup asks nothing more.

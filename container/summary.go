@@ -1,6 +1,9 @@
 package container
 
-import "github.com/sigscope/sigscope/internal/textsafe"
+import (
+	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/tracer"
+)
 
 // Summary is a container's identity as sigscope's JSON outputs show it: the
 // "container" object of trace lines (docs/events.md), audit results and the
@@ -22,11 +25,18 @@ type Summary struct {
 func (i *Info) Summary() Summary {
 	return Summary{ID: i.ID, Name: textsafe.UTF8(i.Name), Image: textsafe.UTF8(i.Image), Runtime: i.Runtime,
 		Pod: textsafe.UTF8(i.Pod), Namespace: textsafe.UTF8(i.Namespace),
-		StopSignal: textsafe.UTF8(i.StopSignal), StopTimeout: i.StopTimeout, GracePeriod: i.GracePeriod}
+		StopSignal: stopSignalName(i.StopSignal), StopTimeout: i.StopTimeout, GracePeriod: i.GracePeriod}
 }
 
 // Info returns the identity a Summary carries (labels are not part of it).
 func (s Summary) Info() *Info {
 	return &Info{ID: s.ID, Name: s.Name, Image: s.Image, Runtime: s.Runtime, Pod: s.Pod,
-		Namespace: s.Namespace, StopSignal: s.StopSignal, StopTimeout: s.StopTimeout, GracePeriod: s.GracePeriod}
+		Namespace: s.Namespace, StopSignal: parseStopSignal(s.StopSignal), StopTimeout: s.StopTimeout, GracePeriod: s.GracePeriod}
+}
+
+func stopSignalName(s tracer.Signal) string {
+	if s == 0 {
+		return ""
+	}
+	return s.String()
 }

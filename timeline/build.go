@@ -64,12 +64,7 @@ func (ep *episode) noteInfo(c *container.Info, aboutInit bool) {
 	ep.hasInfo, ep.infoFromInit = true, aboutInit
 	ns := ep.Container.PidNS
 	ep.Container = Container{ID: c.ID, Name: c.Name, Image: c.Image, Runtime: c.Runtime, Pod: c.Pod, Namespace: c.Namespace, PidNS: ns}
-	ep.configuredStop = 0
-	if c.StopSignal != "" {
-		if s, err := tracer.ParseSignal(c.StopSignal); err == nil {
-			ep.configuredStop = s
-		}
-	}
+	ep.configuredStop = c.StopSignal
 	switch {
 	case c.GracePeriod > 0:
 		ep.GracePeriod, ep.graceSource = time.Duration(c.GracePeriod)*time.Second, "kubernetes"

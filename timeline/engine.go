@@ -221,9 +221,8 @@ func isStopSignal(sig tracer.Signal, c *container.Info, ep *episode) bool {
 	case 0, tracer.SIGKILL, tracer.SIGSTOP:
 		return false
 	}
-	if c != nil && c.StopSignal != "" {
-		s, err := tracer.ParseSignal(c.StopSignal)
-		return err == nil && s == sig
+	if c != nil && c.StopSignal != 0 {
+		return c.StopSignal == sig
 	}
 	return ep != nil && ep.configuredStop == sig
 }

@@ -649,7 +649,7 @@ func TestIdentity(t *testing.T) {
 // Kubernetes grace period wins over StopTimeout.
 func TestConfiguredStopSignalAndGrace(t *testing.T) {
 	info := &container.Info{ID: idA, Runtime: "containerd", Name: "httpd", Pod: "web-0", Namespace: "shop",
-		StopSignal: "SIGWINCH", StopTimeout: 10, GracePeriod: 30}
+		StopSignal: tracer.SIGWINCH, StopTimeout: 10, GracePeriod: 30}
 	s := newSim(t, nsA, 5151, "httpd", info)
 	s.stop(0, tracer.SIGWINCH, tracer.DispHandler, false).
 		deliver(ms, tracer.SIGWINCH, tracer.DispHandler).

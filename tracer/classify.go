@@ -15,11 +15,13 @@ const (
 	factSenderInTargetNS = uint32(sigscopeFactFACT_SENDER_IN_TARGET_NS)
 	factTargetNSInit     = uint32(sigscopeFactFACT_TARGET_NS_INIT)
 	factBlocked          = uint32(sigscopeFactFACT_BLOCKED)
+	factSigwaited        = uint32(sigscopeFactFACT_SIGWAITED)
+	factInfoNoinfo       = uint32(sigscopeFactFACT_INFO_NOINFO)
 )
 
-// Classify computes the verdict flags of a decoded event from the raw facts
-// the kernel recorded. It is the only place these rules live; docs/kernel.md
-// explains each one.
+// Classify computes an event's fate (fate.go) and its verdict flags from
+// the raw facts the kernel recorded. It is the only place these rules live;
+// docs/kernel.md explains each one.
 func Classify(e *Event) Flags {
 	var f Flags
 	if e.Facts&factTargetNSInit != 0 {
@@ -27,11 +29,51 @@ func Classify(e *Event) Flags {
 	}
 	switch e.Kind {
 	case KindGenerate:
+		e.Fate = generateFate(e)
 		f |= classifyGenerate(e)
 	case KindDeliver:
-		f |= classifyDeliver(e)
+		e.Fate = deliverFate(e)
+	default:
+		e.Fate = FateUnknown
 	}
-	return f
+	return f | fateFlags(e.Fate)
+}
+
+// fateFlags are the flag words that name a drop.
+func fateFlags(fate Fate) Flags {
+	switch fate {
+	case FateDroppedInit:
+		return FlagPID1Ignored
+	case FateDroppedSigIgn:
+		return FlagSigIgn
+	case FateDroppedExiting:
+		return FlagTargetExiting
+	}
+	return 0
+}
+
+// fateFromFlags recovers the fate of an event recorded before the fate was
+// written to recordings: from its drop flags, result and handler.
+func fateFromFlags(e *Event) Fate {
+	switch {
+	case e.Kind != KindGenerate && e.Kind != KindDeliver:
+		return FateUnknown
+	case e.Flags.Has(FlagPID1Ignored):
+		return FateDroppedInit
+	case e.Flags.Has(FlagSigIgn):
+		return FateDroppedSigIgn
+	case e.Flags.Has(FlagTargetExiting):
+		return FateDroppedExiting
+	case e.Kind == KindGenerate && e.Result == ResultIgnored:
+		return FateDroppedDefault
+	case e.Kind == KindGenerate && e.Result == ResultAlreadyPending:
+		return FateAlreadyPending
+	case e.Flags.Has(FlagBlocked):
+		return FateBlocked
+	case e.Handler == DispHandler && e.Signal != SIGKILL && e.Signal != SIGSTOP:
+		return FateHandler
+	}
+	return FateDefault
 }
 
 func classifyGenerate(e *Event) Flags {
@@ -42,18 +84,8 @@ func classifyGenerate(e *Event) Flags {
 	if e.Facts&factBlocked != 0 {
 		f |= FlagBlocked
 	}
-	if e.Result == ResultIgnored {
-		// prepare_signal's order (kernel/signal.c). From 6.0 a dying target
-		// drops everything first; SIGNAL_GROUP_EXIT also wipes UNKILLABLE, so
-		// the init checks below cannot fire for a dying init.
-		switch {
-		case e.SigFlags&signalGroupExit != 0:
-			f |= FlagTargetExiting
-		case e.Handler == DispIgnore:
-			f |= FlagSigIgn
-		case e.Handler == DispDefault && !defaultIgnored(e.Signal) && e.SigFlags&signalUnkillable != 0:
-			f |= FlagPID1Ignored
-		}
+	if e.Facts&factSigwaited != 0 {
+		f |= FlagSigwaited
 	}
 	// zap_pid_ns_processes: group_send_sig_info(SIGKILL, SEND_SIG_PRIV, t,
 	// PIDTYPE_MAX) from the namespace's reaper while it exits, to each process
@@ -66,21 +98,12 @@ func classifyGenerate(e *Event) Flags {
 		e.Target.PID != e.Sender.PID {
 		f |= FlagNSCascade
 	}
-	return f
-}
-
-// classifyDeliver catches the drop that happens after queueing: a namespace
-// init that had the signal blocked at generation dequeues it with SIG_DFL,
-// and get_signal() discards it for an UNKILLABLE task unless it is SIGKILL or
-// SIGSTOP.
-func classifyDeliver(e *Event) Flags {
-	switch {
-	case e.Handler == DispIgnore:
-		return FlagSigIgn
-	case e.Handler == DispDefault && !defaultIgnored(e.Signal) &&
-		e.Signal != SIGKILL && e.Signal != SIGSTOP &&
-		e.SigFlags&signalUnkillable != 0:
-		return FlagPID1Ignored
+	// cgroup.kill (kernel/cgroup/cgroup.c, __cgroup_kill): send_sig(SIGKILL,
+	// task, 0) to each process of the cgroup on behalf of the task that
+	// wrote the file. Nothing else sends a thread-directed SIGKILL with
+	// SEND_SIG_NOINFO: kill(2) passes a siginfo, tgkill is SI_TKILL.
+	if e.Signal == SIGKILL && !e.Group && e.Facts&factInfoNoinfo != 0 {
+		f |= FlagCgroupKill
 	}
-	return 0
+	return f
 }

@@ -152,7 +152,8 @@ type Event struct {
 	SiCode  int32       // raw si_code
 	Code    CodeClass   // class of SiCode
 	Handler Disposition // the receiver's disposition for Signal (generate, deliver)
-	Flags   Flags       // the verdict, see classify.go
+	Flags   Flags       // the verdict words, see classify.go
+	Fate    Fate        // generate, deliver: what the kernel did with the signal (fate.go)
 
 	Facts    uint32 // raw facts recorded in BPF (FACT_* in bpf/sigscope.h)
 	SigFlags uint32 // target->signal->flags at the event
@@ -187,9 +188,11 @@ const (
 	FlagNSCascade                       // SIGKILL sent by an exiting init to its namespace
 	FlagCrossNS                         // the sender has no pid in the target's namespace
 	FlagNSInit                          // the target is its pid namespace's init
+	FlagSigwaited                       // the target waits for it in sigtimedwait: queued for the waiter
+	FlagCgroupKill                      // SIGKILL from a write to cgroup.kill (runc 1.2+ killing a container)
 )
 
-var flagNames = [...]string{"pid1_ignored", "sig_ign", "target_exiting", "blocked", "ns_cascade", "cross_ns", "ns_init"}
+var flagNames = [...]string{"pid1_ignored", "sig_ign", "target_exiting", "blocked", "ns_cascade", "cross_ns", "ns_init", "sigwaited", "cgroup_kill"}
 
 // FlagNames lists every flag word, in bit order.
 func FlagNames() []string { return append([]string(nil), flagNames[:]...) }

@@ -36,6 +36,7 @@ type jsonEvent struct {
 	Signo      int32     `json:"signo,omitempty"`
 	Result     string    `json:"result,omitempty"`
 	Flags      []string  `json:"flags"`
+	Fate       string    `json:"fate,omitempty"`
 	Code       string    `json:"code,omitempty"`
 	SiCode     *int32    `json:"si_code,omitempty"`
 	Group      *bool     `json:"group,omitempty"`
@@ -75,6 +76,7 @@ func (e *Event) MarshalJSON() ([]byte, error) {
 		j.Group = &e.Group
 		fallthrough
 	case KindDeliver:
+		j.Fate = e.Fate.String()
 		j.Code = e.Code.String()
 		j.SiCode = &e.SiCode
 		j.Handler = e.Handler.String()
@@ -142,6 +144,13 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 			copy(e.Ancestors[i].Comm[:15], a.Comm)
 			e.AncestorsCount = i + 1
 		}
+	}
+	if j.Fate != "" {
+		if e.Fate, err = ParseFate(j.Fate); err != nil {
+			return err
+		}
+	} else {
+		e.Fate = fateFromFlags(e)
 	}
 	if j.ExitCode != nil {
 		e.ExitCode = *j.ExitCode

@@ -69,6 +69,7 @@ const (
 	sigscopeFactFACT_BLOCKED             sigscopeFact = 128
 	sigscopeFactFACT_GROUP_DEAD          sigscopeFact = 256
 	sigscopeFactFACT_TARGET_NS_CHILD     sigscopeFact = 512
+	sigscopeFactFACT_SIGWAITED           sigscopeFact = 1024
 )
 
 type sigscopeProc struct {

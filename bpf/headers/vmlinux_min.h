@@ -135,6 +135,7 @@ struct task_struct {
 	struct signal_struct *signal;
 	struct sighand_struct *sighand;
 	sigset_t blocked;
+	sigset_t real_blocked;
 	struct css_set *cgroups;
 	u64 start_time;
 } __attribute__((preserve_access_index));

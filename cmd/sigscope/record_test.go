@@ -18,7 +18,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		Flags: tracer.FlagPID1Ignored | tracer.FlagNSInit, Time: time.Unix(1700000000, 5)}
 	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 1, 4026532177
 	c := &container.Info{ID: "abc123", Runtime: "docker", Name: "web\xff", Pod: "p", Namespace: "ns",
-		StopSignal: "SIGTERM", StopTimeout: 10, GracePeriod: 30}
+		StopSignal: tracer.SIGTERM, StopTimeout: 10, GracePeriod: 30}
 	var buf []byte
 	var err error
 	other := &container.Info{ID: "def456", Runtime: "docker", Name: "sidecar"}
