@@ -146,4 +146,16 @@ struct kernel_siginfo {
 	int si_code;
 } __attribute__((preserve_access_index));
 
+/* Task iterator context (iter/task, Linux 5.8 and later). */
+struct seq_file;
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+} __attribute__((preserve_access_index));
+
 #endif /* __SIGSCOPE_VMLINUX_MIN_H__ */

@@ -1,0 +1,184 @@
+package tracer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// TaskSnapshot is a process's signal state as the kernel holds it, read by
+// the task iterator (bpf/taskstate.bpf.c) from its thread-group leader: the
+// task a process-directed kill(pid) is checked against. Every mask has bit
+// n-1 for signal n.
+type TaskSnapshot struct {
+	PID         int    // host pid
+	NSPID       int    // pid in its own pid namespace (1: a namespace init)
+	PidNS       uint32 // inode of that pid namespace (/proc/PID/ns/pid)
+	Comm        Comm
+	SigFlags    uint32    // signal->flags
+	Blocked     SignalSet // task->blocked
+	RealBlocked SignalSet // task->real_blocked: the mask before sigtimedwait(), empty outside it
+	Handled     SignalSet // a user handler is installed
+	Ignored     SignalSet // SIG_IGN is installed
+}
+
+// NSInit reports whether the process is the init of a pid namespace
+// (SIGNAL_UNKILLABLE; a group exit wipes it).
+func (s TaskSnapshot) NSInit() bool { return s.SigFlags&signalUnkillable != 0 }
+
+// Exiting reports whether the process is dying (SIGNAL_GROUP_EXIT).
+func (s TaskSnapshot) Exiting() bool { return s.SigFlags&signalGroupExit != 0 }
+
+// Waited is the set the process sleeps in sigtimedwait() or sigwaitinfo()
+// for: do_sigtimedwait() saved blocked in real_blocked and removed the
+// waited set from blocked. /proc/PID/status cannot show it.
+func (s TaskSnapshot) Waited() SignalSet { return s.RealBlocked &^ s.Blocked }
+
+// State is what prepare_signal() would decide sig with, for [PredictFate].
+func (s TaskSnapshot) State(sig Signal) TaskState {
+	st := TaskState{
+		Blocked: s.Blocked.Has(sig),
+		Waited:  s.Waited().Has(sig),
+		NSInit:  s.NSInit(),
+		Exiting: s.Exiting(),
+	}
+	switch {
+	case s.Handled.Has(sig):
+		st.Handler = DispHandler
+	case s.Ignored.Has(sig):
+		st.Handler = DispIgnore
+	}
+	return st
+}
+
+func snapshotOf(r *taskstateTaskState) TaskSnapshot {
+	return TaskSnapshot{
+		PID:         int(r.Pid),
+		NSPID:       int(r.NsPid),
+		PidNS:       r.Pidns,
+		Comm:        comm(&r.Comm),
+		SigFlags:    r.SigFlags,
+		Blocked:     SignalSet(r.Blocked),
+		RealBlocked: SignalSet(r.RealBlocked),
+		Handled:     SignalSet(r.Handled),
+		Ignored:     SignalSet(r.Ignored),
+	}
+}
+
+// taskStateSize is the size of one iterator record (struct task_state).
+const taskStateSize = int(unsafe.Sizeof(taskstateTaskState{}))
+
+// taskIterLoad remembers why the iterator could not be loaded, so that a
+// caller that falls back to /proc (the audit, every 30 s in the agent)
+// does not pay a failed load, and log it, each time.
+var taskIterLoad struct {
+	mu  sync.Mutex
+	err error
+}
+
+// ReadTaskStates reads the signal state of each process in pids (host pids)
+// from the kernel with a BPF task iterator, loaded for this call and closed
+// after it. A pid that names no live process is absent from the map.
+//
+// Errors that come from the environment (no BTF, a missing capability, a
+// kernel without task iterators) wrap [ErrUnsupported], say what is
+// missing, and are kept: later calls return the same error at once, and the
+// caller is expected to fall back to /proc.
+func ReadTaskStates(pids []int) (map[int]TaskSnapshot, error) {
+	taskIterLoad.mu.Lock()
+	defer taskIterLoad.mu.Unlock()
+	if err := taskIterLoad.err; err != nil {
+		return nil, err
+	}
+	want := make(map[uint32]bool, len(pids))
+	for _, p := range pids {
+		if p > 0 && p <= 1<<22 { // PID_MAX_LIMIT
+			want[uint32(p)] = true
+		}
+	}
+	out := make(map[int]TaskSnapshot, len(want))
+	if len(want) == 0 {
+		return out, nil
+	}
+	coll, it, err := loadTaskIter(len(want))
+	if err != nil {
+		taskIterLoad.err = err
+		return nil, err
+	}
+	defer coll.Close()
+	defer it.Close()
+
+	wanted := coll.Maps[taskstateMapWanted]
+	one := uint8(1)
+	for p := range want {
+		if err := wanted.Put(p, one); err != nil {
+			return nil, fmt.Errorf("task iterator: adding pid %d: %w", p, err)
+		}
+	}
+	rd, err := it.Open()
+	if err != nil {
+		return nil, fmt.Errorf("task iterator: open: %w", explainLoadError(err))
+	}
+	raw, err := io.ReadAll(rd)
+	rd.Close()
+	if err != nil {
+		return nil, fmt.Errorf("task iterator: read: %w", err)
+	}
+	if err := decodeTaskStates(raw, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// loadTaskIter loads the iterator with room for n pids and attaches it.
+func loadTaskIter(n int) (*ebpf.Collection, *link.Iter, error) {
+	if err := preflight(); err != nil {
+		return nil, nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
+	}
+	spec, err := loadTaskstate()
+	if err != nil {
+		return nil, nil, err
+	}
+	spec.Maps[taskstateMapWanted].MaxEntries = uint32(n)
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading the task iterator: %w", explainIterError(err))
+	}
+	it, err := link.AttachIter(link.IterOptions{Program: coll.Programs[taskstateProgDumpTaskState]})
+	if err != nil {
+		coll.Close()
+		return nil, nil, fmt.Errorf("attaching the task iterator: %w", explainIterError(err))
+	}
+	return coll, it, nil
+}
+
+// explainIterError is explainLoadError, plus the one thing task iterators
+// need that the tracer does not: Linux 5.8's iter/task.
+func explainIterError(err error) error {
+	err = explainLoadError(err)
+	if errors.Is(err, ErrUnsupported) {
+		return err
+	}
+	return fmt.Errorf("%w: the kernel did not load a BPF task iterator (iter/task, Linux 5.8 and later): %v", ErrUnsupported, err)
+}
+
+func decodeTaskStates(raw []byte, out map[int]TaskSnapshot) error {
+	if len(raw)%taskStateSize != 0 {
+		return fmt.Errorf("task iterator: %d bytes, not a whole number of %d-byte records", len(raw), taskStateSize)
+	}
+	for off := 0; off < len(raw); off += taskStateSize {
+		var r taskstateTaskState
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), taskStateSize), raw[off:])
+		out[int(r.Pid)] = snapshotOf(&r)
+	}
+	return nil
+}
