@@ -143,7 +143,7 @@ func (r *Recorder) ObserveEpisode(ep *timeline.Episode) {
 	}
 	var evs []*corev1.Event
 	now := r.now()
-	if ep.Outcome == timeline.OutcomeIgnoredByInit && ep.StopSignal != 0 {
+	if (ep.Outcome == timeline.OutcomeIgnoredByInit || ep.Outcome == timeline.OutcomeIgnored) && ep.StopSignal != 0 {
 		evs = append(evs, r.event(ep, now, ReasonStopSignalIgnored, ignoredMessage(ep)))
 	}
 	if killedAfterGrace(ep) {
@@ -180,7 +180,7 @@ func (r *Recorder) ObserveEpisode(ep *timeline.Episode) {
 // killedAfterGrace: a stop signal, then the SIGKILL that ends a grace period.
 func killedAfterGrace(ep *timeline.Episode) bool {
 	switch ep.Outcome {
-	case timeline.OutcomeIgnoredByInit, timeline.OutcomeHandlerTimeout:
+	case timeline.OutcomeIgnoredByInit, timeline.OutcomeIgnored, timeline.OutcomeHandlerTimeout:
 		return !ep.KillAt.IsZero() || ep.ExitSignal == tracer.SIGKILL
 	}
 	return false
@@ -197,7 +197,7 @@ func ignoredMessage(ep *timeline.Episode) string {
 	if ep.Hint != "" {
 		return containerPrefix(ep) + ep.Hint
 	}
-	return fmt.Sprintf("%sPID 1 (%s) did not act on %s (%s): the kernel dropped it", containerPrefix(ep), ep.Init.Comm, ep.StopSignal, ep.StopVerdict)
+	return containerPrefix(ep) + ep.Summary()
 }
 
 // allow takes a token from the bucket.

@@ -45,7 +45,8 @@ func pod(name, nodeName, containerID string) *corev1.Pod {
 func stop(podName string, o timeline.Outcome) *timeline.Episode {
 	ep := &timeline.Episode{
 		Container:  timeline.Container{ID: cid, Name: "app", Runtime: "containerd", Pod: podName, Namespace: "shop", PidNS: 4026532472},
-		Init:       timeline.Proc{PID: 12918, NsPID: 1, Comm: "sh"},
+		Main:       timeline.Proc{PID: 12918, NsPID: 1, Comm: "sh"},
+		MainIsInit: true,
 		Outcome:    o,
 		Start:      t0,
 		StopSignal: tracer.SIGTERM,
@@ -54,12 +55,12 @@ func stop(podName string, o timeline.Outcome) *timeline.Episode {
 	}
 	switch o {
 	case timeline.OutcomeIgnoredByInit:
-		ep.StopVerdict = timeline.VerdictPID1Ignored
+		ep.StopVerdict = tracer.FateDroppedInit
 		ep.Hint = "PID 1 (sh) has no SIGTERM handler: the kernel drops SIGTERM sent to a namespace init. Use the exec form of ENTRYPOINT/CMD, `exec` the app in the entrypoint script, or run an init such as tini in the image."
 	case timeline.OutcomeHandlerTimeout:
-		ep.StopVerdict = timeline.VerdictHandler
+		ep.StopVerdict = tracer.FateHandler
 	case timeline.OutcomeGraceful:
-		ep.StopVerdict = timeline.VerdictHandler
+		ep.StopVerdict = tracer.FateHandler
 		ep.ExitStatus = 0
 		return ep
 	}
@@ -164,7 +165,7 @@ func TestOutcomes(t *testing.T) {
 				}
 			}
 			if tc.outcome == timeline.OutcomeHandlerTimeout {
-				want := "container app: PID 1 (sh) handled SIGTERM but was still running at the SIGKILL; SIGKILL 3.007s after SIGTERM (grace period 3s); exit status 137"
+				want := "container app: PID 1 (sh) took SIGTERM (handler) but was still running at the SIGKILL; SIGKILL 3.007s after SIGTERM (grace period 3s); exit status 137"
 				if m := got[ReasonKilledAfterGracePeriod].Message; m != want {
 					t.Errorf("message %q, want %q", m, want)
 				}
@@ -276,9 +277,9 @@ func TestHostileNames(t *testing.T) {
 	c := fake.NewClientset(pod("web-1", node, cid))
 	r := New(c, node, Options{})
 	ep := stop("web-1", timeline.OutcomeIgnoredByInit)
-	ep.Init.Comm = "sh\x1b[2J\xff\n"
+	ep.Main.Comm = "sh\x1b[2J\xff\n"
 	ep.Container.Name = "app"
-	ep.Hint = "PID 1 (" + ep.Init.Comm + ") " + strings.Repeat("é", 2000)
+	ep.Hint = "PID 1 (" + ep.Main.Comm + ") " + strings.Repeat("é", 2000)
 	r.ObserveEpisode(ep)
 	r.Close()
 	evs := events(t, c)

@@ -14,6 +14,7 @@ import (
 type episode struct {
 	Episode
 
+	key      epKey
 	elem     *list.Element // in Engine.order
 	heapIdx  int           // in Engine.settling; -1 when it has no deadline
 	deadline time.Time
@@ -23,27 +24,28 @@ type episode struct {
 	configuredStop tracer.Signal // the container's StopSignal, 0 when not configured
 	graceSource    string        // "kubernetes", "docker" or "": which knob sets GracePeriod
 
-	initKnown   bool
-	stopHandler tracer.Disposition // PID 1's disposition for the first stop signal when it was sent
-	stopBlocked bool               // PID 1 had the first stop signal blocked when it was sent
-	handled     bool               // a stop signal reached a handler in PID 1
-	killed      bool               // a SIGKILL was delivered to PID 1
+	mainKnown   bool
+	stopHandler tracer.Disposition // the main process's disposition for the first stop signal when it was sent
+	stopBlocked bool               // the main process had the first stop signal blocked when it was sent
+	handled     bool               // a stop signal reached a handler in the main process
+	forwarded   bool               // after the stop signal, the main process signalled another process
+	killed      bool               // a SIGKILL was delivered to the main process
 	killKernel  bool               // that SIGKILL was raised by the kernel (SI_KERNEL), e.g. the OOM killer
-	exited      bool               // PID 1's exit was seen
+	exited      bool               // the main process's exit was seen
 	oomFirst    bool               // an OOM kill came before any stop signal, SIGKILL or exit
-	oomInit     bool               // the OOM killer picked PID 1
+	oomMain     bool               // the OOM killer picked the main process
 }
 
 // stopped reports whether a stop signal counts: one dropped because PID 1
 // was already exiting asked nothing of it.
 func (ep *episode) stopped() bool {
-	return ep.StopSignal != 0 && ep.StopVerdict != VerdictTargetExiting
+	return ep.StopSignal != 0 && ep.StopVerdict != tracer.FateDroppedExiting
 }
 
-// waitsForInit reports whether the episode can only end with PID 1's exit
-// (or Flush): something was asked of PID 1 or done to it.
-func (ep *episode) waitsForInit() bool {
-	return !ep.exited && (ep.stopped() || ep.killed || ep.oomInit)
+// waitsForMain reports whether the episode can only end with the main
+// process's exit (or Flush): something was asked of it or done to it.
+func (ep *episode) waitsForMain() bool {
+	return !ep.exited && (ep.stopped() || ep.killed || ep.oomMain)
 }
 
 func (ep *episode) isVictim(pid uint32) bool {
@@ -55,13 +57,13 @@ func (ep *episode) isVictim(pid uint32) bool {
 	return false
 }
 
-// noteInfo names the episode. Info from an event about PID 1 wins: in a pod
-// sharing one pid namespace, other processes belong to other containers.
-func (ep *episode) noteInfo(c *container.Info, aboutInit bool) {
-	if c == nil || ep.infoFromInit || ep.hasInfo && !aboutInit {
+// noteInfo names the episode. Info from an event about the main process
+// wins over an earlier one about another process.
+func (ep *episode) noteInfo(c *container.Info, aboutMain bool) {
+	if c == nil || ep.infoFromInit || ep.hasInfo && !aboutMain {
 		return
 	}
-	ep.hasInfo, ep.infoFromInit = true, aboutInit
+	ep.hasInfo, ep.infoFromInit = true, aboutMain
 	ns := ep.Container.PidNS
 	ep.Container = Container{ID: c.ID, Name: c.Name, Image: c.Image, Runtime: c.Runtime, Pod: c.Pod, Namespace: c.Namespace, PidNS: ns}
 	ep.configuredStop = c.StopSignal
@@ -79,10 +81,26 @@ func (ep *episode) noteInfo(c *container.Info, aboutInit bool) {
 	}
 }
 
-func (ep *episode) noteInit(t *tracer.Process) {
-	if !ep.initKnown {
-		ep.Init, ep.initKnown = proc(t), true
+func (ep *episode) noteMain(t *tracer.Process) {
+	if !ep.mainKnown {
+		ep.Main, ep.mainKnown = proc(t), true
+		ep.MainIsInit = t.NsPID == 1
+		ep.ForwardingInit = forwardingInit(ep.Main.Comm, ep.MainIsInit)
 	}
+}
+
+// forwardingInit names the init programs made to run as PID 1 and pass
+// the stop signal on to the application: docker run --init is tini. "" for
+// anything else.
+func forwardingInit(comm string, init bool) string {
+	if !init {
+		return ""
+	}
+	switch comm {
+	case "tini", "tini-static", "docker-init", "dumb-init", "catatonit", "s6-svscan":
+		return comm
+	}
+	return ""
 }
 
 func proc(p *tracer.Process) Proc {
@@ -115,28 +133,6 @@ func generateStep(ev *tracer.Event, kind StepKind, text string) Step {
 	return Step{Time: ev.Time, Kind: kind, Signal: ev.Signal, Sender: &snd, Target: proc(&ev.Target), Flags: ev.Flags, Text: text}
 }
 
-// generateVerdict reads the kernel's decision on a signal sent to PID 1
-// from the flags tracer.Classify derived (docs/kernel.md).
-func generateVerdict(ev *tracer.Event) string {
-	switch {
-	case ev.Flags.Has(tracer.FlagPID1Ignored):
-		return VerdictPID1Ignored
-	case ev.Flags.Has(tracer.FlagSigIgn):
-		return VerdictSigIgn
-	case ev.Flags.Has(tracer.FlagTargetExiting):
-		return VerdictTargetExiting
-	case ev.Result == tracer.ResultIgnored:
-		return VerdictDefaultIgnored
-	case ev.Result == tracer.ResultAlreadyPending:
-		return VerdictAlreadyPending
-	case ev.Flags.Has(tracer.FlagBlocked):
-		return VerdictBlocked
-	case ev.Handler == tracer.DispHandler:
-		return VerdictHandler
-	}
-	return VerdictDelivered
-}
-
 func (ep *episode) stopSignal(ev *tracer.Event, limit int) {
 	first := ep.StopSignal == 0
 	if first {
@@ -144,77 +140,97 @@ func (ep *episode) stopSignal(ev *tracer.Event, limit int) {
 		ep.stopHandler, ep.stopBlocked = ev.Handler, ev.Flags.Has(tracer.FlagBlocked)
 	}
 	ep.add(generateStep(ev, StepStopSignal, fmt.Sprintf("%s sends %s to %s", senderText(ev), ev.Signal, targetText(ev))), first, limit)
-	v := generateVerdict(ev)
+	v := ev.Fate
 	if first {
 		ep.StopVerdict = v
 	}
-	if v == VerdictHandler {
-		ep.handled = true
-	}
 	ep.add(Step{Time: ev.Time, Kind: StepKernelVerdict, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
-		Verdict: v, Text: "kernel: " + verdictText(v, ev.Signal, ev.Handler)}, first, limit)
+		Verdict: v, Text: "kernel: " + verdictText(v, ev.Signal, ev.Handler, ep.mainName())}, first, limit)
 }
 
-func verdictText(v string, sig tracer.Signal, h tracer.Disposition) string {
+func verdictText(v tracer.Fate, sig tracer.Signal, h tracer.Disposition, who string) string {
 	switch v {
-	case VerdictPID1Ignored:
-		return fmt.Sprintf("ignored — PID 1 has no %s handler", sig)
-	case VerdictSigIgn:
-		return fmt.Sprintf("ignored — PID 1 has set %s to SIG_IGN", sig)
-	case VerdictDefaultIgnored:
+	case tracer.FateDroppedInit:
+		return fmt.Sprintf("ignored — %s has no %s handler", who, sig)
+	case tracer.FateDroppedSigIgn:
+		return fmt.Sprintf("ignored — %s has set %s to SIG_IGN", who, sig)
+	case tracer.FateDroppedDefault:
 		return fmt.Sprintf("ignored — the default action of %s is to do nothing", sig)
-	case VerdictTargetExiting:
-		return "ignored — PID 1 is already exiting"
-	case VerdictHandler:
-		return fmt.Sprintf("delivered — PID 1 has a %s handler", sig)
-	case VerdictBlocked:
+	case tracer.FateDroppedExiting:
+		return fmt.Sprintf("ignored — %s is already exiting", who)
+	case tracer.FateHandler:
+		return fmt.Sprintf("delivered — %s has a %s handler", who, sig)
+	case tracer.FateSigwait:
+		return fmt.Sprintf("queued — %s waits for %s (sigtimedwait)", who, sig)
+	case tracer.FateBlocked:
 		if h == tracer.DispHandler {
-			return fmt.Sprintf("queued — PID 1 has %s blocked (it has a handler)", sig)
+			return fmt.Sprintf("queued — %s has %s blocked (it has a handler)", who, sig)
 		}
-		return fmt.Sprintf("queued — PID 1 has %s blocked (and no handler)", sig)
-	case VerdictAlreadyPending:
-		return fmt.Sprintf("merged — %s is already pending at PID 1, blocked", sig)
+		return fmt.Sprintf("queued — %s has %s blocked (and no handler)", who, sig)
+	case tracer.FateAlreadyPending:
+		return fmt.Sprintf("merged — %s is already pending at %s, blocked", sig, who)
+	case tracer.FateDefault:
+		if v.Kills(sig) {
+			return fmt.Sprintf("delivered — its default action ends %s", who)
+		}
 	}
 	return "delivered"
 }
 
-func (ep *episode) deliver(ev *tracer.Event, init, stop bool, limit int) {
+func (ep *episode) deliver(ev *tracer.Event, main, stop bool, limit int) {
 	who := targetText(ev)
 	switch {
-	case ev.Handler == tracer.DispHandler:
+	case ev.Fate == tracer.FateHandler:
 		first := stop && !ep.handled
 		if stop {
 			ep.handled = true
-			if ev.Signal == ep.StopSignal && (ep.StopVerdict == VerdictBlocked || ep.StopVerdict == VerdictAlreadyPending) {
-				ep.StopVerdict = VerdictHandler // unblocked, then handled
+			if ev.Signal == ep.StopSignal && (ep.StopVerdict == tracer.FateBlocked || ep.StopVerdict == tracer.FateAlreadyPending) {
+				ep.StopVerdict = tracer.FateHandler // unblocked, then handled
 			}
 		}
 		ep.add(Step{Time: ev.Time, Kind: StepDeliver, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
 			Text: fmt.Sprintf("%s runs its %s handler", who, ev.Signal)}, first, limit)
-	case init && (ev.Flags.Has(tracer.FlagPID1Ignored) || ev.Flags.Has(tracer.FlagSigIgn)):
+	case main && (ev.Fate == tracer.FateDroppedInit || ev.Fate == tracer.FateDroppedSigIgn):
 		// The drop of a signal that was blocked at generation: the kernel
-		// discards it when PID 1 dequeues it (docs/kernel.md).
-		v, why := VerdictPID1Ignored, "it has no handler"
-		if ev.Flags.Has(tracer.FlagSigIgn) {
-			v, why = VerdictSigIgn, "it has set it to SIG_IGN"
+		// discards it when the init dequeues it (docs/kernel.md).
+		why := "it has no handler"
+		if ev.Fate == tracer.FateDroppedSigIgn {
+			why = "it has set it to SIG_IGN"
 		}
-		first := stop && ev.Signal == ep.StopSignal && (ep.StopVerdict == VerdictBlocked || ep.StopVerdict == VerdictAlreadyPending)
+		first := stop && ev.Signal == ep.StopSignal && (ep.StopVerdict == tracer.FateBlocked || ep.StopVerdict == tracer.FateAlreadyPending)
 		if first {
-			ep.StopVerdict = v
+			ep.StopVerdict = ev.Fate
 		}
 		ep.add(Step{Time: ev.Time, Kind: StepKernelVerdict, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
-			Verdict: v, Text: fmt.Sprintf("kernel: dropped — PID 1 unblocked %s and %s", ev.Signal, why)}, first, limit)
+			Verdict: ev.Fate, Text: fmt.Sprintf("kernel: dropped — %s unblocked %s and %s", ep.mainName(), ev.Signal, why)}, first, limit)
 	}
 }
 
-func (ep *episode) sigkill(ev *tracer.Event, init bool, limit int) {
+func (ep *episode) sigkill(ev *tracer.Event, main bool, limit int) {
 	delivered := ev.Result == tracer.ResultDelivered
-	first := init && delivered && !ep.killed
+	first := main && delivered && !ep.killed
 	if first {
 		ep.killed, ep.KillAt, ep.KillSender = true, ev.Time, sender(ev)
 		ep.killKernel = ev.Code == tracer.CodeKernel
 	}
-	ep.add(generateStep(ev, StepSIGKILL, fmt.Sprintf("%s sends SIGKILL to %s%s", senderText(ev), targetText(ev), resultSuffix(ev))), first, limit)
+	how := "sends SIGKILL to"
+	if ev.Flags.Has(tracer.FlagCgroupKill) {
+		how = "kills through cgroup.kill:"
+	}
+	ep.add(generateStep(ev, StepSIGKILL, fmt.Sprintf("%s %s %s%s", senderText(ev), how, targetText(ev), resultSuffix(ev))), first, limit)
+}
+
+// forward records the main process passing a signal on to another process
+// after the stop: what an init such as tini, dumb-init or a shell trap
+// does. It counts as acting on the stop signal.
+func (ep *episode) forward(ev *tracer.Event, limit int) {
+	if !ep.stopped() || ep.killed || ev.Signal == tracer.SIGKILL {
+		ep.signal(ev, limit)
+		return
+	}
+	first := !ep.forwarded
+	ep.forwarded = true
+	ep.add(generateStep(ev, StepForward, fmt.Sprintf("%s forwards %s to %s%s", senderText(ev), ev.Signal, targetText(ev), resultSuffix(ev))), first, limit)
 }
 
 // signal records any other signal to a process of the namespace: a repeated
@@ -250,14 +266,30 @@ func (ep *episode) cascadeKill(ev *tracer.Event, limit int) {
 	ep.add(generateStep(ev, StepCascadeKill, "kernel: namespace cascade — SIGKILL to "+procText(p)), false, limit)
 }
 
-func (ep *episode) oomKill(ev *tracer.Event, init bool, limit int) {
+// cascadeVictim shows, in the episode of a process's own container, the
+// cascade SIGKILL that another container's init sent it.
+func (ep *episode) cascadeVictim(ev *tracer.Event, limit int) {
+	ep.add(generateStep(ev, StepCascadeKill, fmt.Sprintf("kernel: namespace cascade — PID 1 %s (host %d) exited, SIGKILL to %s",
+		ev.Sender.Comm.String(), ev.Sender.PID, targetText(ev))), false, limit)
+}
+
+// sandbox shows the end of the pod's sandbox (pause) container.
+func (ep *episode) sandbox(ev *tracer.Event, limit int) {
+	text := fmt.Sprintf("the pod's sandbox (%s, host %d) is torn down: %s", ev.Target.Comm.String(), ev.Target.PID, exitText(ev, "it"))
+	if ev.Kind == tracer.KindGenerate {
+		text = fmt.Sprintf("%s sends SIGKILL to the pod's sandbox (%s, host %d): the pod's teardown", senderText(ev), ev.Target.Comm.String(), ev.Target.PID)
+	}
+	ep.add(Step{Time: ev.Time, Kind: StepSandbox, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags, Text: text}, false, limit)
+}
+
+func (ep *episode) oomKill(ev *tracer.Event, main bool, limit int) {
 	first := len(ep.OOMVictims) == 0
 	if first && !ep.stopped() && !ep.killed && !ep.exited {
 		ep.oomFirst = true
 	}
-	firstInit := init && !ep.oomInit
-	if init {
-		ep.oomInit = true
+	firstInit := main && !ep.oomMain
+	if main {
+		ep.oomMain = true
 	}
 	p := proc(&ev.Target)
 	if len(ep.OOMVictims) < limit || firstInit {
@@ -293,13 +325,13 @@ func (ep *episode) processExit(ev *tracer.Event, limit int) {
 		Exit: &st, Text: exitText(ev, targetText(ev))}, false, limit)
 }
 
-func (ep *episode) initExit(ev *tracer.Event) {
+func (ep *episode) mainExit(ev *tracer.Event) {
 	st := exitStatus(ev)
 	ep.exited, ep.ExitAt, ep.ExitStatus = true, ev.Time, st
 	if ev.Signaled() {
 		ep.ExitSignal = ev.Signal
 	}
-	ep.add(Step{Time: ev.Time, Kind: StepInitExit, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
+	ep.add(Step{Time: ev.Time, Kind: StepMainExit, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
 		Exit: &st, Text: exitText(ev, targetText(ev))}, true, 0)
 }
 
@@ -315,10 +347,19 @@ func procText(p Proc) string {
 
 func targetText(ev *tracer.Event) string {
 	p := proc(&ev.Target)
-	if aboutInit(ev) {
+	if ev.Flags.Has(tracer.FlagNSInit) {
 		p.NsPID = 1
 	}
 	return procText(p)
+}
+
+// mainName is how texts call the episode's main process: "PID 1" for a
+// namespace init, "the main process" for one that shares a namespace.
+func (ep *episode) mainName() string {
+	if ep.mainKnown && !ep.MainIsInit {
+		return "the main process"
+	}
+	return "PID 1"
 }
 
 // senderText names a sender: a process of the target's namespace by its

@@ -48,17 +48,38 @@ type Stats struct {
 	Started   uint64 // episodes begun
 	Completed uint64 // episodes returned by Add, Advance or Flush
 	Evicted   uint64 // open episodes dropped because MaxOpen was reached
+	// SandboxStops counts the ends of pods' sandbox (pause) containers:
+	// the last step of a pod's teardown, never an episode.
+	SandboxStops uint64
 }
 
 // Engine builds episodes from events. It is not safe for concurrent use:
 // one goroutine feeds it, as the tracer's callback does.
 type Engine struct {
 	opts     Options
-	open     map[uint32]*episode // by pid-namespace inode
+	open     map[epKey]*episode  // by container
+	byMain   map[uint32]*episode // by the host pid of the episode's main process, once known
+	byNS     map[uint32]*episode // by pid namespace, for episodes whose main process is its init
 	order    list.List           // the open episodes, oldest first, for eviction
 	settling settleQueue         // open episodes with a completion deadline
 	now      time.Time           // the latest time seen
 	stats    Stats
+}
+
+// epKey names the container an episode follows: its ID when the resolver
+// found one, else its pid namespace (a namespace made by unshare, or a
+// container whose runtime cannot be asked), whose init is then the main
+// process.
+type epKey struct {
+	id string
+	ns uint32
+}
+
+func keyOf(c *container.Info, p *tracer.Process) epKey {
+	if c != nil && c.ID != "" {
+		return epKey{id: c.ID}
+	}
+	return epKey{ns: p.PidNS}
 }
 
 // New returns an engine with opts, zero fields replaced by the defaults.
@@ -72,7 +93,7 @@ func New(opts Options) *Engine {
 	if opts.MaxSteps <= 0 {
 		opts.MaxSteps = DefaultMaxSteps
 	}
-	return &Engine{opts: opts, open: make(map[uint32]*episode)}
+	return &Engine{opts: opts, open: make(map[epKey]*episode), byMain: make(map[uint32]*episode), byNS: make(map[uint32]*episode)}
 }
 
 // Stats returns the engine's counters.
@@ -96,7 +117,7 @@ func (e *Engine) Add(ev *tracer.Event, c *container.Info) []Episode {
 	case tracer.KindGenerate:
 		e.addGenerate(ev, c, &out)
 	case tracer.KindDeliver:
-		e.addDeliver(ev)
+		e.addDeliver(ev, c)
 	case tracer.KindExit:
 		e.addExit(ev, c, &out)
 	case tracer.KindOOM:
@@ -107,10 +128,10 @@ func (e *Engine) Add(ev *tracer.Event, c *container.Info) []Episode {
 
 // Advance tells the engine that time has reached now, with no event, and
 // returns the episodes that completed by then. A live caller uses it so an
-// episode is printed about Settle after PID 1's exit even when the stream
-// goes quiet; pass a time on the events' clock (the tracer converts boot
-// time to wall-clock time, so time.Now() minus a little slack for events
-// still in the ring buffer).
+// episode is printed about Settle after the main process's exit even when
+// the stream goes quiet; pass a time on the events' clock (the tracer
+// converts boot time to wall-clock time, so time.Now() minus a little slack
+// for events still in the ring buffer).
 func (e *Engine) Advance(now time.Time) []Episode {
 	var out []Episode
 	if now.After(e.now) {
@@ -121,8 +142,8 @@ func (e *Engine) Advance(now time.Time) []Episode {
 }
 
 // Flush completes every open episode, oldest first: the end of a recording.
-// Episodes still waiting for PID 1 get the outcome their events support,
-// [OutcomeUnfinished] when that is only a stop signal.
+// Episodes still waiting for the main process get the outcome their events
+// support, [OutcomeUnfinished] when that is only a stop signal.
 func (e *Engine) Flush() []Episode {
 	var out []Episode
 	for e.order.Len() > 0 {
@@ -131,44 +152,96 @@ func (e *Engine) Flush() []Episode {
 	return out
 }
 
-// inContainer reports whether a pid namespace can hold an episode: known and
-// not the host's.
+// inContainer reports whether a pid namespace can hold an episode of a
+// container nobody resolved: known and not the host's.
 func inContainer(ns uint32) bool { return ns != 0 && ns != hostPidNS }
 
-// aboutInit reports whether the event's target is its namespace's PID 1.
-func aboutInit(ev *tracer.Event) bool {
-	return ev.Flags.Has(tracer.FlagNSInit) || ev.Target.NsPID == 1
+// isMain reports whether p is the main process of its container c: the one
+// the runtime started and signals. That is the init of the container's pid
+// namespace when it has its own (an init that resolves to c is c's), and
+// the process the runtime named otherwise: a container in another's pid
+// namespace (docker --pid container:X, a pod sharing its namespace) or in
+// the host's (--pid host, hostPID pods).
+func isMain(p *tracer.Process, c *container.Info) bool {
+	if p.NsPID == 1 {
+		return c != nil || inContainer(p.PidNS)
+	}
+	return c != nil && c.MainPID > 0 && int(p.PID) == c.MainPID
 }
 
-// lookup returns the open episode of namespace ns. initPID, when not 0, is
-// the PID 1 the event is about: a different PID 1 than the episode's means
-// the namespace inode was reused (or the old init's exit was lost), and the
-// old episode is completed first.
-func (e *Engine) lookup(ns, initPID uint32, out *[]Episode) *episode {
-	ep := e.open[ns]
-	if ep != nil && initPID != 0 && ep.initKnown && ep.Init.PID != initPID {
+// episodeOf returns the open episode of the container c of process p (nil
+// when there is none yet). A process whose container was not resolved (its
+// cgroup went before the lookup, or no runtime answers) finds its episode
+// through its main process or its namespace's init; an episode begun before
+// its container was known takes the container's ID when it is. A main
+// process other than the episode's means the container was restarted (or
+// its ID or namespace reused, or the old main process's exit lost): the old
+// episode is completed first.
+func (e *Engine) episodeOf(p *tracer.Process, c *container.Info, main bool, out *[]Episode) *episode {
+	key := keyOf(c, p)
+	ep := e.open[key]
+	if ep == nil {
+		if ep = e.byMain[p.PID]; ep == nil && (c == nil || main) {
+			ep = e.byNS[p.PidNS]
+		}
+		if ep != nil && key.id != "" {
+			if ep.key.id != "" && ep.key.id != key.id {
+				ep = nil // another container's: a shared namespace
+			} else if ep.key.id == "" {
+				delete(e.open, ep.key)
+				ep.key = key
+				e.open[key] = ep
+			}
+		}
+	}
+	if ep != nil && main && ep.mainKnown && ep.Main.PID != p.PID {
 		e.complete(ep, out)
 		return nil
 	}
 	return ep
 }
 
-func (e *Engine) begin(ev *tracer.Event) *episode {
+// tracked reports whether events about p in container c can belong to an
+// episode: processes of the host belong to none, unless a runtime said they
+// are a container's.
+func tracked(p *tracer.Process, c *container.Info) bool {
+	return c != nil && c.ID != "" || inContainer(p.PidNS)
+}
+
+func (e *Engine) begin(p *tracer.Process, c *container.Info, t time.Time) *episode {
 	if len(e.open) >= e.opts.MaxOpen {
 		e.remove(e.order.Front().Value.(*episode))
 		e.stats.Evicted++
 	}
-	ep := &episode{heapIdx: -1}
-	ep.Start = ev.Time
-	ep.Container.PidNS = ev.Target.PidNS
+	ep := &episode{heapIdx: -1, key: keyOf(c, p)}
+	ep.Start = t
+	ep.Container.PidNS = p.PidNS
 	ep.elem = e.order.PushBack(ep)
-	e.open[ev.Target.PidNS] = ep
+	e.open[ep.key] = ep
 	e.stats.Started++
 	return ep
 }
 
+// noteMain records the episode's main process and indexes it.
+func (e *Engine) noteMain(ep *episode, p *tracer.Process) {
+	if ep.mainKnown {
+		return
+	}
+	ep.noteMain(p)
+	e.byMain[p.PID] = ep
+	if ep.MainIsInit {
+		e.byNS[p.PidNS] = ep
+	}
+}
+
 func (e *Engine) remove(ep *episode) {
-	delete(e.open, ep.Container.PidNS)
+	delete(e.open, ep.key)
+	if ep.mainKnown && e.byMain[ep.Main.PID] == ep {
+		delete(e.byMain, ep.Main.PID)
+	}
+	if e.byNS[ep.Container.PidNS] == ep {
+		delete(e.byNS, ep.Container.PidNS)
+	}
 	e.order.Remove(ep.elem)
 	if ep.heapIdx >= 0 {
 		heap.Remove(&e.settling, ep.heapIdx)
@@ -194,7 +267,7 @@ func (e *Engine) settle(ep *episode, t time.Time) {
 	}
 }
 
-// unsettle removes ep's deadline: it waits for PID 1 again.
+// unsettle removes ep's deadline: it waits for the main process again.
 func (e *Engine) unsettle(ep *episode) {
 	if ep.heapIdx >= 0 {
 		heap.Remove(&e.settling, ep.heapIdx)
@@ -209,22 +282,20 @@ func (e *Engine) expire(out *[]Episode) {
 	}
 }
 
-// isStopSignal reports whether sig, sent to a PID 1 from outside, is a
-// request to stop: SIGTERM (the runtimes' default), SIGINT and SIGQUIT (the
-// usual STOPSIGNAL choices), or the container's configured stop signal.
-// Other signals (SIGHUP, SIGUSR1: reloads; SIGWINCH from a terminal resize)
-// do not begin episodes, unless the container's stop signal is one of them.
+// isStopSignal reports whether sig, sent to a main process from outside,
+// is a request to stop: the container's configured stop signal when the
+// runtime said, else SIGTERM (the runtimes' default), SIGINT or SIGQUIT
+// (the usual STOPSIGNAL choices). Other signals (SIGHUP, SIGUSR1: reloads;
+// SIGWINCH from a terminal resize) begin no episode.
 func isStopSignal(sig tracer.Signal, c *container.Info, ep *episode) bool {
 	switch sig {
-	case tracer.SIGTERM, tracer.SIGINT, tracer.SIGQUIT:
-		return true
 	case 0, tracer.SIGKILL, tracer.SIGSTOP:
 		return false
 	}
-	if c != nil && c.StopSignal != 0 {
-		return c.StopSignal == sig
+	if c != nil && c.StopSignal != 0 && c.StopSignal == sig || ep != nil && ep.configuredStop == sig {
+		return true
 	}
-	return ep != nil && ep.configuredStop == sig
+	return sig == tracer.SIGTERM || sig == tracer.SIGINT || sig == tracer.SIGQUIT
 }
 
 func (e *Engine) addGenerate(ev *tracer.Event, c *container.Info, out *[]Episode) {
@@ -232,122 +303,175 @@ func (e *Engine) addGenerate(ev *tracer.Event, c *container.Info, out *[]Episode
 		return // every exit sends one to its parent: noise in a stop story
 	}
 	if ev.Flags.Has(tracer.FlagNSCascade) {
-		// The sender is the exiting PID 1; the target may sit in a nested
-		// namespace, so the sender's namespace names the episode.
-		if ep := e.open[ev.Sender.PidNS]; ep != nil {
-			ep.cascadeKill(ev, e.opts.MaxSteps)
+		e.addCascade(ev, c)
+		return
+	}
+	t := &ev.Target
+	if !tracked(t, c) {
+		return
+	}
+	main := isMain(t, c)
+	if c != nil && c.Sandbox {
+		if main && ev.Signal == tracer.SIGKILL && ev.Result == tracer.ResultDelivered {
+			e.sandboxStep(ev, c)
 		}
 		return
 	}
-	ep, init, ok := e.targetEpisode(ev, out)
-	if !ok {
-		return
-	}
-	stop := init && ev.Flags.Has(tracer.FlagCrossNS) && isStopSignal(ev.Signal, c, ep)
-	kill := init && ev.Signal == tracer.SIGKILL && ev.Result == tracer.ResultDelivered
+	ep := e.episodeOf(t, c, main, out)
+	// A stop comes from outside: for an init, from outside its namespace
+	// (the kernel's own test, cross_ns). A main process that is no init
+	// shares its namespace with other containers or the host; runc on the
+	// host is still cross_ns there, except in the host's namespace, where
+	// any other sender counts.
+	stop := main && isStopSignal(ev.Signal, c, ep) &&
+		(ev.Flags.Has(tracer.FlagCrossNS) || t.NsPID != 1 && ev.Sender.PID != t.PID)
+	kill := main && ev.Signal == tracer.SIGKILL && ev.Result == tracer.ResultDelivered
 	if ep == nil {
 		if !stop && !kill {
 			return
 		}
-		ep = e.begin(ev)
+		ep = e.begin(t, c, ev.Time)
 	}
-	ep.noteInfo(c, init)
-	if init {
-		ep.noteInit(&ev.Target)
+	ep.noteInfo(c, main)
+	if main {
+		e.noteMain(ep, t)
 	}
 	switch {
 	case stop && !ep.killed && !ep.exited:
 		ep.stopSignal(ev, e.opts.MaxSteps)
 	case ev.Signal == tracer.SIGKILL:
-		ep.sigkill(ev, init, e.opts.MaxSteps)
+		ep.sigkill(ev, main, e.opts.MaxSteps)
+	case ep.mainKnown && ev.Sender.PID == ep.Main.PID && !main:
+		ep.forward(ev, e.opts.MaxSteps)
 	default:
 		ep.signal(ev, e.opts.MaxSteps)
 	}
 	if (stop || kill) && !ep.exited {
-		e.unsettle(ep) // an OOM episode now waits for PID 1's end
+		e.unsettle(ep) // an OOM episode now waits for the main process's end
 	}
 }
 
-func (e *Engine) addDeliver(ev *tracer.Event) {
-	if ev.Signal == tracer.SIGCHLD || !inContainer(ev.Target.PidNS) {
+// addCascade places a SIGKILL of the namespace cascade: it belongs to the
+// episode of the init whose exit sent it, and is shown in the victim's
+// container's episode too when that is another (a pod sharing one pid
+// namespace, whose init is the sandbox's pause).
+func (e *Engine) addCascade(ev *tracer.Event, c *container.Info) {
+	ep := e.byMain[ev.Sender.PID]
+	if ep == nil {
+		ep = e.byNS[ev.Sender.PidNS]
+	}
+	if ep == nil {
+		ep = e.open[epKey{ns: ev.Sender.PidNS}]
+	}
+	if ep != nil {
+		ep.cascadeKill(ev, e.opts.MaxSteps)
+	}
+	if c == nil || c.Sandbox {
 		return
 	}
-	ep := e.open[ev.Target.PidNS]
+	if victim := e.open[keyOf(c, &ev.Target)]; victim != nil && victim != ep {
+		victim.cascadeVictim(ev, e.opts.MaxSteps)
+	}
+}
+
+// sandboxStep shows the end of a pod's sandbox (pause) container in the
+// episodes of its pod's containers still open: the last step of the pod's
+// teardown, never an episode of its own.
+func (e *Engine) sandboxStep(ev *tracer.Event, c *container.Info) {
+	e.stats.SandboxStops++
+	if c.Pod == "" {
+		return
+	}
+	for el := e.order.Front(); el != nil; el = el.Next() {
+		ep := el.Value.(*episode)
+		if ep.Container.Pod == c.Pod && ep.Container.Namespace == c.Namespace {
+			ep.sandbox(ev, e.opts.MaxSteps)
+		}
+	}
+}
+
+func (e *Engine) addDeliver(ev *tracer.Event, c *container.Info) {
+	t := &ev.Target
+	if ev.Signal == tracer.SIGCHLD || !tracked(t, c) || c != nil && c.Sandbox {
+		return
+	}
+	ep := e.open[keyOf(c, t)]
+	if ep == nil && c == nil {
+		if ep = e.byMain[t.PID]; ep == nil {
+			ep = e.byNS[t.PidNS]
+		}
+	}
 	if ep == nil {
 		return
 	}
-	init := aboutInit(ev)
-	ep.deliver(ev, init, init && isStopSignal(ev.Signal, nil, ep), e.opts.MaxSteps)
-}
-
-// targetEpisode finds the open episode of ev's target's pid namespace (nil
-// when there is none yet) and says whether ev is about that namespace's
-// PID 1. ok is false for host processes, which make no episodes.
-func (e *Engine) targetEpisode(ev *tracer.Event, out *[]Episode) (ep *episode, init, ok bool) {
-	t := &ev.Target
-	if !inContainer(t.PidNS) {
-		return nil, false, false
-	}
-	init = aboutInit(ev)
-	var initPID uint32
-	if init {
-		initPID = t.PID
-	}
-	return e.lookup(t.PidNS, initPID, out), init, true
+	main := ep.mainKnown && ep.Main.PID == t.PID || !ep.mainKnown && isMain(t, c)
+	ep.deliver(ev, main, main && isStopSignal(ev.Signal, c, ep), e.opts.MaxSteps)
 }
 
 func (e *Engine) addExit(ev *tracer.Event, c *container.Info, out *[]Episode) {
 	t := &ev.Target
-	ep, init, ok := e.targetEpisode(ev, out)
-	if !ok {
+	if !tracked(t, c) {
 		return
 	}
-	if !init {
+	main := isMain(t, c)
+	if c != nil && c.Sandbox {
+		if main {
+			e.sandboxStep(ev, c)
+		}
+		return
+	}
+	ep := e.episodeOf(t, c, main, out)
+	if ep != nil && !main && ep.mainKnown && ep.Main.PID == t.PID {
+		main = true // its container is no longer resolvable, its episode knows it
+	}
+	if !main {
 		if ep != nil {
 			ep.noteInfo(c, false)
 			ep.processExit(ev, e.opts.MaxSteps)
-			if ep.isVictim(t.PID) && !ep.waitsForInit() {
+			if ep.isVictim(t.PID) && !ep.waitsForMain() {
 				e.settle(ep, ev.Time.Add(e.opts.Settle))
 			}
 		}
 		return
 	}
 	if ep == nil {
-		ep = e.begin(ev)
+		ep = e.begin(t, c, ev.Time)
 	} else if ep.exited {
-		return // the same PID 1's exit twice: nothing new
+		return // the same main process's exit twice: nothing new
 	}
 	ep.noteInfo(c, true)
-	ep.noteInit(t)
-	ep.initExit(ev)
+	e.noteMain(ep, t)
+	ep.mainExit(ev)
 	e.settle(ep, ev.Time.Add(e.opts.Settle))
 }
 
 // addOOM takes the oom:mark_victim event, which follows the OOM killer's
 // SIGKILL to the victim. A victim whose namespace the tracer could not learn
 // (PidNS 0: the tracepoint gave only a thread id and /proc had no entry left)
-// cannot be placed and is skipped.
+// and whose container is unknown cannot be placed and is skipped.
 func (e *Engine) addOOM(ev *tracer.Event, c *container.Info, out *[]Episode) {
-	ep, init, ok := e.targetEpisode(ev, out)
-	if !ok {
+	t := &ev.Target
+	if !tracked(t, c) || c != nil && c.Sandbox {
 		return
 	}
+	main := isMain(t, c)
+	ep := e.episodeOf(t, c, main, out)
 	if ep == nil {
-		ep = e.begin(ev)
+		ep = e.begin(t, c, ev.Time)
 	}
-	ep.noteInfo(c, init)
-	if init {
-		ep.noteInit(&ev.Target)
+	ep.noteInfo(c, main)
+	if main {
+		e.noteMain(ep, t)
 	}
-	ep.oomKill(ev, init, e.opts.MaxSteps)
+	ep.oomKill(ev, main, e.opts.MaxSteps)
 	switch {
 	case ep.exited:
-	case ep.waitsForInit():
+	case ep.waitsForMain():
 		e.unsettle(ep)
 	default:
-		// Another process was the victim and PID 1 lives on: the episode
-		// ends with the victim's death (its exit extends this deadline), or
-		// with PID 1's if that comes first.
+		// Another process was the victim and the main process lives on:
+		// the episode ends with the victim's death (its exit extends this
+		// deadline), or with the main process's if that comes first.
 		e.settle(ep, ev.Time.Add(e.opts.Settle))
 	}
 }

@@ -47,7 +47,7 @@ func TestOutcomes(t *testing.T) {
 	type want struct {
 		outcome     Outcome
 		stopSignal  tracer.Signal
-		stopVerdict string
+		stopVerdict tracer.Fate
 		exitStatus  int // -1: no exit
 		exitSignal  tracer.Signal
 		cascade     int
@@ -75,8 +75,8 @@ func TestOutcomes(t *testing.T) {
 					kidExit(10003*ms+141*time.Microsecond, k1, tracer.SIGKILL, 0).
 					kidExit(10003*ms+236*time.Microsecond, k2, tracer.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, VerdictPID1Ignored, 137, tracer.SIGKILL, 2, 10003 * ms,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepSIGKILL, StepInitExit, StepCascadeKill, StepCascadeKill, StepProcessExit, StepProcessExit},
+			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateDroppedInit, 137, tracer.SIGKILL, 2, 10003 * ms,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepSIGKILL, StepMainExit, StepCascadeKill, StepCascadeKill, StepProcessExit, StepProcessExit},
 				"PID 1 (sh) has no SIGTERM handler: the kernel drops SIGTERM sent to a namespace init. Use the exec form of ENTRYPOINT/CMD, `exec` the app in the entrypoint script, or run an init such as tini (docker run --init)."},
 		},
 		{
@@ -87,8 +87,8 @@ func TestOutcomes(t *testing.T) {
 					deliver(150*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
 					initExit(205*ms, 0, 0)
 			},
-			want: want{OutcomeGraceful, tracer.SIGTERM, VerdictHandler, 0, 0, 0, 0,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepInitExit}, ""},
+			want: want{OutcomeGraceful, tracer.SIGTERM, tracer.FateHandler, 0, 0, 0, 0,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepMainExit}, ""},
 		},
 		{
 			// `trap 'exit 143' TERM`, or tini reporting its child's SIGTERM.
@@ -102,8 +102,8 @@ func TestOutcomes(t *testing.T) {
 					cascade(3*ms+100*time.Microsecond, k).
 					kidExit(3*ms+200*time.Microsecond, k, tracer.SIGKILL, 0)
 			},
-			want: want{OutcomeGraceful, tracer.SIGTERM, VerdictHandler, 143, 0, 1, 0,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepInitExit, StepCascadeKill, StepProcessExit},
+			want: want{OutcomeGraceful, tracer.SIGTERM, tracer.FateHandler, 143, 0, 1, 0,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepMainExit, StepCascadeKill, StepProcessExit},
 				"exited while 1 other process(es) still ran"},
 		},
 		{
@@ -118,8 +118,8 @@ func TestOutcomes(t *testing.T) {
 					kidExit(1500*ms, app, 0, 0).
 					initExit(1501*ms, 0, 0)
 			},
-			want: want{OutcomeGraceful, tracer.SIGTERM, VerdictHandler, 0, 0, 0, 0,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepSignal, StepDeliver, StepProcessExit, StepInitExit}, ""},
+			want: want{OutcomeGraceful, tracer.SIGTERM, tracer.FateHandler, 0, 0, 0, 0,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepForward, StepDeliver, StepProcessExit, StepMainExit}, ""},
 		},
 		{
 			name: "handler slower than the grace period",
@@ -130,8 +130,8 @@ func TestOutcomes(t *testing.T) {
 					kill(2001*ms, runc).
 					initExit(2001*ms+30*time.Microsecond, tracer.SIGKILL, 0)
 			},
-			want: want{OutcomeHandlerTimeout, tracer.SIGTERM, VerdictHandler, 137, tracer.SIGKILL, 0, 2001 * ms,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepSIGKILL, StepInitExit},
+			want: want{OutcomeHandlerTimeout, tracer.SIGTERM, tracer.FateHandler, 137, tracer.SIGKILL, 0, 2001 * ms,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepSIGKILL, StepMainExit},
 				"PID 1 (app) handled SIGTERM but was still running 2.0s later, when the SIGKILL came (grace period 2s): make its shutdown faster, or raise the grace period (docker stop -t"},
 		},
 		{
@@ -144,8 +144,8 @@ func TestOutcomes(t *testing.T) {
 					cascade(120*time.Microsecond, k).
 					kidExit(140*time.Microsecond, k, tracer.SIGKILL, 0)
 			},
-			want: want{OutcomeKilled, 0, "", 137, tracer.SIGKILL, 1, 0,
-				[]StepKind{StepSIGKILL, StepInitExit, StepCascadeKill, StepProcessExit},
+			want: want{OutcomeKilled, 0, tracer.FateUnknown, 137, tracer.SIGKILL, 1, 0,
+				[]StepKind{StepSIGKILL, StepMainExit, StepCascadeKill, StepProcessExit},
 				"was SIGKILLed with no stop signal before it"},
 		},
 		{
@@ -158,8 +158,8 @@ func TestOutcomes(t *testing.T) {
 					oom(10*time.Microsecond, s.init).
 					initExit(900*time.Microsecond, tracer.SIGKILL, 0)
 			},
-			want: want{OutcomeOOMKilled, 0, "", 137, tracer.SIGKILL, 0, 0,
-				[]StepKind{StepSIGKILL, StepOOMKill, StepInitExit},
+			want: want{OutcomeOOMKilled, 0, tracer.FateUnknown, 137, tracer.SIGKILL, 0, 0,
+				[]StepKind{StepSIGKILL, StepOOMKill, StepMainExit},
 				"The kernel's OOM killer killed PID 1 hog (host 5151): the container ran out of memory"},
 		},
 		{
@@ -172,8 +172,8 @@ func TestOutcomes(t *testing.T) {
 					kidExit(700*time.Microsecond, hog, tracer.SIGKILL, 0).
 					initExit(2*ms, 0, 137)
 			},
-			want: want{OutcomeOOMKilled, 0, "", 137, 0, 0, 0,
-				[]StepKind{StepOOMKill, StepProcessExit, StepInitExit},
+			want: want{OutcomeOOMKilled, 0, tracer.FateUnknown, 137, 0, 0, 0,
+				[]StepKind{StepOOMKill, StepProcessExit, StepMainExit},
 				"OOM killer killed hog (ns pid 7, host 5152)"},
 		},
 		{
@@ -185,8 +185,8 @@ func TestOutcomes(t *testing.T) {
 					cascade(93*time.Microsecond, k).
 					kidExit(100*time.Microsecond, k, tracer.SIGKILL, 0)
 			},
-			want: want{OutcomeExited, 0, "", 7, 0, 1, 0,
-				[]StepKind{StepInitExit, StepCascadeKill, StepProcessExit},
+			want: want{OutcomeExited, 0, tracer.FateUnknown, 7, 0, 1, 0,
+				[]StepKind{StepMainExit, StepCascadeKill, StepProcessExit},
 				"exited on its own with code 7"},
 		},
 		{
@@ -195,7 +195,7 @@ func TestOutcomes(t *testing.T) {
 				s := newSim(t, nsA, 5151, "app", nil)
 				return s.initExit(0, 11, 0)
 			},
-			want: want{OutcomeExited, 0, "", 139, 11, 0, 0, []StepKind{StepInitExit}, "killed by SIGSEGV"},
+			want: want{OutcomeExited, 0, tracer.FateUnknown, 139, 11, 0, 0, []StepKind{StepMainExit}, "killed by SIGSEGV"},
 		},
 		{
 			// dash as PID 1 blocks SIGTERM while it waits for a foreground
@@ -211,8 +211,8 @@ func TestOutcomes(t *testing.T) {
 					kill(10002*ms, runc).
 					initExit(10002*ms+20*time.Microsecond, tracer.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, VerdictPID1Ignored, 137, tracer.SIGKILL, 0, 10002 * ms,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepProcessExit, StepKernelVerdict, StepSIGKILL, StepInitExit},
+			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateDroppedInit, 137, tracer.SIGKILL, 0, 10002 * ms,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepProcessExit, StepKernelVerdict, StepSIGKILL, StepMainExit},
 				"PID 1 (sh) had SIGTERM blocked and has no handler for it"},
 		},
 		{
@@ -223,8 +223,8 @@ func TestOutcomes(t *testing.T) {
 					kill(10002*ms, runc).
 					initExit(10002*ms+20*time.Microsecond, tracer.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, VerdictBlocked, 137, tracer.SIGKILL, 0, 10002 * ms,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepSIGKILL, StepInitExit},
+			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateBlocked, 137, tracer.SIGKILL, 0, 10002 * ms,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepSIGKILL, StepMainExit},
 				"kept SIGTERM blocked until the SIGKILL"},
 		},
 		{
@@ -235,8 +235,8 @@ func TestOutcomes(t *testing.T) {
 					deliver(2*time.Second, tracer.SIGTERM, tracer.DispHandler).
 					initExit(2*time.Second+ms, 0, 0)
 			},
-			want: want{OutcomeGraceful, tracer.SIGTERM, VerdictHandler, 0, 0, 0, 0,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepInitExit}, ""},
+			want: want{OutcomeGraceful, tracer.SIGTERM, tracer.FateHandler, 0, 0, 0, 0,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepMainExit}, ""},
 		},
 		{
 			name: "SIG_IGN for SIGTERM",
@@ -246,8 +246,8 @@ func TestOutcomes(t *testing.T) {
 					kill(10*time.Second, runc).
 					initExit(10*time.Second+ms, tracer.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, VerdictSigIgn, 137, tracer.SIGKILL, 0, 10 * time.Second,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepSIGKILL, StepInitExit}, "ignores SIGTERM (SIG_IGN: `trap '' TERM`"},
+			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateDroppedSigIgn, 137, tracer.SIGKILL, 0, 10 * time.Second,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepSIGKILL, StepMainExit}, "ignores SIGTERM (SIG_IGN: `trap '' TERM`"},
 		},
 		{
 			// The SIGKILL reaches a PID 1 that is already exiting by itself
@@ -261,8 +261,8 @@ func TestOutcomes(t *testing.T) {
 					kill(10*time.Second, runc).
 					initExit(10*time.Second+10*time.Microsecond, 0, 0)
 			},
-			want: want{OutcomeGraceful, tracer.SIGTERM, VerdictHandler, 0, 0, 0, 10 * time.Second,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepSIGKILL, StepInitExit}, ""},
+			want: want{OutcomeGraceful, tracer.SIGTERM, tracer.FateHandler, 0, 0, 0, 10 * time.Second,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepSIGKILL, StepMainExit}, ""},
 		},
 		{
 			// cgroup.kill or a lost record: the exit says SIGKILL, no
@@ -273,8 +273,8 @@ func TestOutcomes(t *testing.T) {
 				return s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
 					initExit(10*time.Second, tracer.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, VerdictPID1Ignored, 137, tracer.SIGKILL, 0, 0,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepInitExit}, "has no SIGTERM handler"},
+			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateDroppedInit, 137, tracer.SIGKILL, 0, 0,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepMainExit}, "has no SIGTERM handler"},
 		},
 		{
 			name: "SIGTERM dropped, PID 1 exits on its own",
@@ -283,8 +283,8 @@ func TestOutcomes(t *testing.T) {
 				return s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
 					initExit(4*time.Second, 0, 0)
 			},
-			want: want{OutcomeExited, tracer.SIGTERM, VerdictPID1Ignored, 0, 0, 0, 0,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepInitExit}, "has no SIGTERM handler"},
+			want: want{OutcomeExited, tracer.SIGTERM, tracer.FateDroppedInit, 0, 0, 0, 0,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepMainExit}, "has no SIGTERM handler"},
 		},
 		{
 			name: "recording ends during the grace period",
@@ -292,7 +292,7 @@ func TestOutcomes(t *testing.T) {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 30))
 				return s.stop(0, tracer.SIGTERM, tracer.DispDefault, false)
 			},
-			want: want{OutcomeUnfinished, tracer.SIGTERM, VerdictPID1Ignored, -1, 0, 0, 0,
+			want: want{OutcomeUnfinished, tracer.SIGTERM, tracer.FateDroppedInit, -1, 0, 0, 0,
 				[]StepKind{StepStopSignal, StepKernelVerdict}, "the runtime will SIGKILL it at the end of the grace period"},
 		},
 		{
@@ -305,8 +305,8 @@ func TestOutcomes(t *testing.T) {
 					kill(10*time.Second, runc).
 					initExit(10*time.Second+ms, tracer.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, VerdictPID1Ignored, 137, tracer.SIGKILL, 0, 10 * time.Second,
-				[]StepKind{StepStopSignal, StepKernelVerdict, StepSignal, StepStopSignal, StepKernelVerdict, StepSIGKILL, StepInitExit},
+			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateDroppedInit, 137, tracer.SIGKILL, 0, 10 * time.Second,
+				[]StepKind{StepStopSignal, StepKernelVerdict, StepSignal, StepStopSignal, StepKernelVerdict, StepSIGKILL, StepMainExit},
 				"has no SIGTERM handler"},
 		},
 	}
@@ -341,8 +341,8 @@ func TestOutcomes(t *testing.T) {
 			if w.hint == "" && ep.Hint != "" || !strings.Contains(ep.Hint, w.hint) {
 				t.Errorf("hint %q, want it to contain %q", ep.Hint, w.hint)
 			}
-			if ep.Init.PID != s.init.PID || ep.Init.NsPID != 1 || ep.Container.PidNS != s.pidns {
-				t.Errorf("init %+v pidns %d, want PID 1 %d in %d", ep.Init, ep.Container.PidNS, s.init.PID, s.pidns)
+			if ep.Main.PID != s.init.PID || ep.Main.NsPID != 1 || ep.Container.PidNS != s.pidns {
+				t.Errorf("init %+v pidns %d, want PID 1 %d in %d", ep.Main, ep.Container.PidNS, s.init.PID, s.pidns)
 			}
 			if len(ep.Steps) == 0 || ep.Steps[0].At != 0 || !ep.Start.Equal(ep.Steps[0].Time) {
 				t.Errorf("start %v, steps %v: want the first step's time and +0", ep.Start, ep.Steps)
@@ -395,7 +395,7 @@ func TestDockerStopShellForm(t *testing.T) {
 	if got := ep.Steps[2].At; got != 10003*ms {
 		t.Errorf("SIGKILL step at %v, want 10.003s", got)
 	}
-	if st := ep.Steps[1]; st.Verdict != VerdictPID1Ignored || !st.Flags.Has(tracer.FlagPID1Ignored|tracer.FlagCrossNS|tracer.FlagNSInit) {
+	if st := ep.Steps[1]; st.Verdict != tracer.FateDroppedInit || !st.Flags.Has(tracer.FlagPID1Ignored|tracer.FlagCrossNS|tracer.FlagNSInit) {
 		t.Errorf("verdict step %+v", st)
 	}
 	if st := ep.Steps[0]; st.Text != "runc (4242) sends SIGTERM to PID 1 sh (host 5151)" {
@@ -441,10 +441,10 @@ func TestInterleavedContainers(t *testing.T) {
 	if epA.Outcome != OutcomeIgnoredByInit || len(epA.CascadeKills) != 1 || epA.CascadeKills[0].PID != ka.PID || len(epA.Steps) != 6 {
 		t.Errorf("a: %s cascade %+v steps %v", epA.Outcome, epA.CascadeKills, stepKinds(&epA))
 	}
-	if epB.Outcome != OutcomeGraceful || len(epB.CascadeKills) != 0 || epB.Init.PID != 6161 {
-		t.Errorf("b: %s cascade %+v init %+v", epB.Outcome, epB.CascadeKills, epB.Init)
+	if epB.Outcome != OutcomeGraceful || len(epB.CascadeKills) != 0 || epB.Main.PID != 6161 {
+		t.Errorf("b: %s cascade %+v init %+v", epB.Outcome, epB.CascadeKills, epB.Main)
 	}
-	if got := stepKinds(&epB); !slices.Equal(got, []StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepSignal, StepProcessExit, StepInitExit}) {
+	if got := stepKinds(&epB); !slices.Equal(got, []StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepForward, StepProcessExit, StepMainExit}) {
 		t.Errorf("b steps %v", got)
 	}
 	for _, st := range epB.Steps {
@@ -575,27 +575,35 @@ func TestOOMPrecedence(t *testing.T) {
 // The precedence of decide over mixed facts.
 func TestDecidePrecedence(t *testing.T) {
 	K, T, S := tracer.SIGKILL, tracer.SIGTERM, tracer.Signal(11)
+	H, D, W, B, F := tracer.FateHandler, tracer.FateDroppedInit, tracer.FateSigwait, tracer.FateBlocked, tracer.FateDefault
 	cases := []struct {
 		name string
 		f    facts
 		want Outcome
 	}{
-		{"OOM of PID 1 beats a handled stop and a kill", facts{stop: true, stopSignal: T, handled: true, kill: true, exit: true, exitSignal: K, oomInit: true}, OutcomeOOMKilled},
+		{"OOM of PID 1 beats a handled stop and a kill", facts{stop: true, stopSignal: T, stopFate: H, acted: true, kill: true, exit: true, exitSignal: K, oomMain: true}, OutcomeOOMKilled},
 		{"OOM first beats a later kill", facts{kill: true, exit: true, exitSignal: K, oomFirst: true}, OutcomeOOMKilled},
 		{"kill, no stop", facts{kill: true, exit: true, exitSignal: K}, OutcomeKilled},
 		{"exit by SIGKILL, no kill event, no stop", facts{exit: true, exitSignal: K}, OutcomeKilled},
 		{"kill, no exit (Flush)", facts{kill: true}, OutcomeKilled},
-		{"handled then killed", facts{stop: true, stopSignal: T, handled: true, kill: true, exit: true, exitSignal: K}, OutcomeHandlerTimeout},
-		{"handled then killed, no exit", facts{stop: true, stopSignal: T, handled: true, kill: true}, OutcomeHandlerTimeout},
-		{"dropped then killed", facts{stop: true, stopSignal: T, kill: true, exit: true, exitSignal: K}, OutcomeIgnoredByInit},
-		{"handled, SIGKILL raced an exit with a code", facts{stop: true, stopSignal: T, handled: true, kill: true, exit: true}, OutcomeGraceful},
-		{"handled, exit code", facts{stop: true, stopSignal: T, handled: true, exit: true}, OutcomeGraceful},
-		{"handled, died by the stop signal", facts{stop: true, stopSignal: T, handled: true, exit: true, exitSignal: T}, OutcomeGraceful},
-		{"handled, crashed", facts{stop: true, stopSignal: T, handled: true, exit: true, exitSignal: S}, OutcomeExited},
-		{"dropped, exited on its own", facts{stop: true, stopSignal: T, exit: true}, OutcomeExited},
+		{"handled then killed", facts{stop: true, stopSignal: T, stopFate: H, acted: true, kill: true, exit: true, exitSignal: K}, OutcomeHandlerTimeout},
+		{"handled then killed, no exit", facts{stop: true, stopSignal: T, stopFate: H, acted: true, kill: true}, OutcomeHandlerTimeout},
+		{"dropped then killed", facts{stop: true, stopSignal: T, stopFate: D, mainIsInit: true, kill: true, exit: true, exitSignal: K}, OutcomeIgnoredByInit},
+		{"handled, SIGKILL raced an exit with a code", facts{stop: true, stopSignal: T, stopFate: H, acted: true, kill: true, exit: true}, OutcomeGraceful},
+		{"handled, exit code", facts{stop: true, stopSignal: T, stopFate: H, acted: true, exit: true}, OutcomeGraceful},
+		{"handled, died by the stop signal", facts{stop: true, stopSignal: T, stopFate: H, acted: true, exit: true, exitSignal: T}, OutcomeGraceful},
+		{"handled, crashed", facts{stop: true, stopSignal: T, stopFate: H, acted: true, exit: true, exitSignal: S}, OutcomeExited},
+		{"dropped, exited on its own", facts{stop: true, stopSignal: T, stopFate: D, exit: true}, OutcomeExited},
 		{"nothing but an exit", facts{exit: true}, OutcomeExited},
-		{"dropped, nothing else", facts{stop: true, stopSignal: T}, OutcomeUnfinished},
-		{"handled, nothing else", facts{stop: true, stopSignal: T, handled: true}, OutcomeUnfinished},
+		{"dropped, nothing else", facts{stop: true, stopSignal: T, stopFate: D}, OutcomeUnfinished},
+		{"handled, nothing else", facts{stop: true, stopSignal: T, stopFate: H, acted: true}, OutcomeUnfinished},
+		{"sigwaited (tini), exit 143", facts{stop: true, stopSignal: T, stopFate: W, mainIsInit: true, exit: true}, OutcomeGraceful},
+		{"sigwaited and forwarded, killed", facts{stop: true, stopSignal: T, stopFate: W, acted: true, mainIsInit: true, kill: true, exit: true, exitSignal: K}, OutcomeHandlerTimeout},
+		{"kept blocked, nothing forwarded, killed", facts{stop: true, stopSignal: T, stopFate: B, mainIsInit: true, kill: true, exit: true, exitSignal: K}, OutcomeIgnoredByInit},
+		{"blocked then read (signalfd), exit code", facts{stop: true, stopSignal: T, stopFate: B, mainIsInit: true, exit: true}, OutcomeGraceful},
+		{"blocked, forwarded, exit code", facts{stop: true, stopSignal: T, stopFate: B, acted: true, mainIsInit: true, exit: true}, OutcomeGraceful},
+		{"non-init main, default action", facts{stop: true, stopSignal: T, stopFate: F, exit: true, exitSignal: T}, OutcomeGraceful},
+		{"non-init main, SIG_IGN, killed", facts{stop: true, stopSignal: T, stopFate: tracer.FateDroppedSigIgn, kill: true, exit: true, exitSignal: K}, OutcomeIgnored},
 	}
 	for _, c := range cases {
 		if got := decide(c.f); got != c.want {
@@ -721,7 +729,7 @@ func TestPidNSReuse(t *testing.T) {
 	next.base = base.Add(2 * ms)
 	next.stop(0, tracer.SIGTERM, tracer.DispHandler, false).initExit(ms, 0, 0)
 	done, flushed := feed(newEngine(Options{}), append(old.in, next.in...))
-	if len(done) != 1 || len(flushed) != 1 || done[0].Init.PID != 5151 || flushed[0].Init.PID != 8181 ||
+	if len(done) != 1 || len(flushed) != 1 || done[0].Main.PID != 5151 || flushed[0].Main.PID != 8181 ||
 		done[0].Outcome != OutcomeKilled || flushed[0].Outcome != OutcomeGraceful {
 		t.Errorf("done %+v flushed %+v", done, flushed)
 	}
@@ -741,7 +749,7 @@ func TestAddKeepsNoReference(t *testing.T) {
 		info.Name = "changed"
 	}
 	ep := e.Flush()[0]
-	if ep.Init.Comm != "sh" || ep.StopSender.Comm != "runc" || ep.Container.Name != "web" {
+	if ep.Main.Comm != "sh" || ep.StopSender.Comm != "runc" || ep.Container.Name != "web" {
 		t.Errorf("episode changed with the caller's values: %+v", ep)
 	}
 }
@@ -769,7 +777,7 @@ func TestOutOfOrderArrival(t *testing.T) {
 	if ep.Outcome != OutcomeKilled || ep.KillSender == nil || !ep.Start.Equal(base) {
 		t.Errorf("outcome %s kill sender %+v start %v", ep.Outcome, ep.KillSender, ep.Start)
 	}
-	if got := stepKinds(&ep); !slices.Equal(got, []StepKind{StepSIGKILL, StepInitExit}) || ep.Steps[1].At != 20*time.Microsecond {
+	if got := stepKinds(&ep); !slices.Equal(got, []StepKind{StepSIGKILL, StepMainExit}) || ep.Steps[1].At != 20*time.Microsecond {
 		t.Errorf("steps %v, exit at %v", got, ep.Steps[1].At)
 	}
 }
@@ -807,8 +815,8 @@ func TestRecordedStreams(t *testing.T) {
 			if ep.Outcome != c.outcome || len(ep.CascadeKills) != c.cascade || c.exit >= 0 && ep.ExitStatus != c.exit {
 				t.Errorf("outcome %s exit %d cascade %d, want %s %d %d", ep.Outcome, ep.ExitStatus, len(ep.CascadeKills), c.outcome, c.exit, c.cascade)
 			}
-			if ep.Container != (Container{PidNS: in[0].ev.Target.PidNS}) || ep.Init.Comm != "sh" {
-				t.Errorf("container %+v init %+v", ep.Container, ep.Init)
+			if ep.Container != (Container{PidNS: in[0].ev.Target.PidNS}) || ep.Main.Comm != "sh" {
+				t.Errorf("container %+v init %+v", ep.Container, ep.Main)
 			}
 		})
 	}

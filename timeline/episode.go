@@ -21,13 +21,21 @@ const (
 	OutcomeOOMKilled Outcome = "oom_killed"
 	// SIGKILL with no stop signal before it (docker kill, docker rm -f, kill -9).
 	OutcomeKilled Outcome = "killed"
-	// A stop signal reached a handler in PID 1 and PID 1 exited before any SIGKILL.
+	// The kernel queued or delivered the stop signal (not dropped) and the
+	// main process ended before any SIGKILL, with a code or by that signal:
+	// a handler, a forwarding init (sigwait, signalfd) or the default
+	// action of a main process that is no init.
 	OutcomeGraceful Outcome = "graceful"
-	// A stop signal reached a handler in PID 1, which was still alive at the SIGKILL.
+	// The main process took the stop signal (a handler, a forwarding init,
+	// its default action) but was still alive at the SIGKILL.
 	OutcomeHandlerTimeout Outcome = "handler_timeout"
 	// PID 1 dropped the stop signal (no handler, SIG_IGN, kept blocked) and was
 	// killed later.
 	OutcomeIgnoredByInit Outcome = "ignored_by_init"
+	// A main process that is no namespace init ignored the stop signal
+	// (SIG_IGN, a signal whose default is to do nothing, kept blocked) and
+	// was killed later.
+	OutcomeIgnored Outcome = "ignored"
 	// PID 1 ended on its own: no stop signal, or one it dropped, and no SIGKILL.
 	OutcomeExited Outcome = "exited"
 	// Only from [Engine.Flush]: a stop signal was sent but the recording
@@ -39,28 +47,17 @@ const (
 type StepKind string
 
 const (
-	StepStopSignal    StepKind = "stop_signal"    // a stop signal sent to PID 1 from outside its namespace
-	StepKernelVerdict StepKind = "kernel_verdict" // what the kernel did with a stop signal at PID 1
+	StepStopSignal    StepKind = "stop_signal"    // a stop signal sent to the main process from outside
+	StepKernelVerdict StepKind = "kernel_verdict" // what the kernel did with a stop signal at the main process
 	StepDeliver       StepKind = "deliver"        // a process dequeued a signal into its handler
-	StepSignal        StepKind = "signal"         // any other signal to a process of the namespace
+	StepForward       StepKind = "forward"        // the main process passed a signal on after the stop (an init forwarding it)
+	StepSignal        StepKind = "signal"         // any other signal to a process of the container
 	StepSIGKILL       StepKind = "sigkill"        // a SIGKILL (other than the cascade's)
-	StepCascadeKill   StepKind = "cascade_kill"   // the exiting PID 1's SIGKILL to another process
+	StepCascadeKill   StepKind = "cascade_kill"   // an exiting PID 1's SIGKILL to another process of its namespace
 	StepOOMKill       StepKind = "oom_kill"       // the OOM killer picked a process
-	StepProcessExit   StepKind = "process_exit"   // a process other than PID 1 ended
-	StepInitExit      StepKind = "init_exit"      // PID 1 ended
-)
-
-// Stop-signal verdicts: Episode.StopVerdict and the Verdict of kernel_verdict
-// steps. They name the kernel's decision, see docs/kernel.md.
-const (
-	VerdictPID1Ignored    = "pid1_ignored"    // dropped: PID 1 has no handler for it
-	VerdictSigIgn         = "sig_ign"         // dropped: PID 1 has SIG_IGN for it
-	VerdictDefaultIgnored = "default_ignored" // dropped: its default action is to ignore it (SIGWINCH, ...)
-	VerdictTargetExiting  = "target_exiting"  // dropped: PID 1 was already exiting
-	VerdictHandler        = "handler"         // queued for PID 1's handler
-	VerdictBlocked        = "blocked"         // queued, PID 1 has it blocked
-	VerdictAlreadyPending = "already_pending" // merged with the same signal already pending (blocked)
-	VerdictDelivered      = "delivered"       // queued with the default action
+	StepProcessExit   StepKind = "process_exit"   // a process other than the main one ended
+	StepMainExit      StepKind = "main_exit"      // the main process ended
+	StepSandbox       StepKind = "sandbox"        // the pod's sandbox (pause) container was torn down
 )
 
 // Container names an episode's container. Without a resolved container.Info
@@ -111,7 +108,7 @@ type Step struct {
 	Sender  *Proc         // generate steps
 	Target  Proc          // the process the step is about
 	Flags   tracer.Flags  // the event's verdict flags
-	Verdict string        // kernel_verdict steps: one of the Verdict* words
+	Verdict tracer.Fate   // kernel_verdict steps: the kernel's decision
 	Exit    *int          // exit steps: the status as a runtime reports it (code, or 128+signal)
 	Text    string        // human description, quoting untrusted comms unescaped
 }
@@ -119,19 +116,26 @@ type Step struct {
 // Episode is the story of one container stop. Times are zero when absent.
 type Episode struct {
 	Container Container
-	Init      Proc    // the container's PID 1
-	Outcome   Outcome //
-	Start     time.Time
+	// Main is the process the episode follows: the one the runtime started
+	// and sends the stop signal to. It is PID 1 of the container's pid
+	// namespace (MainIsInit) unless the container shares a namespace.
+	Main       Proc
+	MainIsInit bool
+	// ForwardingInit names Main when it is a known init that passes the
+	// stop signal on (tini, docker-init, dumb-init, catatonit, s6-svscan).
+	ForwardingInit string
+	Outcome        Outcome
+	Start          time.Time
 
 	StopSignal  tracer.Signal // the first stop signal; 0 when there was none
 	StopSender  *Sender
-	StopVerdict string // the kernel's final verdict on the first stop signal (Verdict*)
+	StopVerdict tracer.Fate // the kernel's final decision on the first stop signal
 	StopAt      time.Time
 
 	KillSender *Sender // who sent the SIGKILL that counted
 	KillAt     time.Time
 
-	ExitAt     time.Time     // PID 1's exit
+	ExitAt     time.Time     // the main process's exit
 	ExitStatus int           // with ExitAt: the status as a runtime reports it (code, or 128+signal)
 	ExitSignal tracer.Signal // with ExitAt: the signal that killed PID 1, 0 when it exited
 
@@ -139,7 +143,7 @@ type Episode struct {
 	// terminationGracePeriodSeconds, else docker StopTimeout); 0 when unknown.
 	GracePeriod time.Duration
 
-	CascadeKills   []Proc // processes the exiting PID 1's namespace cascade SIGKILLed
+	CascadeKills   []Proc // processes the namespace cascade of the exiting main process SIGKILLed
 	CascadeOmitted int    // cascade kills beyond Options.MaxSteps, counted only
 	OOMVictims     []Proc
 
@@ -182,7 +186,9 @@ type jsonStep struct {
 
 type jsonEpisode struct {
 	Container      Container  `json:"container"`
-	Init           Proc       `json:"init"`
+	Main           Proc       `json:"main"`
+	MainIsInit     bool       `json:"main_is_init"`
+	ForwardingInit string     `json:"forwarding_init,omitempty"`
 	Outcome        Outcome    `json:"outcome"`
 	Start          string     `json:"start"`
 	StopSignal     string     `json:"stop_signal,omitempty"`
@@ -263,12 +269,14 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 	}
 	j := jsonEpisode{
 		Container:      c,
-		Init:           safeProc(ep.Init),
+		Main:           safeProc(ep.Main),
+		MainIsInit:     ep.MainIsInit,
+		ForwardingInit: ep.ForwardingInit,
 		Outcome:        ep.Outcome,
 		Start:          jsonTime(ep.Start),
 		StopSignal:     signalName(ep.StopSignal),
 		StopSender:     safeSender(ep.StopSender),
-		StopVerdict:    ep.StopVerdict,
+		StopVerdict:    fateWord(ep.StopVerdict),
 		StopAt:         jsonTime(ep.StopAt),
 		KillSender:     safeSender(ep.KillSender),
 		KillAt:         jsonTime(ep.KillAt),
@@ -306,7 +314,7 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 			Signal:  signalName(s.Signal),
 			Target:  safeProc(s.Target),
 			Flags:   s.Flags.Words(),
-			Verdict: s.Verdict,
+			Verdict: fateWord(s.Verdict),
 			Exit:    s.Exit,
 			Text:    textsafe.UTF8(s.Text),
 		}
@@ -328,10 +336,11 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 	}
 	out := Episode{
 		Container:      j.Container,
-		Init:           j.Init,
+		Main:           j.Main,
+		MainIsInit:     j.MainIsInit,
+		ForwardingInit: j.ForwardingInit,
 		Outcome:        j.Outcome,
 		StopSender:     j.StopSender,
-		StopVerdict:    j.StopVerdict,
 		KillSender:     j.KillSender,
 		CascadeKills:   j.CascadeKills,
 		CascadeOmitted: j.CascadeOmitted,
@@ -348,6 +357,9 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 			return err
 		}
 	}
+	if out.StopVerdict, err = parseFate(j.StopVerdict); err != nil {
+		return err
+	}
 	if out.StopSignal, err = parseSignal(j.StopSignal); err != nil {
 		return err
 	}
@@ -362,15 +374,17 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 	}
 	for _, js := range j.Steps {
 		s := Step{
-			At:      fromSeconds(js.At),
-			Kind:    js.Kind,
-			Sender:  js.Sender,
-			Target:  js.Target,
-			Verdict: js.Verdict,
-			Exit:    js.Exit,
-			Text:    js.Text,
+			At:     fromSeconds(js.At),
+			Kind:   js.Kind,
+			Sender: js.Sender,
+			Target: js.Target,
+			Exit:   js.Exit,
+			Text:   js.Text,
 		}
 		if s.Time, err = parseTime(js.Time); err != nil {
+			return err
+		}
+		if s.Verdict, err = parseFate(js.Verdict); err != nil {
 			return err
 		}
 		if s.Signal, err = parseSignal(js.Signal); err != nil {
@@ -411,4 +425,19 @@ func parseSignal(s string) (tracer.Signal, error) {
 		return 0, nil
 	}
 	return tracer.ParseSignal(s)
+}
+
+// fateWord writes a verdict; "" for none.
+func fateWord(f tracer.Fate) string {
+	if f == tracer.FateUnknown {
+		return ""
+	}
+	return f.String()
+}
+
+func parseFate(s string) (tracer.Fate, error) {
+	if s == "" {
+		return tracer.FateUnknown, nil
+	}
+	return tracer.ParseFate(s)
 }

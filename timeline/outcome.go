@@ -8,13 +8,15 @@ import (
 
 // facts are what an outcome is decided on, apart from the steps.
 type facts struct {
-	stop       bool          // a stop signal was sent to PID 1 (and PID 1 was not already exiting)
+	stop       bool          // a stop signal was sent to the main process (and it was not already exiting)
 	stopSignal tracer.Signal //
-	handled    bool          // a stop signal reached a handler in PID 1
-	kill       bool          // a SIGKILL was delivered to PID 1
-	exit       bool          // PID 1's exit was seen
-	exitSignal tracer.Signal // the signal that ended PID 1, 0 for an exit code
-	oomInit    bool          // the OOM killer picked PID 1
+	stopFate   tracer.Fate   // the kernel's final decision on the first stop signal
+	acted      bool          // the main process acted on it: a handler ran, or it forwarded a signal
+	mainIsInit bool          // the main process is its pid namespace's init
+	kill       bool          // a SIGKILL was delivered to the main process
+	exit       bool          // the main process's exit was seen
+	exitSignal tracer.Signal // the signal that ended it, 0 for an exit code
+	oomMain    bool          // the OOM killer picked the main process
 	oomFirst   bool          // an OOM kill came before any stop signal, SIGKILL or exit
 }
 
@@ -22,50 +24,70 @@ func (ep *episode) facts() facts {
 	return facts{
 		stop:       ep.stopped(),
 		stopSignal: ep.StopSignal,
-		handled:    ep.handled,
+		stopFate:   ep.StopVerdict,
+		acted:      ep.handled || ep.forwarded,
+		mainIsInit: !ep.mainKnown || ep.MainIsInit,
 		kill:       ep.killed,
 		exit:       ep.exited,
 		exitSignal: ep.ExitSignal,
-		oomInit:    ep.oomInit,
+		oomMain:    ep.oomMain,
 		oomFirst:   ep.oomFirst,
 	}
 }
 
+// ignoredStop reports whether the main process never acted on the stop
+// signal: the kernel dropped it, or it stayed blocked with nothing taking it.
+func (f facts) ignoredStop() bool {
+	return f.stopFate.Dropped() || f.stopFate == tracer.FateBlocked && !f.acted
+}
+
 // decide gives the outcome. The first rule that applies wins:
 //
-//  1. oom_killed: the OOM killer picked PID 1, or another process before any
-//     stop signal or SIGKILL. The memory limit is the cause, whatever the
-//     runtime did next.
-//  2. killed: PID 1 was killed by SIGKILL with no stop signal before it.
-//  3. handler_timeout: killed by SIGKILL after a stop signal reached a handler.
-//  4. ignored_by_init: killed by SIGKILL after a stop signal that PID 1 dropped
-//     (no handler, SIG_IGN, kept blocked: no handler ever ran).
-//  5. graceful: a stop signal reached a handler and PID 1 then exited with a
-//     code (any code: 0, 143 from a shell trap, 1), or by that stop signal.
-//  6. exited: PID 1 exited and none of the above holds: no stop signal, one
-//     it dropped, or a death by another signal (a crash during shutdown).
+//  1. oom_killed: the OOM killer picked the main process, or another
+//     process before any stop signal or SIGKILL. The memory limit is the
+//     cause, whatever the runtime did next.
+//  2. killed: the main process was killed by SIGKILL with no stop signal
+//     before it.
+//  3. ignored_by_init (an init) or ignored (a main process that is no
+//     init): killed by SIGKILL after a stop signal it never acted on: the
+//     kernel dropped it (no handler at an init, SIG_IGN, a signal whose
+//     default is to do nothing), or it stayed blocked and no handler ran
+//     and nothing was forwarded.
+//  4. handler_timeout: killed by SIGKILL after it took the stop signal (a
+//     handler, a forwarding init, a sigwait, the default action) but had
+//     not ended.
+//  5. graceful: the kernel queued or delivered the stop signal and the main
+//     process ended before any SIGKILL, with an exit code (0, 143 from a
+//     trap or an init passing on its child's death, 1) or by that signal
+//     (a default action). The mechanism does not matter: a handler,
+//     sigwait (tini), signalfd (catatonit), a shell trap.
+//  6. exited: the main process ended and none of the above holds: no stop
+//     signal, one it never acted on, or a death by another signal (a crash
+//     during shutdown).
 //  7. unfinished: only a stop signal, and the recording ended first.
 //
-// "Killed by SIGKILL" is read from PID 1's exit when it was seen: a SIGKILL
-// that arrived while PID 1 was already exiting by itself did not kill it (its
-// exit has a code), and an exit by SIGKILL is a kill even when the SIGKILL's
-// own event was lost or not traced. Without an exit (Flush), a delivered
-// SIGKILL counts.
+// "Killed by SIGKILL" is read from the exit when it was seen: a SIGKILL that
+// arrived while the process was already exiting by itself did not kill it
+// (its exit has a code), and an exit by SIGKILL is a kill even when the
+// SIGKILL's own event was lost or not traced. Without an exit (Flush), a
+// delivered SIGKILL counts.
 func decide(f facts) Outcome {
 	killed := f.kill
 	if f.exit {
 		killed = f.exitSignal == tracer.SIGKILL
 	}
 	switch {
-	case f.oomInit || f.oomFirst:
+	case f.oomMain || f.oomFirst:
 		return OutcomeOOMKilled
 	case killed && !f.stop:
 		return OutcomeKilled
-	case killed && f.handled:
-		return OutcomeHandlerTimeout
-	case killed:
+	case killed && f.ignoredStop() && f.mainIsInit:
 		return OutcomeIgnoredByInit
-	case f.exit && f.stop && f.handled && (f.exitSignal == 0 || f.exitSignal == f.stopSignal):
+	case killed && f.ignoredStop():
+		return OutcomeIgnored
+	case killed:
+		return OutcomeHandlerTimeout
+	case f.exit && f.stop && !f.stopFate.Dropped() && (f.exitSignal == 0 || f.exitSignal == f.stopSignal):
 		return OutcomeGraceful
 	case f.exit:
 		return OutcomeExited
@@ -100,30 +122,50 @@ func (ep *episode) graceFix() string {
 	return "docker stop -t or --stop-timeout; Kubernetes terminationGracePeriodSeconds"
 }
 
-// droppedHint explains why PID 1 did not act on the stop signal, from the
-// kernel's verdict; "" when it did.
+// who names the main process with its command: "PID 1 (sh)", "the main
+// process (sleep)".
+func (ep *episode) who() string {
+	if ep.Main.Comm == "" {
+		return ep.mainName()
+	}
+	return fmt.Sprintf("%s (%s)", ep.mainName(), ep.Main.Comm)
+}
+
+// droppedHint explains why the main process did not act on the stop
+// signal, from the kernel's verdict; "" when it did.
 func (ep *episode) droppedHint() string {
-	comm, sig := ep.Init.Comm, ep.StopSignal
+	who, sig := ep.who(), ep.StopSignal
+	fix := ep.initFix()
+	if !ep.facts().mainIsInit {
+		fix = "Handle it in the application, or set the stop signal (STOPSIGNAL, --stop-signal, lifecycle.stopSignal) to one it handles."
+	}
 	switch ep.StopVerdict {
-	case VerdictPID1Ignored:
+	case tracer.FateDroppedInit:
 		if ep.stopBlocked {
-			return fmt.Sprintf("PID 1 (%s) had %s blocked and has no handler for it: when it unblocked it the kernel dropped it, as it drops every signal a namespace init has no handler for (a shell blocks it while it waits for a foreground command). %s",
-				comm, sig, ep.initFix())
+			return fmt.Sprintf("%s had %s blocked and has no handler for it: when it unblocked it the kernel dropped it, as it drops every signal a namespace init has no handler for (a shell blocks it while it waits for a foreground command). %s",
+				who, sig, fix)
 		}
-		return fmt.Sprintf("PID 1 (%s) has no %s handler: the kernel drops %s sent to a namespace init. %s", comm, sig, sig, ep.initFix())
-	case VerdictSigIgn:
-		return fmt.Sprintf("PID 1 (%s) ignores %s (SIG_IGN: `trap '' %s`, nohup, or an ignore inherited across exec): remove it, or set the stop signal (STOPSIGNAL) to one the application handles.",
-			comm, sig, shortName(sig))
-	case VerdictDefaultIgnored:
-		return fmt.Sprintf("The default action of %s is to do nothing and PID 1 (%s) has no handler for it: set the stop signal (STOPSIGNAL) to one the application handles, or handle %s.",
-			sig, comm, sig)
-	case VerdictBlocked, VerdictAlreadyPending:
+		if ep.configuredStop != 0 && sig != tracer.SIGTERM {
+			return fmt.Sprintf("%s has no %s handler: the kernel drops %s sent to a namespace init. The container's stop signal is %s: handle it, or stop with a signal the application handles (STOPSIGNAL, --stop-signal, lifecycle.stopSignal). %s",
+				who, sig, sig, sig, fix)
+		}
+		return fmt.Sprintf("%s has no %s handler: the kernel drops %s sent to a namespace init. %s", who, sig, sig, fix)
+	case tracer.FateDroppedSigIgn:
+		return fmt.Sprintf("%s ignores %s (SIG_IGN: `trap '' %s`, nohup, or an ignore inherited across exec): remove it, or set the stop signal (STOPSIGNAL) to one the application handles.",
+			who, sig, shortName(sig))
+	case tracer.FateDroppedDefault:
+		return fmt.Sprintf("The default action of %s is to do nothing and %s has no handler for it: set the stop signal (STOPSIGNAL) to one the application handles, or handle %s.",
+			sig, who, sig)
+	case tracer.FateBlocked, tracer.FateAlreadyPending:
+		if ep.handled || ep.forwarded {
+			return ""
+		}
 		if ep.stopHandler == tracer.DispHandler {
-			return fmt.Sprintf("PID 1 (%s) has a %s handler but kept %s blocked until the SIGKILL, so the handler never ran: unblock it while the application runs (a shell blocks it while it waits for a foreground command). %s",
-				comm, sig, sig, ep.initFix())
+			return fmt.Sprintf("%s has a %s handler but kept %s blocked until the SIGKILL, so the handler never ran: unblock it while the application runs (a shell blocks it while it waits for a foreground command). %s",
+				who, sig, sig, fix)
 		}
-		return fmt.Sprintf("PID 1 (%s) kept %s blocked until the SIGKILL and has no handler for it (a shell blocks it while it waits for a foreground command). %s",
-			comm, sig, ep.initFix())
+		return fmt.Sprintf("%s kept %s blocked until the SIGKILL and has no handler for it, and nothing read it (sigwait, signalfd). %s",
+			who, sig, fix)
 	}
 	return ""
 }
@@ -138,15 +180,15 @@ func shortName(s tracer.Signal) string {
 
 // hint says what to change, for the outcomes that call for a change.
 func hint(ep *episode) string {
-	comm := ep.Init.Comm
+	who := ep.who()
 	switch ep.Outcome {
 	case OutcomeOOMKilled:
 		victim := "a process"
 		if len(ep.OOMVictims) > 0 {
 			v := ep.OOMVictims[0]
-			if ep.oomInit {
+			if ep.oomMain {
 				for _, p := range ep.OOMVictims {
-					if p.NsPID == 1 {
+					if p.PID == ep.Main.PID {
 						v = p
 					}
 				}
@@ -156,14 +198,14 @@ func hint(ep *episode) string {
 		return fmt.Sprintf("The kernel's OOM killer killed %s: the container ran out of memory (its memory limit, or the node's). %s.", victim, fixOOM)
 	case OutcomeKilled:
 		if ep.killKernel {
-			return fmt.Sprintf("The kernel SIGKILLed PID 1 (%s) with no stop signal before it; with no OOM event traced, the OOM killer is the usual cause. %s.", comm, fixOOM)
+			return fmt.Sprintf("The kernel SIGKILLed %s with no stop signal before it; with no OOM event traced, the OOM killer is the usual cause. %s.", who, fixOOM)
 		}
-		return fmt.Sprintf("PID 1 (%s) was SIGKILLed with no stop signal before it (docker kill, docker rm -f, kill -9), so it had no chance to shut down. If a clean shutdown matters, stop it with docker stop or a normal pod deletion, which send the stop signal first.", comm)
-	case OutcomeIgnoredByInit:
+		return fmt.Sprintf("%s was SIGKILLed with no stop signal before it (docker kill, docker rm -f, kill -9), so it had no chance to shut down. If a clean shutdown matters, stop it with docker stop or a normal pod deletion, which send the stop signal first.", who)
+	case OutcomeIgnoredByInit, OutcomeIgnored:
 		if h := ep.droppedHint(); h != "" {
 			return h
 		}
-		return fmt.Sprintf("PID 1 (%s) did not act on %s before the SIGKILL. %s", comm, ep.StopSignal, ep.initFix())
+		return fmt.Sprintf("%s did not act on %s before the SIGKILL. %s", who, ep.StopSignal, ep.initFix())
 	case OutcomeHandlerTimeout:
 		grace := ""
 		if ep.GracePeriod > 0 {
@@ -173,12 +215,16 @@ func hint(ep *episode) string {
 		if d, ok := ep.KillAfter(); ok {
 			used = fmt.Sprintf(" %.1fs later", d.Seconds())
 		}
-		return fmt.Sprintf("PID 1 (%s) handled %s but was still running%s, when the SIGKILL came%s: make its shutdown faster, or raise the grace period (%s).",
-			comm, ep.StopSignal, used, grace, ep.graceFix())
+		took := "handled"
+		if ep.ForwardingInit != "" || ep.forwarded && !ep.handled {
+			took = "passed on"
+		}
+		return fmt.Sprintf("%s %s %s but was still running%s, when the SIGKILL came%s: make its shutdown faster, or raise the grace period (%s).",
+			who, took, ep.StopSignal, used, grace, ep.graceFix())
 	case OutcomeGraceful:
 		if n := len(ep.CascadeKills) + ep.CascadeOmitted; n > 0 {
-			return fmt.Sprintf("PID 1 (%s) exited while %d other process(es) still ran, and the kernel SIGKILLed them: if they need a clean shutdown, have PID 1 forward %s and wait for them (tini and dumb-init do).",
-				comm, n, ep.StopSignal)
+			return fmt.Sprintf("%s exited while %d other process(es) still ran, and the kernel SIGKILLed them: if they need a clean shutdown, have PID 1 forward %s and wait for them (tini and dumb-init do).",
+				who, n, ep.StopSignal)
 		}
 		return ""
 	case OutcomeExited:
@@ -189,9 +235,9 @@ func hint(ep *episode) string {
 		}
 		switch {
 		case ep.ExitSignal != 0:
-			return fmt.Sprintf("PID 1 (%s) was killed by %s, not by a stop: look for a crash in the application's logs.", comm, ep.ExitSignal)
+			return fmt.Sprintf("%s was killed by %s, not by a stop: look for a crash in the application's logs.", who, ep.ExitSignal)
 		case ep.ExitStatus != 0:
-			return fmt.Sprintf("PID 1 (%s) exited on its own with code %d: see the application's logs.", comm, ep.ExitStatus)
+			return fmt.Sprintf("%s exited on its own with code %d: see the application's logs.", who, ep.ExitStatus)
 		}
 		return ""
 	case OutcomeUnfinished:

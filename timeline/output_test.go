@@ -48,7 +48,7 @@ func TestEpisodeJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantKeys := []string{"cascade_kills", "container", "exit_after_s", "exit_at", "exit_signal", "exit_status", "grace_period_s",
-		"hint", "init", "kill_after_s", "kill_at", "kill_sender", "outcome", "start", "steps", "stop_at", "stop_sender",
+		"hint", "kill_after_s", "kill_at", "kill_sender", "main", "main_is_init", "outcome", "start", "steps", "stop_at", "stop_sender",
 		"stop_signal", "stop_verdict"}
 	if got := keys(m); !slices.Equal(got, wantKeys) {
 		t.Errorf("keys\n %v\nwant\n %v", got, wantKeys)
@@ -88,7 +88,7 @@ func TestEpisodeJSON(t *testing.T) {
 	if v := steps[1].(map[string]any); v["verdict"] != "pid1_ignored" || v["kind"] != "kernel_verdict" {
 		t.Errorf("verdict step %v", v)
 	}
-	if x := steps[3].(map[string]any); x["exit_status"] != 137.0 || x["kind"] != "init_exit" {
+	if x := steps[3].(map[string]any); x["exit_status"] != 137.0 || x["kind"] != "main_exit" {
 		t.Errorf("init exit step %v", x)
 	}
 
@@ -203,7 +203,7 @@ func TestTextPerOutcome(t *testing.T) {
 	}
 	text := b.String()
 	if !strings.HasPrefix(text, "pod shop/web-0 container app (3f2a1b9c4d5e, containerd, pid ns 4026532177) at ") ||
-		!strings.Contains(text, "outcome: graceful — PID 1 (app) handled SIGTERM and exited; exit 0.002s after SIGTERM; exit status 0\n") ||
+		!strings.Contains(text, "outcome: graceful — PID 1 (app) took SIGTERM (handler) and exited; exit 0.002s after SIGTERM; exit status 0\n") ||
 		strings.Contains(text, "hint:") {
 		t.Errorf("text:\n%s", text)
 	}

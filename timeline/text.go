@@ -79,15 +79,28 @@ func shortID(id string) string {
 // signal, when the SIGKILL came against the grace period, the exit status
 // and the cascade. It quotes untrusted comms unescaped, like Step.Text.
 func (ep *Episode) Summary() string {
-	comm := ep.Init.Comm
+	who := "PID 1"
+	if !ep.MainIsInit && ep.Main.PID != 0 {
+		who = "the main process"
+	}
+	if ep.Main.Comm != "" {
+		who = fmt.Sprintf("%s (%s)", who, ep.Main.Comm)
+	}
 	var parts []string
 	switch ep.Outcome {
 	case OutcomeGraceful:
-		parts = append(parts, fmt.Sprintf("PID 1 (%s) handled %s and exited", comm, ep.StopSignal))
-	case OutcomeIgnoredByInit:
-		parts = append(parts, fmt.Sprintf("PID 1 (%s) did not act on %s (%s)", comm, ep.StopSignal, ep.StopVerdict))
+		switch {
+		case ep.ForwardingInit != "":
+			parts = append(parts, fmt.Sprintf("%s, an init, passed %s on and exited", who, ep.StopSignal))
+		case ep.ExitSignal == ep.StopSignal && ep.StopSignal != 0:
+			parts = append(parts, fmt.Sprintf("%s ended by %s's default action", who, ep.StopSignal))
+		default:
+			parts = append(parts, fmt.Sprintf("%s took %s (%s) and exited", who, ep.StopSignal, fateWord(ep.StopVerdict)))
+		}
+	case OutcomeIgnoredByInit, OutcomeIgnored:
+		parts = append(parts, fmt.Sprintf("%s did not act on %s (%s)", who, ep.StopSignal, fateWord(ep.StopVerdict)))
 	case OutcomeHandlerTimeout:
-		parts = append(parts, fmt.Sprintf("PID 1 (%s) handled %s but was still running at the SIGKILL", comm, ep.StopSignal))
+		parts = append(parts, fmt.Sprintf("%s took %s (%s) but was still running at the SIGKILL", who, ep.StopSignal, fateWord(ep.StopVerdict)))
 	case OutcomeKilled:
 		switch {
 		case ep.KillSender != nil && ep.KillSender.Kernel:
@@ -104,17 +117,17 @@ func (ep *Episode) Summary() string {
 		}
 		s := "the OOM killer killed " + strings.Join(names, ", ")
 		if ep.ExitAt.IsZero() {
-			s += "; PID 1 lived on"
+			s += "; " + who + " lived on"
 		}
 		parts = append(parts, s)
 	case OutcomeExited:
 		if ep.StopSignal != 0 {
-			parts = append(parts, fmt.Sprintf("PID 1 (%s) ended on its own after %s (%s)", comm, ep.StopSignal, ep.StopVerdict))
+			parts = append(parts, fmt.Sprintf("%s ended on its own after %s (%s)", who, ep.StopSignal, fateWord(ep.StopVerdict)))
 		} else {
-			parts = append(parts, fmt.Sprintf("PID 1 (%s) ended on its own", comm))
+			parts = append(parts, fmt.Sprintf("%s ended on its own", who))
 		}
 	case OutcomeUnfinished:
-		parts = append(parts, fmt.Sprintf("PID 1 (%s) was still running after %s (%s) when the recording ended", comm, ep.StopSignal, ep.StopVerdict))
+		parts = append(parts, fmt.Sprintf("%s was still running after %s (%s) when the recording ended", who, ep.StopSignal, fateWord(ep.StopVerdict)))
 	}
 	if d, ok := ep.KillAfter(); ok {
 		s := fmt.Sprintf("SIGKILL %.3fs after %s", d.Seconds(), ep.StopSignal)
@@ -128,7 +141,7 @@ func (ep *Episode) Summary() string {
 	if !ep.ExitAt.IsZero() {
 		parts = append(parts, fmt.Sprintf("exit status %d", ep.ExitStatus))
 	} else if ep.Outcome != OutcomeUnfinished && ep.Outcome != OutcomeOOMKilled {
-		parts = append(parts, "PID 1's exit not recorded")
+		parts = append(parts, "the main process's exit not recorded")
 	}
 	if n := len(ep.CascadeKills) + ep.CascadeOmitted; n > 0 {
 		parts = append(parts, fmt.Sprintf("the namespace cascade killed %d process(es)", n))
