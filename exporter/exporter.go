@@ -93,6 +93,7 @@ var (
 		string(timeline.OutcomeGraceful),
 		string(timeline.OutcomeHandlerTimeout),
 		string(timeline.OutcomeIgnoredByInit),
+		string(timeline.OutcomeIgnored),
 		string(timeline.OutcomeExited),
 		string(timeline.OutcomeUnfinished),
 		"unknown",
