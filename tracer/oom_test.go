@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/sigscope/sigscope/internal/testutil"
 )
@@ -33,51 +29,12 @@ func allocate() {
 	}
 }
 
-// memoryCgroup makes a cgroup limited to limit bytes, on the v1 memory
-// controller when there is one (this machine's hybrid layout) or on a
-// cgroup2 hierarchy with the memory controller enabled (the test VMs).
-func memoryCgroup(t *testing.T, limit int) (procs string) {
-	t.Helper()
-	name := fmt.Sprintf("sigscope-oom-test-%d", os.Getpid())
-	type hierarchy struct{ root, limitFile, swapFile, swapValue string }
-	var found *hierarchy
-	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err == nil {
-		found = &hierarchy{"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes", strconv.Itoa(limit)}
-	} else {
-		for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-			b, _ := os.ReadFile(filepath.Join(root, "cgroup.subtree_control"))
-			if slices.Contains(strings.Fields(string(b)), "memory") {
-				found = &hierarchy{root, "memory.max", "memory.swap.max", "0"}
-				break
-			}
-		}
-	}
-	if found == nil {
-		t.Fatal("no memory cgroup controller found")
-	}
-	dir := filepath.Join(found.root, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatalf("creating %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		for i := 0; i < 50 && os.Remove(dir) != nil; i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-	if err := os.WriteFile(filepath.Join(dir, found.limitFile), []byte(strconv.Itoa(limit)), 0o644); err != nil {
-		t.Fatalf("limiting memory: %v", err)
-	}
-	// No swap to escape to (the file is absent when swap accounting is off).
-	_ = os.WriteFile(filepath.Join(dir, found.swapFile), []byte(found.swapValue), 0o644)
-	return filepath.Join(dir, "cgroup.procs")
-}
-
 // The OOM killer's choice is reported: its SIGKILL (kernel-generated, not a
 // cascade), then the oom event (__oom_kill_process sends the signal before
 // mark_oom_victim), then the death.
 func TestOOMKill(t *testing.T) {
 	c := startCollector(t, Options{})
-	procs := memoryCgroup(t, 48<<20)
+	procs := testutil.MemoryCgroup(t, 48<<20)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=allocate")
 	stdin, err := cmd.StdinPipe()

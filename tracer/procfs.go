@@ -10,10 +10,28 @@ import (
 // procRoot is where /proc is mounted; a variable for tests.
 var procRoot = "/proc"
 
+// completeOOMFrom fills the identity of an OOM victim reported by the older
+// mark_victim prototype, which passes only a thread id: from the kernel's
+// SIGKILL to the same thread just before (kill), else from /proc.
+func completeOOMFrom(e *Event, kill *Process) {
+	if e.Target.PidNS != 0 || e.Target.TID == 0 {
+		return
+	}
+	if kill.TID == e.Target.TID && kill.PidNS != 0 {
+		e.Target = *kill
+		if e.Target.NsPID == 1 {
+			e.Flags |= FlagNSInit
+		}
+		return
+	}
+	completeOOMVictim(e)
+}
+
 // completeOOMVictim fills the identity of an OOM victim reported by the older
 // mark_victim prototype, which passes only a thread id. The kernel has just
-// chosen the victim and not yet reaped it, so /proc still has it. OOM kills
-// are rare: this /proc read is not on the hot path.
+// chosen the victim and not yet reaped it, but the reader may come after the
+// reaper: this is the fallback when the victim's SIGKILL was not traced. OOM
+// kills are rare: this /proc read is not on the hot path.
 func completeOOMVictim(e *Event) {
 	if e.Kind != KindOOM || e.Target.PidNS != 0 || e.Target.TID == 0 {
 		return

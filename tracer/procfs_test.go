@@ -36,3 +36,23 @@ func TestCompleteOOMVictim(t *testing.T) {
 		t.Errorf("complete victim was rewritten: %+v", e.Target)
 	}
 }
+
+// The OOM killer's SIGKILL to the victim comes just before the record that
+// names it by thread id: its identity completes the record, without /proc.
+func TestCompleteOOMFromKill(t *testing.T) {
+	old := procRoot
+	defer func() { procRoot = old }()
+	procRoot = t.TempDir() // empty: /proc has nothing left
+	kill := Process{PID: 4242, TID: 4243, NsPID: 1, PidNS: 4026532177, CgroupV1ID: 77, Comm: Comm{'h', 'o', 'g'}}
+	e := Event{Kind: KindOOM, Target: Process{PID: 4243, TID: 4243}}
+	completeOOMFrom(&e, &kill)
+	if e.Target != kill || !e.Flags.Has(FlagNSInit) {
+		t.Errorf("victim %+v flags %s", e.Target, e.Flags)
+	}
+	other := Process{PID: 9, TID: 9, PidNS: 1}
+	e = Event{Kind: KindOOM, Target: Process{PID: 4243, TID: 4243}}
+	completeOOMFrom(&e, &other)
+	if e.Target.PidNS != 0 {
+		t.Errorf("completed from another thread's kill: %+v", e.Target)
+	}
+}

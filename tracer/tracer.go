@@ -46,6 +46,12 @@ type Options struct {
 	// Run's goroutine: the place to flush buffered output, not per event.
 	Idle func()
 
+	// oomTIDOnly makes every OOM event look as the 1-argument mark_victim
+	// writes it (the victim's thread id only) before the /proc completion
+	// runs: the tests use it to exercise that path on kernels whose
+	// tracepoint passes the task.
+	oomTIDOnly bool
+
 	Logger *slog.Logger
 }
 
@@ -214,6 +220,11 @@ func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
 		rec      ringbuf.Record
 		ev       Event
 		draining bool
+		// The target of the last kernel-raised SIGKILL: the OOM killer
+		// signals its victim just before it marks it (__oom_kill_process),
+		// in the same task, so the victim's whole identity precedes an
+		// OOM record that carries only its thread id.
+		lastKernelKill Process
 	)
 	t.rd.SetDeadline(time.Now().Add(t.opts.PollInterval))
 	for {
@@ -226,6 +237,15 @@ func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
 				continue
 			}
 			t.read.Add(1)
+			switch {
+			case ev.Kind == KindGenerate && ev.Signal == SIGKILL && ev.Facts&factInfoPriv != 0:
+				lastKernelKill = ev.Target
+			case ev.Kind == KindOOM:
+				if t.opts.oomTIDOnly {
+					ev.Target = Process{PID: ev.Target.TID, TID: ev.Target.TID}
+				}
+				completeOOMFrom(&ev, &lastKernelKill)
+			}
 			if ferr := fn(&ev); ferr != nil {
 				if errors.Is(ferr, ErrStop) {
 					return nil
