@@ -1,0 +1,137 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+
+	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/timeline"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// Options configure a [Pipeline].
+type Options struct {
+	// Tracer configures the tracer; its Idle is called after the
+	// pipeline's own idle work.
+	Tracer tracer.Options
+	// Resolver maps processes to containers; nil resolves nothing (every
+	// event's containers are nil).
+	Resolver *container.Resolver
+	// Timeline, when not nil, builds stop episodes with these options.
+	Timeline *timeline.Options
+	// OnEvent, when not nil, sees every event with the containers of its
+	// target and sender (see [About] for how to show them) before the
+	// engine does. The event is reused: copy what you keep. An error
+	// stops Run (tracer.ErrStop: stop without an error).
+	OnEvent func(e *tracer.Event, target, sender *container.Info) error
+	// OnEpisodes, when not nil, gets the episodes as they complete. An
+	// error stops Run.
+	OnEpisodes func([]timeline.Episode) error
+}
+
+// Pipeline is a loaded tracer, a resolver and an engine, run together.
+type Pipeline struct {
+	opts   Options
+	t      *tracer.Tracer
+	engine *timeline.Engine
+	err    error // from OnEpisodes during an idle call
+}
+
+// New loads and attaches the tracer. Close releases it.
+func New(opts Options) (*Pipeline, error) {
+	p := &Pipeline{opts: opts}
+	if opts.Timeline != nil {
+		p.engine = timeline.New(*opts.Timeline)
+	}
+	to := opts.Tracer
+	userIdle := to.Idle
+	to.Idle = func() {
+		// Complete the episodes whose settle time passed while the
+		// stream was quiet, and hand them over at once.
+		if p.engine != nil && p.err == nil {
+			p.err = p.episodes(p.engine.Advance(time.Now()))
+		}
+		if userIdle != nil {
+			userIdle()
+		}
+	}
+	t, err := tracer.New(to)
+	if err != nil {
+		return nil, err
+	}
+	p.t = t
+	return p, nil
+}
+
+// Tracer is the pipeline's tracer, for its Stats and program names.
+func (p *Pipeline) Tracer() *tracer.Tracer { return p.t }
+
+// Engine is the pipeline's timeline engine, nil without Options.Timeline.
+func (p *Pipeline) Engine() *timeline.Engine { return p.engine }
+
+func (p *Pipeline) episodes(eps []timeline.Episode) error {
+	if len(eps) == 0 || p.opts.OnEpisodes == nil {
+		return nil
+	}
+	return p.opts.OnEpisodes(eps)
+}
+
+// Run processes events until ctx ends or a callback fails, then completes
+// every open episode (they say what they lack: unfinished when only a stop
+// signal was seen). It returns the first callback error, except ErrStop.
+func (p *Pipeline) Run(ctx context.Context) error {
+	runErr := p.t.Run(ctx, func(e *tracer.Event) error {
+		if p.err != nil {
+			return p.err
+		}
+		target, sender := Containers(p.opts.Resolver, e)
+		if p.opts.OnEvent != nil {
+			if err := p.opts.OnEvent(e, target, sender); err != nil {
+				return err
+			}
+		}
+		if p.engine == nil {
+			return nil
+		}
+		return p.episodes(p.engine.Add(e, target))
+	})
+	if runErr == nil {
+		runErr = p.err
+	}
+	if p.engine != nil {
+		if err := p.episodes(p.engine.Flush()); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	return runErr
+}
+
+// Close detaches the tracer. It is idempotent.
+func (p *Pipeline) Close() error { return p.t.Close() }
+
+// Containers returns the containers of an event's target and, for a
+// generate event, of its sender (nil for a host process or one that could
+// not be resolved). A nil resolver resolves nothing.
+func Containers(r *container.Resolver, e *tracer.Event) (target, sender *container.Info) {
+	if r == nil {
+		return nil, nil
+	}
+	target = r.Lookup(&e.Target)
+	if e.Kind == tracer.KindGenerate {
+		sender = r.Lookup(&e.Sender)
+	}
+	return target, sender
+}
+
+// About is how an event is shown: the container it is about (its target's,
+// or its sender's when the target is on the host) and the other container,
+// only for a signal from one container to another.
+func About(target, sender *container.Info) (about, other *container.Info) {
+	switch {
+	case target == nil:
+		return sender, nil
+	case sender != nil && sender.ID != target.ID:
+		return target, sender
+	}
+	return target, nil
+}
