@@ -1,0 +1,80 @@
+package pipeline
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/timeline"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// A real stop of a namespace init that drops SIGTERM goes through the real
+// tracer and engine: every event is seen by OnEvent, and the episode comes
+// out of OnEpisodes when the ring goes quiet, without waiting for the end.
+func TestPipelineStop(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	var (
+		mu     sync.Mutex
+		events int
+		eps    []timeline.Episode
+	)
+	p, err := New(Options{
+		Tracer:   tracer.Options{Signals: tracer.DefaultSignals},
+		Timeline: &timeline.Options{Settle: 100 * time.Millisecond},
+		OnEvent: func(e *tracer.Event, target, sender *container.Info) error {
+			mu.Lock()
+			events++
+			mu.Unlock()
+			return nil
+		},
+		OnEpisodes: func(got []timeline.Episode) error {
+			mu.Lock()
+			eps = append(eps, got...)
+			mu.Unlock()
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+
+	ns := testutil.StartNSInit(t, "sleep 1000 & echo ready; wait")
+	// Sent by another process: the tracer drops its own process's signals.
+	testutil.Run(t, "kill", "-TERM", strconv.Itoa(ns.PID))
+	time.Sleep(50 * time.Millisecond)
+	testutil.Run(t, "kill", "-KILL", strconv.Itoa(ns.PID))
+	var ep *timeline.Episode
+	for deadline := time.Now().Add(5 * time.Second); ep == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		for i := range eps {
+			if int(eps[i].Main.PID) == ns.PID {
+				ep = &eps[i]
+			}
+		}
+		mu.Unlock()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if ep == nil {
+		t.Fatal("no episode before the end of the run")
+	}
+	if ep.Outcome != timeline.OutcomeIgnoredByInit || ep.StopVerdict != tracer.FateDroppedInit || len(ep.CascadeKills) != 1 {
+		t.Errorf("episode %s %s cascade %d", ep.Outcome, ep.StopVerdict, len(ep.CascadeKills))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if events < 4 {
+		t.Errorf("OnEvent saw %d events", events)
+	}
+}
