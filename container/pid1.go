@@ -10,58 +10,164 @@ import (
 	"github.com/sigscope/sigscope/tracer"
 )
 
-// PID1Signals reads what a process does with each signal from
-// procRoot/<pid>/status: the signals it has a handler for (SigCgt), ignores
-// (SigIgn) and blocks (SigBlk, of its main thread), and its command line.
-// The kernel's masks have bit n-1 for signal n, the layout of
-// tracer.SignalSet. An empty procRoot means /proc.
+// ProcSignals is what procRoot/<pid>/status and cmdline say about how a
+// process takes signals. The kernel's masks have bit n-1 for signal n, the
+// layout of tracer.SignalSet.
 //
-// For a container's PID 1 this predicts a stop: a stop signal that is
-// neither caught nor ignored is dropped by the kernel (a namespace init has
-// no default action), so the runtime waits its timeout and SIGKILLs.
-func PID1Signals(procRoot string, pid int) (caught, ignored, blocked tracer.SignalSet, cmdline []string, err error) {
-	if procRoot == "" {
-		procRoot = DefaultProcRoot
+// It is the fallback of the audit, which prefers the kernel's own state
+// (tracer.ReadTaskStates): /proc shows `blocked` but not `real_blocked`, so
+// a process waiting in sigtimedwait() for a signal (tini, docker-init) looks
+// here as if it had no use for it.
+type ProcSignals struct {
+	Caught  tracer.SignalSet // SigCgt: a user handler is installed
+	Ignored tracer.SignalSet // SigIgn: SIG_IGN
+	Blocked tracer.SignalSet // SigBlk of the main thread
+	NSPID   int              // last NSpid field: the pid in its own pid namespace; 0 when status has no NSpid (before Linux 4.1)
+	Comm    string           // Name
+	Cmdline []string         // nil for a zombie or a kernel thread
+}
+
+// NSInit reports whether the process is the init of its pid namespace:
+// its pid there is 1.
+func (p *ProcSignals) NSInit() bool { return p.NSPID == 1 }
+
+// State is the tracer.TaskState /proc can show for sig: the disposition,
+// blocked and whether the process is an init. Waited is always false
+// (real_blocked is not shown) and so is Exiting.
+func (p *ProcSignals) State(sig tracer.Signal) tracer.TaskState {
+	st := tracer.TaskState{Blocked: p.Blocked.Has(sig), NSInit: p.NSInit()}
+	switch {
+	case p.Caught.Has(sig):
+		st.Handler = tracer.DispHandler
+	case p.Ignored.Has(sig):
+		st.Handler = tracer.DispIgnore
 	}
-	dir := filepath.Join(procRoot, strconv.Itoa(pid))
-	status, err := os.ReadFile(filepath.Join(dir, "status"))
+	return st
+}
+
+// ReadProcSignals reads procRoot/<pid>/status and cmdline. An empty
+// procRoot means /proc.
+func ReadProcSignals(procRoot string, pid int) (*ProcSignals, error) {
+	dir := procDir(procRoot, pid)
+	path := filepath.Join(dir, "status")
+	status, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0, 0, nil, err
+		return nil, err
 	}
+	p := &ProcSignals{}
 	found := 0
 	for _, line := range strings.Split(string(status), "\n") {
 		name, val, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
 		}
+		val = strings.TrimSpace(val)
 		var dst *tracer.SignalSet
 		switch name {
+		case "Name":
+			p.Comm = val
+			continue
+		case "NSpid":
+			f := strings.Fields(val)
+			if len(f) == 0 {
+				return nil, fmt.Errorf("%s: empty NSpid", path)
+			}
+			if p.NSPID, err = strconv.Atoi(f[len(f)-1]); err != nil {
+				return nil, fmt.Errorf("%s: NSpid: %w", path, err)
+			}
+			continue
 		case "SigCgt":
-			dst = &caught
+			dst = &p.Caught
 		case "SigIgn":
-			dst = &ignored
+			dst = &p.Ignored
 		case "SigBlk":
-			dst = &blocked
+			dst = &p.Blocked
 		default:
 			continue
 		}
-		mask, perr := strconv.ParseUint(strings.TrimSpace(val), 16, 64)
+		mask, perr := strconv.ParseUint(val, 16, 64)
 		if perr != nil {
-			return 0, 0, 0, nil, fmt.Errorf("%s: %s: %w", filepath.Join(dir, "status"), name, perr)
+			return nil, fmt.Errorf("%s: %s: %w", path, name, perr)
 		}
 		*dst = tracer.SignalSet(mask)
 		found++
 	}
 	if found != 3 {
-		return 0, 0, 0, nil, fmt.Errorf("%s: SigCgt, SigIgn or SigBlk missing", filepath.Join(dir, "status"))
+		return nil, fmt.Errorf("%s: SigCgt, SigIgn or SigBlk missing", path)
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+	if p.Cmdline, err = Cmdline(procRoot, pid); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// PID1Signals reads what a process does with each signal (ReadProcSignals)
+// and its command line. For a container's PID 1 this predicts a stop: a
+// stop signal that is neither caught nor ignored is dropped by the kernel
+// (a namespace init has no default action), unless the init waits for it
+// with sigtimedwait(), which /proc does not show.
+func PID1Signals(procRoot string, pid int) (caught, ignored, blocked tracer.SignalSet, cmdline []string, err error) {
+	p, err := ReadProcSignals(procRoot, pid)
 	if err != nil {
 		return 0, 0, 0, nil, err
 	}
-	// NUL-separated, with a trailing NUL; empty for a zombie.
-	if s := strings.TrimRight(string(raw), "\x00"); s != "" {
-		cmdline = strings.Split(s, "\x00")
+	return p.Caught, p.Ignored, p.Blocked, p.Cmdline, nil
+}
+
+// Cmdline reads procRoot/<pid>/cmdline: nil for a zombie or a kernel
+// thread.
+func Cmdline(procRoot string, pid int) ([]string, error) {
+	raw, err := os.ReadFile(filepath.Join(procDir(procRoot, pid), "cmdline"))
+	if err != nil {
+		return nil, err
 	}
-	return caught, ignored, blocked, cmdline, nil
+	// NUL-separated, with a trailing NUL.
+	if s := strings.TrimRight(string(raw), "\x00"); s != "" {
+		return strings.Split(s, "\x00"), nil
+	}
+	return nil, nil
+}
+
+// signalfdLink is what readlink(2) of a signalfd's /proc/PID/fd entry says.
+const signalfdLink = "anon_inode:[signalfd]"
+
+// SignalfdMask returns the signals the process's signalfds watch: the union
+// of the "sigmask:" lines of procRoot/<pid>/fdinfo/<fd> for each fd whose
+// link is anon_inode:[signalfd]. A signal that is blocked and watched is
+// read from the fd by the process (catatonit waits so), whatever its
+// handler. Reading another process's fds needs ptrace read access (root).
+func SignalfdMask(procRoot string, pid int) (tracer.SignalSet, error) {
+	dir := procDir(procRoot, pid)
+	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
+	if err != nil {
+		return 0, err
+	}
+	var set tracer.SignalSet
+	for _, fd := range fds {
+		// An fd closed since ReadDir is simply not counted.
+		if l, err := os.Readlink(filepath.Join(dir, "fd", fd.Name())); err != nil || l != signalfdLink {
+			continue
+		}
+		info, err := os.ReadFile(filepath.Join(dir, "fdinfo", fd.Name()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "sigmask:"); ok {
+				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+				if err != nil {
+					return 0, fmt.Errorf("%s: sigmask: %w", filepath.Join(dir, "fdinfo", fd.Name()), err)
+				}
+				set |= tracer.SignalSet(mask)
+			}
+		}
+	}
+	return set, nil
+}
+
+func procDir(procRoot string, pid int) string {
+	if procRoot == "" {
+		procRoot = DefaultProcRoot
+	}
+	return filepath.Join(procRoot, strconv.Itoa(pid))
 }

@@ -74,3 +74,82 @@ func TestPID1SignalsSelf(t *testing.T) {
 		t.Errorf("cmdline %q, want %q", cmdline, os.Args)
 	}
 }
+
+func TestReadProcSignals(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "42")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// tini as PID 1 of a namespace two levels down, while it waits in
+	// sigtimedwait: nothing blocked, nothing caught.
+	status := "Name:\ttini\nNSpid:\t42\t17\t1\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n"
+	if err := os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte("/usr/bin/tini\x00--\x00app\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ReadProcSignals(root, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.NSPID != 1 || !p.NSInit() || p.Comm != "tini" || len(p.Cmdline) != 3 {
+		t.Errorf("%+v: want ns pid 1, comm tini, 3 arguments", p)
+	}
+	// What /proc cannot show: the waited SIGTERM. The state is an init with SIG_DFL.
+	if st := p.State(tracer.SIGTERM); st != (tracer.TaskState{NSInit: true}) {
+		t.Errorf("state %+v", st)
+	}
+	status = "Name:\tsleep\nNSpid:\t42\t7\nSigBlk:\t0000000000004000\nSigIgn:\t0000000000004000\nSigCgt:\t0000000000000000\n"
+	if err := os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = ReadProcSignals(root, 42); err != nil || p.NSInit() || p.NSPID != 7 {
+		t.Fatalf("%+v, %v: want ns pid 7, no init", p, err)
+	}
+	if st := p.State(tracer.SIGTERM); st != (tracer.TaskState{Handler: tracer.DispIgnore, Blocked: true}) {
+		t.Errorf("state %+v", st)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "status"), []byte("Name:\tx\nNSpid:\t\nSigBlk:\t0\nSigIgn:\t0\nSigCgt:\t0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadProcSignals(root, 42); err == nil {
+		t.Error("an empty NSpid must be an error")
+	}
+}
+
+// A fake fd table: a signalfd watching SIGTERM and SIGINT, another watching
+// SIGHUP, and a pipe whose fdinfo has a sigmask-like line it must not count.
+func TestSignalfdMask(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "42")
+	for _, d := range []string{"fd", "fdinfo"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fds := []struct{ fd, link, info string }{
+		{"3", "anon_inode:[signalfd]", "pos:\t0\nflags:\t02000002\nmnt_id:\t17\nino:\t1038\nsigmask:\t0000000000004002\n"},
+		{"4", "pipe:[1234]", "pos:\t0\nsigmask:\tffffffffffffffff\n"},
+		{"5", "anon_inode:[signalfd]", "pos:\t0\nsigmask:\t0000000000000001\n"},
+	}
+	for _, f := range fds {
+		if err := os.Symlink(f.link, filepath.Join(dir, "fd", f.fd)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "fdinfo", f.fd), []byte(f.info), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := SignalfdMask(root, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := tracer.NewSignalSet(tracer.SIGHUP, tracer.SIGINT, tracer.SIGTERM); set != want {
+		t.Errorf("watched %s, want %s", set, want)
+	}
+	if _, err := SignalfdMask(root, 43); err == nil {
+		t.Error("a missing process must be an error")
+	}
+}
