@@ -25,13 +25,22 @@ func newAuditCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "Predict how each running container's PID 1 will take its stop signal",
+		Short: "Predict how each running container's main process will take its stop signal",
 		Long: `For every running container the local runtimes report (Docker Engine API, CRI),
-read PID 1's signal masks from /proc and predict its stop: "graceful" when PID 1
-catches the stop signal, "ignored_by_init" when the kernel will drop it (no
-handler, or SIG_IGN) and the runtime will SIGKILL after its timeout.
+read how its main process (the one the runtime signals: PID 1 of the
+container's pid namespace, or another process when it shares one) takes the
+stop signal, and predict the stop: "graceful" when it catches the signal, waits
+for it (sigtimedwait, a signalfd: tini, catatonit) or, not being a namespace
+init, is killed by it; "ignored_by_init" when the kernel will drop it at a
+namespace init (no handler, or SIG_IGN); "ignored" when a process that is no
+init ignores it; "killed" when the stop signal is SIGKILL.
 
-Needs read access to /proc/PID/status of the containers' inits (root on most hosts).`,
+SOURCE says where the masks came from: "kernel", a BPF task iterator that reads
+the kernel's own state (root, or CAP_BPF and CAP_PERFMON); or "proc",
+/proc/PID/status, used when the iterator cannot load. /proc cannot show a
+signal waited for in sigtimedwait, so it takes tini for a shell.
+
+Needs read access to /proc/PID of the containers' processes (root on most hosts).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAudit(cmd.Context(), output, &server, os.Stdout)
@@ -76,15 +85,15 @@ func runAudit(ctx context.Context, output string, server *serverFlags, stdout io
 		}
 		return nil
 	}
-	const format = "%-24s  %-8s  %-32s  %-7s  %-7s  %-15s\n"
-	fmt.Fprintf(w, format, "CONTAINER", "PID1", "COMMAND", "SIGNAL", "CATCHES", "PREDICTION")
+	const format = "%-24s  %-8s  %-32s  %-7s  %-7s  %-6s  %-15s\n"
+	fmt.Fprintf(w, format, "CONTAINER", "PID1", "COMMAND", "SIGNAL", "CATCHES", "SOURCE", "PREDICTION")
 	for _, res := range results {
 		cmdline := textsafe.Terminal(strings.Join(res.PID1.Cmdline, " "))
 		if len(cmdline) > 32 {
 			cmdline = cmdline[:29] + "..."
 		}
 		fmt.Fprintf(w, format, containerCell(res.Container.Info()), strconv.Itoa(res.PID1.PID), cmdline,
-			res.StopSignal, strconv.FormatBool(res.Catches), res.Prediction)
+			res.StopSignal, strconv.FormatBool(res.Catches), orDash(res.Source), res.Prediction)
 	}
 	for _, res := range results {
 		if res.Hint != "" || res.Error != "" {
@@ -92,4 +101,12 @@ func runAudit(ctx context.Context, output string, server *serverFlags, stdout io
 		}
 	}
 	return nil
+}
+
+// orDash shows an empty cell as "-".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
