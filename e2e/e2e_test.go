@@ -90,20 +90,8 @@ func runContainer(t *testing.T, name string, args ...string) string {
 		time.Sleep(300 * time.Millisecond)
 		return id
 	}
-	pid := docker(t, "inspect", "-f", "{{.State.Pid}}", name)
-	for {
-		children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
-		if err != nil {
-			t.Fatalf("container %s: %v", name, err)
-		}
-		if len(strings.TrimSpace(string(children))) > 0 {
-			return id
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s: PID 1 (%s) started no child within 10s", name, pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitChild(t, name)
+	return id
 }
 
 func exitCode(t *testing.T, name string) string {
@@ -140,6 +128,8 @@ type episode struct {
 		Text string `json:"text"`
 	} `json:"steps"`
 	Hint string `json:"hint"`
+
+	raw []byte // the line as printed, for failure messages
 }
 
 // live is a running `sigscope timeline -o json`.
@@ -178,6 +168,7 @@ func (l *live) stop(t *testing.T) []episode {
 		if err := json.Unmarshal(sc.Bytes(), &ep); err != nil {
 			t.Fatalf("episode line %q: %v", sc.Text(), err)
 		}
+		ep.raw = append([]byte(nil), sc.Bytes()...)
 		eps = append(eps, ep)
 	}
 	return eps
@@ -206,6 +197,7 @@ type auditLine struct {
 	StopSignal string `json:"stop_signal"`
 	Catches    bool   `json:"catches"`
 	Prediction string `json:"prediction"`
+	Source     string `json:"source"`
 	Hint       string `json:"hint"`
 }
 
