@@ -1,0 +1,16 @@
+#!/bin/sh
+# Regenerates timeline/testdata/streams/*.jsonl: runs the init stop
+# scenarios of e2e/inits_test.go against the real kernel and Docker (root
+# needed) and writes each stop's kernel stream, as `sigscope trace -o json
+# --signals default` printed it, trimmed to the container's pid namespace
+# and container ID. The tests' own verdicts do not stop the recording: a
+# scenario the timeline engine still gets wrong is recorded all the same.
+#
+#   e2e/testdata/record.sh            # every scenario
+#   e2e/testdata/record.sh Catatonit  # those whose test name matches
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+SIGSCOPE_RECORD_STREAMS="$root/timeline/testdata/streams" \
+	go test -count=1 -v -run "TestInit${1:-}" ./e2e || true
+ls -l "$root/timeline/testdata/streams"
