@@ -18,6 +18,11 @@ type Summary struct {
 	StopSignal  string `json:"stop_signal,omitempty"`
 	StopTimeout int    `json:"stop_timeout_s,omitempty"`
 	GracePeriod int    `json:"grace_period_s,omitempty"`
+	// MainPID and Sandbox let a recording be judged offline: which
+	// process is the container's main one when it is no namespace init,
+	// and whether it is a pod's sandbox.
+	MainPID int  `json:"main_pid,omitempty"`
+	Sandbox bool `json:"sandbox,omitempty"`
 }
 
 // Summary returns i's JSON identity. Untrusted strings (names, images,
@@ -25,13 +30,15 @@ type Summary struct {
 func (i *Info) Summary() Summary {
 	return Summary{ID: i.ID, Name: textsafe.UTF8(i.Name), Image: textsafe.UTF8(i.Image), Runtime: i.Runtime,
 		Pod: textsafe.UTF8(i.Pod), Namespace: textsafe.UTF8(i.Namespace),
-		StopSignal: stopSignalName(i.StopSignal), StopTimeout: i.StopTimeout, GracePeriod: i.GracePeriod}
+		StopSignal: stopSignalName(i.StopSignal), StopTimeout: i.StopTimeout, GracePeriod: i.GracePeriod,
+		MainPID: i.MainPID, Sandbox: i.Sandbox}
 }
 
 // Info returns the identity a Summary carries (labels are not part of it).
 func (s Summary) Info() *Info {
 	return &Info{ID: s.ID, Name: s.Name, Image: s.Image, Runtime: s.Runtime, Pod: s.Pod,
-		Namespace: s.Namespace, StopSignal: parseStopSignal(s.StopSignal), StopTimeout: s.StopTimeout, GracePeriod: s.GracePeriod}
+		Namespace: s.Namespace, StopSignal: parseStopSignal(s.StopSignal), StopTimeout: s.StopTimeout, GracePeriod: s.GracePeriod,
+		MainPID: s.MainPID, Sandbox: s.Sandbox}
 }
 
 func stopSignalName(s tracer.Signal) string {

@@ -1,0 +1,75 @@
+package pipeline
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/timeline"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// The recorded kernel streams of real docker stops (timeline/testdata/
+// streams, made by e2e/testdata/record.sh) replayed offline through the
+// engine: the verdicts the end-to-end tests see live, without root.
+func TestRecordedStops(t *testing.T) {
+	cases := []struct {
+		file       string
+		outcome    timeline.Outcome
+		verdict    tracer.Fate
+		stopSignal tracer.Signal
+		exit       int
+		mainIsInit bool
+		fwdInit    string
+		cascade    int
+		forwards   int // forward steps
+	}{
+		{"docker_init_tini", timeline.OutcomeGraceful, tracer.FateSigwait, tracer.SIGTERM, 143, true, "docker-init", 0, 1},
+		{"shared_pidns", timeline.OutcomeGraceful, tracer.FateDefault, tracer.SIGTERM, 143, false, "", 0, 0},
+		{"shared_pidns_leftover", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, false, "", 0, 0},
+		{"sigblock", timeline.OutcomeIgnoredByInit, tracer.FateBlocked, tracer.SIGTERM, 137, true, "", 0, 0},
+		{"stop_signal_usr1", timeline.OutcomeIgnoredByInit, tracer.FateDroppedInit, tracer.SIGUSR1, 137, true, "", 1, 0},
+		{"shell_forward", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, true, "", 0, 1},
+		{"fwdinit", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 143, true, "", 0, 1},
+		{"catatonit", timeline.OutcomeGraceful, tracer.FateBlocked, tracer.SIGTERM, 143, true, "catatonit", 0, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			f, err := os.Open(filepath.Join("..", "timeline", "testdata", "streams", c.file+".jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			e := timeline.New(timeline.Options{})
+			var eps []timeline.Episode
+			err = ReadRecording(f, func(ev *tracer.Event, target, _ *container.Info) error {
+				eps = append(eps, e.Add(ev, target)...)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eps = append(eps, e.Flush()...)
+			if len(eps) != 1 {
+				t.Fatalf("%d episodes, want 1: %+v", len(eps), eps)
+			}
+			ep := eps[0]
+			forwards := 0
+			for _, s := range ep.Steps {
+				if s.Kind == timeline.StepForward {
+					forwards++
+				}
+			}
+			if ep.Outcome != c.outcome || ep.StopVerdict != c.verdict || ep.StopSignal != c.stopSignal || ep.ExitStatus != c.exit ||
+				ep.MainIsInit != c.mainIsInit || ep.ForwardingInit != c.fwdInit || len(ep.CascadeKills) != c.cascade || forwards != c.forwards {
+				t.Errorf("got %s verdict %s signal %s exit %d init %v fwd %q cascade %d forwards %d\nwant %s %s %s %d %v %q %d %d\nsummary: %s",
+					ep.Outcome, ep.StopVerdict, ep.StopSignal, ep.ExitStatus, ep.MainIsInit, ep.ForwardingInit, len(ep.CascadeKills), forwards,
+					c.outcome, c.verdict, c.stopSignal, c.exit, c.mainIsInit, c.fwdInit, len(ep.CascadeKills), c.forwards, ep.Summary())
+			}
+			if ep.Container.Runtime != "docker" || ep.Container.Name == "" {
+				t.Errorf("container %+v", ep.Container)
+			}
+		})
+	}
+}
