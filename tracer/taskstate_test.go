@@ -181,7 +181,7 @@ func TestReadTaskStatesSigwaitPrivileged(t *testing.T) {
 
 func BenchmarkReadTaskStates(b *testing.B) {
 	testutil.RequirePrivileged(b)
-	pids := []int{os.Getpid(), 1}
+	pids := []int{os.Getpid(), os.Getppid()}
 	for b.Loop() {
 		if _, err := ReadTaskStates(pids); err != nil {
 			b.Fatal(err)
