@@ -1,0 +1,63 @@
+package tracer
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
+)
+
+// cgroup2Root finds a cgroup2 hierarchy whose cgroups have cgroup.kill
+// (5.14+): the unified mount of a hybrid host, or /sys/fs/cgroup on a v2 one.
+func cgroup2Root(t *testing.T) string {
+	t.Helper()
+	for _, root := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(filepath.Join(root, "cgroup.subtree_control")); err == nil {
+			return root
+		}
+	}
+	t.Fatal("no cgroup2 hierarchy mounted")
+	return ""
+}
+
+// runc 1.2+ ends a container that has no pid namespace of its own by
+// writing cgroup.kill: the kernel then SIGKILLs each process of the cgroup
+// on behalf of the writer, thread-directed with SEND_SIG_NOINFO. Those kills
+// carry cgroup_kill, and a kill(2) SIGKILL does not.
+func TestCgroupKill(t *testing.T) {
+	c := startCollector(t, Options{})
+	dir := filepath.Join(cgroup2Root(t), fmt.Sprintf("sigscope-kill-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 50 && os.Remove(dir) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	var pids []int
+	for range 2 {
+		pid := testutil.StartReady(t, exec.Command("sh", "-c", "echo ready; exec sleep 1000"))
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			t.Fatalf("moving %d: %v", pid, err)
+		}
+		pids = append(pids, pid)
+	}
+	// Another process writes the file: the tracer drops its own signals.
+	testutil.Run(t, "sh", "-c", "echo 1 > "+filepath.Join(dir, "cgroup.kill"))
+	for _, pid := range pids {
+		gen := c.waitFor(t, "cgroup-kill", isGenerate(SIGKILL, pid))
+		if gen.Result != ResultDelivered || gen.Group || gen.Sender.Comm.String() != "sh" {
+			t.Errorf("SIGKILL to %d: result %s group %v sender %q", pid, gen.Result, gen.Group, gen.Sender.Comm)
+		}
+		assertFlags(t, gen, FlagCgroupKill)
+	}
+	other := testutil.StartReady(t, exec.Command("sh", "-c", "echo ready; exec sleep 1000"))
+	testutil.Run(t, "kill", "-KILL", strconv.Itoa(other))
+	assertFlags(t, c.waitFor(t, "plain-kill", isGenerate(SIGKILL, other)), 0)
+}
