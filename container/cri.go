@@ -99,10 +99,12 @@ func criRuntimeName(s string) string {
 	return s
 }
 
-// criStatus is a container as a CRI endpoint describes it.
+// criStatus is a container or pod sandbox as a CRI endpoint describes it.
 type criStatus struct {
 	Info Info
-	PID  int // host pid of the container's init, from the verbose info; 0 if not given
+	// created: a container created and not started yet, so it has no main
+	// pid yet; asking again later gives one.
+	created bool
 }
 
 // status returns ContainerStatus (verbose) for id, or errNotFound.
@@ -123,6 +125,37 @@ func (c *criClient) status(ctx context.Context, id string) (*criStatus, error) {
 		return nil, fmt.Errorf("CRI %s: %w", c.socket, err)
 	}
 	return st, nil
+}
+
+// sandboxStatus returns PodSandboxStatus (verbose) for id, or errNotFound.
+func (c *criClient) sandboxStatus(ctx context.Context, id string) (*criStatus, error) {
+	rt, err := c.client()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		if isCRINotFound(err) || status.Code(err) == codes.Unimplemented {
+			return nil, errNotFound
+		}
+		return nil, fmt.Errorf("CRI %s: PodSandboxStatus: %w", c.socket, err)
+	}
+	st, err := infoFromSandbox(resp.GetStatus(), resp.GetInfo())
+	if err != nil {
+		return nil, fmt.Errorf("CRI %s: %w", c.socket, err)
+	}
+	return st, nil
+}
+
+// lookup describes id, a container or a pod sandbox: their cgroups look
+// alike (/kubepods/<qos>/pod<uid>/<64 hex>), and CRI answers NotFound to
+// ContainerStatus for a sandbox's id.
+func (c *criClient) lookup(ctx context.Context, id string) (*criStatus, error) {
+	st, err := c.status(ctx, id)
+	if !errors.Is(err, errNotFound) {
+		return st, err
+	}
+	return c.sandboxStatus(ctx, id)
 }
 
 // running lists the IDs of the running containers.
@@ -157,9 +190,7 @@ func isCRINotFound(err error) bool {
 
 // infoFromCRI maps a CRI ContainerStatus and its verbose info to an Info:
 // the kubelet's labels give pod, namespace, uid and container name, its
-// annotation the grace period. The host pid of the container's init is in
-// the verbose "info" JSON ({"pid": N, ...}), which containerd and CRI-O
-// both write.
+// annotation the grace period, the verbose info the main pid.
 func infoFromCRI(s *runtimeapi.ContainerStatus, verbose map[string]string) (*criStatus, error) {
 	if s == nil {
 		return nil, errors.New("ContainerStatus without a status")
@@ -171,21 +202,66 @@ func infoFromCRI(s *runtimeapi.ContainerStatus, verbose map[string]string) (*cri
 		Labels:      s.GetLabels(),
 		Annotations: s.GetAnnotations(),
 		StopSignal:  criSignal(s.GetStopSignal()),
+		MainPID:     verbosePID(verbose),
 	}}
 	if out.Info.Image == "" {
 		out.Info.Image = s.GetImageRef()
 	}
 	applyKubernetes(&out.Info, out.Info.Labels, out.Info.Annotations)
-	if raw := verbose["info"]; raw != "" {
-		var v struct {
-			PID int `json:"pid"`
-		}
-		// A verbose blob we cannot read costs the pid, not the lookup.
-		if json.Unmarshal([]byte(raw), &v) == nil {
-			out.PID = v.PID
+	out.created = s.GetState() == runtimeapi.ContainerState_CONTAINER_CREATED && out.Info.MainPID == 0
+	return out, nil
+}
+
+// SandboxName is the container name a pod's sandbox gets, the kubelet's
+// name for its infrastructure container ("k8s_POD_..." under dockershim
+// and cri-dockerd, which label it so).
+const SandboxName = "POD"
+
+// infoFromSandbox maps a PodSandboxStatus and its verbose info to an Info
+// with Sandbox set: the pod's name, namespace and uid from the sandbox's
+// metadata (the kubelet's labels as a fallback), the pause process's pid
+// from the verbose info.
+func infoFromSandbox(s *runtimeapi.PodSandboxStatus, verbose map[string]string) (*criStatus, error) {
+	if s == nil {
+		return nil, errors.New("PodSandboxStatus without a status")
+	}
+	info := Info{
+		ID:          s.GetId(),
+		Sandbox:     true,
+		Labels:      s.GetLabels(),
+		Annotations: s.GetAnnotations(),
+		MainPID:     verbosePID(verbose),
+	}
+	applyKubernetes(&info, info.Labels, info.Annotations)
+	info.Name = SandboxName
+	md := s.GetMetadata()
+	for _, f := range []struct {
+		dst *string
+		v   string
+	}{{&info.Pod, md.GetName()}, {&info.Namespace, md.GetNamespace()}, {&info.PodUID, md.GetUid()}} {
+		if f.v != "" {
+			*f.dst = f.v
 		}
 	}
-	return out, nil
+	return &criStatus{Info: info}, nil
+}
+
+// verbosePID reads the host pid of the process a container or sandbox
+// runs from the verbose "info" JSON ({"pid": N, ...}), which containerd
+// and CRI-O both write; 0 when it is missing. A blob that cannot be read
+// costs the pid, not the lookup.
+func verbosePID(verbose map[string]string) int {
+	raw := verbose["info"]
+	if raw == "" {
+		return 0
+	}
+	var v struct {
+		PID int `json:"pid"`
+	}
+	if json.Unmarshal([]byte(raw), &v) != nil || v.PID < 0 {
+		return 0
+	}
+	return v.PID
 }
 
 // criSignal reads a CRI stop signal; the runtime default is 0, as in Info.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sigscope/sigscope/internal/dockertest"
 	"github.com/sigscope/sigscope/tracer"
@@ -58,7 +59,92 @@ func TestRealCRI(t *testing.T) {
 		info.Namespace != "prod" || info.Name != "app" || info.GracePeriod != 45 {
 		t.Errorf("Lookup = %+v", info)
 	}
-	if n := fresh.Errors(); len(n) != 0 {
+	// Only CRI counts: the watch also sees the Docker containers other
+	// tests run on this host, and this resolver has no Docker socket.
+	if n := fresh.Errors(); n[SourceCRI] != 0 {
 		t.Errorf("errors %v", n)
+	}
+}
+
+// TestRealCRISandbox plays kubelet against a real containerd with a
+// resolver already watching, as the agent would be: the pod's sandbox
+// (pause process) resolves as a sandbox of the pod, and the containers'
+// main pids are known without any lookup, although both cgroups appeared
+// before containerd could say anything about them (a sandbox is
+// registered once it runs, a container has no pid until it starts).
+func TestRealCRISandbox(t *testing.T) {
+	c := dockertest.EnsureCRI(t)
+	img := c.ImportImage(t, "sigscope-cri-app:latest", "")
+	noDocker := filepath.Join(t.TempDir(), "no-docker.sock")
+	watching := NewResolver(Options{DockerSocket: noDocker, CRISockets: []string{c.Socket}})
+	defer watching.Close()
+
+	uid := fmt.Sprintf("5e1c0a2b-0000-4000-8001-%012d", os.Getpid())
+	ids := c.StartPod(t, dockertest.Pod{
+		Name: "sb-0", Namespace: "stage", UID: uid, Container: "app",
+		Image: img, Command: []string{"sh", "-c", "sleep 1000"},
+	})
+	pausePID, appPID := c.SandboxPID(t, ids.Sandbox), c.ContainerPID(t, ids.Container)
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pausePID))
+	t.Logf("sandbox %s pause pid %d (%q); container %s pid %d", ids.Sandbox[:12], pausePID, cmdline, ids.Container[:12], appPID)
+
+	// Before any lookup: what the watch's enrichment and its rechecks
+	// learnt.
+	for _, w := range []struct {
+		id      string
+		sandbox bool
+		pid     int
+	}{{ids.Sandbox, true, pausePID}, {ids.Container, false, appPID}} {
+		var info *Info
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			watching.mu.Lock()
+			if m, ok := watching.metas.get(w.id); ok {
+				info = m.info
+			}
+			watching.mu.Unlock()
+			if info != nil && info.Sandbox == w.sandbox && info.MainPID == w.pid {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the watching resolver has %+v, want Sandbox %v and MainPID %d", w.id[:12], info, w.sandbox, w.pid)
+			}
+		}
+	}
+
+	fresh := NewResolver(Options{DockerSocket: noDocker, CRISockets: []string{c.Socket}})
+	defer fresh.Close()
+	for _, r := range []*Resolver{watching, fresh} {
+		sb := r.Lookup(processOf(t, pausePID))
+		if sb == nil || !sb.Sandbox || sb.ID != ids.Sandbox || sb.Runtime != RuntimeContainerd || sb.Pod != "sb-0" ||
+			sb.Namespace != "stage" || sb.PodUID != uid || sb.MainPID != pausePID {
+			t.Errorf("pause process: Lookup = %+v", sb)
+		}
+		app := r.Lookup(processOf(t, appPID))
+		if app == nil || app.Sandbox || app.ID != ids.Container || app.Name != "app" || app.Pod != "sb-0" || app.MainPID != appPID {
+			t.Errorf("app process: Lookup = %+v", app)
+		}
+		if n := r.Errors(); n[SourceCRI] != 0 {
+			t.Errorf("errors %v", n)
+		}
+	}
+
+	runs, err := fresh.ListRunning(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, run := range runs {
+		if run.Info.ID == ids.Sandbox || run.Info.Sandbox {
+			t.Errorf("ListRunning lists a sandbox: %+v", run.Info)
+		}
+		if run.Info.ID == ids.Container {
+			found = true
+			if run.PID != appPID || run.Info.MainPID != appPID {
+				t.Errorf("ListRunning: %+v pid %d, want %d", run.Info, run.PID, appPID)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("ListRunning has no %s", ids.Container[:12])
 	}
 }

@@ -2,18 +2,31 @@
 // and pods: the container ID and runtime from the cgroup path (cgroup v1 and
 // v2, cgroupfs and systemd drivers; docker, containerd, CRI-O, podman), and
 // metadata from the runtime's API where one is reachable (the Docker Engine
-// API; the CRI API of containerd and CRI-O for Kubernetes pods).
+// API; the CRI API of containerd, CRI-O, k3s/RKE2 and cri-dockerd for
+// Kubernetes pods). The runtime endpoints are options (sigscope's
+// --docker-socket and --cri-socket), with the usual locations as defaults.
+//
+// Besides names and stop settings, the runtime says which process is the
+// container's main one ([Info.MainPID], the one it sends the stop signal
+// to) and whether a pod's cgroup holds its sandbox ([Info.Sandbox]: the
+// pause container, asked with PodSandboxStatus under CRI, labelled
+// io.kubernetes.docker.type=podsandbox by cri-dockerd), whose end is not
+// a container stop. Containers are enriched in the background as soon as
+// their cgroup appears, often before the runtime has started them; the
+// runtime is then asked again, a bounded number of times, until it gives
+// the main pid.
 //
 // Identities are cached by the keys events carry (pid-namespace inode and
 // cgroup ids), so the hot path does no /proc read and short-lived processes
 // still resolve: a process that is gone is found through its cgroup id, and
-// a container that has ended is remembered for a TTL. The cache is bounded.
-// A runtime that is unreachable only degrades enrichment; errors are counted
-// per source ([Resolver.Errors]) and logged once per outage.
+// a container that has ended is remembered for a TTL. The caches and the
+// background queues are bounded. A runtime that is missing or unreachable
+// only degrades enrichment; errors are counted per source
+// ([Resolver.Errors]) and logged once per endpoint and outage.
 //
 // For `sigscope audit` it lists the running containers with their PID 1
-// ([Resolver.ListRunning]) and reads how a PID 1 handles signals
-// ([PID1Signals]).
+// ([Resolver.ListRunning], never pod sandboxes) and reads how a PID 1
+// handles signals ([PID1Signals]).
 //
 // Names, labels and annotations are stored as the runtime gave them:
 // escaping them is each output's job (internal/textsafe). It does not read

@@ -53,10 +53,19 @@ type dockerInspect struct {
 		StopTimeout *int              `json:"StopTimeout"`
 	} `json:"Config"`
 	State struct {
-		Running bool `json:"Running"`
-		Pid     int  `json:"Pid"`
+		Status  string `json:"Status"` // created, running, paused, restarting, removing, exited, dead
+		Running bool   `json:"Running"`
+		Pid     int    `json:"Pid"`
 	} `json:"State"`
 }
+
+// LabelDockerType is the label dockershim and cri-dockerd put on the Docker
+// containers they create for the kubelet: "podsandbox" on a pod's sandbox
+// (pause) container, "container" on its application containers.
+const (
+	LabelDockerType   = "io.kubernetes.docker.type"
+	dockerTypeSandbox = "podsandbox"
+)
 
 // dockerDefaultStopTimeout is what `docker stop` waits when the container
 // sets no StopTimeout.
@@ -73,6 +82,8 @@ func (d *dockerInspect) info() *Info {
 		StopSignal:  parseStopSignal(d.Config.StopSignal),
 		StopTimeout: dockerDefaultStopTimeout,
 		Labels:      d.Config.Labels,
+		MainPID:     d.State.Pid,
+		Sandbox:     d.Config.Labels[LabelDockerType] == dockerTypeSandbox,
 	}
 	if d.Config.StopTimeout != nil {
 		info.StopTimeout = *d.Config.StopTimeout
@@ -81,6 +92,20 @@ func (d *dockerInspect) info() *Info {
 	// annotations as Docker labels.
 	applyKubernetes(info, d.Config.Labels, nil)
 	return info
+}
+
+// notStarted reports whether the container may still start: Docker knows
+// it, and it has neither a main pid nor an end yet (created, or between
+// two runs of a restart policy).
+func (d *dockerInspect) notStarted() bool {
+	if d.State.Pid != 0 {
+		return false
+	}
+	switch d.State.Status {
+	case "exited", "dead", "removing":
+		return false
+	}
+	return true
 }
 
 func (c *dockerClient) inspect(ctx context.Context, id string) (*dockerInspect, error) {

@@ -114,7 +114,9 @@ func TestRealDockerLookup(t *testing.T) {
 	check("Runtime", info.Runtime, RuntimeDocker)
 	check("Name", info.Name, name)
 	check("Image", info.Image, img)
-	check("StopSignal", info.StopSignal, "SIGTERM")
+	check("StopSignal", info.StopSignal, tracer.SIGTERM)
+	check("MainPID", info.MainPID, pid)
+	check("Sandbox", info.Sandbox, false)
 	check("StopTimeout", info.StopTimeout, 7)
 	check("Pod", info.Pod, "web-0")
 	check("Namespace", info.Namespace, "shop")
@@ -185,16 +187,21 @@ func TestRealDockerRemovedBeforeLookup(t *testing.T) {
 	pid := d.PID(t, id)
 	p := processOf(t, pid)
 	v2, v1 := cgroupDirs(t, pid)
-	// Wait for the background enrichment the watch started.
+	// Wait for the background enrichment the watch started, main pid
+	// included (the cgroup may appear before Docker has a pid to give).
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		r.mu.Lock()
 		m, ok := r.metas.get(id)
+		var info *Info
+		if ok {
+			info = m.info
+		}
 		r.mu.Unlock()
-		if ok && m.info.Name == name {
+		if info != nil && info.Name == name && info.MainPID == pid {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("container %s not enriched in the background within 10s", name)
+			t.Fatalf("container %s not enriched in the background within 10s: %+v, want MainPID %d", name, info, pid)
 		}
 	}
 
@@ -211,7 +218,7 @@ func TestRealDockerRemovedBeforeLookup(t *testing.T) {
 		if q.CgroupID <= 1 && q.CgroupV1ID == 0 {
 			continue // this host has no such hierarchy
 		}
-		if got := r.Lookup(q); got == nil || got.ID != id || got.Name != name || got.Image != img {
+		if got := r.Lookup(q); got == nil || got.ID != id || got.Name != name || got.Image != img || got.MainPID != pid {
 			t.Errorf("removed container, cgroup ids v2=%d v1=%d: %+v, want %s %s", q.CgroupID, q.CgroupV1ID, got, id[:12], name)
 		}
 	}

@@ -54,7 +54,7 @@ type fakeHost struct {
 	cgroot string
 	fs     *countingFS
 	clock  *clock
-	logs   *bytes.Buffer
+	logs   *logBuffer
 }
 
 func newFakeHost(t testing.TB) *fakeHost {
@@ -66,7 +66,7 @@ func newFakeHost(t testing.TB) *fakeHost {
 		cgroot: filepath.Join(dir, "cgroup"),
 		fs:     &countingFS{},
 		clock:  &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
-		logs:   &bytes.Buffer{},
+		logs:   &logBuffer{},
 	}
 	for _, d := range []string{h.proc, filepath.Join(h.cgroot, "unified"), filepath.Join(h.cgroot, "memory")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -86,23 +86,29 @@ func (h *fakeHost) resolver(opts Options) *Resolver {
 	if opts.DockerSocket == "" && opts.CRISockets == nil {
 		opts.NoRuntimeAPI = true
 	}
-	opts.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: h.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r := NewResolver(opts)
+	opts.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r := newResolver(opts, h.fs, h.clock.now)
 	h.t.Cleanup(func() { _ = r.Close() })
-	r.fs = h.fs
-	r.now = h.clock.now
 	return r
 }
 
-type syncWriter struct {
+// logBuffer collects the resolvers' logs, which their goroutines write
+// while the test reads.
+type logBuffer struct {
 	mu sync.Mutex
-	w  *bytes.Buffer
+	b  bytes.Buffer
 }
 
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // addProcess writes /proc/<pid>/cgroup and the ns/pid link.

@@ -23,7 +23,8 @@ type Info struct {
 	// 0 when the runtime did not say (not started yet, or not asked).
 	MainPID int
 	// Sandbox is true for a pod's sandbox (pause) container: its end is
-	// the last step of a pod's teardown, never a container stop.
+	// the last step of a pod's teardown, never a container stop. Its Name
+	// is SandboxName ("POD").
 	Sandbox bool
 
 	// Stop configuration, when the runtime reports it.

@@ -11,11 +11,12 @@ import (
 // Running is a running container and the host pid of its PID 1.
 type Running struct {
 	Info Info
-	PID  int // host pid of the container's init; 0 when the runtime did not say
+	PID  int // host pid of the container's main process (Info.MainPID); 0 when the runtime did not say
 }
 
 // ListRunning asks every reachable runtime for its running containers, for
-// `sigscope audit`. Runtimes whose socket does not exist are skipped; when
+// `sigscope audit`. Pod sandboxes are not listed: their pause process is
+// not a workload. Runtimes whose socket does not exist are skipped; when
 // none exists it returns an error. A runtime that exists but fails adds to
 // the returned error while the others' containers are still returned. The
 // answers refresh the resolver's metadata cache.
@@ -33,7 +34,7 @@ func (r *Resolver) ListRunning(ctx context.Context) ([]Running, error) {
 		seen  = make(map[string]bool)
 	)
 	add := func(run Running) {
-		if run.Info.ID == "" || seen[run.Info.ID] {
+		if run.Info.ID == "" || run.Info.Sandbox || seen[run.Info.ID] {
 			return
 		}
 		seen[run.Info.ID] = true
@@ -49,10 +50,10 @@ func (r *Resolver) ListRunning(ctx context.Context) ([]Running, error) {
 		tried = append(tried, docker.socket)
 		runs, err := r.listDocker(ctx, docker)
 		if err != nil {
-			r.fail(SourceDocker, err)
+			r.fail(SourceDocker, docker.socket, err)
 			errs = append(errs, err)
 		} else {
-			r.ok(SourceDocker)
+			r.ok(SourceDocker, docker.socket)
 		}
 		for _, run := range runs {
 			add(run)
@@ -65,10 +66,10 @@ func (r *Resolver) ListRunning(ctx context.Context) ([]Running, error) {
 		tried = append(tried, c.socket)
 		runs, err := r.listCRI(ctx, c)
 		if err != nil {
-			r.fail(SourceCRI, err)
+			r.fail(SourceCRI, c.socket, err)
 			errs = append(errs, err)
 		} else {
-			r.ok(SourceCRI)
+			r.ok(SourceCRI, c.socket)
 		}
 		for _, run := range runs {
 			add(run)
@@ -113,10 +114,11 @@ func (r *Resolver) listDocker(ctx context.Context, c *dockerClient) ([]Running, 
 			errs = append(errs, err)
 			continue
 		}
-		if !ins.State.Running {
+		info := ins.info()
+		if !ins.State.Running || info.Sandbox {
 			continue
 		}
-		out = append(out, Running{Info: *ins.info(), PID: ins.State.Pid})
+		out = append(out, Running{Info: *info, PID: info.MainPID})
 	}
 	return out, errors.Join(errs...)
 }
@@ -146,7 +148,7 @@ func (r *Resolver) listCRI(ctx context.Context, c *criClient) ([]Running, error)
 			continue
 		}
 		st.Info.Runtime = name
-		out = append(out, Running{Info: st.Info, PID: st.PID})
+		out = append(out, Running{Info: st.Info, PID: st.Info.MainPID})
 	}
 	return out, errors.Join(errs...)
 }

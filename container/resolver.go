@@ -3,11 +3,14 @@ package container
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,12 +31,30 @@ const (
 	// because the cgroup index may learn the cgroup meanwhile.
 	unknownTTL = time.Second
 	// prefetchQueue bounds the containers waiting for early enrichment;
-	// past it they are enriched at their first lookup instead.
+	// past it they are enriched at their first lookup instead. It bounds
+	// the containers waiting to be asked again (recheck) too.
 	prefetchQueue = 1024
 )
 
-// DefaultCRISockets are containerd's and CRI-O's CRI endpoints.
-var DefaultCRISockets = []string{"/run/containerd/containerd.sock", "/var/run/crio/crio.sock"}
+// A container enriched before its runtime started it has no main pid yet,
+// and a pod sandbox being created is not known to containerd yet: the
+// runtime is asked again every recheckInterval, at most recheckTries times
+// (5 s), until it gives a pid or forgets the container, so that MainPID is
+// known by the time the container is stopped. Variables for the tests.
+var (
+	recheckInterval = 250 * time.Millisecond
+	recheckTries    = 20
+)
+
+// DefaultCRISockets are where the CRI runtimes listen by default:
+// containerd, CRI-O, the containerd of k3s and RKE2, and cri-dockerd
+// (Docker behind the CRI). Sockets that do not exist are skipped.
+var DefaultCRISockets = []string{
+	"/run/containerd/containerd.sock",
+	"/var/run/crio/crio.sock",
+	"/run/k3s/containerd/containerd.sock",
+	"/run/cri-dockerd.sock",
+}
 
 // Error sources counted by [Resolver.Errors].
 const (
@@ -45,10 +66,16 @@ const (
 
 // Options configure a [Resolver]. Zero values take the defaults.
 type Options struct {
-	ProcRoot     string   // default "/proc"
-	CgroupRoot   string   // where cgroup hierarchies are mounted; default "/sys/fs/cgroup"
-	DockerSocket string   // Docker Engine API socket; default DefaultDockerSocket
-	CRISockets   []string // nil: DefaultCRISockets
+	ProcRoot   string // default "/proc"
+	CgroupRoot string // where cgroup hierarchies are mounted; default "/sys/fs/cgroup"
+	// DockerSocket is the Docker Engine API socket; "" is
+	// DefaultDockerSocket. CRISockets are the CRI endpoints asked in
+	// order; nil is DefaultCRISockets, empty is none. A "unix://" prefix
+	// (the kubelet's form) is accepted. A socket given explicitly that
+	// does not exist is warned about once; a default one is a runtime
+	// this node does not run.
+	DockerSocket string
+	CRISockets   []string
 	// NoRuntimeAPI turns enrichment off: IDs and runtimes come from cgroup
 	// paths only, and nothing is dialled.
 	NoRuntimeAPI bool
@@ -89,6 +116,13 @@ type Resolver struct {
 	prefetchDone chan struct{}
 	closeOnce    sync.Once
 
+	// Containers the runtime is asked about again by the prefetcher (no
+	// main pid yet, or not known yet), by container ID; at most
+	// prefetchQueue.
+	recheckMu   sync.Mutex
+	rechecks    map[string]*recheck
+	recheckWake chan struct{} // a recheck was added
+
 	mu      sync.Mutex
 	entries *lru[Key, *entry]   // by event key
 	metas   *lru[string, *meta] // by container ID
@@ -120,6 +154,24 @@ type meta struct {
 
 type prefetchItem struct{ id, runtime string }
 
+type recheck struct {
+	runtime string
+	tries   int
+	due     time.Time // wall clock
+}
+
+// enrichment is what asking the runtimes about a container gave.
+type enrichment struct {
+	info *Info
+	// complete: the runtime answered (or there is no runtime to ask);
+	// false when one that should know could not be asked.
+	complete bool
+	// again: ask soon again. The runtime knows the container but has not
+	// started it (no main pid yet), or knows nothing of it yet (containerd
+	// registers a pod sandbox only once it runs).
+	again bool
+}
+
 // procFS is the resolver's only access to /proc, so that tests can count
 // reads.
 type procFS interface {
@@ -136,19 +188,32 @@ func (osFS) Readlink(name string) (string, error) { return os.Readlink(name) }
 // cgroup tree and watches it from now on, so that the containers of
 // processes gone before their lookup are still found, and enriches the
 // containers it sees in the background. Call Close to stop that.
-func NewResolver(opts Options) *Resolver {
+func NewResolver(opts Options) *Resolver { return newResolver(opts, osFS{}, time.Now) }
+
+// newResolver is NewResolver with the /proc access and the clock the tests
+// replace, set before any goroutine starts.
+func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 	if opts.ProcRoot == "" {
 		opts.ProcRoot = DefaultProcRoot
 	}
 	if opts.CgroupRoot == "" {
 		opts.CgroupRoot = DefaultCgroupRoot
 	}
+	explicitDocker, explicitCRI := opts.DockerSocket != "", opts.CRISockets != nil
+	opts.DockerSocket = strings.TrimPrefix(opts.DockerSocket, "unix://")
 	if opts.DockerSocket == "" {
 		opts.DockerSocket = DefaultDockerSocket
 	}
 	if opts.CRISockets == nil {
 		opts.CRISockets = DefaultCRISockets
 	}
+	var cri []string
+	for _, s := range opts.CRISockets {
+		if s = strings.TrimPrefix(s, "unix://"); s != "" && !slices.Contains(cri, s) {
+			cri = append(cri, s)
+		}
+	}
+	opts.CRISockets = cri
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMaxEntries
 	}
@@ -164,14 +229,16 @@ func NewResolver(opts Options) *Resolver {
 	r := &Resolver{
 		opts:          opts,
 		log:           opts.Logger.With("component", "container"),
-		fs:            osFS{},
-		now:           time.Now,
+		fs:            fs,
+		now:           now,
 		retryInterval: 30 * time.Second,
 		entries:       newLRU[Key, *entry](opts.MaxEntries),
 		metas:         newLRU[string, *meta](opts.MaxEntries),
 		errs:          make(map[string]uint64),
 		warned:        make(map[string]bool),
 		downTil:       make(map[string]time.Time),
+		rechecks:      make(map[string]*recheck),
+		recheckWake:   make(chan struct{}, 1),
 	}
 	r.cg = newCgroupIndex(opts.CgroupRoot, opts.MaxEntries, opts.TTL, func() time.Time { return r.now() })
 	if !opts.NoRuntimeAPI {
@@ -179,6 +246,14 @@ func NewResolver(opts Options) *Resolver {
 		for _, s := range opts.CRISockets {
 			r.cri = append(r.cri, newCRIClient(s))
 		}
+		var given []string
+		if explicitDocker {
+			given = append(given, opts.DockerSocket)
+		}
+		if explicitCRI {
+			given = append(given, opts.CRISockets...)
+		}
+		r.warnMissing(given)
 	}
 	if !opts.NoCgroupWatch {
 		onNew := func(string) {}
@@ -188,9 +263,9 @@ func NewResolver(opts Options) *Resolver {
 			go r.prefetcher()
 			onNew = r.queuePrefetch
 		}
-		w, err := r.cg.watch(onNew, func(err error) { r.fail(SourceCgroup, err) })
+		w, err := r.cg.watch(onNew, func(err error) { r.fail(SourceCgroup, "", err) })
 		if err != nil {
-			r.fail(SourceCgroup, err)
+			r.fail(SourceCgroup, "", err)
 		}
 		r.watch = w
 	}
@@ -210,15 +285,108 @@ func (r *Resolver) queuePrefetch(rel string) {
 	}
 }
 
+// prefetcher enriches the containers whose cgroup appeared, and asks again
+// about those that had no main pid yet when it is time.
 func (r *Resolver) prefetcher() {
 	defer close(r.prefetchDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	armed := false
 	for {
+		var due <-chan time.Time
+		if armed {
+			due = timer.C
+		}
 		select {
 		case <-r.prefetchStop:
 			return // what is still queued is not needed any more
 		case it := <-r.prefetch:
 			r.metaFor(it.id, it.runtime)
+		case <-r.recheckWake:
+		case <-due:
+			armed = false
+			r.runRechecks()
 		}
+		if !armed {
+			if d, ok := r.nextRecheck(); ok {
+				timer.Reset(d)
+				armed = true
+			}
+		}
+	}
+}
+
+// queueRecheck has the prefetcher ask the runtime about the container
+// again in recheckInterval. Without a prefetcher (no cgroup watch) a
+// container keeps what its first enrichment said.
+func (r *Resolver) queueRecheck(id, runtime string) {
+	if r.prefetch == nil {
+		return
+	}
+	r.recheckMu.Lock()
+	if _, ok := r.rechecks[id]; !ok && len(r.rechecks) < prefetchQueue {
+		r.rechecks[id] = &recheck{runtime: runtime, due: time.Now().Add(recheckInterval)}
+	}
+	r.recheckMu.Unlock()
+	select {
+	case r.recheckWake <- struct{}{}:
+	default:
+	}
+}
+
+// nextRecheck says how long until the earliest recheck is due.
+func (r *Resolver) nextRecheck() (time.Duration, bool) {
+	r.recheckMu.Lock()
+	defer r.recheckMu.Unlock()
+	var first time.Time
+	for _, c := range r.rechecks {
+		if first.IsZero() || c.due.Before(first) {
+			first = c.due
+		}
+	}
+	if first.IsZero() {
+		return 0, false
+	}
+	return max(time.Until(first), 0), true
+}
+
+// runRechecks asks the runtimes again about the containers that are due,
+// and updates their metadata in place, so that every key resolving to
+// them sees it.
+func (r *Resolver) runRechecks() {
+	now := time.Now()
+	type item struct{ id, runtime string }
+	var due []item
+	r.recheckMu.Lock()
+	for id, c := range r.rechecks {
+		if !now.Before(c.due) {
+			due = append(due, item{id, c.runtime})
+		}
+	}
+	r.recheckMu.Unlock()
+	for _, it := range due {
+		select {
+		case <-r.prefetchStop:
+			return
+		default:
+		}
+		en := r.enrich(it.id, it.runtime)
+		r.mu.Lock()
+		m, known := r.metas.get(it.id)
+		if known && en.complete {
+			m.info, m.complete = merged(m.info, m.complete, en.info), true
+		}
+		r.mu.Unlock()
+		r.recheckMu.Lock()
+		if c := r.rechecks[it.id]; c != nil {
+			c.tries++
+			c.due = time.Now().Add(recheckInterval)
+			if !known || !en.again && en.complete || c.tries >= recheckTries {
+				delete(r.rechecks, it.id)
+			}
+		}
+		r.recheckMu.Unlock()
 	}
 }
 
@@ -405,7 +573,7 @@ func (r *Resolver) identify(p *tracer.Process, key Key) identity {
 		}
 		path, goneAt, ok, err := r.cg.find(c.id, c.v1)
 		if err != nil {
-			r.fail(SourceCgroup, err)
+			r.fail(SourceCgroup, "", err)
 		}
 		if ok {
 			id, runtime, found := ParseCgroupPath(path)
@@ -421,7 +589,7 @@ func (r *Resolver) procErr(err error) {
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 		return
 	}
-	r.fail(SourceProc, err)
+	r.fail(SourceProc, "", err)
 }
 
 // metaFor returns the container's metadata: cached within TTL, else asked
@@ -436,164 +604,249 @@ func (r *Resolver) metaFor(id, runtime string) *meta {
 	}
 	r.mu.Unlock()
 	return r.idCall.do(id, func() *meta {
-		info, complete := r.enrich(id, runtime)
-		if old != nil && old.complete && info.bare() && !old.info.bare() {
-			// The runtime has forgotten it (docker rm): what it said
-			// while the container existed still holds.
-			info = old.info
-		}
+		en := r.enrich(id, runtime)
 		now := r.now()
-		m := &meta{info: info, fetched: now, complete: complete, retryAt: now.Add(r.retryInterval)}
+		m := &meta{fetched: now, complete: en.complete, retryAt: now.Add(r.retryInterval)}
 		r.mu.Lock()
+		if old != nil {
+			m.info = merged(old.info, old.complete, en.info)
+		} else {
+			m.info = en.info
+		}
 		r.metas.put(id, m)
 		r.mu.Unlock()
+		if en.again {
+			r.queueRecheck(id, runtime)
+		}
 		return m
 	})
+}
+
+// merged is what is known of a container after the runtime answered next
+// with info, when it had answered old before (complete) or not.
+func merged(old *Info, complete bool, next *Info) *Info {
+	if complete && next.bare() && !old.bare() {
+		// The runtime has forgotten it (docker rm): what it said
+		// while the container existed still holds.
+		return old
+	}
+	if next.MainPID == 0 && old.MainPID != 0 && next.ID == old.ID {
+		// It has exited since: its main pid was still that one.
+		c := *next
+		c.MainPID = old.MainPID
+		return &c
+	}
+	return next
 }
 
 func (r *Resolver) reenrich(m *meta) {
 	r.mu.Lock()
 	id, runtime := m.info.ID, m.info.Runtime
 	r.mu.Unlock()
-	info, complete := r.enrich(id, runtime)
+	en := r.enrich(id, runtime)
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	m.retrying = false
-	if complete {
-		m.info, m.complete = info, true
+	if en.complete {
+		m.info, m.complete = merged(m.info, m.complete, en.info), true
 	} else {
 		m.retryAt = r.now().Add(r.retryInterval)
 	}
+	r.mu.Unlock()
+	if en.again {
+		r.queueRecheck(id, runtime)
+	}
 }
 
-// enrich asks the runtime about a container. It always returns an Info
-// with the ID and runtime; complete is false when a runtime that should
-// know could not be asked, so that it is asked again later.
-func (r *Resolver) enrich(id, runtime string) (*Info, bool) {
+// enrich asks the runtime about a container. Its Info always has the ID
+// and runtime.
+func (r *Resolver) enrich(id, runtime string) enrichment {
 	bare := &Info{ID: id, Runtime: runtime}
 	r.mu.Lock()
 	docker, cri := r.docker, r.cri
 	r.mu.Unlock()
 	if docker == nil {
-		return bare, true
+		return enrichment{info: bare, complete: true}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.APITimeout)
 	defer cancel()
 	switch runtime {
 	case RuntimeDocker:
-		info, _, complete := r.fromDocker(ctx, docker, bare)
-		return info, complete
+		en, _ := r.fromDocker(ctx, docker, bare)
+		return en
 	case RuntimeContainerd, RuntimeCRIO:
-		info, found, complete := r.fromCRI(ctx, cri, bare)
+		en, found := r.fromCRI(ctx, cri, bare)
 		if found || runtime != RuntimeContainerd {
-			return info, complete
+			return en
 		}
 		// The kubelet's cgroupfs layout is shared by containerd and
 		// dockershim/cri-dockerd: ask Docker too, when it is there.
 		if _, err := os.Stat(docker.socket); err == nil {
-			if dinfo, found, _ := r.fromDocker(ctx, docker, bare); found {
-				dinfo.Runtime = RuntimeDocker
-				return dinfo, true
+			if den, found := r.fromDocker(ctx, docker, bare); found {
+				den.info.Runtime = RuntimeDocker
+				return den
 			}
 		}
-		return info, complete
+		return en
 	}
 	// podman: its Docker-compatible API is not asked (yet).
-	return bare, true
+	return enrichment{info: bare, complete: true}
 }
 
-// fromDocker asks Docker about bare.ID. found: Docker knows it; complete:
-// Docker answered, so there is nothing more to ask.
-func (r *Resolver) fromDocker(ctx context.Context, c *dockerClient, bare *Info) (info *Info, found, complete bool) {
-	if r.isDown(SourceDocker) {
-		return bare, false, false
+// fromDocker asks Docker about bare.ID; found: Docker knows it.
+func (r *Resolver) fromDocker(ctx context.Context, c *dockerClient, bare *Info) (en enrichment, found bool) {
+	if r.isDown(c.socket) {
+		return enrichment{info: bare}, false
 	}
 	ins, err := c.inspect(ctx, bare.ID)
 	if errors.Is(err, errNotFound) {
-		r.ok(SourceDocker)
-		return bare, false, true
+		// Docker records a container before it makes its cgroup: one
+		// it does not know has been removed.
+		r.ok(SourceDocker, c.socket)
+		return enrichment{info: bare, complete: true}, false
 	}
 	if err != nil {
-		r.fail(SourceDocker, err)
-		return bare, false, false
+		r.fail(SourceDocker, c.socket, err)
+		return enrichment{info: bare}, false
 	}
-	r.ok(SourceDocker)
-	info = ins.info()
+	r.ok(SourceDocker, c.socket)
+	info := ins.info()
 	info.Runtime = bare.Runtime
-	return info, true, true
+	return enrichment{info: info, complete: true, again: ins.notStarted()}, true
 }
 
-// fromCRI asks each CRI endpoint present about bare.ID, as fromDocker.
-func (r *Resolver) fromCRI(ctx context.Context, clients []*criClient, bare *Info) (info *Info, found, complete bool) {
-	if r.isDown(SourceCRI) {
-		return bare, false, false
-	}
-	var lastErr error
-	asked := 0
+// fromCRI asks each CRI endpoint present about bare.ID, a container or a
+// pod sandbox, until one knows it; found: one did.
+func (r *Resolver) fromCRI(ctx context.Context, clients []*criClient, bare *Info) (en enrichment, found bool) {
+	present, failed := 0, 0
 	for _, c := range clients {
 		if !c.present() {
 			continue
 		}
-		asked++
-		st, err := c.status(ctx, bare.ID)
+		present++
+		if r.isDown(c.socket) {
+			failed++
+			continue
+		}
+		st, err := c.lookup(ctx, bare.ID)
 		if errors.Is(err, errNotFound) {
+			r.ok(SourceCRI, c.socket)
 			continue
 		}
 		if err != nil {
-			lastErr = err
+			r.fail(SourceCRI, c.socket, err)
+			failed++
 			continue
 		}
-		info = &st.Info
-		r.ok(SourceCRI)
+		r.ok(SourceCRI, c.socket)
+		info := &st.Info
 		info.Runtime = bare.Runtime
-		return info, true, true
+		if name, err := c.runtimeName(ctx); err == nil && name != "" {
+			// cri-dockerd's answer is a Docker container's.
+			info.Runtime = name
+		}
+		return enrichment{info: info, complete: true, again: st.created}, true
 	}
-	if lastErr == nil && asked == 0 {
-		lastErr = errors.New("no CRI socket found")
+	switch {
+	case present == 0:
+		err := errors.New("no CRI socket configured")
+		if len(r.opts.CRISockets) > 0 {
+			err = fmt.Errorf("no CRI socket found (looked for %s)", strings.Join(r.opts.CRISockets, ", "))
+		}
+		r.fail(SourceCRI, strings.Join(r.opts.CRISockets, " "), err)
+		return enrichment{info: bare}, false
+	case failed > 0:
+		return enrichment{info: bare}, false
 	}
-	if lastErr != nil {
-		r.fail(SourceCRI, lastErr)
-		return bare, false, false
+	// Nobody knows it: a container removed already, or a pod sandbox
+	// containerd has not registered yet (it does once the sandbox runs,
+	// after its cgroup appeared).
+	return enrichment{info: bare, complete: true, again: true}, false
+}
+
+// warnMissing warns once about each socket in given, the ones the user
+// named, that does not exist. A missing socket only costs enrichment;
+// failures to reach it later are logged at debug.
+func (r *Resolver) warnMissing(given []string) {
+	missing := 0
+	for _, s := range given {
+		fi, err := os.Stat(s)
+		var pe *fs.PathError
+		switch {
+		case errors.As(err, &pe):
+			err = pe.Err // the path is the endpoint already
+		case err == nil && fi.Mode()&os.ModeSocket == 0:
+			err = errors.New("not a socket")
+		}
+		if err == nil {
+			continue
+		}
+		if slices.Contains(r.opts.CRISockets, s) {
+			missing++
+		}
+		r.errMu.Lock()
+		first := !r.warned[s]
+		r.warned[s] = true
+		r.errMu.Unlock()
+		if first {
+			r.log.Warn("container runtime socket not found; container IDs still come from cgroup paths", "endpoint", s, "err", err)
+		}
 	}
-	return bare, false, true
+	if missing > 0 && missing == len(r.opts.CRISockets) {
+		// fromCRI's "no CRI socket found" would say it again.
+		r.errMu.Lock()
+		r.warned[strings.Join(r.opts.CRISockets, " ")] = true
+		r.errMu.Unlock()
+	}
 }
 
 // fail counts an error from source and logs it: at warn the first time
-// since the source last worked, at debug after that, so an unreachable
-// runtime writes one line, not one per container. The source is not asked
-// again for retryInterval, so a hung runtime costs one timeout per
-// interval, not one per new container.
-func (r *Resolver) fail(source string, err error) {
+// since the endpoint (a socket path; "" for /proc and cgroups) last
+// worked, at debug after that, so an unreachable runtime writes one line,
+// not one per container, and each of two broken CRI sockets says so once.
+// A runtime endpoint is not asked again for retryInterval, so a hung
+// runtime costs one timeout per interval, not one per new container.
+func (r *Resolver) fail(source, endpoint string, err error) {
+	key := endpoint
+	if key == "" {
+		key = source
+	}
 	r.errMu.Lock()
 	r.errs[source]++
-	first := !r.warned[source]
-	r.warned[source] = true
-	if source == SourceDocker || source == SourceCRI {
-		r.downTil[source] = r.now().Add(r.retryInterval)
+	first := !r.warned[key]
+	r.warned[key] = true
+	if endpoint != "" {
+		r.downTil[endpoint] = r.now().Add(r.retryInterval)
 	}
 	r.errMu.Unlock()
+	attrs := []any{"source", source}
+	if endpoint != "" {
+		attrs = append(attrs, "endpoint", endpoint)
+	}
+	attrs = append(attrs, "err", err)
 	if first {
-		r.log.Warn("container metadata source failed; container IDs still come from cgroup paths", "source", source, "err", err)
+		r.log.Warn("container metadata source failed; container IDs still come from cgroup paths", attrs...)
 	} else {
-		r.log.Debug("container metadata source failed", "source", source, "err", err)
+		r.log.Debug("container metadata source failed", attrs...)
 	}
 }
 
-func (r *Resolver) ok(source string) {
+// ok notes that endpoint of source answered.
+func (r *Resolver) ok(source, endpoint string) {
 	r.errMu.Lock()
-	was := r.warned[source]
-	r.warned[source] = false
-	delete(r.downTil, source)
+	was := r.warned[endpoint]
+	r.warned[endpoint] = false
+	delete(r.downTil, endpoint)
 	r.errMu.Unlock()
 	if was {
-		r.log.Info("container metadata source answers again", "source", source)
+		r.log.Info("container metadata source answers again", "source", source, "endpoint", endpoint)
 	}
 }
 
-func (r *Resolver) isDown(source string) bool {
+// isDown reports whether endpoint failed less than retryInterval ago.
+func (r *Resolver) isDown(endpoint string) bool {
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
-	until, ok := r.downTil[source]
+	until, ok := r.downTil[endpoint]
 	return ok && r.now().Before(until)
 }
 

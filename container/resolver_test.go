@@ -64,6 +64,7 @@ func TestLookupGoneProcessResolvesByCgroupID(t *testing.T) {
 			h.mkCgroup(c.v1, "/system.slice/ssh.service") // unrelated dirs in the walk
 			h.mkCgroup(c.v1, "/docker/"+id2)
 			id := h.mkCgroup(c.v1, "/docker/"+id1)
+			waitIndexed(t, r, id, c.v1, false)
 			p := &tracer.Process{PID: 300, NsPID: 5, PidNS: 4026532999}
 			if c.v1 {
 				p.CgroupV1ID = id
@@ -119,6 +120,7 @@ func TestLookupReusedPid(t *testing.T) {
 	r := h.resolver(Options{})
 	h.hostProcess(400, "/user.slice")
 	cg := h.mkCgroup(false, "/docker/"+id1)
+	waitIndexed(t, r, cg, false, false)
 	info := r.Lookup(&tracer.Process{PID: 400, NsPID: 3, PidNS: 4026532500, CgroupID: cg})
 	if info == nil || info.ID != id1 {
 		t.Fatalf("Lookup = %+v, want %s through the cgroup id", info, id1)

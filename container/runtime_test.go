@@ -37,9 +37,24 @@ func socketPath(t *testing.T, name string) string {
 // fakeDocker serves the two Docker Engine API calls the resolver makes.
 type fakeDocker struct {
 	socket     string
+	mu         sync.Mutex
 	containers map[string]map[string]any // id -> inspect JSON
 	requests   atomic.Int64
 	failing    atomic.Bool // answer 500
+}
+
+// set replaces what inspect answers for id (nil: no such container).
+func (f *fakeDocker) set(id string, inspect map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.containers == nil {
+		f.containers = make(map[string]map[string]any)
+	}
+	if inspect == nil {
+		delete(f.containers, id)
+		return
+	}
+	f.containers[id] = inspect
 }
 
 func startFakeDocker(t *testing.T, containers map[string]map[string]any) *fakeDocker {
@@ -61,6 +76,8 @@ func (f *fakeDocker) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, `{"message":"daemon is sick"}`, http.StatusInternalServerError)
 		return
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if req.URL.Path == "/containers/json" {
 		var list []map[string]any
 		for id := range f.containers {
@@ -103,7 +120,7 @@ func TestDockerEnrichment(t *testing.T) {
 	p := h.dockerProcess(100, 4026532100, id1)
 	info := r.Lookup(p)
 	want := Info{ID: id1, Runtime: RuntimeDocker, Name: "web\x1b[31m", Image: "sigscope-test:latest",
-		Pod: "web-0", Namespace: "shop", PodUID: uid, StopSignal: tracer.SIGTERM, StopTimeout: 7, GracePeriod: 45}
+		Pod: "web-0", Namespace: "shop", PodUID: uid, StopSignal: tracer.SIGTERM, StopTimeout: 7, GracePeriod: 45, MainPID: 1234}
 	if info == nil {
 		t.Fatal("no Info")
 	}
@@ -217,13 +234,33 @@ func TestDockerBackoff(t *testing.T) {
 	}
 }
 
-// fakeCRI is a CRI runtime service with a fixed set of containers.
+// fakeCRI is a CRI runtime service with a set of containers and pod
+// sandboxes; set and setSandbox change them.
 type fakeCRI struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
-	name     string
-	statuses map[string]*runtimeapi.ContainerStatusResponse
-	mu       sync.Mutex
-	calls    int
+	name      string
+	statuses  map[string]*runtimeapi.ContainerStatusResponse
+	sandboxes map[string]*runtimeapi.PodSandboxStatusResponse
+	mu        sync.Mutex
+	calls     int // ContainerStatus and PodSandboxStatus
+}
+
+func (f *fakeCRI) set(id string, resp *runtimeapi.ContainerStatusResponse) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.statuses == nil {
+		f.statuses = make(map[string]*runtimeapi.ContainerStatusResponse)
+	}
+	f.statuses[id] = resp
+}
+
+func (f *fakeCRI) setSandbox(id string, resp *runtimeapi.PodSandboxStatusResponse) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sandboxes == nil {
+		f.sandboxes = make(map[string]*runtimeapi.PodSandboxStatusResponse)
+	}
+	f.sandboxes[id] = resp
 }
 
 func startFakeCRI(t *testing.T, f *fakeCRI) string {
@@ -247,8 +284,8 @@ func (f *fakeCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtime
 func (f *fakeCRI) ContainerStatus(_ context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
 	f.mu.Lock()
 	f.calls++
-	f.mu.Unlock()
 	resp := f.statuses[req.GetContainerId()]
+	f.mu.Unlock()
 	if resp == nil {
 		return nil, status.Errorf(codes.NotFound, "container %q not found", req.GetContainerId())
 	}
@@ -258,7 +295,25 @@ func (f *fakeCRI) ContainerStatus(_ context.Context, req *runtimeapi.ContainerSt
 	return resp, nil
 }
 
+// PodSandboxStatus answers as containerd does: NotFound for a container's
+// id, and the pause process's pid in the verbose info.
+func (f *fakeCRI) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	f.mu.Lock()
+	f.calls++
+	resp := f.sandboxes[req.GetPodSandboxId()]
+	f.mu.Unlock()
+	if resp == nil {
+		return nil, status.Errorf(codes.NotFound, "an error occurred when try to find sandbox %q: not found", req.GetPodSandboxId())
+	}
+	if !req.GetVerbose() {
+		resp = &runtimeapi.PodSandboxStatusResponse{Status: resp.Status}
+	}
+	return resp, nil
+}
+
 func (f *fakeCRI) ListContainers(_ context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var out []*runtimeapi.Container
 	for id, s := range f.statuses {
 		if req.GetFilter().GetState() != nil && s.Status.GetState() != req.GetFilter().GetState().GetState() {
@@ -299,24 +354,26 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestInfoFromCRI(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		resp *runtimeapi.ContainerStatusResponse
-		want Info
-		pid  int
+		name    string
+		resp    *runtimeapi.ContainerStatusResponse
+		want    Info
+		created bool
 	}{
 		{"kubelet container", kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242),
-			Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60}, 4242},
+			Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60, MainPID: 4242}, false},
+		{"created, not started", kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_CREATED, 0),
+			Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60}, true},
 		{"image by ref, stop signal, no verbose info", &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
-			Id: id2, Metadata: &runtimeapi.ContainerMetadata{Name: "side"}, ImageRef: "sha256:ff",
+			Id: id2, Metadata: &runtimeapi.ContainerMetadata{Name: "side"}, ImageRef: "sha256:ff", State: runtimeapi.ContainerState_CONTAINER_EXITED,
 			StopSignal: runtimeapi.Signal_SIGNAL_SIGQUIT,
-		}}, Info{ID: id2, Name: "side", Image: "sha256:ff", StopSignal: tracer.SIGQUIT}, 0},
+		}}, Info{ID: id2, Name: "side", Image: "sha256:ff", StopSignal: tracer.SIGQUIT}, false},
 		{"grace period as a label, garbage verbose info", &runtimeapi.ContainerStatusResponse{
-			Status: &runtimeapi.ContainerStatus{Id: id2, Labels: map[string]string{AnnotationGracePeriod: "5"}},
+			Status: &runtimeapi.ContainerStatus{Id: id2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: map[string]string{AnnotationGracePeriod: "5"}},
 			Info:   map[string]string{"info": "{not json"},
-		}, Info{ID: id2, GracePeriod: 5}, 0},
+		}, Info{ID: id2, GracePeriod: 5}, false},
 		{"bad grace period ignored", &runtimeapi.ContainerStatusResponse{
-			Status: &runtimeapi.ContainerStatus{Id: id2, Annotations: map[string]string{AnnotationGracePeriod: "soon"}},
-		}, Info{ID: id2}, 0},
+			Status: &runtimeapi.ContainerStatus{Id: id2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Annotations: map[string]string{AnnotationGracePeriod: "soon"}},
+		}, Info{ID: id2}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, err := infoFromCRI(c.resp.GetStatus(), c.resp.GetInfo())
@@ -325,8 +382,8 @@ func TestInfoFromCRI(t *testing.T) {
 			}
 			got := st.Info
 			got.Labels, got.Annotations = nil, nil
-			if !reflect.DeepEqual(got, c.want) || st.PID != c.pid {
-				t.Fatalf("got %+v pid %d\nwant %+v pid %d", got, st.PID, c.want, c.pid)
+			if !reflect.DeepEqual(got, c.want) || st.created != c.created {
+				t.Fatalf("got %+v created %v\nwant %+v created %v", got, st.created, c.want, c.created)
 			}
 		})
 	}

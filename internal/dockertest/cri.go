@@ -2,6 +2,7 @@ package dockertest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -170,6 +171,18 @@ type Pod struct {
 // removed at cleanup.
 func (c *CRI) RunPod(t testing.TB, p Pod) string {
 	t.Helper()
+	return c.StartPod(t, p).Container
+}
+
+// PodIDs are the CRI ids of what StartPod made.
+type PodIDs struct {
+	Sandbox   string // the pod sandbox (its pause container)
+	Container string
+}
+
+// StartPod is RunPod, returning the sandbox's id too.
+func (c *CRI) StartPod(t testing.TB, p Pod) PodIDs {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	podLabels := map[string]string{
@@ -227,5 +240,42 @@ func (c *CRI) RunPod(t testing.TB, p Pod) string {
 	if _, err := c.RT.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
 		t.Fatalf("StartContainer: %v", err)
 	}
-	return id
+	return PodIDs{Sandbox: podID, Container: id}
+}
+
+// SandboxPID is the host pid of a pod sandbox's pause process, from the
+// verbose PodSandboxStatus as containerd writes it ({"pid": N, ...}).
+func (c *CRI) SandboxPID(t testing.TB, id string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.RT.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		t.Fatalf("PodSandboxStatus: %v", err)
+	}
+	return verbosePID(t, resp.GetInfo())
+}
+
+// ContainerPID is the host pid of a container's main process, from the
+// verbose ContainerStatus.
+func (c *CRI) ContainerPID(t testing.TB, id string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.RT.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		t.Fatalf("ContainerStatus: %v", err)
+	}
+	return verbosePID(t, resp.GetInfo())
+}
+
+func verbosePID(t testing.TB, info map[string]string) int {
+	t.Helper()
+	var v struct {
+		PID int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(info["info"]), &v); err != nil || v.PID <= 0 {
+		t.Fatalf("no pid in the verbose info (%v): %.300s", err, info["info"])
+	}
+	return v.PID
 }
