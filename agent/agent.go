@@ -56,6 +56,11 @@ type Options struct {
 	AuditInterval time.Duration // how often PID 1s are audited (metric and API)
 	ProcRoot      string        // default /proc
 
+	// Container runtime endpoints, as in container.Options: "" and nil
+	// are the defaults.
+	DockerSocket string
+	CRISockets   []string
+
 	Version, Revision string
 	Logger            *slog.Logger
 }
@@ -108,7 +113,8 @@ func New(opts Options) (*Agent, error) {
 		}
 	}
 	a := &Agent{opts: opts, log: opts.Logger, episodes: make([]timeline.Episode, opts.MaxEpisodes)}
-	a.resolver = container.NewResolver(container.Options{ProcRoot: opts.ProcRoot, Logger: opts.Logger})
+	a.resolver = container.NewResolver(container.Options{ProcRoot: opts.ProcRoot, Logger: opts.Logger,
+		DockerSocket: opts.DockerSocket, CRISockets: opts.CRISockets})
 	a.exp = exporter.New(exporter.Options{
 		PodLabels: opts.PodLabels,
 		MaxSeries: opts.MaxSeries,

@@ -22,6 +22,7 @@ func newAuditCmd() *cobra.Command {
 	var (
 		output string
 		server serverFlags
+		rt     runtimeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -43,15 +44,16 @@ signal waited for in sigtimedwait, so it takes tini for a shell.
 Needs read access to /proc/PID of the containers' processes (root on most hosts).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAudit(cmd.Context(), output, &server, os.Stdout)
+			return runAudit(cmd.Context(), output, &server, rt.options(), os.Stdout)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	server.register(cmd.Flags())
+	rt.register(cmd.Flags())
 	return cmd
 }
 
-func runAudit(ctx context.Context, output string, server *serverFlags, stdout io.Writer) error {
+func runAudit(ctx context.Context, output string, server *serverFlags, opts container.Options, stdout io.Writer) error {
 	if output != "table" && output != "json" {
 		return usageError{fmt.Errorf("--output %q: want table or json", output)}
 	}
@@ -62,7 +64,8 @@ func runAudit(ctx context.Context, output string, server *serverFlags, stdout io
 		}
 	} else {
 		// A one-shot audit looks at live processes only: no cgroup watch.
-		r := container.NewResolver(container.Options{Logger: slog.Default(), NoCgroupWatch: true})
+		opts.NoCgroupWatch = true
+		r := container.NewResolver(opts)
 		defer r.Close()
 		var err error
 		results, err = audit.Run(ctx, r, "")

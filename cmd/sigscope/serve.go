@@ -24,6 +24,7 @@ func newServeCmd() *cobra.Command {
 		kubeconfig  string
 		auditEvery  time.Duration
 		maxEpisodes int
+		rt          runtimeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -48,6 +49,7 @@ grace period (in-cluster credentials, or --kubeconfig).`,
 			opts.ListenAddresses = listen
 			opts.AuditInterval = auditEvery
 			opts.MaxEpisodes = maxEpisodes
+			opts.DockerSocket, opts.CRISockets = rt.dockerSocket, rt.criSockets
 			opts.Logger = slog.Default()
 			opts.Version, opts.Revision = buildVersion()
 			if opts.KubeEvents {
@@ -76,6 +78,7 @@ grace period (in-cluster credentials, or --kubeconfig).`,
 	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --kube-events outside a cluster (default: in-cluster)")
 	fl.DurationVar(&auditEvery, "audit-interval", agent.DefaultAuditInterval, "how often every container's PID 1 is audited")
 	fl.IntVar(&maxEpisodes, "max-episodes", agent.DefaultMaxEpisodes, "recent stop episodes kept for /api/v1/episodes")
+	rt.register(fl)
 	return cmd
 }
 

@@ -27,6 +27,7 @@ type timelineFlags struct {
 	pod       string
 	settle    time.Duration
 	server    serverFlags
+	runtime   runtimeFlags
 }
 
 func newTimelineCmd() *cobra.Command {
@@ -60,6 +61,7 @@ completes. Offline: read a recording made with "sigscope trace -o json".`,
 	fl.StringVar(&f.pod, "pod", "", "only episodes of this pod (namespace/name)")
 	fl.DurationVar(&f.settle, "settle", 0, "how long after PID 1's exit to keep collecting the cascade (default 1s)")
 	f.server.register(fl)
+	f.runtime.register(fl)
 	return cmd
 }
 
@@ -121,7 +123,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
-	resolver := container.NewResolver(container.Options{Logger: slog.Default()})
+	resolver := container.NewResolver(f.runtime.options())
 	defer resolver.Close()
 	var printErr error
 	t, err := tracer.New(tracer.Options{

@@ -30,6 +30,7 @@ type traceFlags struct {
 	container    string
 	pod          string
 	noContainers bool
+	runtime      runtimeFlags
 }
 
 func newTraceCmd() *cobra.Command {
@@ -64,6 +65,7 @@ prints the kernel's counters (seen, emitted, dropped) on stderr.`,
 	fl.StringVar(&f.container, "container", "", "only events about this container (ID prefix or name)")
 	fl.StringVar(&f.pod, "pod", "", "only events about this pod (namespace/name)")
 	fl.BoolVar(&f.noContainers, "no-containers", false, "do not resolve containers (no /proc, cgroup or runtime API access)")
+	f.runtime.register(fl)
 	return cmd
 }
 
@@ -112,7 +114,7 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 
 	var resolver *container.Resolver
 	if !f.noContainers {
-		resolver = container.NewResolver(container.Options{Logger: slog.Default()})
+		resolver = container.NewResolver(f.runtime.options())
 		defer resolver.Close()
 	}
 	var write func(e *tracer.Event, c, sender *container.Info) error
