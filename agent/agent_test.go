@@ -156,7 +156,7 @@ func TestMetricsMoveByWhatWasCaused(t *testing.T) {
 	}
 	found := false
 	for _, ep := range eps {
-		if ep.Init.PID == uint32(casc.PID) && len(ep.CascadeKills) == 3 {
+		if ep.Main.PID == uint32(casc.PID) && len(ep.CascadeKills) == 3 {
 			found = true
 		}
 	}

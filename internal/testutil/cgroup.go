@@ -49,4 +49,3 @@ func MemoryCgroup(t testing.TB, limit int) (procs string) {
 	_ = os.WriteFile(filepath.Join(dir, found.swapFile), []byte(found.swapValue), 0o644)
 	return filepath.Join(dir, "cgroup.procs")
 }
-
