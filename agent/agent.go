@@ -23,6 +23,7 @@ import (
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/exporter"
 	"github.com/sigscope/sigscope/kubeevents"
+	"github.com/sigscope/sigscope/pipeline"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -185,16 +186,24 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = srv.Shutdown(shutCtx)
 	}()
 
-	engine := timeline.New(timeline.Options{})
-	t, err := tracer.New(tracer.Options{
-		Signals: a.opts.Signals,
-		Logger:  a.log,
-		Idle:    func() { a.complete(engine.Advance(time.Now())) },
+	p, err := pipeline.New(pipeline.Options{
+		Tracer:   tracer.Options{Signals: a.opts.Signals, Logger: a.log},
+		Resolver: a.resolver,
+		Timeline: &timeline.Options{},
+		OnEvent: func(e *tracer.Event, target, _ *container.Info) error {
+			a.exp.ObserveEvent(e, target)
+			return nil
+		},
+		OnEpisodes: func(eps []timeline.Episode) error {
+			a.complete(eps)
+			return nil
+		},
 	})
 	if err != nil {
 		return err
 	}
-	defer t.Close()
+	defer p.Close()
+	t := p.Tracer()
 	stats := t.Stats
 	a.statsFn.Store(&stats)
 	a.ready.Store(true)
@@ -202,22 +211,14 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	go a.auditLoop(ctx)
 	runErr := make(chan error, 1)
-	go func() {
-		runErr <- t.Run(ctx, func(e *tracer.Event) error {
-			c := a.resolver.Lookup(&e.Target)
-			a.exp.ObserveEvent(e, c)
-			a.complete(engine.Add(e, c))
-			return nil
-		})
-	}()
+	go func() { runErr <- p.Run(ctx) }()
 	select {
 	case err := <-serveErr:
 		// The HTTP server failed (port taken, bad TLS files): stop tracing.
-		t.Close()
+		p.Close()
 		<-runErr
 		return fmt.Errorf("serving HTTP: %w", err)
 	case err := <-runErr:
-		a.complete(engine.Flush())
 		return err
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/pipeline"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -97,8 +98,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		}
 		return print(eps)
 	}
-	engine := timeline.New(timeline.Options{Settle: f.settle})
-
+	topts := timeline.Options{Settle: f.settle}
 	if f.file != "" {
 		in := stdin
 		if f.file != "-" {
@@ -109,8 +109,9 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 			defer file.Close()
 			in = file
 		}
-		err := readRecording(in, func(e *tracer.Event, c *container.Info) error {
-			return print(engine.Add(e, c))
+		engine := timeline.New(topts)
+		err := pipeline.ReadRecording(in, func(e *tracer.Event, target, _ *container.Info) error {
+			return print(engine.Add(e, target))
 		})
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", f.file, err)
@@ -125,36 +126,22 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	}
 	resolver := container.NewResolver(f.runtime.options())
 	defer resolver.Close()
-	var printErr error
-	t, err := tracer.New(tracer.Options{
-		Signals: tracer.DefaultSignals,
-		Logger:  slog.Default(),
-		// Complete episodes whose settle time passed while the stream was
-		// quiet, and show them at once.
-		Idle: func() {
-			if printErr == nil {
-				printErr = print(engine.Advance(time.Now()))
-			}
-			_ = w.Flush()
+	p, err := pipeline.New(pipeline.Options{
+		Tracer: tracer.Options{
+			Signals: tracer.DefaultSignals,
+			Logger:  slog.Default(),
+			Idle:    func() { _ = w.Flush() },
 		},
+		Resolver:   resolver,
+		Timeline:   &topts,
+		OnEpisodes: print,
 	})
 	if err != nil {
 		return err
 	}
-	defer t.Close()
-	runErr := t.Run(ctx, func(e *tracer.Event) error {
-		if printErr != nil {
-			return printErr
-		}
-		return print(engine.Add(e, eventContainer(resolver, e)))
-	})
-	if runErr == nil {
-		runErr = printErr
-	}
-	if err := print(engine.Flush()); err != nil && runErr == nil {
-		runErr = err
-	}
-	if s, err := t.Stats(); err == nil {
+	defer p.Close()
+	runErr := p.Run(ctx)
+	if s, err := p.Tracer().Stats(); err == nil {
 		fmt.Fprintln(stderr, formatStats(s))
 	}
 	return runErr

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/pipeline"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -99,30 +100,17 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	defer w.Flush()
-	t, err := tracer.New(tracer.Options{
-		Signals:  sigs,
-		PID:      f.pid,
-		Comm:     f.comm,
-		RingSize: f.ringSize,
-		Idle:     func() { _ = w.Flush() },
-		Logger:   slog.Default(),
-	})
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-
 	var resolver *container.Resolver
 	if !f.noContainers {
 		resolver = container.NewResolver(f.runtime.options())
 		defer resolver.Close()
 	}
-	var write func(e *tracer.Event, c, sender *container.Info) error
+	var write func(e *tracer.Event, target, sender *container.Info) error
 	if format == "json" {
 		var buf []byte
-		write = func(e *tracer.Event, c, sender *container.Info) error {
+		write = func(e *tracer.Event, target, sender *container.Info) error {
 			var err error
-			if buf, err = appendRecord(buf[:0], e, c, sender); err != nil {
+			if buf, err = pipeline.AppendRecord(buf[:0], e, target, sender); err != nil {
 				return err
 			}
 			_, err = w.Write(buf)
@@ -130,23 +118,42 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 		}
 	} else {
 		writeTableHeader(w)
-		write = func(e *tracer.Event, c, _ *container.Info) error { return writeTableRow(w, e, c) }
+		write = func(e *tracer.Event, target, sender *container.Info) error {
+			about, _ := pipeline.About(target, sender)
+			return writeTableRow(w, e, about)
+		}
 	}
 	var n uint64
-	runErr := t.Run(ctx, func(e *tracer.Event) error {
-		c, sender := eventContainers(resolver, e)
-		if !cf.matchAny(c, sender) {
+	p, err := pipeline.New(pipeline.Options{
+		Tracer: tracer.Options{
+			Signals:  sigs,
+			PID:      f.pid,
+			Comm:     f.comm,
+			RingSize: f.ringSize,
+			Idle:     func() { _ = w.Flush() },
+			Logger:   slog.Default(),
+		},
+		Resolver: resolver,
+		OnEvent: func(e *tracer.Event, target, sender *container.Info) error {
+			if !cf.matchAny(target, sender) {
+				return nil
+			}
+			if err := write(e, target, sender); err != nil {
+				return err
+			}
+			n++
+			if f.count > 0 && n >= f.count {
+				return tracer.ErrStop
+			}
 			return nil
-		}
-		if err := write(e, c, sender); err != nil {
-			return err
-		}
-		n++
-		if f.count > 0 && n >= f.count {
-			return tracer.ErrStop
-		}
-		return nil
+		},
 	})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	t := p.Tracer()
+	runErr := p.Run(ctx)
 	if err := w.Flush(); err != nil && runErr == nil {
 		runErr = err
 	}
