@@ -436,10 +436,7 @@ func episodeLabels(c *timeline.Container) (namespace, pod, ctr string) {
 
 func containerLabels(namespace, pod, name, id string) (string, string, string) {
 	if name == "" {
-		name = id
-		if len(name) > 12 {
-			name = name[:12] // the short ID docker ps shows
-		}
+		name = container.ShortID(id) // the short ID docker ps shows
 	}
 	if pod == "" {
 		return "", "", clean(name)

@@ -126,6 +126,7 @@ sigscope_oom_kills_total 0
 sigscope_container_stops_total{outcome="exited"} 0
 sigscope_container_stops_total{outcome="graceful"} 0
 sigscope_container_stops_total{outcome="handler_timeout"} 0
+sigscope_container_stops_total{outcome="ignored"} 0
 sigscope_container_stops_total{outcome="ignored_by_init"} 0
 sigscope_container_stops_total{outcome="killed"} 0
 sigscope_container_stops_total{outcome="oom_killed"} 0
@@ -169,6 +170,7 @@ func TestEpisodes(t *testing.T) {
 sigscope_container_stops_total{outcome="exited"} 1
 sigscope_container_stops_total{outcome="graceful"} 2
 sigscope_container_stops_total{outcome="handler_timeout"} 0
+sigscope_container_stops_total{outcome="ignored"} 0
 sigscope_container_stops_total{outcome="ignored_by_init"} 2
 sigscope_container_stops_total{outcome="killed"} 1
 sigscope_container_stops_total{outcome="oom_killed"} 0

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -45,7 +46,7 @@ func (ep *Episode) title() string {
 	c := &ep.Container
 	var parts []string
 	if c.ID != "" {
-		parts = append(parts, shortID(c.ID))
+		parts = append(parts, container.ShortID(c.ID))
 	}
 	if c.Runtime != "" {
 		parts = append(parts, c.Runtime)
@@ -66,13 +67,6 @@ func (ep *Episode) title() string {
 		who = "pid namespace (no container resolved)"
 	}
 	return fmt.Sprintf("%s (%s) at %s", who, strings.Join(parts, ", "), ep.Start.Format(tracer.TimeFormat))
-}
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
 
 // Summary is the outcome in one sentence: what PID 1 did with the stop

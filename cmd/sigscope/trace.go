@@ -209,17 +209,10 @@ func writeTableHeader(w io.Writer) {
 // containerCell names a container compactly: pod/container for Kubernetes,
 // else the runtime's name, else the short ID.
 func containerCell(c *container.Info) string {
-	switch {
-	case c == nil:
+	if c == nil {
 		return "-"
-	case c.Pod != "":
-		return textsafe.Terminal(c.Namespace + "/" + c.Pod + "/" + c.Name)
-	case c.Name != "":
-		return textsafe.Terminal(c.Name)
-	case len(c.ID) > 12:
-		return c.ID[:12]
 	}
-	return textsafe.Terminal(c.ID)
+	return textsafe.Terminal(c.DisplayName())
 }
 
 // writeTableRow prints one event; comms are escaped because any process can
