@@ -25,7 +25,9 @@ import (
 // so its main process is no namespace init (the pause process is).
 func TestPodSandboxIsNoStop(t *testing.T) {
 	cri := dockertest.EnsureCRI(t)
-	img := cri.ImportImage(t, "sigscope-agent-pod:latest", "")
+	// The tag the container tests import too: containerd names an image by
+	// the first tag of its content, and busybox images have the same.
+	img := cri.ImportImage(t, "sigscope-cri-app:latest", "")
 	c := http.DefaultClient
 	base := startAgent(t, Options{CRISockets: []string{cri.Socket}}, "http", c)
 

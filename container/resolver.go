@@ -302,7 +302,7 @@ func (r *Resolver) prefetcher() {
 		case <-r.prefetchStop:
 			return // what is still queued is not needed any more
 		case it := <-r.prefetch:
-			r.metaFor(it.id, it.runtime)
+			r.restarted(it.id, it.runtime)
 		case <-r.recheckWake:
 		case <-due:
 			armed = false
@@ -595,10 +595,32 @@ func (r *Resolver) procErr(err error) {
 // metaFor returns the container's metadata: cached within TTL, else asked
 // of its runtime once, however many lookups wait for it.
 func (r *Resolver) metaFor(id, runtime string) *meta {
+	return r.fetchMeta(id, runtime, r.opts.TTL)
+}
+
+// restarted enriches a container whose cgroup just appeared. A container
+// already known with a main pid was started again (docker restart, a
+// kubelet restart of the container keeps its ID under dockershim): its
+// main pid has changed, so the cached answer is replaced. The cgroup
+// appears once per v1 hierarchy: answers younger than a second stand.
+func (r *Resolver) restarted(id, runtime string) {
+	r.mu.Lock()
+	old, ok := r.metas.get(id)
+	r.mu.Unlock()
+	maxAge := r.opts.TTL
+	if ok && old.info.MainPID != 0 {
+		maxAge = time.Second
+	}
+	r.fetchMeta(id, runtime, maxAge)
+}
+
+// fetchMeta returns the cached metadata when younger than maxAge, else
+// asks the runtime once, however many callers wait for it.
+func (r *Resolver) fetchMeta(id, runtime string, maxAge time.Duration) *meta {
 	now := r.now()
 	r.mu.Lock()
 	old, ok := r.metas.get(id)
-	if ok && now.Sub(old.fetched) < r.opts.TTL {
+	if ok && now.Sub(old.fetched) < maxAge {
 		r.mu.Unlock()
 		return old
 	}
@@ -606,13 +628,16 @@ func (r *Resolver) metaFor(id, runtime string) *meta {
 	return r.idCall.do(id, func() *meta {
 		en := r.enrich(id, runtime)
 		now := r.now()
-		m := &meta{fetched: now, complete: en.complete, retryAt: now.Add(r.retryInterval)}
 		r.mu.Lock()
-		if old != nil {
+		// A known container's meta is updated in place: the cache entries
+		// of its processes share it and see the new answer at once.
+		m := old
+		if m != nil {
 			m.info = merged(old.info, old.complete, en.info)
 		} else {
-			m.info = en.info
+			m = &meta{info: en.info}
 		}
+		m.fetched, m.complete, m.retryAt = now, en.complete, now.Add(r.retryInterval)
 		r.metas.put(id, m)
 		r.mu.Unlock()
 		if en.again {

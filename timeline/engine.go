@@ -162,11 +162,16 @@ func inContainer(ns uint32) bool { return ns != 0 && ns != hostPidNS }
 // the process the runtime named otherwise: a container in another's pid
 // namespace (docker --pid container:X, a pod sharing its namespace) or in
 // the host's (--pid host, hostPID pods).
+//
+// The runtime's word wins when it gave one: a pid namespace nested in the
+// container (docker-in-docker, unshare in an entrypoint) has an init of its
+// own that is not the container's main process. The resolver asks again
+// when a container restarts, so the pid is not a stale one.
 func isMain(p *tracer.Process, c *container.Info) bool {
-	if p.NsPID == 1 {
-		return c != nil || inContainer(p.PidNS)
+	if c != nil && c.MainPID > 0 {
+		return int(p.PID) == c.MainPID
 	}
-	return c != nil && c.MainPID > 0 && int(p.PID) == c.MainPID
+	return p.NsPID == 1 && (c != nil || inContainer(p.PidNS))
 }
 
 // episodeOf returns the open episode of the container c of process p (nil

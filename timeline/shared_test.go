@@ -187,3 +187,21 @@ func TestLateIdentityRekeys(t *testing.T) {
 		t.Errorf("%+v %s %v", ep.Container, ep.Outcome, stepKinds(&ep))
 	}
 }
+
+// A pid namespace nested in a container (docker-in-docker, unshare in an
+// entrypoint) has an init of its own: its exit is a step of the
+// container's episode, not the end of it nor an episode of its own.
+func TestNestedNamespaceInit(t *testing.T) {
+	info := dockerInfo(idA, "dind", 10)
+	info.MainPID = 5151
+	s := newSim(t, nsA, 5151, "sh", info)
+	nested := tracer.Process{PID: 9000, TID: 9000, NsPID: 1, PidNS: nsB, CgroupID: 1, CgroupV1ID: 2595, Comm: comm("inner")}
+	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).deliver(ms, tracer.SIGTERM, tracer.DispHandler).
+		kidExit(2*ms, nested, tracer.SIGKILL, 0).
+		initExit(3*ms, 0, 0)
+	e := newEngine(Options{})
+	ep := only(t, e, s.in)
+	if ep.Outcome != OutcomeGraceful || ep.Main.PID != 5151 || e.Stats().Started != 1 {
+		t.Errorf("%s main %+v started %d steps %v", ep.Outcome, ep.Main, e.Stats().Started, stepKinds(&ep))
+	}
+}
