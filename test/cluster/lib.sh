@@ -1,0 +1,170 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # the scripts that source this file use these
+# Shared by the scripts of the local cluster (make cluster): where things
+# live, the Go environment of the builds, stage timing, process helpers.
+# Sourced, never run.
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+here=$top/test/cluster
+# shellcheck source=test/cluster/versions.sh
+. "$here/versions.sh"
+
+# Build output, kept across make cluster-down: the binaries, the image
+# tarballs, and the Go module and build caches of the cluster's parts (apart
+# from the developer's own, so a cold build is cold and its size is known).
+CACHE=$top/.cache/cluster
+BIN=$CACHE/bin
+# This cluster's configuration, certificates, etcd data, logs and pid files;
+# removed by make cluster-down. .cluster/env is what users source.
+STATE=$top/.cluster
+# The container runtime's and the kubelet's disk state (image layers, pod
+# volumes, pod logs, IP allocations), and containerd's runtime state and
+# socket: outside the tree (overlay mounts, tmpfs volumes), apart from the
+# tests' containerd (/var/lib/sigscope-containerd, /run/sigscope-containerd)
+# and Docker's. Removed by make cluster-down.
+VARLIB=/var/lib/sigscope-cluster
+RUNDIR=/run/sigscope-cluster
+CONTAINERD_SOCKET=$RUNDIR/containerd.sock
+# The kubelet's cgroup root: its pods live under /sigscope-cluster/kubepods in
+# every hierarchy, never in the /kubepods that the tests' CRI containers use
+# (a kubelet kills what it finds in its own tree and does not know).
+CGROUP_ROOT=sigscope-cluster
+
+# Addresses. Nothing here routes off the machine: the API server and the
+# kubelet listen on 127.0.0.1, the pod subnet lives on a bridge whose pods get
+# no default route, and the service range is made unreachable (no kube-proxy
+# runs, so a ClusterIP would otherwise follow the default route out).
+SERVICE_CIDR=10.96.0.0/16
+SERVICE_IP=10.96.0.1
+POD_SUBNET=10.244.0.0/24
+CNI_BRIDGE=sigscope-cni0
+ETCD_CLIENT_PORT=2379
+ETCD_PEER_PORT=2380
+APISERVER_PORT=6443
+CONTROLLER_MANAGER_PORT=10257
+SCHEDULER_PORT=10259
+KUBELET_PORT=10250
+KUBELET_HEALTHZ_PORT=10248
+
+# The Go environment of the parts' builds: private module and build caches,
+# the local toolchain only (no toolchain download), writable module cache
+# files (so rm -rf .cache/cluster works).
+go_env() {
+	env GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOTOOLCHAIN=local \
+		GOFLAGS="${GOFLAGS:-} -modcacherw" "$@"
+}
+
+# Stages print their name, then how long they took; total() the whole run.
+_t0=$SECONDS
+stage_name=""
+stage_start=$SECONDS
+stage() {
+	stage_end
+	stage_name="$*"
+	stage_start=$SECONDS
+	printf '==> %s\n' "$*"
+}
+stage_end() {
+	if [ -n "$stage_name" ]; then
+		printf '<== %s: %ds\n' "$stage_name" $((SECONDS - stage_start))
+	fi
+	stage_name=""
+}
+total() {
+	stage_end
+	printf '==> %s: %dm%02ds\n' "$1" $(((SECONDS - _t0) / 60)) $(((SECONDS - _t0) % 60))
+}
+
+die() {
+	printf 'cluster: %s\n' "$*" >&2
+	exit 1
+}
+
+need_root() {
+	[ "$(id -u)" -eq 0 ] || die "$1 needs root (it starts a kubelet, containerd and runc)"
+}
+
+# Debian packages, installed when missing.
+install_debian_packages() {
+	local missing=() p
+	for p in $DEBIAN_PACKAGES; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		echo "installing from Debian: ${missing[*]}"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -qq "${missing[@]}" >/dev/null
+	fi
+}
+
+# Processes. Each daemon has STATE/run/NAME.pid and STATE/logs/NAME.log; a pid
+# counts only while /proc/PID/exe is still the binary it was started from, so
+# a recycled pid is never taken for (or stopped as) a daemon.
+pidfile() { echo "$STATE/run/$1.pid"; }
+logfile() { echo "$STATE/logs/$1.log"; }
+
+# running NAME BINARY: prints the pid when NAME runs from BINARY.
+running() {
+	local f pid
+	f=$(pidfile "$1")
+	[ -f "$f" ] || return 1
+	pid=$(<"$f")
+	[ -n "$pid" ] || return 1
+	# " (deleted)": the binary was rebuilt under the running daemon.
+	case "$(readlink "/proc/$pid/exe" 2>/dev/null)" in
+	"$2" | "$2 (deleted)") echo "$pid" ;;
+	*) return 1 ;;
+	esac
+}
+
+# start NAME BINARY ARGS...: a daemon in its own session (make's Ctrl-C and
+# the end of the calling shell do not reach it), output to its log.
+start() {
+	local name=$1 bin=$2
+	shift 2
+	mkdir -p "$STATE/run" "$STATE/logs"
+	printf -- '--- %s: %s %s\n' "$(date -u +%FT%TZ)" "$bin" "$*" >>"$(logfile "$name")"
+	# Not a process group leader here, so setsid makes the new session
+	# in place and $! is the daemon itself.
+	setsid "$bin" "$@" </dev/null >>"$(logfile "$name")" 2>&1 &
+	echo $! >"$(pidfile "$name")"
+}
+
+# stop NAME BINARY [SECONDS]: SIGTERM, then SIGKILL after SECONDS (10).
+stop() {
+	local name=$1 bin=$2 wait=${3:-10} pid i
+	if pid=$(running "$name" "$bin"); then
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < wait * 10; i++)); do
+			[ -e "/proc/$pid" ] || break
+			sleep 0.1
+		done
+		if [ -e "/proc/$pid" ]; then
+			echo "$name ($pid) still runs after ${wait}s: SIGKILL"
+			kill -KILL "$pid" 2>/dev/null || true
+			sleep 0.2
+		fi
+		echo "stopped $name ($pid)"
+	fi
+	rm -f "$(pidfile "$name")"
+}
+
+# wait_for WHAT SECONDS NAME COMMAND...: polls COMMAND until it succeeds; on
+# timeout, or when daemon NAME (if not "-") exits, shows NAME's log and fails.
+wait_for() {
+	local what=$1 timeout=$2 name=$3 bin="" i
+	shift 3
+	[ "$name" = - ] || bin=$BIN/$name
+	for ((i = 0; i < timeout * 5; i++)); do
+		if "$@" >/dev/null 2>&1; then
+			return 0
+		fi
+		if [ -n "$bin" ] && ! running "$name" "$bin" >/dev/null; then
+			tail -n 30 "$(logfile "$name")" >&2 || true
+			die "$name exited while waiting for $what (log: $(logfile "$name"))"
+		fi
+		sleep 0.2
+	done
+	[ "$name" = - ] || tail -n 30 "$(logfile "$name")" >&2 || true
+	die "timed out after ${timeout}s waiting for $what"
+}
