@@ -221,7 +221,7 @@ func New(opts Options) *Exporter {
 	e.buildDesc = prometheus.NewDesc("sigscope_build_info",
 		"Always 1; the labels say which sigscope build this is.", []string{"version", "revision", "goversion"}, nil)
 	e.auditDesc = prometheus.NewDesc("sigscope_container_pid1_handles_stop_signal",
-		"1 when the container's PID 1 has a handler for its stop signal, 0 when the kernel will drop it (from the last audit).",
+		"1 when the last audit predicts the container's main process will act on its stop signal (graceful: a handler, a forwarding init, the default action of a non-init), 0 when it will not (dropped, kept blocked, SIG_IGN, or the stop signal is SIGKILL).",
 		[]string{"namespace", "pod", "container"}, nil)
 	e.overflowDesc = prometheus.NewDesc("sigscope_series_overflow_total",
 		"Observations counted in a metric's overflow series because it had reached its series cap.", []string{"metric"}, nil)

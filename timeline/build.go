@@ -370,7 +370,7 @@ func senderText(ev *tracer.Event) string {
 	switch {
 	case ev.Code == tracer.CodeKernel:
 		return fmt.Sprintf("the kernel (in %s, host %d)", s.Comm.String(), s.PID)
-	case s.PidNS == ev.Target.PidNS && !ev.Flags.Has(tracer.FlagCrossNS):
+	case s.PidNS == ev.Target.PidNS && s.PidNS != hostPidNS && !ev.Flags.Has(tracer.FlagCrossNS):
 		return procText(proc(s))
 	}
 	return fmt.Sprintf("%s (%d)", s.Comm.String(), s.PID)
@@ -389,5 +389,13 @@ func (ep *episode) finish() {
 		ep.Steps[i].At = ep.Steps[i].Time.Sub(ep.Start)
 	}
 	ep.Outcome = decide(ep.facts())
-	ep.Hint = hint(ep)
+	ep.Hint = capitalize(hint(ep))
+}
+
+// capitalize starts a sentence that may begin with "the main process".
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
 }

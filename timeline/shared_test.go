@@ -92,7 +92,7 @@ func TestSharedPidNamespace(t *testing.T) {
 		return ev
 	}()).kidExit(10*time.Second+ms, main, tracer.SIGKILL, 0)
 	ep = only(t, newEngine(Options{}), s.in)
-	if ep.Outcome != OutcomeIgnored || ep.StopVerdict != tracer.FateDroppedSigIgn || !strings.Contains(ep.Hint, "the main process (sleep) ignores SIGTERM") {
+	if ep.Outcome != OutcomeIgnored || ep.StopVerdict != tracer.FateDroppedSigIgn || !strings.Contains(ep.Hint, "The main process (sleep) ignores SIGTERM") {
 		t.Errorf("SIG_IGN: %s %s hint %q", ep.Outcome, ep.StopVerdict, ep.Hint)
 	}
 }

@@ -33,11 +33,11 @@ func newServeCmd() *cobra.Command {
   /metrics           Prometheus metrics (docs/metrics.md)
   /healthz, /readyz  liveness; readiness once the BPF programs are attached
   /api/v1/episodes   recent stop episodes (?namespace= &pod= &container= &outcome= &limit=)
-  /api/v1/audit      every running container's PID 1 prediction
+  /api/v1/audit      every running container's stop prediction
 
 TLS and basic auth come from --web.config.file (the exporter-toolkit format that
 Prometheus exporters share). With --kube-events, Warning events are posted on
-pods whose PID 1 dropped the stop signal or that were SIGKILLed after their
+pods whose main process never acted on the stop signal or that were SIGKILLed after their
 grace period (in-cluster credentials, or --kubeconfig).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -76,7 +76,7 @@ grace period (in-cluster credentials, or --kubeconfig).`,
 	fl.BoolVar(&opts.KubeEvents, "kube-events", false, "post Kubernetes Events on pods (StopSignalIgnored, ContainerKilledAfterGracePeriod)")
 	fl.StringVar(&opts.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for Kubernetes Events (default $NODE_NAME)")
 	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --kube-events outside a cluster (default: in-cluster)")
-	fl.DurationVar(&auditEvery, "audit-interval", agent.DefaultAuditInterval, "how often every container's PID 1 is audited")
+	fl.DurationVar(&auditEvery, "audit-interval", agent.DefaultAuditInterval, "how often every running container is audited")
 	fl.IntVar(&maxEpisodes, "max-episodes", agent.DefaultMaxEpisodes, "recent stop episodes kept for /api/v1/episodes")
 	rt.register(fl)
 	return cmd

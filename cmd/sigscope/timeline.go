@@ -37,9 +37,12 @@ func newTimelineCmd() *cobra.Command {
 		Use:   "timeline",
 		Short: "Per-container stop timelines with a verdict: why did it take 30 s, why exit 137",
 		Long: `Turn the kernel's record of signals and exits into one stop episode per container:
-the stop signal and what PID 1's kernel did with it, the SIGKILL escalation, the
-namespace cascade, the exit status, and a verdict (graceful, ignored_by_init,
-handler_timeout, killed, oom_killed, exited) with a fix hint.
+the stop signal sent to the container's main process (its PID 1, or the process
+the runtime started when it shares a pid namespace) and what the kernel did with
+it, the SIGKILL escalation, the namespace cascade, the exit status, and a
+verdict (graceful, ignored_by_init, ignored, handler_timeout, killed,
+oom_killed, exited; unfinished when a recording ends mid-stop) with a fix
+hint. A pod's sandbox (pause) container makes no episode of its own.
 
 Live (the default, needs root): trace now and print each episode when it
 completes. Offline: read a recording made with "sigscope trace -o json".`,
@@ -60,7 +63,7 @@ completes. Offline: read a recording made with "sigscope trace -o json".`,
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json (one episode per line)")
 	fl.StringVar(&f.container, "container", "", "only episodes of this container (ID prefix or name)")
 	fl.StringVar(&f.pod, "pod", "", "only episodes of this pod (namespace/name)")
-	fl.DurationVar(&f.settle, "settle", 0, "how long after PID 1's exit to keep collecting the cascade (default 1s)")
+	fl.DurationVar(&f.settle, "settle", 0, "how long after the main process's exit to keep collecting the cascade (default 1s)")
 	f.server.register(fl)
 	f.runtime.register(fl)
 	return cmd
