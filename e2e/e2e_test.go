@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -136,42 +135,24 @@ type episode struct {
 }
 
 // live is a running `sigscope timeline -o json`.
-type live struct {
-	cmd    *exec.Cmd
-	stdout bytes.Buffer
-	stderr bytes.Buffer
-}
+type live struct{ *running }
 
-func startTimeline(t *testing.T, args ...string) *live {
+func startTimeline(t *testing.T, args ...string) live {
 	t.Helper()
-	l := &live{}
-	l.cmd = exec.Command(sigscope(t), append([]string{"timeline", "-o", "json"}, args...)...)
-	l.cmd.Stdout, l.cmd.Stderr = &l.stdout, &l.stderr
-	if err := l.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.cmd.Process.Kill(); _, _ = l.cmd.Process.Wait() })
-	testutil.WaitPrograms(t, l.cmd.Process.Pid, 4)
-	return l
+	return live{startSigscope(t, append([]string{"timeline", "-o", "json"}, args...)...)}
 }
 
 // stop ends the live timeline (Ctrl-C) and returns the episodes it printed.
-func (l *live) stop(t *testing.T) []episode {
+func (l live) stop(t *testing.T) []episode {
 	t.Helper()
 	time.Sleep(1500 * time.Millisecond) // past the settle time of the last episode
-	_ = l.cmd.Process.Signal(syscall.SIGINT)
-	if err := l.cmd.Wait(); err != nil {
-		t.Fatalf("sigscope timeline: %v\n%s", err, l.stderr.String())
-	}
 	var eps []episode
-	sc := bufio.NewScanner(&l.stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	for _, line := range l.running.stop(t) {
 		var ep episode
-		if err := json.Unmarshal(sc.Bytes(), &ep); err != nil {
-			t.Fatalf("episode line %q: %v", sc.Text(), err)
+		if err := json.Unmarshal(line, &ep); err != nil {
+			t.Fatalf("episode line %q: %v", line, err)
 		}
-		ep.raw = append([]byte(nil), sc.Bytes()...)
+		ep.raw = line
 		eps = append(eps, ep)
 	}
 	return eps

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -132,7 +131,7 @@ func buildInitsImage(t *testing.T, base string) (string, error) {
 				return "", fmt.Errorf("%s missing and apt-get install %s failed: %v\n%s", c.path, c.pkg, err, out)
 			}
 		}
-		if !isStatic(c.path) {
+		if !dockertest.IsStatic(c.path) {
 			return "", fmt.Errorf("%s is not a static binary: it cannot run in an image FROM scratch", c.path)
 		}
 		data, err := os.ReadFile(c.path)
@@ -169,32 +168,20 @@ func aptGet(pkg string) ([]byte, error) {
 	return install.CombinedOutput()
 }
 
-// isStatic reports whether an ELF binary needs no dynamic loader.
-func isStatic(path string) bool {
-	f, err := elf.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return false
-		}
-	}
-	return true
-}
-
-// recorder is a running `sigscope trace -o json`.
-type recorder struct {
+// running is a sigscope command running in the background until Ctrl-C.
+type running struct {
+	name   string
 	cmd    *exec.Cmd
 	stdout bytes.Buffer
 	stderr bytes.Buffer
 }
 
-func startTrace(t *testing.T, args ...string) *recorder {
+// startSigscope starts `sigscope ARGS...` and waits until its 4 BPF
+// programs are attached.
+func startSigscope(t *testing.T, args ...string) *running {
 	t.Helper()
-	r := &recorder{}
-	r.cmd = exec.Command(sigscope(t), append([]string{"trace", "-o", "json"}, args...)...)
+	r := &running{name: "sigscope " + args[0]}
+	r.cmd = exec.Command(sigscope(t), args...)
 	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -204,22 +191,40 @@ func startTrace(t *testing.T, args ...string) *recorder {
 	return r
 }
 
-// stop ends the trace (Ctrl-C) and returns its lines.
-func (r *recorder) stop(t *testing.T) []string {
+// stop ends the command (Ctrl-C) and returns the non-empty lines it printed.
+func (r *running) stop(t *testing.T) [][]byte {
 	t.Helper()
 	_ = r.cmd.Process.Signal(syscall.SIGINT)
 	if err := r.cmd.Wait(); err != nil {
-		t.Fatalf("sigscope trace: %v\n%s", err, r.stderr.String())
+		t.Fatalf("%s: %v\n%s", r.name, err, r.stderr.String())
 	}
-	var lines []string
+	var lines [][]byte
 	sc := bufio.NewScanner(&r.stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" {
-			lines = append(lines, line)
+		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
+			lines = append(lines, append([]byte(nil), line...))
 		}
 	}
 	return lines
+}
+
+// recorder is a running `sigscope trace -o json`.
+type recorder struct{ *running }
+
+func startTrace(t *testing.T, args ...string) recorder {
+	t.Helper()
+	return recorder{startSigscope(t, append([]string{"trace", "-o", "json"}, args...)...)}
+}
+
+// stop ends the trace and returns its lines.
+func (r recorder) stop(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, l := range r.running.stop(t) {
+		out = append(out, string(l))
+	}
+	return out
 }
 
 // traceProc is a process of a trace line.

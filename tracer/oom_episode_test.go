@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -59,23 +58,12 @@ func oomEpisode(t *testing.T, opts tracer.Options) {
 		})
 	}()
 
-	procs := testutil.MemoryCgroup(t, 48<<20)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=allocate")
 	// PID 1 of a pid namespace of its own: a container as far as the
 	// engine knows.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := testutil.StartReady(t, cmd)
-	if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0o644); err != nil {
-		t.Fatalf("moving %d into the cgroup: %v", pid, err)
-	}
-	if _, err := stdin.Write([]byte("go\n")); err != nil {
-		t.Fatal(err)
-	}
+	pid := testutil.StartOOM(t, cmd, 48<<20)
 	_ = cmd.Wait()
 	deadline := time.Now().Add(10 * time.Second)
 	var got *timeline.Episode

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"testing"
 
 	"github.com/sigscope/sigscope/internal/testutil"
@@ -34,20 +33,9 @@ func allocate() {
 // mark_oom_victim), then the death.
 func TestOOMKill(t *testing.T) {
 	c := startCollector(t, Options{})
-	procs := testutil.MemoryCgroup(t, 48<<20)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=allocate")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := testutil.StartReady(t, cmd)
-	if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0o644); err != nil {
-		t.Fatalf("moving %d into the cgroup: %v", pid, err)
-	}
-	if _, err := stdin.Write([]byte("go\n")); err != nil {
-		t.Fatal(err)
-	}
+	pid := testutil.StartOOM(t, cmd, 48<<20)
 	oom := c.waitFor(t, "oom", func(e *Event) bool { return e.Kind == KindOOM && int(e.Target.PID) == pid })
 	if oom.Target.TID == 0 {
 		t.Errorf("oom event without a victim: %+v", oom.Target)

@@ -22,7 +22,7 @@ const busyboxPath = "/bin/busybox"
 func BuildBusyboxImage(t testing.TB, tag, extraDockerfileLines string) string {
 	t.Helper()
 	d := EnsureDaemon(t)
-	if !isStaticBusybox(busyboxPath) {
+	if !IsStatic(busyboxPath) {
 		aptInstall(t, "busybox-static")
 	}
 	dir := t.TempDir()
@@ -64,10 +64,10 @@ func BuildBusyboxImage(t testing.TB, tag, extraDockerfileLines string) string {
 	return tag
 }
 
-// isStaticBusybox reports whether path is a busybox that runs without a
-// dynamic loader: Debian's plain busybox package is dynamically linked and
-// would not start inside a scratch image.
-func isStaticBusybox(path string) bool {
+// IsStatic reports whether the ELF binary at path runs without a dynamic
+// loader, as a FROM scratch image needs: Debian's plain busybox package is
+// dynamically linked and would not start there.
+func IsStatic(path string) bool {
 	f, err := elf.Open(path)
 	if err != nil {
 		return false

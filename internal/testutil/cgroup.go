@@ -3,6 +3,7 @@ package testutil
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -48,4 +49,24 @@ func MemoryCgroup(t testing.TB, limit int) (procs string) {
 	// No swap to escape to (the file is absent when swap accounting is off).
 	_ = os.WriteFile(filepath.Join(dir, found.swapFile), []byte(found.swapValue), 0o644)
 	return filepath.Join(dir, "cgroup.procs")
+}
+
+// StartOOM starts cmd, a helper that prints "ready", waits for a line on
+// stdin and then allocates until the OOM killer ends it, in a new cgroup
+// limited to limit bytes, and lets it go. It returns the helper's pid.
+func StartOOM(t testing.TB, cmd *exec.Cmd, limit int) int {
+	t.Helper()
+	procs := MemoryCgroup(t, limit)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := StartReady(t, cmd)
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		t.Fatalf("moving %d into the cgroup: %v", pid, err)
+	}
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
