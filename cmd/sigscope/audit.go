@@ -89,7 +89,7 @@ func runAudit(ctx context.Context, output string, server *serverFlags, opts cont
 		return nil
 	}
 	const format = "%-24s  %-8s  %-32s  %-7s  %-7s  %-6s  %-15s\n"
-	fmt.Fprintf(w, format, "CONTAINER", "PID1", "COMMAND", "SIGNAL", "CATCHES", "SOURCE", "PREDICTION")
+	fmt.Fprintf(w, format, "CONTAINER", "PID", "COMMAND", "SIGNAL", "CATCHES", "SOURCE", "PREDICTION")
 	for _, res := range results {
 		cmdline := textsafe.Terminal(strings.Join(res.PID1.Cmdline, " "))
 		if len(cmdline) > 32 {
