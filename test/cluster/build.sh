@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the parts of the local cluster into .cache/cluster/bin, each at the
 # version versions.sh pins, from the Go module proxy (private module and build
-# caches under .cache/cluster/go) and Debian packages. A part is built again
-# only when its recipe (version, go.sum, flags) changed: the second run is a
-# few checks. It runs under nice -n 19. Each part prints its build time.
+# caches under .cache/cluster/go, removed after the build) and Debian
+# packages. A part is built again only when its recipe (version, go.sum,
+# flags, toolchain) changed: the second run is a few checks. It runs under
+# nice -n 19. Each part prints its build time.
 # Usage: test/cluster/build.sh [PART ...]   (default: all; parts: kubelet
 # kube-apiserver kube-controller-manager kube-scheduler kubectl etcd
 # containerd runc pause)
@@ -93,9 +94,6 @@ build_pause() {
 stage "Debian packages ($DEBIAN_PACKAGES)"
 install_debian_packages
 check_modules
-stage "Go modules of the wrapper modules (k8s, etcd)"
-(cd "$here/k8s" && go_env go mod download)
-(cd "$here/etcd" && go_env go mod download)
 stage_end
 
 k8s_recipe="$K8S_VERSION $(sum "$here/k8s/go.sum") $(go version) $(k8s_ldflags)"
@@ -115,6 +113,15 @@ for part in "${parts[@]}"; do
 	esac
 done
 if [ "$built" -gt 0 ]; then
-	printf 'built %d part(s); .cache/cluster: %s\n' "$built" "$(du -sh "$CACHE" | cut -f1)"
+	printf 'built %d part(s); .cache/cluster: %s, of which Go module cache %s, Go build cache %s\n' "$built" \
+		"$(du -sh "$CACHE" | cut -f1)" "$(du -sh "$CACHE/go/mod" | cut -f1)" "$(du -sh "$CACHE/go/build" | cut -f1)"
+	# The caches serve no later build: a new version or Go toolchain
+	# compiles everything again, and downloading the modules takes seconds.
+	# CLUSTER_KEEP_GO_CACHES=1 keeps them (work on these scripts).
+	if [ "${CLUSTER_KEEP_GO_CACHES:-}" != 1 ]; then
+		go_env go clean -cache -modcache
+		rm -rf "$CACHE/go"
+		printf 'Go caches removed; .cache/cluster: %s\n' "$(du -sh "$CACHE" | cut -f1)"
+	fi
 fi
 total "build (test/cluster/build.sh)"

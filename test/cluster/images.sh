@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The local cluster's images, built without a registry or Docker: each is one
+# layer written with tar into a docker-archive tarball (manifest.json, config,
+# layer) under .cache/cluster/images, then imported into the cluster's
+# containerd (ctr -n k8s.io images import) when that runs.
+#   sigscope.local/pause:PAUSE_VERSION  the sandbox image: pause/pause.c, static
+#   sigscope.local/busybox:latest       Debian's busybox-static and its applets
+#   sigscope.local/sigscope:dev         bin/sigscope as deploy/Dockerfile builds it
+#                                       (its go build line, ENTRYPOINT and EXPOSE
+#                                       are read from the Dockerfile)
+# Layers are reproducible (sorted, mtime 0, uid 0), so an unchanged image keeps
+# its ID and is not imported again. Usage: test/cluster/images.sh [--no-import | --import-only]
+# SIGSCOPE_IMAGE_OPTIONAL=1 (make cluster): a tree that does not compile
+# leaves the last sigscope image built (or none) with a warning.
+set -euo pipefail
+# shellcheck source=test/cluster/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+IMAGES=$CACHE/images
+PAUSE_IMAGE=sigscope.local/pause:$PAUSE_VERSION
+BUSYBOX_IMAGE=sigscope.local/busybox:latest
+SIGSCOPE_IMAGE=sigscope.local/sigscope:dev
+DEFAULT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+# write_image OUT.tar REF ROOTFS CONFIG: CONFIG is the image config's
+# "config" object (Entrypoint, Cmd, Env, ...) as JSON. Prints the image ID
+# (the config's digest), which is what containerd reports for it.
+write_image() {
+	local out=$1 ref=$2 rootfs=$3 config=$4 work layer diff cfg id
+	work=$(mktemp -d)
+	layer=$work/layer.tar
+	chmod 0755 "$rootfs" # mktemp -d made it 0700: the container's /
+	tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu -C "$rootfs" -cf "$layer" .
+	diff=$(sha256sum "$layer" | cut -d' ' -f1)
+	mkdir "$work/$diff"
+	mv "$layer" "$work/$diff/layer.tar"
+	cfg=$(printf '{"architecture":"amd64","os":"linux","created":"1970-01-01T00:00:00Z","config":%s,"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"1970-01-01T00:00:00Z","created_by":"test/cluster/images.sh"}]}' "$config" "$diff")
+	id=$(printf '%s' "$cfg" | sha256sum | cut -d' ' -f1)
+	printf '%s' "$cfg" >"$work/$id.json"
+	printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' "$id" "$ref" "$diff" >"$work/manifest.json"
+	tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work" -cf "$out.tmp" manifest.json "$id.json" "$diff/layer.tar"
+	mv "$out.tmp" "$out"
+	rm -rf "$work"
+	echo "sha256:$id" >"$out.id"
+}
+
+build_pause() {
+	local root
+	root=$(mktemp -d)
+	install -m 0755 "$BIN/pause" "$root/pause"
+	write_image "$IMAGES/pause.tar" "$PAUSE_IMAGE" "$root" '{"Entrypoint":["/pause"],"User":"65535:65535"}'
+	rm -rf "$root"
+}
+
+build_busybox() {
+	local root applet
+	root=$(mktemp -d)
+	# The static build: the image has no libc (ldd fails on a static binary).
+	if [ ! -x /bin/busybox ] || ldd /bin/busybox >/dev/null 2>&1; then
+		die "/bin/busybox is not Debian's busybox-static"
+	fi
+	mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc,root,tmp,var/tmp}
+	chmod 1777 "$root/tmp" "$root/var/tmp"
+	install -m 0755 /bin/busybox "$root/bin/busybox"
+	# Each applet where busybox says it belongs (bin/sh, usr/bin/env, ...).
+	for applet in $(/bin/busybox --list-full); do
+		[ -e "$root/$applet" ] || ln -s /bin/busybox "$root/$applet"
+	done
+	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
+	printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+	write_image "$IMAGES/busybox.tar" "$BUSYBOX_IMAGE" "$root" "{\"Env\":[\"PATH=$DEFAULT_PATH\"],\"Cmd\":[\"sh\"]}"
+	rm -rf "$root"
+}
+
+# deploy/Dockerfile's build: its `RUN CGO_ENABLED=0 go build ... -o /out/sigscope
+# ./cmd/sigscope` line run here (with the developer's Go caches), the binary
+# at /sigscope as its COPY puts it, its ENTRYPOINT and EXPOSE in the config.
+build_sigscope() {
+	local dockerfile=$top/deploy/Dockerfile root build entrypoint ports exposed="" p
+	# shellcheck disable=SC2016 # "$out" is expanded by the eval below
+	build=$(sed -n 's|^RUN \(CGO_ENABLED=0 go build .* -o \)/out/sigscope \(\./cmd/sigscope\)$|\1"$out" \2|p' "$dockerfile")
+	entrypoint=$(sed -n 's/^ENTRYPOINT \(\[.*\]\)$/\1/p' "$dockerfile")
+	ports=$(sed -n 's/^EXPOSE //p' "$dockerfile")
+	if [ -z "$build" ] || [ -z "$entrypoint" ] || ! grep -qx 'COPY --from=build /out/sigscope /sigscope' "$dockerfile"; then
+		die "deploy/Dockerfile no longer has the go build, COPY and ENTRYPOINT lines images.sh reads"
+	fi
+	root=$(mktemp -d)
+	# shellcheck disable=SC2034 # out is used by the Dockerfile's command
+	local out=$root/sigscope
+	# Called as a condition (errexit is off): failures return by hand.
+	if ! (cd "$top" && eval "$build"); then
+		rm -rf "$root"
+		return 1
+	fi
+	for p in $ports; do
+		case $p in */*) ;; *) p=$p/tcp ;; esac
+		exposed+="${exposed:+,}\"$p\":{}"
+	done
+	write_image "$IMAGES/sigscope.tar" "$SIGSCOPE_IMAGE" "$root" \
+		"{\"Env\":[\"PATH=$DEFAULT_PATH\"],\"Entrypoint\":$entrypoint,\"ExposedPorts\":{$exposed}}"
+	rm -rf "$root"
+}
+
+ctr_k8s() { "$BIN/ctr" --address "$CONTAINERD_SOCKET" -n k8s.io "$@"; }
+
+# import_image NAME REF: imports IMAGES/NAME.tar unless containerd has REF with
+# that image ID already.
+import_image() {
+	local name=$1 ref=$2 want have
+	want=$(<"$IMAGES/$name.tar.id")
+	have=$(ctr_k8s images ls "name==$ref" 2>/dev/null | awk 'NR > 1 {print $3}')
+	if [ -n "$have" ] && [ "$(ctr_k8s content get "$have" 2>/dev/null | sed -n 's/.*"config":{[^}]*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')" = "$want" ]; then
+		echo "$ref: present (${want:7:12})"
+		return 0
+	fi
+	ctr_k8s images import --local "$IMAGES/$name.tar" >/dev/null
+	echo "$ref: imported (${want:7:12})"
+}
+
+mode=${1:-}
+case $mode in "" | --no-import | --import-only) ;; *) die "usage: images.sh [--no-import | --import-only]" ;; esac
+mkdir -p "$IMAGES"
+if [ "$mode" != --import-only ]; then
+	stage "images: build pause, busybox, sigscope tarballs"
+	[ -x "$BIN/pause" ] || bash "$here/build.sh" pause
+	build_pause
+	build_busybox
+	if ! build_sigscope; then
+		# make cluster goes on without it (or with the last one built): the
+		# cluster is also for work on a tree that does not compile right now.
+		[ "${SIGSCOPE_IMAGE_OPTIONAL:-}" = 1 ] || die "building $SIGSCOPE_IMAGE failed"
+		echo "warning: building $SIGSCOPE_IMAGE failed: $([ -f "$IMAGES/sigscope.tar" ] && echo "the last one built stays" || echo "the cluster has none")" >&2
+	fi
+	for i in pause busybox sigscope; do
+		[ -f "$IMAGES/$i.tar" ] || continue
+		printf '  %-8s %s  %s\n' "$i" "$(cut -c8-19 "$IMAGES/$i.tar.id")" "$(du -h "$IMAGES/$i.tar" | cut -f1)"
+	done
+	stage_end
+fi
+
+if [ "$mode" != --no-import ]; then
+	if "$BIN/ctr" --address "$CONTAINERD_SOCKET" version >/dev/null 2>&1; then
+		stage "images: import into the cluster's containerd"
+		import_image pause "$PAUSE_IMAGE"
+		import_image busybox "$BUSYBOX_IMAGE"
+		[ ! -f "$IMAGES/sigscope.tar" ] || import_image sigscope "$SIGSCOPE_IMAGE"
+		stage_end
+	else
+		echo "the cluster's containerd is not running: make cluster imports the images"
+	fi
+fi
