@@ -8,6 +8,9 @@
  *   sched_process_exit  how a process that matters ended (two prototypes: the
  *                       loader keeps the one matching the kernel's BTF)
  *   oom:mark_victim     the OOM killer picked a victim (two prototypes too)
+ *   sched_process_exec  an exec by a process that entered its container's pid
+ *                       namespace from outside (runc exec: a preStop hook,
+ *                       kubectl exec, an exec probe; a container's start)
  *
  * Filtering happens here so that uninteresting signals never reach the ring.
  * Submits do not wake the reader; it polls on a short timer, and a fill
@@ -559,5 +562,48 @@ int BPF_PROG(handle_oom_v2, struct task_struct *task, unsigned int uid)
 	if (e->target.ns_pid == 1)
 		e->facts |= FACT_TARGET_NS_INIT;
 	submit(c, e, EV_OOM);
+	return 0;
+}
+
+/* An exec by a process whose parent has no pid in its pid namespace: it
+ * entered the namespace from outside, as runc exec's process does (a
+ * Kubernetes exec preStop hook, kubectl exec, an exec probe) and as a
+ * container's first process does. A host exec costs one comparison; an exec
+ * inside a container, a few loads more. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
+{
+	struct task_struct *parent;
+	__u32 level, plevel, tgid;
+	struct counters *c;
+	struct event *e;
+
+	level = p->thread_pid->level;
+	if (level == 0)
+		return 0;
+	tgid = p->tgid;
+	if (tgid == self_tgid || (filter_pid && tgid != filter_pid))
+		return 0;
+	parent = p->real_parent;
+	if (!parent)
+		return 0;
+	plevel = parent->thread_pid->level;
+	if (pid_reaches(parent->thread_pid, plevel, p->thread_pid, level))
+		return 0; /* started inside the namespace */
+	if (filter_comm[0] && !comm_matches(p->comm))
+		return 0;
+	c = counters_get();
+	if (!c)
+		return 0;
+	e = reserve(c, EV_EXEC);
+	if (!e)
+		return 0;
+	e->signo = 0;
+	e->sig_flags = 0;
+	fill_proc(&e->target, p, level);
+	fill_proc(&e->sender, parent, plevel);
+	fill_ancestors(e, parent);
+	e->facts = FACT_TARGET_NS_CHILD | (e->target.ns_pid == 1 ? FACT_TARGET_NS_INIT : 0);
+	submit(c, e, EV_EXEC);
 	return 0;
 }

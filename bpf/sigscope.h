@@ -14,7 +14,8 @@ enum event_type {
 	EV_DELIVER = 1,
 	EV_EXIT = 2,
 	EV_OOM = 3,   /* oom:mark_victim: the OOM killer chose target */
-	EV_TYPES = 4, /* room for later hooks; counters are indexed by type */
+	EV_EXEC = 4,  /* sched_process_exec of a process that entered its pid namespace from outside */
+	EV_TYPES = 8, /* room for later hooks; counters are indexed by type */
 };
 
 /*
@@ -64,9 +65,9 @@ struct event {
 	__s32 exit_code;    /* exit: task->exit_code (wait status layout) */
 	__u8 ancestors_len;
 	__u8 _pad[7];
-	struct proc sender; /* generate: current; zero for deliver and exit */
+	struct proc sender; /* generate: current; exec: the parent, outside the namespace; zero for deliver, exit, oom */
 	struct proc target; /* generate: the target; deliver: current; exit: the process; oom: the victim */
-	struct ancestor ancestors[MAX_ANCESTORS]; /* sender's parents, nearest first */
+	struct ancestor ancestors[MAX_ANCESTORS]; /* sender's parents, nearest first (generate, exec) */
 };
 
 /* Per-CPU, monotonic, never reset: seen == emitted + dropped for each type. */

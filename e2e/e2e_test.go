@@ -394,7 +394,7 @@ func TestRecordingReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = trace.Process.Kill(); _, _ = trace.Process.Wait() })
-	testutil.WaitPrograms(t, trace.Process.Pid, 4)
+	testutil.WaitPrograms(t, trace.Process.Pid, 5)
 	docker(t, "stop", "-t", "1", "e2e-rec")
 	time.Sleep(200 * time.Millisecond)
 	_ = trace.Process.Signal(syscall.SIGINT)
@@ -438,7 +438,7 @@ func TestTraceContainerFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = trace.Process.Kill(); _, _ = trace.Process.Wait() })
-	testutil.WaitPrograms(t, trace.Process.Pid, 4)
+	testutil.WaitPrograms(t, trace.Process.Pid, 5)
 	docker(t, "kill", "e2e-f2")
 	docker(t, "kill", "e2e-f1")
 	time.Sleep(300 * time.Millisecond)
@@ -481,7 +481,7 @@ func TestSenderContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = trace.Process.Kill(); _, _ = trace.Process.Wait() })
-	testutil.WaitPrograms(t, trace.Process.Pid, 4)
+	testutil.WaitPrograms(t, trace.Process.Pid, 5)
 	a := runContainer(t, "e2e-sidecar", "--pid", "container:e2e-target", img, "sh", "-c", "kill -TERM 1; sleep 1000")
 	time.Sleep(500 * time.Millisecond)
 	_ = trace.Process.Signal(syscall.SIGINT)

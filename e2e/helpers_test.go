@@ -187,7 +187,7 @@ func startSigscope(t *testing.T, args ...string) *running {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.cmd.Process.Kill(); _, _ = r.cmd.Process.Wait() })
-	testutil.WaitPrograms(t, r.cmd.Process.Pid, 4)
+	testutil.WaitPrograms(t, r.cmd.Process.Pid, 5)
 	return r
 }
 

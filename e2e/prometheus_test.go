@@ -199,7 +199,7 @@ func TestServerClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = agent.Process.Signal(syscall.SIGINT); _ = agent.Wait() })
-	testutil.WaitPrograms(t, agent.Process.Pid, 4)
+	testutil.WaitPrograms(t, agent.Process.Pid, 5)
 
 	id := runContainer(t, "e2e-remote", img, "sh", "-c", "sleep 1000 & wait")
 	running := runContainer(t, "e2e-remote-running", img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")

@@ -275,12 +275,14 @@ func TestTracerStatsAndBuildInfo(t *testing.T) {
 # HELP sigscope_events_total Events the kernel programs wrote to the ring buffer, by event kind.
 # TYPE sigscope_events_total counter
 sigscope_events_total{event="deliver"} 5
+sigscope_events_total{event="exec"} 0
 sigscope_events_total{event="exit"} 40
 sigscope_events_total{event="generate"} 100
 sigscope_events_total{event="oom"} 1
 # HELP sigscope_events_dropped_total Events the kernel programs lost because the ring buffer was full, by event kind.
 # TYPE sigscope_events_dropped_total counter
 sigscope_events_dropped_total{event="deliver"} 0
+sigscope_events_dropped_total{event="exec"} 0
 sigscope_events_dropped_total{event="exit"} 2
 sigscope_events_dropped_total{event="generate"} 10
 sigscope_events_dropped_total{event="oom"} 0
@@ -303,6 +305,7 @@ sigscope_build_info{goversion="`+runtime.Version()+`",revision="ee6f455",version
 # HELP sigscope_events_dropped_total Events the kernel programs lost because the ring buffer was full, by event kind.
 # TYPE sigscope_events_dropped_total counter
 sigscope_events_dropped_total{event="deliver"} 0
+sigscope_events_dropped_total{event="exec"} 0
 sigscope_events_dropped_total{event="exit"} 2
 sigscope_events_dropped_total{event="generate"} 12
 sigscope_events_dropped_total{event="oom"} 0

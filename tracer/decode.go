@@ -30,7 +30,7 @@ func Decode(raw []byte, clk Clock, e *Event) error {
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), RecordSize), raw)
 
 	kind := Kind(r.Type)
-	if kind != KindGenerate && kind != KindDeliver && kind != KindExit && kind != KindOOM {
+	if kind != KindGenerate && kind != KindDeliver && kind != KindExit && kind != KindOOM && kind != KindExec {
 		return fmt.Errorf("unknown event type %d", r.Type)
 	}
 	*e = Event{
@@ -48,7 +48,7 @@ func Decode(raw []byte, clk Clock, e *Event) error {
 		Raw:      raw[:RecordSize],
 	}
 	switch kind {
-	case KindGenerate:
+	case KindGenerate, KindExec:
 		e.Signal = Signal(r.Signo)
 		e.Sender = decodeProc(&r.Sender)
 		e.SenderExiting = r.Facts&factSenderExiting != 0

@@ -13,10 +13,11 @@ const (
 	KindDeliver  Kind = Kind(sigscopeEventTypeEV_DELIVER)  // signal_deliver: a task dequeued it
 	KindExit     Kind = Kind(sigscopeEventTypeEV_EXIT)     // sched_process_exit: a process ended
 	KindOOM      Kind = Kind(sigscopeEventTypeEV_OOM)      // oom:mark_victim: the OOM killer chose a victim
+	KindExec     Kind = Kind(sigscopeEventTypeEV_EXEC)     // sched_process_exec: a process entered a container's pid namespace from outside and ran a program
 )
 
 // Kinds lists every kind, in counter order.
-var Kinds = []Kind{KindGenerate, KindDeliver, KindExit, KindOOM}
+var Kinds = []Kind{KindGenerate, KindDeliver, KindExit, KindOOM, KindExec}
 
 func (k Kind) String() string {
 	switch k {
@@ -28,6 +29,8 @@ func (k Kind) String() string {
 		return "exit"
 	case KindOOM:
 		return "oom"
+	case KindExec:
+		return "exec"
 	}
 	return "unknown"
 }
@@ -158,11 +161,11 @@ type Event struct {
 	Facts    uint32 // raw facts recorded in BPF (FACT_* in bpf/sigscope.h)
 	SigFlags uint32 // target->signal->flags at the event
 
-	Sender         Process // generate only: the task that sent the signal
+	Sender         Process // generate: the task that sent the signal; exec: the parent that started it, outside the namespace
 	SenderExiting  bool    // the sender was itself exiting (PF_EXITING)
 	Ancestors      [MaxAncestors]Ancestor
 	AncestorsCount int
-	Target         Process // generate: the target; deliver: the receiver; exit: the process; oom: the victim
+	Target         Process // generate: the target; deliver: the receiver; exit: the process; oom: the victim; exec: the process (its new comm)
 
 	ExitCode   int  // exit only: the exit status when the process exited, -1 when a signal killed it
 	CoreDumped bool // exit only

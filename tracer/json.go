@@ -52,6 +52,17 @@ func procJSON(p *Process) jsonProc {
 		PidNS: p.PidNS, CgroupID: p.CgroupID, CgroupV1ID: p.CgroupV1ID}
 }
 
+// senderJSON is a generate event's sender, or the parent that started an
+// exec, with its ancestors.
+func senderJSON(e *Event) *jsonProc {
+	s := procJSON(&e.Sender)
+	s.Exiting = e.SenderExiting
+	for _, a := range e.SenderAncestors() {
+		s.Ancestors = append(s.Ancestors, jsonAncestor{PID: a.PID, Comm: textsafe.UTF8(a.Comm.String())})
+	}
+	return &s
+}
+
 // MarshalJSON writes the documented event object. Comms are made valid UTF-8
 // with invalid bytes kept as \xNN; encoding/json escapes control characters.
 func (e *Event) MarshalJSON() ([]byte, error) {
@@ -65,13 +76,10 @@ func (e *Event) MarshalJSON() ([]byte, error) {
 		j.Signal, j.Signo = e.Signal.String(), int32(e.Signal)
 	}
 	switch e.Kind {
+	case KindExec:
+		j.Sender = senderJSON(e)
 	case KindGenerate:
-		s := procJSON(&e.Sender)
-		s.Exiting = e.SenderExiting
-		for _, a := range e.SenderAncestors() {
-			s.Ancestors = append(s.Ancestors, jsonAncestor{PID: a.PID, Comm: textsafe.UTF8(a.Comm.String())})
-		}
-		j.Sender = &s
+		j.Sender = senderJSON(e)
 		j.Result = e.Result.String()
 		j.Group = &e.Group
 		fallthrough

@@ -22,9 +22,9 @@ type sigscopeAncestor struct {
 
 type sigscopeCounters struct {
 	_       structs.HostLayout
-	Seen    [4]uint64
-	Emitted [4]uint64
-	Dropped [4]uint64
+	Seen    [8]uint64
+	Emitted [8]uint64
+	Dropped [8]uint64
 }
 
 type sigscopeEvent struct {
@@ -53,7 +53,8 @@ const (
 	sigscopeEventTypeEV_DELIVER  sigscopeEventType = 1
 	sigscopeEventTypeEV_EXIT     sigscopeEventType = 2
 	sigscopeEventTypeEV_OOM      sigscopeEventType = 3
-	sigscopeEventTypeEV_TYPES    sigscopeEventType = 4
+	sigscopeEventTypeEV_EXEC     sigscopeEventType = 4
+	sigscopeEventTypeEV_TYPES    sigscopeEventType = 8
 )
 
 type sigscopeFact uint32
@@ -100,6 +101,7 @@ const (
 	sigscopeMapLastTarget      = "last_target"
 	sigscopeMapTargeted        = "targeted"
 	sigscopeProgHandleDeliver  = "handle_deliver"
+	sigscopeProgHandleExec     = "handle_exec"
 	sigscopeProgHandleExitV1   = "handle_exit_v1"
 	sigscopeProgHandleExitV2   = "handle_exit_v2"
 	sigscopeProgHandleGenerate = "handle_generate"
@@ -158,6 +160,7 @@ type sigscopeSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeProgramSpecs struct {
 	HandleDeliver  *ebpf.ProgramSpec `ebpf:"handle_deliver"`
+	HandleExec     *ebpf.ProgramSpec `ebpf:"handle_exec"`
 	HandleExitV1   *ebpf.ProgramSpec `ebpf:"handle_exit_v1"`
 	HandleExitV2   *ebpf.ProgramSpec `ebpf:"handle_exit_v2"`
 	HandleGenerate *ebpf.ProgramSpec `ebpf:"handle_generate"`
@@ -246,6 +249,7 @@ type sigscopeVariables struct {
 // It can be passed to loadSigscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopePrograms struct {
 	HandleDeliver  *ebpf.Program `ebpf:"handle_deliver"`
+	HandleExec     *ebpf.Program `ebpf:"handle_exec"`
 	HandleExitV1   *ebpf.Program `ebpf:"handle_exit_v1"`
 	HandleExitV2   *ebpf.Program `ebpf:"handle_exit_v2"`
 	HandleGenerate *ebpf.Program `ebpf:"handle_generate"`
@@ -256,6 +260,7 @@ type sigscopePrograms struct {
 func (p *sigscopePrograms) Close() error {
 	return _SigscopeClose(
 		p.HandleDeliver,
+		p.HandleExec,
 		p.HandleExitV1,
 		p.HandleExitV2,
 		p.HandleGenerate,

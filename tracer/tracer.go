@@ -165,7 +165,7 @@ func New(opts Options) (*Tracer, error) {
 	}
 	t := &Tracer{opts: opts, log: opts.Logger, coll: coll, ExitProgram: keep, OOMProgram: oomKeep,
 		counters: coll.Maps[sigscopeMapEventCounters]}
-	for _, name := range []string{sigscopeProgHandleGenerate, sigscopeProgHandleDeliver, keep, oomKeep} {
+	for _, name := range []string{sigscopeProgHandleGenerate, sigscopeProgHandleDeliver, keep, oomKeep, sigscopeProgHandleExec} {
 		p := coll.Programs[name]
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
@@ -299,6 +299,7 @@ type Stats struct {
 	Deliver  KindStats `json:"deliver"`
 	Exit     KindStats `json:"exit"`
 	OOM      KindStats `json:"oom"`
+	Exec     KindStats `json:"exec"`
 	// Read counts records handed to Run's callback; DecodeErrors those it could not decode.
 	Read         uint64 `json:"read"`
 	DecodeErrors uint64 `json:"decode_errors"`
@@ -319,6 +320,8 @@ func (s Stats) Kind(k Kind) KindStats {
 		return s.Exit
 	case KindOOM:
 		return s.OOM
+	case KindExec:
+		return s.Exec
 	}
 	return KindStats{}
 }
@@ -326,7 +329,7 @@ func (s Stats) Kind(k Kind) KindStats {
 // Total sums the counters of every kind.
 func (s Stats) Total() KindStats {
 	var t KindStats
-	for _, k := range []KindStats{s.Generate, s.Deliver, s.Exit, s.OOM} {
+	for _, k := range []KindStats{s.Generate, s.Deliver, s.Exit, s.OOM, s.Exec} {
 		t.Seen += k.Seen
 		t.Emitted += k.Emitted
 		t.Dropped += k.Dropped
@@ -376,6 +379,8 @@ func (s *Stats) kindPtr(k Kind) *KindStats {
 		return &s.Exit
 	case KindOOM:
 		return &s.OOM
+	case KindExec:
+		return &s.Exec
 	}
 	return &s.Generate
 }

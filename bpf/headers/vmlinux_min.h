@@ -85,6 +85,7 @@ struct ns_common {
 } __attribute__((preserve_access_index));
 
 struct task_struct;
+struct linux_binprm;
 
 struct pid_namespace {
 	struct task_struct *child_reaper;

@@ -227,6 +227,9 @@ func writeTableRow(w io.Writer, e *tracer.Event, c *container.Info) error {
 		sig, result = e.Signal.String(), "-> "+e.Handler.String()
 	case tracer.KindOOM:
 		result = "oom victim"
+	case tracer.KindExec:
+		result = "entered"
+		sender = procCell(e.Sender.PID, e.Sender.Comm)
 	case tracer.KindExit:
 		if e.Signaled() {
 			sig, result = e.Signal.String(), "killed"

@@ -219,7 +219,7 @@ func TestInterruptDetaches(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the child holds its programs (generate, deliver, exit, oom).
-	ids := testutil.WaitPrograms(t, cmd.Process.Pid, 4)
+	ids := testutil.WaitPrograms(t, cmd.Process.Pid, 5)
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}

@@ -138,3 +138,13 @@ func Run(t testing.TB, name string, args ...string) {
 		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 	}
 }
+
+// PidNS is the inode of the init's pid namespace (/proc/PID/ns/pid).
+func (n *NSInit) PidNS(t testing.TB) uint32 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/"+strconv.Itoa(n.PID)+"/ns/pid", &st); err != nil {
+		t.Fatal(err)
+	}
+	return uint32(st.Ino)
+}
