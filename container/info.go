@@ -31,6 +31,7 @@ type Info struct {
 	StopSignal  tracer.Signal // 0 means the runtime default (SIGTERM)
 	StopTimeout int           // seconds the runtime waits before SIGKILL (docker StopTimeout, 0: unknown)
 	GracePeriod int           // Kubernetes terminationGracePeriodSeconds (0: unknown)
+	PreStop     *Hook         // Kubernetes preStop hook, from the kubelet's annotation; nil: none
 
 	Labels      map[string]string
 	Annotations map[string]string // CRI only; Docker has no annotations

@@ -1,6 +1,8 @@
 package container
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -15,6 +17,9 @@ const (
 	LabelPodUID           = "io.kubernetes.pod.uid"
 	LabelContainerName    = "io.kubernetes.container.name"
 	AnnotationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
+	// AnnotationPreStop is the container's preStop hook as the kubelet
+	// records it: the JSON of its v1.LifecycleHandler.
+	AnnotationPreStop = "io.kubernetes.container.preStopHandler"
 )
 
 // applyKubernetes fills the Kubernetes fields from a container's labels and
@@ -41,6 +46,12 @@ func applyKubernetes(info *Info, labels, annotations map[string]string) {
 			break
 		}
 	}
+	for _, m := range []map[string]string{annotations, labels} {
+		if h := ParseHook(m[AnnotationPreStop]); h != nil {
+			info.PreStop = h
+			break
+		}
+	}
 }
 
 // parseStopSignal reads a configured stop signal ("TERM", "15",
@@ -55,4 +66,48 @@ func parseStopSignal(s string) tracer.Signal {
 		return 0
 	}
 	return sig
+}
+
+// Hook is a container lifecycle hook (Kubernetes preStop): what runs
+// before the stop signal, inside the container (exec) or outside it.
+type Hook struct {
+	Kind    string   `json:"kind"`              // "exec", "http" or "sleep"
+	Command []string `json:"command,omitempty"` // exec: the command
+	URL     string   `json:"url,omitempty"`     // http: path and port, as the spec gives them
+	Seconds int      `json:"seconds,omitempty"` // sleep
+}
+
+// ParseHook reads a hook as the kubelet writes it in the
+// io.kubernetes.container.preStopHandler annotation (the JSON of a
+// v1.LifecycleHandler); nil for "" or anything it cannot read.
+func ParseHook(s string) *Hook {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	var h struct {
+		Exec *struct {
+			Command []string `json:"command"`
+		} `json:"exec"`
+		HTTPGet *struct {
+			Path   string `json:"path"`
+			Port   any    `json:"port"`
+			Host   string `json:"host"`
+			Scheme string `json:"scheme"`
+		} `json:"httpGet"`
+		Sleep *struct {
+			Seconds int `json:"seconds"`
+		} `json:"sleep"`
+	}
+	if json.Unmarshal([]byte(s), &h) != nil {
+		return nil
+	}
+	switch {
+	case h.Exec != nil:
+		return &Hook{Kind: "exec", Command: h.Exec.Command}
+	case h.HTTPGet != nil:
+		return &Hook{Kind: "http", URL: fmt.Sprintf("%s:%v%s", h.HTTPGet.Host, h.HTTPGet.Port, h.HTTPGet.Path)}
+	case h.Sleep != nil:
+		return &Hook{Kind: "sleep", Seconds: h.Sleep.Seconds}
+	}
+	return nil
 }

@@ -499,3 +499,21 @@ func TestListRunningDockerAndErrors(t *testing.T) {
 		t.Fatalf("no runtime: err = %v", err)
 	}
 }
+
+// The kubelet's preStop annotation, each handler kind; anything else is none.
+func TestParseHook(t *testing.T) {
+	for in, want := range map[string]*Hook{
+		`{"exec":{"command":["sleep","3"]}}`:                 {Kind: "exec", Command: []string{"sleep", "3"}},
+		`{"httpGet":{"path":"/quit","port":8080}}`:           {Kind: "http", URL: ":8080/quit"},
+		`{"httpGet":{"path":"/q","port":"http","host":"a"}}`: {Kind: "http", URL: "a:http/q"},
+		`{"sleep":{"seconds":5}}`:                            {Kind: "sleep", Seconds: 5},
+		``:                                                   nil,
+		`{"tcpSocket":{"port":1}}`:                           nil,
+		`{not json`:                                          nil,
+	} {
+		got := ParseHook(in)
+		if (got == nil) != (want == nil) || got != nil && (got.Kind != want.Kind || got.URL != want.URL || got.Seconds != want.Seconds || strings.Join(got.Command, " ") != strings.Join(want.Command, " ")) {
+			t.Errorf("ParseHook(%q) = %+v, want %+v", in, got, want)
+		}
+	}
+}

@@ -90,6 +90,7 @@ var (
 	outcomeNames = []string{
 		string(timeline.OutcomeOOMKilled),
 		string(timeline.OutcomeKilled),
+		string(timeline.OutcomePreStopTimeout),
 		string(timeline.OutcomeGraceful),
 		string(timeline.OutcomeHandlerTimeout),
 		string(timeline.OutcomeIgnoredByInit),

@@ -130,6 +130,7 @@ sigscope_container_stops_total{outcome="ignored"} 0
 sigscope_container_stops_total{outcome="ignored_by_init"} 0
 sigscope_container_stops_total{outcome="killed"} 0
 sigscope_container_stops_total{outcome="oom_killed"} 0
+sigscope_container_stops_total{outcome="prestop_timeout"} 0
 sigscope_container_stops_total{outcome="unfinished"} 0
 `, "sigscope_pid1_ignored_signals_total", "sigscope_pidns_cascade_kills_total", "sigscope_oom_kills_total",
 		"sigscope_container_stops_total", "sigscope_signals_total", "sigscope_process_exits_total",
@@ -174,6 +175,7 @@ sigscope_container_stops_total{outcome="ignored"} 0
 sigscope_container_stops_total{outcome="ignored_by_init"} 2
 sigscope_container_stops_total{outcome="killed"} 1
 sigscope_container_stops_total{outcome="oom_killed"} 0
+sigscope_container_stops_total{outcome="prestop_timeout"} 0
 sigscope_container_stops_total{outcome="unfinished"} 1
 sigscope_container_stops_total{outcome="unknown"} 1
 `+helpDuration+`

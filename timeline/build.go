@@ -19,6 +19,9 @@ type episode struct {
 	heapIdx  int           // in Engine.settling; -1 when it has no deadline
 	deadline time.Time
 
+	hook  *container.Hook // the container's preStop hook, nil: none
+	execs []execSession   // exec sessions in the container during the stop
+
 	hasInfo        bool
 	infoFromInit   bool
 	configuredStop tracer.Signal // the container's StopSignal, 0 when not configured
@@ -67,6 +70,7 @@ func (ep *episode) noteInfo(c *container.Info, aboutMain bool) {
 	ns := ep.Container.PidNS
 	ep.Container = Container{ID: c.ID, Name: c.Name, Image: c.Image, Runtime: c.Runtime, Pod: c.Pod, Namespace: c.Namespace, PidNS: ns}
 	ep.configuredStop = c.StopSignal
+	ep.hook = c.PreStop
 	switch {
 	case c.GracePeriod > 0:
 		ep.GracePeriod, ep.graceSource = time.Duration(c.GracePeriod)*time.Second, "kubernetes"
@@ -388,6 +392,7 @@ func (ep *episode) finish() {
 	for i := range ep.Steps {
 		ep.Steps[i].At = ep.Steps[i].Time.Sub(ep.Start)
 	}
+	ep.PreStop = ep.preStop()
 	ep.Outcome = decide(ep.facts())
 	ep.Hint = capitalize(hint(ep))
 }

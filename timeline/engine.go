@@ -63,6 +63,7 @@ type Engine struct {
 	order    list.List           // the open episodes, oldest first, for eviction
 	settling settleQueue         // open episodes with a completion deadline
 	now      time.Time           // the latest time seen
+	execs    execs               // exec sessions of containers with no open episode
 	stats    Stats
 }
 
@@ -93,7 +94,8 @@ func New(opts Options) *Engine {
 	if opts.MaxSteps <= 0 {
 		opts.MaxSteps = DefaultMaxSteps
 	}
-	return &Engine{opts: opts, open: make(map[epKey]*episode), byMain: make(map[uint32]*episode), byNS: make(map[uint32]*episode)}
+	return &Engine{opts: opts, open: make(map[epKey]*episode), byMain: make(map[uint32]*episode), byNS: make(map[uint32]*episode),
+		execs: execs{max: opts.MaxOpen}}
 }
 
 // Stats returns the engine's counters.
@@ -122,6 +124,8 @@ func (e *Engine) Add(ev *tracer.Event, c *container.Info) []Episode {
 		e.addExit(ev, c, &out)
 	case tracer.KindOOM:
 		e.addOOM(ev, c, &out)
+	case tracer.KindExec:
+		e.addExec(ev, c, &out)
 	}
 	return out
 }
@@ -224,6 +228,12 @@ func (e *Engine) begin(p *tracer.Process, c *container.Info, t time.Time) *episo
 	ep.elem = e.order.PushBack(ep)
 	e.open[ep.key] = ep
 	e.stats.Started++
+	// What ran in the container just before the stop (a preStop hook)
+	// is part of it.
+	ep.noteInfo(c, isMain(p, c))
+	for _, s := range e.execs.take(ep.key, t) {
+		ep.exec(s, e.opts.MaxSteps)
+	}
 	return ep
 }
 
@@ -430,8 +440,12 @@ func (e *Engine) addExit(ev *tracer.Event, c *container.Info, out *[]Episode) {
 		main = true // its container is no longer resolvable, its episode knows it
 	}
 	if !main {
+		if ep == nil {
+			e.execs.ended(keyOf(c, t), ev)
+		}
 		if ep != nil {
 			ep.noteInfo(c, false)
+			ep.execEnded(ev)
 			ep.processExit(ev, e.opts.MaxSteps)
 			if ep.isVictim(t.PID) && !ep.waitsForMain() {
 				e.settle(ep, ev.Time.Add(e.opts.Settle))

@@ -21,6 +21,10 @@ const (
 	OutcomeOOMKilled Outcome = "oom_killed"
 	// SIGKILL with no stop signal before it (docker kill, docker rm -f, kill -9).
 	OutcomeKilled Outcome = "killed"
+	// The container's preStop hook used up the grace period: it was still
+	// running when the grace ran out, the stop signal came with the
+	// kubelet's 2 s minimum, and the container was SIGKILLed.
+	OutcomePreStopTimeout Outcome = "prestop_timeout"
 	// The kernel queued or delivered the stop signal (not dropped) and the
 	// main process ended before any SIGKILL, with a code or by that signal:
 	// a handler, a forwarding init (sigwait, signalfd) or the default
@@ -58,6 +62,7 @@ const (
 	StepProcessExit   StepKind = "process_exit"   // a process other than the main one ended
 	StepMainExit      StepKind = "main_exit"      // the main process ended
 	StepSandbox       StepKind = "sandbox"        // the pod's sandbox (pause) container was torn down
+	StepExec          StepKind = "exec"           // a process entered the container from outside (runc exec: a preStop hook, kubectl exec, an exec probe)
 )
 
 // Container names an episode's container. Without a resolved container.Info
@@ -139,6 +144,8 @@ type Episode struct {
 	ExitStatus int           // with ExitAt: the status as a runtime reports it (code, or 128+signal)
 	ExitSignal tracer.Signal // with ExitAt: the signal that killed PID 1, 0 when it exited
 
+	PreStop *PreStop // the container's preStop hook (Kubernetes), nil: none
+
 	// GracePeriod is the configured wait before SIGKILL (Kubernetes
 	// terminationGracePeriodSeconds, else docker StopTimeout); 0 when unknown.
 	GracePeriod time.Duration
@@ -184,31 +191,42 @@ type jsonStep struct {
 	Text    string   `json:"text"`
 }
 
+type jsonPreStop struct {
+	Kind       string   `json:"kind"`
+	Command    []string `json:"command,omitempty"`
+	StartAt    string   `json:"start_at,omitempty"`
+	EndAt      string   `json:"end_at,omitempty"`
+	Duration   *float64 `json:"duration_s,omitempty"`
+	ExitStatus *int     `json:"exit_code,omitempty"`
+	Estimated  bool     `json:"estimated,omitempty"`
+}
+
 type jsonEpisode struct {
-	Container      Container  `json:"container"`
-	Main           Proc       `json:"main"`
-	MainIsInit     bool       `json:"main_is_init"`
-	ForwardingInit string     `json:"forwarding_init,omitempty"`
-	Outcome        Outcome    `json:"outcome"`
-	Start          string     `json:"start"`
-	StopSignal     string     `json:"stop_signal,omitempty"`
-	StopSender     *Sender    `json:"stop_sender,omitempty"`
-	StopVerdict    string     `json:"stop_verdict,omitempty"`
-	StopAt         string     `json:"stop_at,omitempty"`
-	KillSender     *Sender    `json:"kill_sender,omitempty"`
-	KillAt         string     `json:"kill_at,omitempty"`
-	ExitAt         string     `json:"exit_at,omitempty"`
-	GracePeriod    *float64   `json:"grace_period_s,omitempty"`
-	KillAfter      *float64   `json:"kill_after_s,omitempty"`
-	ExitAfter      *float64   `json:"exit_after_s,omitempty"`
-	ExitStatus     *int       `json:"exit_status,omitempty"`
-	ExitSignal     string     `json:"exit_signal,omitempty"`
-	CascadeKills   []Proc     `json:"cascade_kills"`
-	CascadeOmitted int        `json:"cascade_kills_omitted,omitempty"`
-	OOMVictims     []Proc     `json:"oom_victims,omitempty"`
-	Steps          []jsonStep `json:"steps"`
-	StepsOmitted   int        `json:"steps_omitted,omitempty"`
-	Hint           string     `json:"hint,omitempty"`
+	Container      Container    `json:"container"`
+	Main           Proc         `json:"main"`
+	MainIsInit     bool         `json:"main_is_init"`
+	ForwardingInit string       `json:"forwarding_init,omitempty"`
+	Outcome        Outcome      `json:"outcome"`
+	Start          string       `json:"start"`
+	StopSignal     string       `json:"stop_signal,omitempty"`
+	StopSender     *Sender      `json:"stop_sender,omitempty"`
+	StopVerdict    string       `json:"stop_verdict,omitempty"`
+	StopAt         string       `json:"stop_at,omitempty"`
+	KillSender     *Sender      `json:"kill_sender,omitempty"`
+	KillAt         string       `json:"kill_at,omitempty"`
+	ExitAt         string       `json:"exit_at,omitempty"`
+	PreStop        *jsonPreStop `json:"prestop,omitempty"`
+	GracePeriod    *float64     `json:"grace_period_s,omitempty"`
+	KillAfter      *float64     `json:"kill_after_s,omitempty"`
+	ExitAfter      *float64     `json:"exit_after_s,omitempty"`
+	ExitStatus     *int         `json:"exit_status,omitempty"`
+	ExitSignal     string       `json:"exit_signal,omitempty"`
+	CascadeKills   []Proc       `json:"cascade_kills"`
+	CascadeOmitted int          `json:"cascade_kills_omitted,omitempty"`
+	OOMVictims     []Proc       `json:"oom_victims,omitempty"`
+	Steps          []jsonStep   `json:"steps"`
+	StepsOmitted   int          `json:"steps_omitted,omitempty"`
+	Hint           string       `json:"hint,omitempty"`
 }
 
 func jsonTime(t time.Time) string {
@@ -291,6 +309,15 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 	if j.CascadeKills == nil {
 		j.CascadeKills = []Proc{} // always a list, like an event's flags
 	}
+	if p := ep.PreStop; p != nil {
+		j.PreStop = &jsonPreStop{Kind: p.Kind, StartAt: jsonTime(p.StartAt), EndAt: jsonTime(p.EndAt), ExitStatus: p.ExitStatus, Estimated: p.Estimated}
+		for _, a := range p.Command {
+			j.PreStop.Command = append(j.PreStop.Command, textsafe.UTF8(a))
+		}
+		if d, ok := p.Duration(ep.StopAt); ok {
+			j.PreStop.Duration = seconds(d)
+		}
+	}
 	if ep.GracePeriod > 0 {
 		j.GracePeriod = seconds(ep.GracePeriod)
 	}
@@ -371,6 +398,15 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 	}
 	if j.GracePeriod != nil {
 		out.GracePeriod = fromSeconds(*j.GracePeriod)
+	}
+	if p := j.PreStop; p != nil {
+		out.PreStop = &PreStop{Kind: p.Kind, Command: p.Command, ExitStatus: p.ExitStatus, Estimated: p.Estimated}
+		if out.PreStop.StartAt, err = parseTime(p.StartAt); err != nil {
+			return err
+		}
+		if out.PreStop.EndAt, err = parseTime(p.EndAt); err != nil {
+			return err
+		}
 	}
 	for _, js := range j.Steps {
 		s := Step{

@@ -8,30 +8,32 @@ import (
 
 // facts are what an outcome is decided on, apart from the steps.
 type facts struct {
-	stop       bool          // a stop signal was sent to the main process (and it was not already exiting)
-	stopSignal tracer.Signal //
-	stopFate   tracer.Fate   // the kernel's final decision on the first stop signal
-	acted      bool          // the main process acted on it: a handler ran, or it forwarded a signal
-	mainIsInit bool          // the main process is its pid namespace's init
-	kill       bool          // a SIGKILL was delivered to the main process
-	exit       bool          // the main process's exit was seen
-	exitSignal tracer.Signal // the signal that ended it, 0 for an exit code
-	oomMain    bool          // the OOM killer picked the main process
-	oomFirst   bool          // an OOM kill came before any stop signal, SIGKILL or exit
+	stop         bool          // a stop signal was sent to the main process (and it was not already exiting)
+	stopSignal   tracer.Signal //
+	stopFate     tracer.Fate   // the kernel's final decision on the first stop signal
+	acted        bool          // the main process acted on it: a handler ran, or it forwarded a signal
+	mainIsInit   bool          // the main process is its pid namespace's init
+	kill         bool          // a SIGKILL was delivered to the main process
+	exit         bool          // the main process's exit was seen
+	exitSignal   tracer.Signal // the signal that ended it, 0 for an exit code
+	oomMain      bool          // the OOM killer picked the main process
+	oomFirst     bool          // an OOM kill came before any stop signal, SIGKILL or exit
+	hookTimedOut bool          // the preStop hook used up the grace period
 }
 
 func (ep *episode) facts() facts {
 	return facts{
-		stop:       ep.stopped(),
-		stopSignal: ep.StopSignal,
-		stopFate:   ep.StopVerdict,
-		acted:      ep.handled || ep.forwarded,
-		mainIsInit: !ep.mainKnown || ep.MainIsInit,
-		kill:       ep.killed,
-		exit:       ep.exited,
-		exitSignal: ep.ExitSignal,
-		oomMain:    ep.oomMain,
-		oomFirst:   ep.oomFirst,
+		stop:         ep.stopped(),
+		stopSignal:   ep.StopSignal,
+		stopFate:     ep.StopVerdict,
+		acted:        ep.handled || ep.forwarded,
+		mainIsInit:   !ep.mainKnown || ep.MainIsInit,
+		kill:         ep.killed,
+		exit:         ep.exited,
+		exitSignal:   ep.ExitSignal,
+		oomMain:      ep.oomMain,
+		oomFirst:     ep.oomFirst,
+		hookTimedOut: ep.PreStop.timedOut(&ep.Episode),
 	}
 }
 
@@ -48,23 +50,26 @@ func (f facts) ignoredStop() bool {
 //     cause, whatever the runtime did next.
 //  2. killed: the main process was killed by SIGKILL with no stop signal
 //     before it.
-//  3. ignored_by_init (an init) or ignored (a main process that is no
+//  3. prestop_timeout: killed by SIGKILL after a stop signal that came late
+//     because the container's preStop hook used up the grace period (the
+//     kubelet then gives the stop signal its 2 s minimum).
+//  4. ignored_by_init (an init) or ignored (a main process that is no
 //     init): killed by SIGKILL after a stop signal it never acted on: the
 //     kernel dropped it (no handler at an init, SIG_IGN, a signal whose
 //     default is to do nothing), or it stayed blocked and no handler ran
 //     and nothing was forwarded.
-//  4. handler_timeout: killed by SIGKILL after it took the stop signal (a
+//  5. handler_timeout: killed by SIGKILL after it took the stop signal (a
 //     handler, a forwarding init, a sigwait, the default action) but had
 //     not ended.
-//  5. graceful: the kernel queued or delivered the stop signal and the main
+//  6. graceful: the kernel queued or delivered the stop signal and the main
 //     process ended before any SIGKILL, with an exit code (0, 143 from a
 //     trap or an init passing on its child's death, 1) or by that signal
 //     (a default action). The mechanism does not matter: a handler,
 //     sigwait (tini), signalfd (catatonit), a shell trap.
-//  6. exited: the main process ended and none of the above holds: no stop
+//  7. exited: the main process ended and none of the above holds: no stop
 //     signal, one it never acted on, or a death by another signal (a crash
 //     during shutdown).
-//  7. unfinished: only a stop signal, and the recording ended first.
+//  8. unfinished: only a stop signal, and the recording ended first.
 //
 // "Killed by SIGKILL" is read from the exit when it was seen: a SIGKILL that
 // arrived while the process was already exiting by itself did not kill it
@@ -81,6 +86,8 @@ func decide(f facts) Outcome {
 		return OutcomeOOMKilled
 	case killed && !f.stop:
 		return OutcomeKilled
+	case killed && f.hookTimedOut:
+		return OutcomePreStopTimeout
 	case killed && f.ignoredStop() && f.mainIsInit:
 		return OutcomeIgnoredByInit
 	case killed && f.ignoredStop():
@@ -201,6 +208,13 @@ func hint(ep *episode) string {
 			return fmt.Sprintf("The kernel SIGKILLed %s with no stop signal before it; with no OOM event traced, the OOM killer is the usual cause. %s.", who, fixOOM)
 		}
 		return fmt.Sprintf("%s was SIGKILLed with no stop signal before it (docker kill, docker rm -f, kill -9), so it had no chance to shut down. If a clean shutdown matters, stop it with docker stop or a normal pod deletion, which send the stop signal first.", who)
+	case OutcomePreStopTimeout:
+		used := ""
+		if d, ok := ep.PreStop.Duration(ep.StopAt); ok {
+			used = fmt.Sprintf(" (it had run %.1fs)", d.Seconds())
+		}
+		return fmt.Sprintf("The preStop hook (%s) was still running when the grace period (%s) ran out%s, so the kubelet sent %s with only its 2 s minimum left and then SIGKILLed %s: make the hook finish well within the grace period, or raise terminationGracePeriodSeconds to cover the hook and the shutdown after %s.",
+			ep.PreStop.Kind, ep.GracePeriod, used, ep.StopSignal, who, ep.StopSignal)
 	case OutcomeIgnoredByInit, OutcomeIgnored:
 		if h := ep.droppedHint(); h != "" {
 			return h

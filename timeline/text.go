@@ -132,6 +132,9 @@ func (ep *Episode) Summary() string {
 	} else if d, ok := ep.ExitAfter(); ok {
 		parts = append(parts, fmt.Sprintf("exit %.3fs after %s", d.Seconds(), ep.StopSignal))
 	}
+	if b := ep.budget(); b != "" {
+		parts = append(parts, b)
+	}
 	if !ep.ExitAt.IsZero() {
 		parts = append(parts, fmt.Sprintf("exit status %d", ep.ExitStatus))
 	} else if ep.Outcome != OutcomeUnfinished && ep.Outcome != OutcomeOOMKilled {
@@ -141,4 +144,29 @@ func (ep *Episode) Summary() string {
 		parts = append(parts, fmt.Sprintf("the namespace cascade killed %d process(es)", n))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// budget says how the grace period was spent when there was a preStop
+// hook: "grace 6s = preStop exec 3.0s + 3.0s after SIGTERM".
+func (ep *Episode) budget() string {
+	hook, ok := ep.PreStop.Duration(ep.StopAt)
+	if !ok || ep.StopAt.IsZero() {
+		return ""
+	}
+	end := ep.KillAt
+	if end.IsZero() {
+		end = ep.ExitAt
+	}
+	if end.IsZero() {
+		return ""
+	}
+	est := ""
+	if ep.PreStop.Estimated {
+		est = " (estimated)"
+	}
+	s := fmt.Sprintf("preStop %s %.1fs%s + %.1fs after %s", ep.PreStop.Kind, hook.Seconds(), est, end.Sub(ep.StopAt).Seconds(), ep.StopSignal)
+	if ep.GracePeriod > 0 {
+		s = fmt.Sprintf("grace %s = %s", ep.GracePeriod, s)
+	}
+	return s
 }
