@@ -57,6 +57,22 @@ KERNELS   ?= 6.1 6.12
 test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, booted with qemu); default "6.1 6.12"
 	bash test/kernels/run.sh $(KERNELS)
 
+.PHONY: cluster
+cluster: ## Start a single-node Kubernetes here (root), built the first time into .cache/cluster; then `. .cluster/env` (docs/cluster.md)
+	bash test/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop what `make cluster` started and remove its state (pods, mounts, cgroups, route, .cluster/)
+	bash test/cluster/down.sh
+
+.PHONY: cluster-build
+cluster-build: ## Build the cluster's parts only (Kubernetes, etcd, containerd, runc, pause) at the versions in test/cluster/versions.sh
+	bash test/cluster/build.sh
+
+.PHONY: cluster-images
+cluster-images: ## Rebuild the cluster's images (sigscope.local/sigscope:dev from this tree, busybox, pause); import them when it runs
+	bash test/cluster/images.sh
+
 .PHONY: bench
 bench: ## Signal-storm benchmark (root): throughput ratio, ns/signal, reader CPU, drops, RSS
 	$(GO) run ./bench $(ARGS)

@@ -101,7 +101,8 @@ build_sigscope() {
 	rm -rf "$root"
 }
 
-ctr_k8s() { "$BIN/ctr" --address "$CONTAINERD_SOCKET" -n k8s.io "$@"; }
+# ctr warns on every call that cgroup v1 is deprecated: said once in docs/cluster.md.
+ctr_k8s() { "$BIN/ctr" --address "$CONTAINERD_SOCKET" -n k8s.io "$@" 2> >(grep -v 'DEPRECATION: The support for cgroup v1' >&2); }
 
 # import_image NAME REF: imports IMAGES/NAME.tar unless containerd has REF with
 # that image ID already.

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# make cluster-down: stops everything make cluster started and removes its
+# state: the pods (through the kubelet while it runs, so the CNI plugin
+# releases their addresses; then whatever is left, by force), the daemons,
+# their mounts, network namespaces, bridge and cgroups, the kernel settings
+# the kubelet changed, the unreachable route, .cluster/ and the runtime
+# directories. The builds in .cache/cluster stay (rm -rf .cache/cluster).
+# Safe to run again, or when nothing runs.
+set -euo pipefail
+# shellcheck source=test/cluster/lib.sh
+. "$(dirname "$0")/lib.sh"
+need_root "make cluster-down"
+
+HOST=$STATE/host
+ctr_k8s() { "$BIN/ctr" --address "$CONTAINERD_SOCKET" -n k8s.io "$@"; }
+kubectl() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" --request-timeout 10s "$@"; }
+no_tasks() { [ -z "$(ctr_k8s tasks ls -q 2>/dev/null)" ]; }
+
+stage "stop kube-controller-manager and kube-scheduler (nothing recreates pods from here)"
+stop kube-controller-manager "$BIN/kube-controller-manager"
+stop kube-scheduler "$BIN/kube-scheduler"
+
+stage "delete the pods"
+if running kubelet "$BIN/kubelet" >/dev/null && running kube-apiserver "$BIN/kube-apiserver" >/dev/null; then
+	# The kubelet stops each container and sandbox through CRI: the CNI
+	# plugin releases the address, containerd removes the netns.
+	kubectl delete pods --all --all-namespaces --grace-period=1 --wait=false 2>&1 | grep -v '^No resources found' || true
+	for ((i = 0; i < 300; i++)); do
+		no_tasks && break
+		sleep 0.2
+	done
+	no_tasks || echo "containers still run after 60s: removing them by force"
+fi
+stop kubelet "$BIN/kubelet" 30
+if running containerd "$BIN/containerd" >/dev/null; then
+	for t in $(ctr_k8s tasks ls -q 2>/dev/null); do
+		ctr_k8s tasks kill -s SIGKILL "$t" 2>/dev/null || true
+		ctr_k8s tasks delete -f "$t" >/dev/null 2>&1 || true
+	done
+	for c in $(ctr_k8s containers ls -q 2>/dev/null); do
+		ctr_k8s containers delete "$c" 2>/dev/null || true
+	done
+fi
+stop containerd "$BIN/containerd" 30
+# Whatever still runs in the pods' cgroups (a container whose shim lost its
+# containerd), then the shims themselves: all started by this cluster.
+find "/sys/fs/cgroup/pids/$CGROUP_ROOT" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r pid; do
+	echo "killing pod process $pid ($(cat "/proc/$pid/comm" 2>/dev/null))"
+	kill -KILL "$pid" 2>/dev/null || true
+done
+for exe in /proc/[0-9]*/exe; do
+	if [ "$(readlink "$exe" 2>/dev/null)" = "$BIN/containerd-shim-runc-v2" ]; then
+		pid=${exe#/proc/}
+		pid=${pid%/exe}
+		echo "killing containerd-shim-runc-v2 $pid"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+done
+
+stage "stop kube-apiserver and etcd"
+stop kube-apiserver "$BIN/kube-apiserver" 30
+stop etcd "$BIN/etcd" 30
+
+stage "mounts, network namespaces, bridge, cgroups, state"
+# Deepest first: overlay root filesystems, sandbox shm, network namespaces
+# (nsfs, under containerd's state), the kubelet's volumes and its rshared
+# self-bind of --root-dir. A namespace goes with its last mount, and its
+# veth with it.
+for _ in 1 2 3; do
+	mapfile -t mounts < <(awk '{print $5}' /proc/self/mountinfo | while read -r m; do printf '%b\n' "$m"; done |
+		grep -E "^($VARLIB|$RUNDIR)(/|\$)" | sort -r)
+	[ ${#mounts[@]} -gt 0 ] || break
+	for m in "${mounts[@]}"; do
+		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	done
+done
+[ ${#mounts[@]} -eq 0 ] || echo "still mounted: ${mounts[*]}"
+if ip link show "$CNI_BRIDGE" >/dev/null 2>&1; then
+	ip link delete "$CNI_BRIDGE"
+fi
+rm -rf "$VARLIB" "$RUNDIR"
+# The kubelet's tree in every hierarchy (kubepods, its QoS classes, pods).
+shopt -s nullglob
+for root in /sys/fs/cgroup/*/"$CGROUP_ROOT"; do
+	find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+	[ ! -d "$root" ] || echo "cgroup left (busy): $root"
+done
+if [ -f "$HOST/sysctl" ]; then
+	while IFS='=' read -r k v; do
+		[ "$(sysctl -n "$k")" = "$v" ] || sysctl -q -w "$k=$v"
+	done <"$HOST/sysctl"
+fi
+if [ -f "$HOST/absent" ]; then
+	while read -r p; do
+		rm -rf "$p"
+	done <"$HOST/absent"
+fi
+if [ -n "$(ip route show type unreachable "$SERVICE_CIDR")" ]; then
+	ip route del unreachable "$SERVICE_CIDR"
+fi
+rm -rf "$STATE"
+total "cluster down"

@@ -1,0 +1,384 @@
+#!/usr/bin/env bash
+# make cluster: a single-node Kubernetes on this machine, for the end-to-end
+# tests and for trying the agent: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, a kubelet, and its own containerd
+# (CRI) with runc and Debian's CNI plugins. Builds what is missing
+# (build.sh, images.sh), then starts what does not run yet: a second run
+# reuses every daemon that runs and answers its health check. Writes
+# .cluster/env (KUBECONFIG, PATH with kubectl, CRI_SOCKET, NODE_NAME).
+# docs/cluster.md explains each choice; make cluster-down undoes it all.
+set -euo pipefail
+# shellcheck source=test/cluster/lib.sh
+. "$(dirname "$0")/lib.sh"
+need_root "make cluster"
+
+bash "$here/build.sh"
+SIGSCOPE_IMAGE_OPTIONAL=1 bash "$here/images.sh" --no-import
+_t0=$SECONDS # bring-up time, apart from the builds
+
+PKI=$STATE/pki
+HOST=$STATE/host # the machine's state before the first bring-up, for cluster-down
+mkdir -p "$PKI" "$HOST" "$STATE/run" "$STATE/logs" "$STATE/bin" "$STATE/cni" "$VARLIB" "$RUNDIR"
+chmod 0700 "$STATE" "$PKI"
+if [ ! -f "$STATE/node-name" ]; then
+	# The node is named after the machine, as kubeadm does.
+	hostname -s | tr '[:upper:]_' '[:lower:]-' >"$STATE/node-name"
+fi
+NODE_NAME=$(<"$STATE/node-name")
+kubectl() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
+reused=()
+
+stage "host: unreachable route for the service range $SERVICE_CIDR, saved sysctls"
+# No kube-proxy runs: without this a ClusterIP (the kubernetes service's
+# $SERVICE_IP too) follows the default route off the machine. With it a
+# connect fails at once with "no route to host".
+if [ -z "$(ip route show type unreachable "$SERVICE_CIDR")" ]; then
+	ip route add unreachable "$SERVICE_CIDR"
+fi
+# The kubelet sets kernel tunables (vm.overcommit_memory, kernel.panic,
+# kernel.panic_on_oops, ...) and the bridge plugin ip_forward: kept here once,
+# cluster-down puts them back.
+if [ ! -f "$HOST/sysctl" ]; then
+	for k in vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops \
+		kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward; do
+		echo "$k=$(sysctl -n "$k")"
+	done >"$HOST/sysctl"
+fi
+# Paths outside VARLIB/RUNDIR made on their own: the kubelet's device-plugin
+# socket directory (not under its --root-dir), libcni's result cache, and
+# util-linux's /run/mount (the kubelet mounts volumes with mount(8)). Removed
+# by cluster-down when they did not exist before.
+if [ ! -f "$HOST/absent" ]; then
+	for p in /var/lib/kubelet /var/lib/cni /run/mount; do
+		[ -e "$p" ] || echo "$p"
+	done >"$HOST/absent"
+fi
+
+stage "certificates and kubeconfigs ($STATE)"
+# One CA signs everything: the API server's serving certificate (127.0.0.1
+# and the kubernetes service's names, so in-cluster clients pointed at
+# 127.0.0.1 verify it), the kubelet's, and each client's, whose subject is
+# its identity (O = group, CN = user) for RBAC and the Node authorizer.
+new_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+# ca NAME CN
+ca() {
+	[ -f "$PKI/$1.crt" ] && return 0
+	new_key "$PKI/$1.key"
+	openssl req -x509 -new -key "$PKI/$1.key" -subj "/CN=$2" -days 3650 -out "$PKI/$1.crt" \
+		-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"
+}
+# [CA=NAME] cert NAME SUBJECT clientAuth|serverAuth [SANS]: signed by CA (ca).
+cert() {
+	local name=$1 subj=$2 usage=$3 san=${4:-} ca=${CA:-ca}
+	[ -f "$PKI/$name.crt" ] && return 0
+	new_key "$PKI/$name.key"
+	openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr"
+	openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" -days 3650 \
+		-set_serial "0x$(openssl rand -hex 16)" -out "$PKI/$name.crt" 2>/dev/null -extfile <(
+			echo "basicConstraints=CA:FALSE"
+			echo "keyUsage=critical,digitalSignature,keyEncipherment"
+			echo "extendedKeyUsage=$usage"
+			[ -z "$san" ] || echo "subjectAltName=$san"
+		)
+	rm -f "$PKI/$name.csr"
+}
+ca ca sigscope-cluster-ca
+# The aggregation layer's own CA: the API server proxies to extension API
+# servers as front-proxy-client (without it the controller-manager and the
+# scheduler log a missing requestheader CA bundle every few seconds).
+ca front-proxy-ca sigscope-cluster-front-proxy-ca
+CA=front-proxy-ca cert front-proxy-client "/CN=front-proxy-client" clientAuth
+cert apiserver "/CN=kube-apiserver" serverAuth \
+	"IP:127.0.0.1,IP:$SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+cert admin "/O=system:masters/CN=sigscope-cluster-admin" clientAuth
+cert controller-manager "/CN=system:kube-controller-manager" clientAuth
+cert scheduler "/CN=system:kube-scheduler" clientAuth
+cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
+cert kubelet-serving "/CN=system:node:$NODE_NAME" serverAuth "IP:127.0.0.1,DNS:localhost,DNS:$NODE_NAME"
+if [ ! -f "$PKI/sa.key" ]; then
+	# Service account tokens: signed by the API server, checked with sa.pub.
+	openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$PKI/sa.key" 2>/dev/null
+	openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub"
+fi
+chmod 0600 "$PKI"/*.key
+# kubeconfig NAME: STATE/NAME.kubeconfig, NAME's certificate embedded.
+kubeconfig() {
+	local f=$STATE/$1.kubeconfig
+	[ -f "$f" ] && return 0
+	cat >"$f" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: sigscope
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority-data: $(base64 -w0 "$PKI/ca.crt")
+users:
+- name: $1
+  user:
+    client-certificate-data: $(base64 -w0 "$PKI/$1.crt")
+    client-key-data: $(base64 -w0 "$PKI/$1.key")
+contexts:
+- name: sigscope
+  context:
+    cluster: sigscope
+    user: $1
+current-context: sigscope
+EOF
+	chmod 0600 "$f"
+}
+for k in admin controller-manager scheduler kubelet; do kubeconfig "$k"; done
+
+# up NAME HEALTH-TIMEOUT HEALTH-COMMAND -- ARGS...: NAME (BIN/NAME) unless it
+# runs; either way it must pass its health check.
+up() {
+	local name=$1 timeout=$2 health=() pid
+	shift 2
+	while [ "$1" != -- ]; do
+		health+=("$1")
+		shift
+	done
+	shift
+	if pid=$(running "$name" "$BIN/$name"); then
+		echo "$name runs (pid $pid): reused"
+		reused+=("$name")
+	else
+		start "$name" "$BIN/$name" "$@"
+		echo "$name started (pid $(<"$(pidfile "$name")"), log $(logfile "$name"))"
+	fi
+	wait_for "$name health" "$timeout" "$name" "${health[@]}"
+}
+curl_ok() { curl -fsS --max-time 2 "$@"; }
+# write FILE < CONTENT: replaces FILE only when CONTENT differs, so a second
+# make cluster does not make running daemons reload (containerd watches its
+# CNI directory and reads a half-written file otherwise).
+write() {
+	local tmp
+	tmp=$(mktemp "$1.XXXXXX")
+	cat >"$tmp"
+	if cmp -s "$tmp" "$1"; then
+		rm -f "$tmp"
+	else
+		mv "$tmp" "$1"
+	fi
+}
+https_ok() { curl_ok --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@"; }
+
+stage "etcd $ETCD_VERSION (http://127.0.0.1:$ETCD_CLIENT_PORT)"
+# Plain HTTP on loopback: nothing but the API server reaches it.
+up etcd 30 curl_ok "http://127.0.0.1:$ETCD_CLIENT_PORT/health" -- \
+	--name default --data-dir "$STATE/etcd" \
+	--listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+	--advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+	--listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+	--initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+	--initial-cluster "default=http://127.0.0.1:$ETCD_PEER_PORT" \
+	--log-level warn
+
+stage "kube-apiserver $K8S_VERSION (https://127.0.0.1:$APISERVER_PORT)"
+# A loopback advertise address is refused unless the endpoint reconciler is
+# off (the kubernetes service then has no endpoints: in-cluster clients are
+# given 127.0.0.1:6443 instead, see docs/cluster.md). The kubelet is reached
+# at its InternalIP, 127.0.0.1, where it listens.
+up kube-apiserver 90 https_ok "https://127.0.0.1:$APISERVER_PORT/readyz" -- \
+	--etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+	--bind-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
+	--advertise-address 127.0.0.1 --endpoint-reconciler-type none \
+	--service-cluster-ip-range "$SERVICE_CIDR" \
+	--client-ca-file "$PKI/ca.crt" \
+	--tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+	--kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+	--kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+	--kubelet-preferred-address-types InternalIP \
+	--requestheader-client-ca-file "$PKI/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
+	--requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+	--requestheader-extra-headers-prefix X-Remote-Extra- \
+	--proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
+	--service-account-issuer https://kubernetes.default.svc.cluster.local \
+	--service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+	--authorization-mode Node,RBAC \
+	--enable-admission-plugins NodeRestriction \
+	--allow-privileged=true
+
+stage "kube-controller-manager and kube-scheduler"
+# Single node: no leader election. The controller-manager creates each
+# namespace's default ServiceAccount (pods are refused without it) and signs
+# their tokens with the API server's key.
+up kube-controller-manager 60 curl_ok -k "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz" -- \
+	--kubeconfig "$STATE/controller-manager.kubeconfig" \
+	--authentication-kubeconfig "$STATE/controller-manager.kubeconfig" \
+	--authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
+	--bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" \
+	--leader-elect=false --use-service-account-credentials \
+	--service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+	--cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+	--flex-volume-plugin-dir "$VARLIB/kubelet-plugins"
+up kube-scheduler 60 curl_ok -k "https://127.0.0.1:$SCHEDULER_PORT/healthz" -- \
+	--kubeconfig "$STATE/scheduler.kubeconfig" \
+	--authentication-kubeconfig "$STATE/scheduler.kubeconfig" \
+	--authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
+	--bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false
+
+stage "containerd $CONTAINERD_VERSION with CRI, runc $RUNC_VERSION, CNI ($CONTAINERD_SOCKET)"
+# The bridge's pods get an address and no default route (isDefaultGateway
+# false, no ipam routes, no masquerade): they reach the bridge's subnet and
+# nothing beyond. The pods of the tests use hostNetwork anyway.
+write "$STATE/cni/10-sigscope.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "sigscope-cluster",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$CNI_BRIDGE",
+      "isGateway": true,
+      "isDefaultGateway": false,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "$POD_SUBNET"}]],
+        "dataDir": "$VARLIB/cni/networks"
+      }
+    }
+  ]
+}
+EOF
+# Its own root, state, socket and runc root, apart from Docker's containerd
+# and the tests' (/run/sigscope-containerd, whose runc root is containerd's
+# default /run/containerd/runc); network namespaces under its state, so
+# cluster-down finds them all there. restrict_oom_score_adj: root here has no
+# CAP_SYS_RESOURCE and may not lower oom_score_adj, which runc otherwise
+# tries for every sandbox. cgroupfs, as the kubelet (cgroup v1).
+write "$STATE/containerd.toml" <<EOF
+# Written by test/cluster/up.sh, in containerd $CONTAINERD_VERSION's own format
+# ("containerd config default" lists every key).
+version = 4
+root = "$VARLIB/containerd"
+state = "$RUNDIR/containerd"
+# Nothing from the host's /etc/containerd.
+imports = []
+
+[plugins."io.containerd.server.v1.grpc"]
+  address = "$CONTAINERD_SOCKET"
+
+[plugins."io.containerd.server.v1.ttrpc"]
+  address = "$CONTAINERD_SOCKET.ttrpc"
+
+[plugins."io.containerd.cri.v1.images".pinned_images]
+  sandbox = "sigscope.local/pause:$PAUSE_VERSION"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+
+[plugins."io.containerd.cri.v1.runtime".cni]
+  bin_dirs = ["/usr/lib/cni"]
+  conf_dir = "$STATE/cni"
+
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+  BinaryName = "$BIN/runc"
+  Root = "$RUNDIR/runc"
+  SystemdCgroup = false
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$VARLIB/opt"
+EOF
+# The v2 shim first on containerd's PATH (Debian's 1.6 one is in /usr/bin).
+PATH="$BIN:$PATH" up containerd 30 "$BIN/ctr" --address "$CONTAINERD_SOCKET" version -- \
+	--config "$STATE/containerd.toml"
+bash "$here/images.sh" --import-only
+
+stage "kubelet $K8S_VERSION (node $NODE_NAME, 127.0.0.1:$KUBELET_PORT)"
+write "$STATE/kubelet.yaml" <<EOF
+# Written by test/cluster/up.sh; docs/cluster.md says why each line is here.
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: $KUBELET_PORT
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $KUBELET_HEALTHZ_PORT
+tlsCertFile: $PKI/kubelet-serving.crt
+tlsPrivateKeyFile: $PKI/kubelet-serving.key
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: $PKI/ca.crt
+authorization:
+  mode: Webhook
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCKET
+# cgroup v1 (hybrid) on these machines: 1.37 refuses it unless told not to.
+failCgroupV1: false
+failSwapOn: false
+cgroupDriver: cgroupfs
+cgroupRoot: /$CGROUP_ROOT
+podLogsDir: $VARLIB/pod-logs
+volumePluginDir: $VARLIB/kubelet-plugins
+# No cluster DNS runs: pods use the host's resolver, as the node does.
+clusterDomain: cluster.local
+# A developer machine's disk fills for other reasons: never evict the test
+# pods nor garbage-collect the imported images (they cannot be pulled again).
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1%
+  nodefs.inodesFree: 1%
+  imagefs.available: 1%
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+# No kube-proxy runs, so nothing needs the kubelet's iptables chains
+# (KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY, and KUBE-FIREWALL, which drops
+# packets to 127.0.0.0/8 from other sources for everyone on the machine).
+makeIPTablesUtilChains: false
+EOF
+# The kubelet wants its cgroup root in every v1 hierarchy before it starts
+# (its pods then go to /sigscope-cluster/kubepods/...).
+awk '{ for (i = 7; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup") print $5; break } }' /proc/self/mountinfo |
+	while read -r hierarchy; do mkdir -p "$hierarchy/$CGROUP_ROOT"; done
+up kubelet 60 curl_ok "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz" -- \
+	--config "$STATE/kubelet.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
+	--hostname-override "$NODE_NAME" --node-ip 127.0.0.1 --root-dir "$VARLIB/kubelet"
+
+stage "node $NODE_NAME Ready, default ServiceAccount"
+node_ready() {
+	[ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+wait_for "node $NODE_NAME Ready" 120 kubelet node_ready
+# The kubelet refuses a loopback node IP ("nodeIP can't be loopback
+# address") and then sets no address at all, so the API server could not
+# reach it for logs, exec or port-forward. Without --node-ip it would take
+# the machine's external address, where it does not listen. Set here
+# instead: the kubelet keeps addresses it fails to compute.
+if [ -z "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')" ]; then
+	kubectl patch node "$NODE_NAME" --subresource=status --type=merge \
+		-p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"127.0.0.1\"},{\"type\":\"Hostname\",\"address\":\"$NODE_NAME\"}]}}" >/dev/null
+fi
+wait_for "ServiceAccount default/default" 60 kube-controller-manager kubectl -n default get serviceaccount default
+
+ln -sf "$BIN/kubectl" "$STATE/bin/kubectl"
+cat >"$STATE/env" <<EOF
+# The local cluster (make cluster); removed by make cluster-down. Source it:
+#   . .cluster/env
+export KUBECONFIG=$STATE/admin.kubeconfig
+export PATH="$STATE/bin:\$PATH"
+export CRI_SOCKET=$CONTAINERD_SOCKET
+export NODE_NAME=$NODE_NAME
+EOF
+stage_end
+kubectl get node -o wide
+[ ${#reused[@]} -eq 0 ] || echo "reused: ${reused[*]}"
+echo "cluster up: . .cluster/env; kubectl get pods -A"
+total "bring-up (test/cluster/up.sh, builds excluded)"
