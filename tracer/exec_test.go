@@ -25,7 +25,7 @@ func TestExecFromOutside(t *testing.T) {
 	ns.WaitLine(t, "inside")
 
 	ev := c.waitFor(t, "exec", func(e *Event) bool {
-		return e.Kind == KindExec && e.Target.Comm.String() == "sh" && e.Sender.Comm.String() == "nsenter"
+		return e.Kind == KindExec && e.Target.PidNS == pidns && int(e.Sender.PID) == nsenter.Process.Pid
 	})
 	if ev.Target.PidNS != pidns || ev.Target.NsPID < 2 || int(ev.Sender.PID) != nsenter.Process.Pid || ev.Sender.PidNS == pidns {
 		t.Errorf("exec %+v by %+v, want a process of pid ns %d started by nsenter %d", ev.Target, ev.Sender, pidns, nsenter.Process.Pid)
