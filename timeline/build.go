@@ -279,7 +279,7 @@ func (ep *episode) cascadeVictim(ev *tracer.Event, limit int) {
 
 // sandbox shows the end of the pod's sandbox (pause) container.
 func (ep *episode) sandbox(ev *tracer.Event, limit int) {
-	text := fmt.Sprintf("the pod's sandbox (%s, host %d) is torn down: %s", ev.Target.Comm.String(), ev.Target.PID, exitText(ev, "it"))
+	text := "the pod's sandbox is torn down: " + exitText(ev, fmt.Sprintf("%s (host %d)", ev.Target.Comm.String(), ev.Target.PID))
 	if ev.Kind == tracer.KindGenerate {
 		text = fmt.Sprintf("%s sends SIGKILL to the pod's sandbox (%s, host %d): the pod's teardown", senderText(ev), ev.Target.Comm.String(), ev.Target.PID)
 	}

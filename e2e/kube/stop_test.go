@@ -1,0 +1,251 @@
+package kube
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// sigscope builds the command once per test binary.
+func sigscope(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sigscope-kube")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sigscope")
+		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/sigscope").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// episode is what these tests read of `sigscope timeline -o json`.
+type episode struct {
+	Container struct {
+		ID        string `json:"id"`
+		Name      string `json:"name"`
+		Pod       string `json:"pod"`
+		Namespace string `json:"namespace"`
+	} `json:"container"`
+	Outcome    string   `json:"outcome"`
+	StopSignal string   `json:"stop_signal"`
+	Grace      *float64 `json:"grace_period_s"`
+	KillAfter  *float64 `json:"kill_after_s"`
+	ExitStatus *int     `json:"exit_status"`
+	PreStop    *struct {
+		Kind      string   `json:"kind"`
+		Command   []string `json:"command"`
+		Duration  *float64 `json:"duration_s"`
+		ExitCode  *int     `json:"exit_code"`
+		Estimated bool     `json:"estimated"`
+	} `json:"prestop"`
+	Steps []struct {
+		Kind string `json:"kind"`
+		Text string `json:"text"`
+	} `json:"steps"`
+	raw string
+}
+
+// liveTimeline runs `sigscope timeline -o json` against the cluster's
+// containerd until stop.
+type liveTimeline struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+}
+
+func startTimeline(t *testing.T, c *cluster) *liveTimeline {
+	t.Helper()
+	testutil.RequirePrivileged(t)
+	l := &liveTimeline{}
+	l.cmd = exec.Command(sigscope(t), "timeline", "-o", "json", "--cri-socket", c.criSocket())
+	l.cmd.Stdout, l.cmd.Stderr = &l.stdout, &l.stderr
+	if err := l.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.cmd.Process.Kill(); _, _ = l.cmd.Process.Wait() })
+	testutil.WaitPrograms(t, l.cmd.Process.Pid, 5)
+	return l
+}
+
+func (l *liveTimeline) stop(t *testing.T) []episode {
+	t.Helper()
+	time.Sleep(1500 * time.Millisecond) // past the settle time of the last episode
+	_ = l.cmd.Process.Signal(syscall.SIGINT)
+	if err := l.cmd.Wait(); err != nil {
+		t.Fatalf("sigscope timeline: %v\n%s", err, l.stderr.String())
+	}
+	var eps []episode
+	sc := bufio.NewScanner(&l.stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ep episode
+		if err := json.Unmarshal(sc.Bytes(), &ep); err != nil {
+			t.Fatalf("episode %q: %v", sc.Text(), err)
+		}
+		ep.raw = sc.Text()
+		eps = append(eps, ep)
+	}
+	return eps
+}
+
+func (c *cluster) criSocket() string {
+	for _, kv := range c.env {
+		if v, ok := strings.CutPrefix(kv, "CRI_SOCKET="); ok {
+			return strings.TrimPrefix(v, "unix://")
+		}
+	}
+	return "/run/containerd/containerd.sock"
+}
+
+// podSpec is a pod of one container "app" on the node, from the local
+// busybox image, with a grace period and an optional preStop handler (JSON).
+func podSpec(c *cluster, name string, grace int, preStop string, command ...string) string {
+	cmd, _ := json.Marshal(command)
+	lifecycle := ""
+	if preStop != "" {
+		lifecycle = fmt.Sprintf(`, "lifecycle": {"preStop": %s}`, preStop)
+	}
+	return fmt.Sprintf(`{
+  "apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": %q, "namespace": "default", "labels": {"app.kubernetes.io/name": "sigscope-e2e-kube"}},
+  "spec": {
+    "nodeName": %q, "hostNetwork": true, "restartPolicy": "Never",
+    "terminationGracePeriodSeconds": %d,
+    "containers": [{"name": "app", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never",
+      "command": %s%s}]
+  }
+}`, name, c.nodeName, grace, cmd, lifecycle)
+}
+
+// runPod creates the pod and waits until its container runs.
+func runPod(t *testing.T, c *cluster, name, spec string) {
+	t.Helper()
+	if _, err := c.runInput(t, spec, "create", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = c.run(t, "-n", "default", "delete", "pod", name, "--ignore-not-found", "--grace-period=0", "--force")
+	})
+	if _, err := c.run(t, "-n", "default", "wait", "--for=jsonpath={.status.phase}=Running", "pod/"+name, "--timeout=50s"); err != nil {
+		describe, _ := c.run(t, "-n", "default", "describe", "pod", name)
+		t.Fatalf("pod not Running: %v\n%s", err, describe)
+	}
+	time.Sleep(time.Second) // the shell's traps are set, the resolver knows the container
+}
+
+func deletePod(t *testing.T, c *cluster, name string, args ...string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if _, err := c.run(t, append([]string{"-n", "default", "delete", "pod", name, "--wait=true", "--timeout=60s"}, args...)...); err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+func podEpisodes(eps []episode, pod string) []episode {
+	var out []episode
+	for _, ep := range eps {
+		if ep.Container.Pod == pod && ep.Container.Namespace == "default" {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+func near(v *float64, want, slack float64) bool {
+	return v != nil && *v >= want-slack && *v <= want+slack
+}
+
+// The kubelet's whole stop path on a real node: grace 6 and preStop
+// `exec: sleep 3` on a pod whose PID 1 is a shell. The hook runs about 3 s
+// in the container, runc's SIGTERM is dropped, and the SIGKILL comes about
+// 3 s later: ignored_by_init, and the episode says how the grace was spent.
+func TestKubeletPreStopExec(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-prestop-%d", time.Now().Unix()%100000)
+	runPod(t, c, name, podSpec(c, name, 6, `{"exec": {"command": ["sleep", "3"]}}`, "sh", "-c", "sleep 1000 & sleep 1000 & wait"))
+	took := deletePod(t, c, name)
+	eps := podEpisodes(l.stop(t), name)
+	t.Logf("kubectl delete took %v", took.Round(time.Millisecond))
+	if len(eps) != 1 {
+		t.Fatalf("%d episodes of pod %s, want 1 (not the sandbox's): %+v", len(eps), name, eps)
+	}
+	ep := eps[0]
+	if ep.Outcome != "ignored_by_init" || ep.Container.Name != "app" || ep.ExitStatus == nil || *ep.ExitStatus != 137 {
+		t.Errorf("outcome %s container %s exit %v\n%s", ep.Outcome, ep.Container.Name, ep.ExitStatus, ep.raw)
+	}
+	if p := ep.PreStop; p == nil || p.Kind != "exec" || !near(p.Duration, 3, 0.5) || p.ExitCode == nil || *p.ExitCode != 0 {
+		t.Errorf("prestop %+v\n%s", p, ep.raw)
+	}
+	if !near(ep.Grace, 6, 0) || !near(ep.KillAfter, 3, 0.7) {
+		t.Errorf("grace %v kill after %v, want 6 and about 3\n%s", ep.Grace, ep.KillAfter, ep.raw)
+	}
+	if ep.Steps[0].Kind != "exec" || !strings.Contains(ep.Steps[0].Text, "preStop") {
+		t.Errorf("first step %+v, want the hook's exec", ep.Steps[0])
+	}
+}
+
+// Grace 4 and preStop `exec: sleep 20`: the hook outlives the grace period,
+// the kubelet gives the stop signal its 2 s minimum, then SIGKILL.
+func TestKubeletPreStopTimeout(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-prestop-to-%d", time.Now().Unix()%100000)
+	runPod(t, c, name, podSpec(c, name, 4, `{"exec": {"command": ["sleep", "20"]}}`, "sh", "-c", "sleep 1000 & wait"))
+	deletePod(t, c, name)
+	eps := podEpisodes(l.stop(t), name)
+	if len(eps) != 1 {
+		t.Fatalf("%d episodes of pod %s, want 1: %+v", len(eps), name, eps)
+	}
+	ep := eps[0]
+	if ep.Outcome != "prestop_timeout" || !near(ep.KillAfter, 2, 0.7) {
+		t.Errorf("outcome %s kill after %v, want prestop_timeout after about 2 s\n%s", ep.Outcome, ep.KillAfter, ep.raw)
+	}
+	if p := ep.PreStop; p == nil || p.Kind != "exec" || !near(p.Duration, 4, 1) {
+		t.Errorf("prestop %+v\n%s", p, ep.raw)
+	}
+	t.Logf("episode: %s", ep.raw)
+}
+
+// A pod whose PID 1 handles SIGTERM: graceful, exit 0, one episode; the
+// sandbox's end is no episode.
+func TestKubeletGracefulPod(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-graceful-%d", time.Now().Unix()%100000)
+	runPod(t, c, name, podSpec(c, name, 30, "", "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"))
+	took := deletePod(t, c, name)
+	eps := podEpisodes(l.stop(t), name)
+	if len(eps) != 1 || eps[0].Outcome != "graceful" || eps[0].ExitStatus == nil || *eps[0].ExitStatus != 0 || eps[0].Container.Name != "app" {
+		t.Fatalf("episodes of pod %s: %+v", name, eps)
+	}
+	if took > 15*time.Second {
+		t.Errorf("a graceful pod took %v to delete", took)
+	}
+}
