@@ -146,7 +146,7 @@ func (ep *episode) exec(s execSession, limit int) {
 	if !s.end.IsZero() {
 		st := s.exit
 		ep.add(Step{Time: s.end, Kind: StepProcessExit, Signal: s.signal, Target: s.proc, Exit: &st,
-			Text: fmt.Sprintf("%s (%s) ends after %.3fs: exit status %d", procText(s.proc), what, s.end.Sub(s.start).Seconds(), st)}, false, limit)
+			Text: fmt.Sprintf("%s, %s, ends after %.3fs: exit status %d", what, procText(s.proc), s.end.Sub(s.start).Seconds(), st)}, false, limit)
 	}
 }
 
