@@ -10,6 +10,7 @@ set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
 need_root "make cluster-down"
+check_owner
 
 HOST=$STATE/host
 ctr_k8s() { "$BIN/ctr" --address "$CONTAINERD_SOCKET" -n k8s.io "$@"; }

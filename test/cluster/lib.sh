@@ -75,6 +75,15 @@ total() {
 	printf '==> %s: %dm%02ds\n' "$1" $(((SECONDS - _t0) / 60)) $(((SECONDS - _t0) % 60))
 }
 
+# One cluster per machine (fixed ports, fixed paths outside the tree):
+# VARLIB/owner names the tree whose cluster this is, and the other trees'
+# make cluster and cluster-down refuse to touch it.
+check_owner() {
+	if [ -f "$VARLIB/owner" ] && [ "$(<"$VARLIB/owner")" != "$top" ]; then
+		die "this machine's cluster belongs to $(<"$VARLIB/owner"): run make cluster-down there (or remove $VARLIB/owner if that tree is gone)"
+	fi
+}
+
 die() {
 	printf 'cluster: %s\n' "$*" >&2
 	exit 1

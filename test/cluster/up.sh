@@ -11,10 +11,13 @@ set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
 need_root "make cluster"
+check_owner
 
 bash "$here/build.sh"
 SIGSCOPE_IMAGE_OPTIONAL=1 bash "$here/images.sh" --no-import
 _t0=$SECONDS # bring-up time, apart from the builds
+mkdir -p "$VARLIB"
+echo "$top" >"$VARLIB/owner"
 
 PKI=$STATE/pki
 HOST=$STATE/host # the machine's state before the first bring-up, for cluster-down
