@@ -58,10 +58,10 @@ if [ ! -f "$HOST/absent" ]; then
 fi
 
 stage "certificates and kubeconfigs ($STATE)"
-# One CA signs everything: the API server's serving certificate (127.0.0.1
-# and the kubernetes service's names, so in-cluster clients pointed at
-# 127.0.0.1 verify it), the kubelet's, and each client's, whose subject is
-# its identity (O = group, CN = user) for RBAC and the Node authorizer.
+# One CA signs the API server's serving certificate (127.0.0.1 and the
+# kubernetes service's names, so in-cluster clients pointed at 127.0.0.1
+# verify it), the kubelet's, and each client's, whose subject is its identity
+# (O = group, CN = user) for RBAC and the Node authorizer.
 new_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
 # ca NAME CN
 ca() {
