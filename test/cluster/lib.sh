@@ -78,10 +78,19 @@ total() {
 # One cluster per machine (fixed ports, fixed paths outside the tree):
 # VARLIB/owner names the tree whose cluster this is, and the other trees'
 # make cluster and cluster-down refuse to touch it.
+# A cluster whose tree is gone, or none of whose daemons runs any more (a
+# session ended without make cluster-down), is stale: its state is taken
+# over, and the usual restart of each daemon cleans up after it.
 check_owner() {
-	if [ -f "$VARLIB/owner" ] && [ "$(<"$VARLIB/owner")" != "$top" ]; then
-		die "this machine's cluster belongs to $(<"$VARLIB/owner"): run make cluster-down there (or remove $VARLIB/owner if that tree is gone)"
+	local owner
+	[ -f "$VARLIB/owner" ] || return 0
+	owner=$(<"$VARLIB/owner")
+	[ "$owner" != "$top" ] || return 0
+	if [ -d "$owner" ] && pgrep -f "$VARLIB|/run/sigscope-cluster/" >/dev/null; then
+		die "this machine's cluster belongs to $owner: run make cluster-down there (or remove $VARLIB/owner if that tree is gone)"
 	fi
+	printf 'cluster: taking over the stale state of %s (its daemons are gone)\n' "$owner" >&2
+	rm -f "$VARLIB/owner"
 }
 
 die() {
