@@ -222,15 +222,19 @@ func (p *PreStop) Duration(stopAt time.Time) (time.Duration, bool) {
 }
 
 // timedOut reports whether the hook used up the grace period: an exec hook
-// still running at the stop signal, or (http, sleep) a SIGKILL at the
-// kubelet's 2 s minimum after the stop signal when the grace was longer.
+// still running at the stop signal, or (http, sleep) a grace period longer
+// than the kubelet's 2 s minimum.
+//
+// Either way the SIGKILL came within the kubelet's minimum of the stop
+// signal: an exec hook whose end was merely not recorded (a lost event)
+// with grace left over is not taken for a timeout.
 func (p *PreStop) timedOut(ep *Episode) bool {
-	if p == nil {
+	d, ok := ep.KillAfter()
+	if p == nil || !ok || d >= 2500*time.Millisecond {
 		return false
 	}
 	if p.Kind == "exec" {
-		return !p.StartAt.IsZero() && p.EndAt.IsZero() && !ep.StopAt.IsZero()
+		return !p.StartAt.IsZero() && p.EndAt.IsZero()
 	}
-	d, ok := ep.KillAfter()
-	return ok && ep.GracePeriod >= 3*time.Second && d < 2500*time.Millisecond
+	return ep.GracePeriod >= 3*time.Second
 }
