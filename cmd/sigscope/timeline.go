@@ -82,7 +82,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	print := episodePrinter(w, f.output, cf)
+	print, flush := episodePrinter(w, f.output, cf)
 	if f.server.url != "" {
 		if f.file != "" || f.follow || f.duration > 0 {
 			return usageError{fmt.Errorf("--server reads an agent's recent episodes: no -f, --follow or --duration")}
@@ -99,7 +99,10 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		if err := f.server.get(ctx, "/api/v1/episodes", q, &eps); err != nil {
 			return err
 		}
-		return print(eps)
+		if err := print(eps); err != nil {
+			return err
+		}
+		return flush()
 	}
 	topts := timeline.Options{Settle: f.settle}
 	if f.file != "" {
@@ -119,7 +122,10 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", f.file, err)
 		}
-		return print(engine.Flush())
+		if err := print(engine.Flush()); err != nil {
+			return err
+		}
+		return flush()
 	}
 
 	if f.duration > 0 {
@@ -144,23 +150,54 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	}
 	defer p.Close()
 	runErr := p.Run(ctx)
+	if err := flush(); err != nil && runErr == nil {
+		runErr = err
+	}
 	if s, err := p.Tracer().Stats(); err == nil {
 		fmt.Fprintln(stderr, formatStats(s))
 	}
 	return runErr
 }
 
-// episodePrinter writes completed episodes that pass the filter.
-func episodePrinter(w io.Writer, format string, cf containerFilter) func([]timeline.Episode) error {
+// episodePrinter writes completed episodes that pass the filter. With
+// --pod and text output, a pod's episodes are written together as one view
+// of the pod's stop once its sandbox is torn down (flush writes what is
+// still waiting).
+func episodePrinter(w io.Writer, format string, cf containerFilter) (print func([]timeline.Episode) error, flush func() error) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	return func(eps []timeline.Episode) error {
-		for i := range eps {
-			ep := &eps[i]
-			c := ep.Container
-			if !cf.match(&container.Info{ID: c.ID, Name: c.Name, Pod: c.Pod, Namespace: c.Namespace}) {
-				continue
+	var pods *timeline.PodGrouper
+	if cf.pod != "" && format != "json" {
+		pods = timeline.NewPodGrouper(0)
+	}
+	writePods := func(ps []timeline.PodStop) error {
+		for i := range ps {
+			if err := ps[i].WriteText(w); err != nil {
+				return err
 			}
+			if _, err := fmt.Fprintln(w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	print = func(eps []timeline.Episode) error {
+		var kept []timeline.Episode
+		for i := range eps {
+			c := eps[i].Container
+			if cf.match(&container.Info{ID: c.ID, Name: c.Name, Pod: c.Pod, Namespace: c.Namespace}) {
+				kept = append(kept, eps[i])
+			}
+		}
+		if pods != nil {
+			ps, single := pods.Add(kept)
+			if err := writePods(ps); err != nil {
+				return err
+			}
+			kept = single
+		}
+		for i := range kept {
+			ep := &kept[i]
 			var err error
 			if format == "json" {
 				err = enc.Encode(ep)
@@ -176,4 +213,11 @@ func episodePrinter(w io.Writer, format string, cf containerFilter) func([]timel
 		}
 		return nil
 	}
+	flush = func() error {
+		if pods == nil {
+			return nil
+		}
+		return writePods(pods.Flush())
+	}
+	return print, flush
 }
