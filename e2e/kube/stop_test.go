@@ -249,3 +249,70 @@ func TestKubeletGracefulPod(t *testing.T) {
 		t.Errorf("a graceful pod took %v to delete", took)
 	}
 }
+
+// A pod with a native sidecar (an init container with restartPolicy
+// Always): the kubelet stops the main container first and the sidecar
+// after it. Both are episodes, in that order.
+func TestKubeletNativeSidecarOrder(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-sidecar-%d", time.Now().Unix()%100000)
+	trap := `["sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"]`
+	spec := fmt.Sprintf(`{
+  "apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": %q, "namespace": "default", "labels": {"app.kubernetes.io/name": "sigscope-e2e-kube"}},
+  "spec": {
+    "nodeName": %q, "hostNetwork": true, "restartPolicy": "Never", "terminationGracePeriodSeconds": 10,
+    "initContainers": [{"name": "proxy", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never",
+      "restartPolicy": "Always", "command": %s}],
+    "containers": [{"name": "app", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never", "command": %s}]
+  }
+}`, name, c.nodeName, trap, trap)
+	runPod(t, c, name, spec)
+	deletePod(t, c, name)
+	eps := podEpisodes(l.stop(t), name)
+	if len(eps) != 2 {
+		t.Fatalf("%d episodes of pod %s, want 2: %+v", len(eps), name, eps)
+	}
+	if eps[0].Container.Name != "app" || eps[1].Container.Name != "proxy" || eps[0].Outcome != "graceful" || eps[1].Outcome != "graceful" {
+		t.Errorf("episodes in order %s (%s), %s (%s); want app then its sidecar proxy, both graceful", eps[0].Container.Name, eps[0].Outcome, eps[1].Container.Name, eps[1].Outcome)
+	}
+}
+
+// shareProcessNamespace: the pause process is PID 1 of the pod; each
+// container's main process is no namespace init. One handles SIGTERM
+// (graceful, 0), the other does not and dies by SIGTERM's default action
+// (graceful, 143): neither is ignored_by_init.
+func TestKubeletSharedProcessNamespace(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-sharedpid-%d", time.Now().Unix()%100000)
+	spec := fmt.Sprintf(`{
+  "apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": %q, "namespace": "default", "labels": {"app.kubernetes.io/name": "sigscope-e2e-kube"}},
+  "spec": {
+    "nodeName": %q, "hostNetwork": true, "restartPolicy": "Never", "terminationGracePeriodSeconds": 10,
+    "shareProcessNamespace": true,
+    "containers": [
+      {"name": "trapper", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never", "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"]},
+      {"name": "plain", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never", "command": ["sleep", "1000"]}
+    ]
+  }
+}`, name, c.nodeName)
+	runPod(t, c, name, spec)
+	deletePod(t, c, name)
+	eps := podEpisodes(l.stop(t), name)
+	byName := map[string]episode{}
+	for _, ep := range eps {
+		byName[ep.Container.Name] = ep
+	}
+	if len(eps) != 2 {
+		t.Fatalf("%d episodes of pod %s, want 2: %+v", len(eps), name, eps)
+	}
+	if ep := byName["trapper"]; ep.Outcome != "graceful" || ep.ExitStatus == nil || *ep.ExitStatus != 0 {
+		t.Errorf("trapper: %s\n%s", ep.Outcome, ep.raw)
+	}
+	if ep := byName["plain"]; ep.Outcome != "graceful" || ep.ExitStatus == nil || *ep.ExitStatus != 143 {
+		t.Errorf("plain: %s\n%s", ep.Outcome, ep.raw)
+	}
+}
