@@ -237,6 +237,17 @@ func (e *Engine) begin(p *tracer.Process, c *container.Info, t time.Time) *episo
 	return ep
 }
 
+// HasOpen reports whether an episode of a container of the pod is in
+// progress.
+func (e *Engine) HasOpen(namespace, pod string) bool {
+	for el := e.order.Front(); el != nil; el = el.Next() {
+		if c := &el.Value.(*episode).Container; c.Pod == pod && c.Namespace == namespace {
+			return true
+		}
+	}
+	return false
+}
+
 // noteMain records the episode's main process and indexes it.
 func (e *Engine) noteMain(ep *episode, p *tracer.Process) {
 	if ep.mainKnown {

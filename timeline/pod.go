@@ -23,24 +23,32 @@ type PodStop struct {
 
 // PodGrouper gathers completed episodes into pod stops: a pod's stop is
 // complete when an episode of it shows the sandbox's teardown (the last
-// thing the kubelet does), or at Flush. Episodes of no pod pass through at
-// once. Bounded: at most max pods wait, the oldest is handed over first.
+// thing the kubelet does) and none of its episodes is still open, or at
+// Flush. Episodes of no pod pass through at once. Bounded: at most max pods
+// wait, the oldest is handed over first.
 type PodGrouper struct {
 	max     int
+	open    func(namespace, pod string) bool
 	waiting []*PodStop
 }
 
-// NewPodGrouper returns a grouper keeping at most max pods waiting (0: 256).
-func NewPodGrouper(max int) *PodGrouper {
+// NewPodGrouper returns a grouper keeping at most max pods waiting (0:
+// 256). open, when not nil, tells whether the engine still has an episode
+// of the pod in progress (Engine.HasOpen): every episode open at the
+// sandbox's teardown shows it, so the pod is complete when the last of
+// them is.
+func NewPodGrouper(max int, open func(namespace, pod string) bool) *PodGrouper {
 	if max <= 0 {
 		max = 256
 	}
-	return &PodGrouper{max: max}
+	return &PodGrouper{max: max, open: open}
 }
 
 // Add takes completed episodes and returns the pod stops now complete, and
-// the episodes of no pod.
+// the episodes of no pod. A batch is taken whole before any pod is judged
+// complete: episodes that completed together belong together.
 func (g *PodGrouper) Add(eps []Episode) (pods []PodStop, single []Episode) {
+	var touched []*PodStop
 	for _, ep := range eps {
 		if ep.Container.Pod == "" {
 			single = append(single, ep)
@@ -60,8 +68,14 @@ func (g *PodGrouper) Add(eps []Episode) (pods []PodStop, single []Episode) {
 				ps.SandboxAt = s.Time
 			}
 		}
-		if !ps.SandboxAt.IsZero() {
-			pods = append(pods, g.done(slices.Index(g.waiting, ps)))
+		if !slices.Contains(touched, ps) {
+			touched = append(touched, ps)
+		}
+	}
+	for _, ps := range touched {
+		i := slices.Index(g.waiting, ps)
+		if i >= 0 && !ps.SandboxAt.IsZero() && (g.open == nil || !g.open(ps.Namespace, ps.Pod)) {
+			pods = append(pods, g.done(i))
 		}
 	}
 	return pods, single

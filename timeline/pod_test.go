@@ -16,16 +16,34 @@ import (
 func TestPodGrouper(t *testing.T) {
 	app := &container.Info{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop", GracePeriod: 30}
 	side := &container.Info{ID: idB, Runtime: "containerd", Name: "proxy", Pod: "web-0", Namespace: "shop", GracePeriod: 30}
+	// The app drops SIGTERM and is killed at the end of its grace
+	// period; then the kubelet stops its native sidecar, which handles it;
+	// then the sandbox goes, while both episodes are still settling.
 	a := newSim(t, nsA, 5151, "app", app)
-	a.stop(0, tracer.SIGTERM, tracer.DispHandler, false).deliver(ms, tracer.SIGTERM, tracer.DispHandler).initExit(2*ms, 0, 0)
+	a.stop(0, tracer.SIGTERM, tracer.DispDefault, false).kill(5*time.Second, runc).initExit(5*time.Second+30*time.Microsecond, tracer.SIGKILL, 0)
 	s := newSim(t, nsB, 6161, "envoy", side)
-	s.stop(10*ms, tracer.SIGTERM, tracer.DispDefault, false).kill(2010*ms, runc).initExit(2010*ms+30*time.Microsecond, tracer.SIGKILL, 0)
+	s.stop(5*time.Second+ms, tracer.SIGTERM, tracer.DispHandler, false).deliver(5*time.Second+2*ms, tracer.SIGTERM, tracer.DispHandler).
+		initExit(5*time.Second+3*ms, 0, 0)
 	pause := &container.Info{ID: idSandbox, Runtime: "containerd", Pod: "web-0", Namespace: "shop", Sandbox: true, MainPID: 4900}
 	p := newSim(t, 4026532999, 4900, "pause", pause)
-	p.kill(2100*ms, runc)
-	done, flushed := feed(newEngine(Options{}), merge(a.in, s.in, p.in))
-	g := NewPodGrouper(0)
-	pods, single := g.Add(append(done, flushed...))
+	p.kill(5100*ms, runc)
+	// Episode by episode as they complete: the app's, with the sandbox's
+	// teardown in it, comes while the sidecar's is still open.
+	e := newEngine(Options{})
+	g := NewPodGrouper(0, e.HasOpen)
+	var pods []PodStop
+	var single []Episode
+	for _, in := range merge(a.in, s.in, p.in) {
+		got, sg := g.Add(e.Add(&in.ev, in.c))
+		pods, single = append(pods, got...), append(single, sg...)
+	}
+	// The app's episode completes alone, the sidecar's is still open.
+	got, sg := g.Add(e.Advance(base.Add(6001 * ms)))
+	if len(got) != 0 || len(sg) != 0 || !e.HasOpen("shop", "web-0") {
+		t.Fatalf("the pod was handed over with an episode of it still open: %+v", got)
+	}
+	got, sg = g.Add(e.Advance(base.Add(time.Minute)))
+	pods, single = append(pods, got...), append(single, sg...)
 	pods = append(pods, g.Flush()...)
 	if len(pods) != 1 || len(single) != 0 {
 		t.Fatalf("%d pods, %d single episodes", len(pods), len(single))
@@ -39,13 +57,13 @@ func TestPodGrouper(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := b.String()
-	for _, want := range []string{"pod shop/web-0: 2 container(s) stopped", "app    runc (4242) sends SIGTERM", "proxy  runc (4242) sends SIGKILL",
-		"the pod's sandbox is torn down", "app: graceful", "proxy: ignored_by_init"} {
+	for _, want := range []string{"pod shop/web-0: 2 container(s) stopped", "app    runc (4242) sends SIGTERM", "proxy  runc (4242) sends SIGTERM",
+		"the pod's sandbox is torn down", "app: ignored_by_init", "proxy: graceful"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in\n%s", want, text)
 		}
 	}
-	if strings.Index(text, "+2.010s") > strings.Index(text, "the pod's sandbox") {
+	if strings.Index(text, "+5.003s") > strings.Index(text, "the pod's sandbox") {
 		t.Errorf("steps out of order:\n%s", text)
 	}
 }

@@ -82,7 +82,11 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	print, flush := episodePrinter(w, f.output, cf)
+	// The engine, once there is one, tells the pod view which pods still
+	// have an episode in progress.
+	var engine *timeline.Engine
+	hasOpen := func(ns, pod string) bool { return engine != nil && engine.HasOpen(ns, pod) }
+	print, flush := episodePrinter(w, f.output, cf, hasOpen)
 	if f.server.url != "" {
 		if f.file != "" || f.follow || f.duration > 0 {
 			return usageError{fmt.Errorf("--server reads an agent's recent episodes: no -f, --follow or --duration")}
@@ -115,7 +119,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 			defer file.Close()
 			in = file
 		}
-		engine := timeline.New(topts)
+		engine = timeline.New(topts)
 		err := pipeline.ReadRecording(in, func(e *tracer.Event, target, _ *container.Info) error {
 			return print(engine.Add(e, target))
 		})
@@ -149,6 +153,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		return err
 	}
 	defer p.Close()
+	engine = p.Engine()
 	runErr := p.Run(ctx)
 	if err := flush(); err != nil && runErr == nil {
 		runErr = err
@@ -163,12 +168,12 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 // --pod and text output, a pod's episodes are written together as one view
 // of the pod's stop once its sandbox is torn down (flush writes what is
 // still waiting).
-func episodePrinter(w io.Writer, format string, cf containerFilter) (print func([]timeline.Episode) error, flush func() error) {
+func episodePrinter(w io.Writer, format string, cf containerFilter, open func(namespace, pod string) bool) (print func([]timeline.Episode) error, flush func() error) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	var pods *timeline.PodGrouper
 	if cf.pod != "" && format != "json" {
-		pods = timeline.NewPodGrouper(0)
+		pods = timeline.NewPodGrouper(0, open)
 	}
 	writePods := func(ps []timeline.PodStop) error {
 		for i := range ps {
