@@ -187,8 +187,9 @@ func (ep *episode) preStop() *PreStop {
 	if h.Kind != "exec" {
 		// Nothing of it reaches the kernel: when the SIGKILL ended the
 		// grace period, the hook took what the stop signal did not.
-		if d, ok := ep.KillAfter(); ok && ep.GracePeriod > d {
-			p.StartAt, p.EndAt, p.Estimated = ep.StopAt.Add(d-ep.GracePeriod), ep.StopAt, true
+		if d, ok := ep.KillAfter(); ok && ep.GracePeriod > 0 {
+			hook := max(ep.GracePeriod-d, 0) // the runtime's own delay can make it a little negative
+			p.StartAt, p.EndAt, p.Estimated = ep.StopAt.Add(-hook), ep.StopAt, true
 		}
 		return p
 	}

@@ -316,3 +316,27 @@ func TestKubeletSharedProcessNamespace(t *testing.T) {
 		t.Errorf("plain: %s\n%s", ep.Outcome, ep.raw)
 	}
 }
+
+// An HTTP preStop hook is not a process: its kind comes from the kubelet's
+// annotation. Nothing listens on its port here, so the kubelet's request
+// fails at once and the stop goes on; a shell-form PID 1 then waits the rest
+// of the grace period for its SIGKILL, and the hook's time is estimated
+// from what the grace period left to the stop signal.
+func TestKubeletPreStopHTTP(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-prestop-http-%d", time.Now().Unix()%100000)
+	runPod(t, c, name, podSpec(c, name, 4, `{"httpGet": {"path": "/quit", "port": 1}}`, "sh", "-c", "sleep 1000 & wait"))
+	deletePod(t, c, name)
+	eps := podEpisodes(l.stop(t), name)
+	if len(eps) != 1 {
+		t.Fatalf("%d episodes of pod %s, want 1: %+v", len(eps), name, eps)
+	}
+	ep := eps[0]
+	if p := ep.PreStop; p == nil || p.Kind != "http" || !p.Estimated || p.Duration == nil || *p.Duration > 1 {
+		t.Errorf("prestop %+v, want an http hook, estimated, that took under a second\n%s", p, ep.raw)
+	}
+	if ep.Outcome != "ignored_by_init" || !near(ep.KillAfter, 4, 1) {
+		t.Errorf("outcome %s kill after %v, want ignored_by_init after about 4 s\n%s", ep.Outcome, ep.KillAfter, ep.raw)
+	}
+}
