@@ -17,32 +17,8 @@ import (
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // sigscope builds the command once per test binary.
-func sigscope(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sigscope-e2e")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sigscope")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/sigscope").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func sigscope(t *testing.T) string { return testutil.Sigscope(t) }
 
 var (
 	imageOnce sync.Once
@@ -135,11 +111,11 @@ type episode struct {
 }
 
 // live is a running `sigscope timeline -o json`.
-type live struct{ *running }
+type live struct{ *testutil.Running }
 
 func startTimeline(t *testing.T, args ...string) live {
 	t.Helper()
-	return live{startSigscope(t, append([]string{"timeline", "-o", "json"}, args...)...)}
+	return live{testutil.StartSigscope(t, append([]string{"timeline", "-o", "json"}, args...)...)}
 }
 
 // stop ends the live timeline (Ctrl-C) and returns the episodes it printed.
@@ -147,7 +123,7 @@ func (l live) stop(t *testing.T) []episode {
 	t.Helper()
 	time.Sleep(1500 * time.Millisecond) // past the settle time of the last episode
 	var eps []episode
-	for _, line := range l.running.stop(t) {
+	for _, line := range l.Running.Stop(t) {
 		var ep episode
 		if err := json.Unmarshal(line, &ep); err != nil {
 			t.Fatalf("episode line %q: %v", line, err)

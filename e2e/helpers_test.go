@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -168,60 +166,19 @@ func aptGet(pkg string) ([]byte, error) {
 	return install.CombinedOutput()
 }
 
-// running is a sigscope command running in the background until Ctrl-C.
-type running struct {
-	name   string
-	cmd    *exec.Cmd
-	stdout bytes.Buffer
-	stderr bytes.Buffer
-}
-
-// startSigscope starts `sigscope ARGS...` and waits until its 4 BPF
-// programs are attached.
-func startSigscope(t *testing.T, args ...string) *running {
-	t.Helper()
-	r := &running{name: "sigscope " + args[0]}
-	r.cmd = exec.Command(sigscope(t), args...)
-	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.cmd.Process.Kill(); _, _ = r.cmd.Process.Wait() })
-	testutil.WaitPrograms(t, r.cmd.Process.Pid, 5)
-	return r
-}
-
-// stop ends the command (Ctrl-C) and returns the non-empty lines it printed.
-func (r *running) stop(t *testing.T) [][]byte {
-	t.Helper()
-	_ = r.cmd.Process.Signal(syscall.SIGINT)
-	if err := r.cmd.Wait(); err != nil {
-		t.Fatalf("%s: %v\n%s", r.name, err, r.stderr.String())
-	}
-	var lines [][]byte
-	sc := bufio.NewScanner(&r.stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
-			lines = append(lines, append([]byte(nil), line...))
-		}
-	}
-	return lines
-}
-
 // recorder is a running `sigscope trace -o json`.
-type recorder struct{ *running }
+type recorder struct{ *testutil.Running }
 
 func startTrace(t *testing.T, args ...string) recorder {
 	t.Helper()
-	return recorder{startSigscope(t, append([]string{"trace", "-o", "json"}, args...)...)}
+	return recorder{testutil.StartSigscope(t, append([]string{"trace", "-o", "json"}, args...)...)}
 }
 
 // stop ends the trace and returns its lines.
 func (r recorder) stop(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	for _, l := range r.running.stop(t) {
+	for _, l := range r.Running.Stop(t) {
 		out = append(out, string(l))
 	}
 	return out

@@ -1,48 +1,14 @@
 package kube
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sigscope/sigscope/internal/testutil"
 )
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// sigscope builds the command once per test binary.
-func sigscope(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sigscope-kube")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sigscope")
-		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/sigscope").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
 
 // episode is what these tests read of `sigscope timeline -o json`.
 type episode struct {
@@ -73,41 +39,24 @@ type episode struct {
 
 // liveTimeline runs `sigscope timeline -o json` against the cluster's
 // containerd until stop.
-type liveTimeline struct {
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-}
+type liveTimeline struct{ *testutil.Running }
 
-func startTimeline(t *testing.T, c *cluster) *liveTimeline {
+func startTimeline(t *testing.T, c *cluster) liveTimeline {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	l := &liveTimeline{}
-	l.cmd = exec.Command(sigscope(t), "timeline", "-o", "json", "--cri-socket", c.criSocket())
-	l.cmd.Stdout, l.cmd.Stderr = &l.stdout, &l.stderr
-	if err := l.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.cmd.Process.Kill(); _, _ = l.cmd.Process.Wait() })
-	testutil.WaitPrograms(t, l.cmd.Process.Pid, 5)
-	return l
+	return liveTimeline{testutil.StartSigscope(t, "timeline", "-o", "json", "--cri-socket", c.criSocket())}
 }
 
-func (l *liveTimeline) stop(t *testing.T) []episode {
+func (l liveTimeline) stop(t *testing.T) []episode {
 	t.Helper()
 	time.Sleep(1500 * time.Millisecond) // past the settle time of the last episode
-	_ = l.cmd.Process.Signal(syscall.SIGINT)
-	if err := l.cmd.Wait(); err != nil {
-		t.Fatalf("sigscope timeline: %v\n%s", err, l.stderr.String())
-	}
 	var eps []episode
-	sc := bufio.NewScanner(&l.stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	for _, line := range l.Running.Stop(t) {
 		var ep episode
-		if err := json.Unmarshal(sc.Bytes(), &ep); err != nil {
-			t.Fatalf("episode %q: %v", sc.Text(), err)
+		if err := json.Unmarshal(line, &ep); err != nil {
+			t.Fatalf("episode %q: %v", line, err)
 		}
-		ep.raw = sc.Text()
+		ep.raw = string(line)
 		eps = append(eps, ep)
 	}
 	return eps
