@@ -156,6 +156,10 @@ func TestLookupTTL(t *testing.T) {
 	const ttl = time.Minute
 	r := h.resolver(Options{TTL: ttl})
 	p := h.dockerProcess(600, 4026532600, id1)
+	// The watch must have seen the cgroup made before it is removed: a
+	// removal it never saw the creation of is not recorded (a loaded
+	// machine can delay the watch past this test's next steps).
+	waitIndexed(t, r, p.CgroupV1ID, true, false)
 	if r.Lookup(p) == nil {
 		t.Fatal("no container")
 	}
