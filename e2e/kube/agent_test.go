@@ -1,0 +1,349 @@
+package kube
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The agent's own namespace and release name (fullnameOverride), so that the
+// cluster-scoped RBAC objects do not collide with a real installation.
+const agentNS = "sigscope-e2e"
+
+// agentValues are the chart values for the local cluster (docs/deploy.md,
+// "On the local cluster"): the image imported by `make cluster-images`,
+// never pulled; the cluster's own containerd socket; Events on; the host's
+// network with the API server at 127.0.0.1:6443, since a ClusterIP routes
+// nowhere on this node; no mount propagation, since / is a private mount.
+func agentValues(c *cluster, port int) string {
+	sock := c.criSocket()
+	return fmt.Sprintf(`fullnameOverride: %s
+image:
+  repository: sigscope.local/sigscope
+  tag: dev
+  pullPolicy: Never
+port: %d
+kubeEvents: true
+hostNetwork: true
+apiServerOverride:
+  host: 127.0.0.1
+  port: "6443"
+runtimeSockets:
+  mountPropagation: None
+  containerd:
+    hostDir: %s
+    socket: %s
+  crio:
+    enabled: false
+`, agentNS, port, filepath.Dir(sock), filepath.Base(sock))
+}
+
+// freePort is a TCP port nobody listens on now: the agent runs on the
+// host's network, where another sigscope may hold the chart's 10042.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// renderAgent renders the chart through deploy/render.sh, as `make
+// manifests` does, with the values file and the agent's namespace.
+func renderAgent(t *testing.T, valuesFile string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", filepath.Join("..", "..", "deploy", "render.sh"), "-",
+		"--namespace", agentNS, "-f", valuesFile)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("deploy/render.sh: %v\n%s", err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// metricsReader reads the agent's /metrics through the API server.
+type metricsReader struct {
+	c    *cluster
+	pod  string
+	port int
+	url  string // set once the pod proxy was refused: a port-forward's
+}
+
+func (m *metricsReader) read(t *testing.T) string {
+	t.Helper()
+	if m.url == "" {
+		out, err := m.c.run(t, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:%d/proxy/metrics", agentNS, m.pod, m.port))
+		if err == nil {
+			return out
+		}
+		// The API server does not proxy to loopback addresses, and on
+		// this node the pod's (host network) address is 127.0.0.1. The
+		// kubelet's port-forward, also through the API server, does not
+		// go by address.
+		if !strings.Contains(err.Error(), "address not allowed") {
+			t.Fatalf("metrics through the pod proxy: %v", err)
+		}
+		t.Logf("pod proxy refused (%v); reading through kubectl port-forward instead", err)
+		m.url = m.portForward(t) + "/metrics"
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("metrics through port-forward: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("metrics through port-forward: %s: %v\n%s", resp.Status, err, b)
+	}
+	return string(b)
+}
+
+// portForward starts `kubectl port-forward` to the agent's port, stopped in
+// t.Cleanup, and returns its local base URL.
+func (m *metricsReader) portForward(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(m.c.kubectl, "-n", agentNS, "port-forward", "--address", "127.0.0.1", "pod/"+m.pod, fmt.Sprintf(":%d", m.port))
+	cmd.Env = m.c.env
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+)`)
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if mm := re.FindStringSubmatch(sc.Text()); mm != nil {
+				found <- mm[1]
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case p := <-found:
+		return "http://127.0.0.1:" + p
+	case <-time.After(20 * time.Second):
+		t.Fatalf("kubectl port-forward did not start: %s", stderr.String())
+	}
+	return ""
+}
+
+// metricValue sums the samples of series: a metric name (every label set)
+// or name{labels} exactly as exposed.
+func metricValue(text, series string) (float64, bool) {
+	var sum float64
+	found := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if name != series && !(strings.HasPrefix(name, series+"{") && !strings.Contains(series, "{")) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Fields(val)[0], 64)
+		if err != nil {
+			continue
+		}
+		sum += v
+		found = true
+	}
+	return sum, found
+}
+
+// The node agent installed from the chart on the local cluster: it becomes
+// Ready, serves /metrics through the API server, counts a pod whose PID 1
+// dropped SIGTERM, and posts the StopSignalIgnored Warning on that pod.
+func TestAgentDaemonSet(t *testing.T) {
+	c := requireCluster(t)
+	requireAgentImage(t, c)
+
+	port := freePort(t)
+	dir := t.TempDir()
+	valuesFile := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(valuesFile, []byte(agentValues(c, port)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	manifest := renderAgent(t, valuesFile)
+	manifestFile := filepath.Join(dir, "sigscope.yaml")
+	if err := os.WriteFile(manifestFile, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// A namespace left by an earlier run that did not get to its cleanup.
+	if _, err := c.run(t, "delete", "namespace", agentNS, "--ignore-not-found", "--wait=true", "--timeout=50s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.run(t, "create", "namespace", agentNS); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The namespaced objects go with the namespace; the ClusterRole
+		// and its binding are the chart's only cluster-scoped objects.
+		if err := kubectlCleanup(c, "delete", "clusterrolebinding,clusterrole", agentNS, "--ignore-not-found"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := kubectlCleanup(c, "delete", "namespace", agentNS, "--ignore-not-found", "--wait=true", "--timeout=55s"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	start := time.Now()
+	if _, err := c.run(t, "apply", "-f", manifestFile); err != nil {
+		t.Fatal(err)
+	}
+
+	dumpAgent := func() string {
+		var b strings.Builder
+		describe, err := c.run(t, "-n", agentNS, "describe", "daemonset,pods")
+		fmt.Fprintf(&b, "kubectl describe (%v):\n%s\n", err, describe)
+		logs, err := c.run(t, "-n", agentNS, "logs", "daemonset/"+agentNS, "--all-containers", "--tail=100")
+		fmt.Fprintf(&b, "agent logs (%v):\n%s", err, logs)
+		return b.String()
+	}
+	if _, err := c.run(t, "-n", agentNS, "rollout", "status", "daemonset/"+agentNS, "--timeout=55s"); err != nil {
+		t.Fatalf("agent DaemonSet not ready: %v\n%s", err, dumpAgent())
+	}
+	pod, err := c.run(t, "-n", agentNS, "get", "pods", "-o", "jsonpath={.items[0].metadata.name}")
+	if err != nil || pod == "" {
+		t.Fatalf("agent pod: %q %v\n%s", pod, err, dumpAgent())
+	}
+	if _, err := c.run(t, "-n", agentNS, "wait", "--for=condition=Ready", "pod/"+pod, "--timeout=50s"); err != nil {
+		t.Fatalf("agent pod not Ready: %v\n%s", err, dumpAgent())
+	}
+	t.Logf("agent pod %s Ready %v after apply", pod, time.Since(start).Round(100*time.Millisecond))
+
+	// The capabilities the chart gives the container are what it runs with.
+	caps, err := c.run(t, "-n", agentNS, "get", "pod", pod, "-o", "jsonpath={.spec.containers[0].securityContext.capabilities.add}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("agent capabilities added: %s", caps)
+
+	m := &metricsReader{c: c, pod: pod, port: port}
+	before := m.read(t)
+	if !strings.Contains(before, "sigscope_build_info{") {
+		t.Fatalf("no sigscope_build_info in /metrics:\n%s", before)
+	}
+	cascade0, _ := metricValue(before, "sigscope_pidns_cascade_kills_total")
+	ignored0, _ := metricValue(before, `sigscope_container_stops_total{outcome="ignored_by_init"}`)
+
+	// PID 1 a shell with no SIGTERM handler: the kubelet's SIGTERM is
+	// dropped, the SIGKILL after 2 s takes the pid namespace down.
+	name := fmt.Sprintf("sigscope-agent-%d-%d", os.Getpid(), time.Now().Unix()%100000)
+	runPod(t, c, name, podSpec(c, name, 2, "", "sh", "-c", "sleep 1000 & wait"))
+	deleted := time.Now()
+	took := deletePod(t, c, name)
+	t.Logf("kubectl delete %s returned after %v", name, took.Round(time.Millisecond))
+
+	// (b) the agent's Warning on the pod, within 30 s of the deletion.
+	var event map[string]any
+	deadline := deleted.Add(30 * time.Second)
+	for event == nil {
+		out, err := c.run(t, "get", "events", "-n", "default", "--field-selector", "involvedObject.name="+name, "-o", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list struct {
+			Items []map[string]any `json:"items"`
+		}
+		if err := json.Unmarshal([]byte(out), &list); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range list.Items {
+			if ev["reason"] == "StopSignalIgnored" {
+				event = ev
+			}
+		}
+		if event != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			all, _ := c.run(t, "get", "events", "-n", "default", "--field-selector", "involvedObject.name="+name)
+			t.Fatalf("no StopSignalIgnored Event on pod %s within 30 s of its deletion; its events:\n%s", name, all)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("StopSignalIgnored Event %v after the delete began: type %v, source %v, message %q",
+		time.Since(deleted).Round(100*time.Millisecond), event["type"], event["source"], event["message"])
+	if event["type"] != "Warning" {
+		t.Errorf("StopSignalIgnored Event of type %v, want Warning", event["type"])
+	}
+	if msg, _ := event["message"].(string); !strings.Contains(msg, "app") {
+		t.Errorf("Event message %q does not name the container app", msg)
+	}
+
+	// (a) the counters moved.
+	after := m.read(t)
+	cascade1, _ := metricValue(after, "sigscope_pidns_cascade_kills_total")
+	ignored1, ok := metricValue(after, `sigscope_container_stops_total{outcome="ignored_by_init"}`)
+	t.Logf("sigscope_pidns_cascade_kills_total %v -> %v, container_stops_total{ignored_by_init} %v -> %v", cascade0, cascade1, ignored0, ignored1)
+	if !ok {
+		t.Errorf("no container_stops_total{outcome=\"ignored_by_init\"} series")
+	}
+	if ignored1 <= ignored0 {
+		t.Errorf("container_stops_total{outcome=\"ignored_by_init\"} did not move: %v -> %v", ignored0, ignored1)
+	}
+	if cascade1 <= cascade0 {
+		t.Errorf("pidns_cascade_kills_total did not move: %v -> %v (the sleep child dies with PID 1)", cascade0, cascade1)
+	}
+}
+
+// requireAgentImage checks that the image the DaemonSet runs
+// was imported into the cluster (`make cluster-images`).
+func requireAgentImage(t *testing.T, c *cluster) {
+	t.Helper()
+	out, err := c.run(t, "get", "node", c.nodeName, "-o", "jsonpath={.status.images[*].names}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "sigscope.local/sigscope:dev") {
+		t.Fatalf("image sigscope.local/sigscope:dev is not on node %s: run `make cluster-images`", c.nodeName)
+	}
+}
+
+// kubectlCleanup runs kubectl from a t.Cleanup, where t.Context() (which
+// c.run uses) is already canceled.
+func kubectlCleanup(c *cluster, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.kubectl, args...)
+	cmd.Env = c.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
