@@ -98,7 +98,7 @@ func runPod(t *testing.T, c *cluster, name, spec string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = c.run(t, "-n", "default", "delete", "pod", name, "--ignore-not-found", "--grace-period=0", "--force")
+		_ = kubectlCleanup(c, "-n", "default", "delete", "pod", name, "--ignore-not-found", "--grace-period=0", "--force")
 	})
 	if _, err := c.run(t, "-n", "default", "wait", "--for=jsonpath={.status.phase}=Running", "pod/"+name, "--timeout=50s"); err != nil {
 		describe, _ := c.run(t, "-n", "default", "describe", "pod", name)
