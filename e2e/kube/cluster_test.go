@@ -151,7 +151,7 @@ func TestClusterRunsAndDeletesPod(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		// Only when the test failed before its own delete.
-		_, _ = c.run(t, "-n", "default", "delete", "pod", name, "--ignore-not-found", "--grace-period=0", "--force")
+		_ = kubectlCleanup(c, "-n", "default", "delete", "pod", name, "--ignore-not-found", "--grace-period=0", "--force")
 	})
 
 	start := time.Now()
