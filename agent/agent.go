@@ -23,6 +23,7 @@ import (
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/exporter"
 	"github.com/sigscope/sigscope/kubeevents"
+	"github.com/sigscope/sigscope/kubemeta"
 	"github.com/sigscope/sigscope/pipeline"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -75,6 +76,7 @@ type Agent struct {
 	exp      *exporter.Exporter
 	reg      *prometheus.Registry
 	events   *kubeevents.Recorder
+	pods     *kubemeta.Pods // why containers were stopped; nil without a Kubernetes client
 
 	mu       sync.Mutex
 	episodes []timeline.Episode // ring, oldest first once full
@@ -133,6 +135,7 @@ func New(opts Options) (*Agent, error) {
 	a.reg.MustRegister(a.exp, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.KubeEvents {
 		a.events = kubeevents.New(opts.KubeClient, opts.NodeName, kubeevents.Options{Logger: opts.Logger})
+		a.pods = kubemeta.New(opts.KubeClient, opts.NodeName, opts.Logger)
 	}
 	return a, nil
 }
@@ -162,6 +165,9 @@ func (a *Agent) Handler() http.Handler {
 // loads and attaches the tracer, and processes events until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.resolver.Close()
+	if a.pods != nil {
+		go a.pods.Run(ctx)
+	}
 	if a.events != nil {
 		defer a.events.Close()
 	}
@@ -194,6 +200,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.exp.ObserveEvent(e, target)
 			return nil
 		},
+		Annotate: a.annotate,
 		OnEpisodes: func(eps []timeline.Episode) error {
 			a.complete(eps)
 			return nil
@@ -221,6 +228,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	case err := <-runErr:
 		return err
 	}
+}
+
+// annotate adds why a pod's container was stopped, from the API server.
+func (a *Agent) annotate(ep *timeline.Episode) {
+	if a.pods == nil {
+		kubemeta.NotLearnt(ep, "no Kubernetes client (sigscope serve --kube-events)")
+		return
+	}
+	a.pods.Annotate(ep)
 }
 
 // complete records finished episodes: metrics, the API's ring, Events.

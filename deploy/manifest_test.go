@@ -515,7 +515,8 @@ func TestKubeEventsManifest(t *testing.T) {
 	if len(o.clusterRoles) != 1 || len(o.clusterBindings) != 1 {
 		t.Fatalf("%d ClusterRoles and %d ClusterRoleBindings, want 1 and 1", len(o.clusterRoles), len(o.clusterBindings))
 	}
-	// Exactly: events create/patch in the core group and events.k8s.io, pods get.
+	// Exactly: events create/patch in the core group and events.k8s.io,
+	// pods get/list/watch, core events list/watch.
 	type grant struct{ group, resource, verb string }
 	var got []grant
 	for _, r := range o.clusterRoles[0].Rules {
@@ -535,7 +536,8 @@ func TestKubeEventsManifest(t *testing.T) {
 	}
 	want := []grant{
 		{"", "events", "create"}, {"", "events", "patch"},
-		{"", "pods", "get"},
+		{"", "pods", "get"}, {"", "pods", "list"}, {"", "pods", "watch"},
+		{"", "events", "list"}, {"", "events", "watch"},
 		{"events.k8s.io", "events", "create"}, {"events.k8s.io", "events", "patch"},
 	}
 	byName := func(a, b grant) int {

@@ -27,6 +27,9 @@ type Options struct {
 	// OnEpisodes, when not nil, gets the episodes as they complete. An
 	// error stops Run.
 	OnEpisodes func([]timeline.Episode) error
+	// Annotate, when not nil, completes each episode before OnEpisodes
+	// sees it (the stop reason from the API server).
+	Annotate func(*timeline.Episode)
 }
 
 // Pipeline is a loaded tracer, a resolver and an engine, run together.
@@ -72,6 +75,11 @@ func (p *Pipeline) Engine() *timeline.Engine { return p.engine }
 func (p *Pipeline) episodes(eps []timeline.Episode) error {
 	if len(eps) == 0 || p.opts.OnEpisodes == nil {
 		return nil
+	}
+	if p.opts.Annotate != nil {
+		for i := range eps {
+			p.opts.Annotate(&eps[i])
+		}
 	}
 	return p.opts.OnEpisodes(eps)
 }

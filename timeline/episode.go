@@ -145,6 +145,11 @@ type Episode struct {
 	ExitSignal tracer.Signal // with ExitAt: the signal that killed PID 1, 0 when it exited
 
 	PreStop *PreStop // the container's preStop hook (Kubernetes), nil: none
+	// StopReason is why the kubelet stopped the container (deleted,
+	// evicted, preempted, probe_failed, restarted, unknown), from the API
+	// server; "" when not asked. NotLearnt says what could not be learnt.
+	StopReason string
+	NotLearnt  []string
 
 	// GracePeriod is the configured wait before SIGKILL (Kubernetes
 	// terminationGracePeriodSeconds, else docker StopTimeout); 0 when unknown.
@@ -216,6 +221,8 @@ type jsonEpisode struct {
 	KillAt         string       `json:"kill_at,omitempty"`
 	ExitAt         string       `json:"exit_at,omitempty"`
 	PreStop        *jsonPreStop `json:"prestop,omitempty"`
+	StopReason     string       `json:"stop_reason,omitempty"`
+	NotLearnt      []string     `json:"not_learnt,omitempty"`
 	GracePeriod    *float64     `json:"grace_period_s,omitempty"`
 	KillAfter      *float64     `json:"kill_after_s,omitempty"`
 	ExitAfter      *float64     `json:"exit_after_s,omitempty"`
@@ -305,6 +312,8 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		Steps:          make([]jsonStep, len(ep.Steps)),
 		StepsOmitted:   ep.StepsOmitted,
 		Hint:           textsafe.UTF8(ep.Hint),
+		StopReason:     ep.StopReason,
+		NotLearnt:      ep.NotLearnt,
 	}
 	if j.CascadeKills == nil {
 		j.CascadeKills = []Proc{} // always a list, like an event's flags
@@ -374,6 +383,8 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		OOMVictims:     j.OOMVictims,
 		StepsOmitted:   j.StepsOmitted,
 		Hint:           j.Hint,
+		StopReason:     j.StopReason,
+		NotLearnt:      j.NotLearnt,
 	}
 	var err error
 	for _, f := range []struct {

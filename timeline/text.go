@@ -135,6 +135,9 @@ func (ep *Episode) Summary() string {
 	if b := ep.budget(); b != "" {
 		parts = append(parts, b)
 	}
+	if ep.StopReason != "" {
+		parts = append(parts, "stopped because: "+ep.StopReason)
+	}
 	if !ep.ExitAt.IsZero() {
 		parts = append(parts, fmt.Sprintf("exit status %d", ep.ExitStatus))
 	} else if ep.Outcome != OutcomeUnfinished && ep.Outcome != OutcomeOOMKilled {

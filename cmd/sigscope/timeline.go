@@ -14,21 +14,23 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/kubemeta"
 	"github.com/sigscope/sigscope/pipeline"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
 
 type timelineFlags struct {
-	file      string
-	follow    bool
-	duration  time.Duration
-	output    string
-	container string
-	pod       string
-	settle    time.Duration
-	server    serverFlags
-	runtime   runtimeFlags
+	file       string
+	follow     bool
+	duration   time.Duration
+	output     string
+	container  string
+	pod        string
+	settle     time.Duration
+	kubeconfig string
+	server     serverFlags
+	runtime    runtimeFlags
 }
 
 func newTimelineCmd() *cobra.Command {
@@ -63,6 +65,7 @@ completes. Offline: read a recording made with "sigscope trace -o json".`,
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json (one episode per line)")
 	fl.StringVar(&f.container, "container", "", "only episodes of this container (ID prefix or name)")
 	fl.StringVar(&f.pod, "pod", "", "only episodes of this pod (namespace/name)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "read why pods' containers were stopped (stop_reason) and the grace period applied from the API server with this kubeconfig")
 	fl.DurationVar(&f.settle, "settle", 0, "how long after the main process's exit to keep collecting the cascade (default 1s)")
 	f.server.register(fl)
 	f.runtime.register(fl)
@@ -139,6 +142,16 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	}
 	resolver := container.NewResolver(f.runtime.options())
 	defer resolver.Close()
+	annotate := func(ep *timeline.Episode) { kubemeta.NotLearnt(ep, "no API server (--kubeconfig)") }
+	if f.kubeconfig != "" {
+		client, err := kubeClient(f.kubeconfig)
+		if err != nil {
+			return fmt.Errorf("--kubeconfig: %w", err)
+		}
+		pods := kubemeta.New(client, "", slog.Default())
+		go pods.Run(ctx)
+		annotate = pods.Annotate
+	}
 	p, err := pipeline.New(pipeline.Options{
 		Tracer: tracer.Options{
 			Signals: tracer.DefaultSignals,
@@ -147,6 +160,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		},
 		Resolver:   resolver,
 		Timeline:   &topts,
+		Annotate:   annotate,
 		OnEpisodes: print,
 	})
 	if err != nil {

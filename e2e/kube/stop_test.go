@@ -19,6 +19,7 @@ type episode struct {
 		Namespace string `json:"namespace"`
 	} `json:"container"`
 	Outcome    string   `json:"outcome"`
+	StopReason string   `json:"stop_reason"`
 	StopSignal string   `json:"stop_signal"`
 	Grace      *float64 `json:"grace_period_s"`
 	KillAfter  *float64 `json:"kill_after_s"`
@@ -44,7 +45,7 @@ type liveTimeline struct{ *testutil.Running }
 func startTimeline(t *testing.T, c *cluster) liveTimeline {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	return liveTimeline{testutil.StartSigscope(t, "timeline", "-o", "json", "--cri-socket", c.criSocket())}
+	return liveTimeline{testutil.StartSigscope(t, "timeline", "-o", "json", "--cri-socket", c.criSocket(), "--kubeconfig", c.envVar("KUBECONFIG"))}
 }
 
 func (l liveTimeline) stop(t *testing.T) []episode {
@@ -60,6 +61,15 @@ func (l liveTimeline) stop(t *testing.T) []episode {
 		eps = append(eps, ep)
 	}
 	return eps
+}
+
+func (c *cluster) envVar(name string) string {
+	for _, kv := range c.env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func (c *cluster) criSocket() string {
@@ -287,5 +297,62 @@ func TestKubeletPreStopHTTP(t *testing.T) {
 	}
 	if ep.Outcome != "ignored_by_init" || !near(ep.KillAfter, 4, 1) {
 		t.Errorf("outcome %s kill after %v, want ignored_by_init after about 4 s\n%s", ep.Outcome, ep.KillAfter, ep.raw)
+	}
+}
+
+// kubectl delete --grace-period=1 on a pod whose spec says 30: the kubelet
+// applies the deletion's grace (raised to its 2 s minimum), and the episode
+// says the pod was deleted, with the grace period the deletion gave.
+func TestKubeletDeleteGracePeriod1(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-grace1-%d", time.Now().Unix()%100000)
+	runPod(t, c, name, podSpec(c, name, 30, "", "sh", "-c", "sleep 1000 & wait"))
+	deletePod(t, c, name, "--grace-period=1")
+	eps := podEpisodes(l.stop(t), name)
+	if len(eps) != 1 {
+		t.Fatalf("%d episodes of pod %s, want 1: %+v", len(eps), name, eps)
+	}
+	ep := eps[0]
+	if ep.Outcome != "ignored_by_init" || ep.StopReason != "deleted" || !near(ep.Grace, 1, 0) || !near(ep.KillAfter, 2, 0.7) {
+		t.Errorf("outcome %s reason %q, want ignored_by_init, deleted, grace 1, SIGKILL about 2 s after SIGTERM\n%s",
+			ep.Outcome, ep.StopReason, ep.raw)
+	}
+}
+
+// A liveness probe that fails: the kubelet restarts the container. The
+// episode of the stopped container says why.
+func TestKubeletLivenessProbeFailed(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-probe-%d", time.Now().Unix()%100000)
+	spec := fmt.Sprintf(`{
+  "apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": %q, "namespace": "default", "labels": {"app.kubernetes.io/name": "sigscope-e2e-kube"}},
+  "spec": {
+    "nodeName": %q, "hostNetwork": true, "restartPolicy": "Always", "terminationGracePeriodSeconds": 3,
+    "containers": [{"name": "app", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never",
+      "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"],
+      "livenessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 1, "initialDelaySeconds": 2}}]
+  }
+}`, name, c.nodeName)
+	runPod(t, c, name, spec)
+	// The first restart: the probe fails after 2 s.
+	if _, err := c.run(t, "-n", "default", "wait", "--for=jsonpath={.status.containerStatuses[0].restartCount}=1", "pod/"+name, "--timeout=40s"); err != nil {
+		t.Fatal(err)
+	}
+	deletePod(t, c, name)
+	eps := podEpisodes(l.stop(t), name)
+	var probed bool
+	for _, ep := range eps {
+		if ep.StopReason == "probe_failed" && ep.Outcome == "graceful" {
+			probed = true
+		}
+	}
+	if !probed {
+		for _, ep := range eps {
+			t.Logf("episode %s reason %q: %s", ep.Outcome, ep.StopReason, ep.raw)
+		}
+		t.Errorf("no graceful episode with stop_reason probe_failed among %d", len(eps))
 	}
 }
