@@ -260,6 +260,7 @@ func TestAgentDaemonSet(t *testing.T) {
 	}
 	cascade0, _ := metricValue(before, "sigscope_pidns_cascade_kills_total")
 	ignored0, _ := metricValue(before, `sigscope_container_stops_total{outcome="ignored_by_init"}`)
+	killed0, _ := metricValue(before, `sigscope_container_stops_total{outcome="killed"}`)
 
 	// PID 1 a shell with no SIGTERM handler: the kubelet's SIGTERM is
 	// dropped, the SIGKILL after 2 s takes the pid namespace down.
@@ -319,6 +320,11 @@ func TestAgentDaemonSet(t *testing.T) {
 	}
 	if cascade1 <= cascade0 {
 		t.Errorf("pidns_cascade_kills_total did not move: %v -> %v (the sleep child dies with PID 1)", cascade0, cascade1)
+	}
+	// The runtime SIGKILLs the pod's sandbox (pause) at the end of every
+	// pod deletion: that is no container stop.
+	if killed1, _ := metricValue(after, `sigscope_container_stops_total{outcome="killed"}`); killed1 != killed0 {
+		t.Errorf("container_stops_total{outcome=\"killed\"} moved %v -> %v: the sandbox's SIGKILL was counted", killed0, killed1)
 	}
 }
 
