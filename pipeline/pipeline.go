@@ -19,9 +19,13 @@ type Options struct {
 	Resolver *container.Resolver
 	// Timeline, when not nil, builds stop episodes with these options.
 	Timeline *timeline.Options
+	// Senders resolves the container of each generate event's sender too,
+	// for OnEvent: the engine needs only the target's, and a lookup per
+	// signal is not paid for nothing.
+	Senders bool
 	// OnEvent, when not nil, sees every event with the containers of its
-	// target and sender (see [About] for how to show them) before the
-	// engine does. The event is reused: copy what you keep. An error
+	// target and sender (nil unless Senders; see [About] for how to show
+	// them) before the engine does. The event is reused: copy what you keep. An error
 	// stops Run (tracer.ErrStop: stop without an error).
 	OnEvent func(e *tracer.Event, target, sender *container.Info) error
 	// OnEpisodes, when not nil, gets the episodes as they complete. An
@@ -92,7 +96,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		if p.err != nil {
 			return p.err
 		}
-		target, sender := Containers(p.opts.Resolver, e)
+		var target, sender *container.Info
+		if p.opts.Senders {
+			target, sender = Containers(p.opts.Resolver, e)
+		} else if p.opts.Resolver != nil {
+			target = p.opts.Resolver.Lookup(&e.Target)
+		}
 		if p.opts.OnEvent != nil {
 			if err := p.opts.OnEvent(e, target, sender); err != nil {
 				return err

@@ -58,10 +58,6 @@ func ParseFate(s string) (Fate, error) {
 // never act on it.
 func (f Fate) Dropped() bool { return f >= FateDroppedInit }
 
-// Queued reports whether the signal is pending for the process (or merged
-// into one that is): something in the process can still act on it.
-func (f Fate) Queued() bool { return f >= FateHandler && f <= FateAlreadyPending }
-
 // TaskState is what decides the fate of a signal at a process: the
 // disposition and masks the kernel reads in prepare_signal(), taken under
 // the target's siglock (an event) or from the task iterator (the audit).

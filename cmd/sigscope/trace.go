@@ -134,6 +134,7 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 			Logger:   slog.Default(),
 		},
 		Resolver: resolver,
+		Senders:  true,
 		OnEvent: func(e *tracer.Event, target, sender *container.Info) error {
 			if !cf.matchAny(target, sender) {
 				return nil
