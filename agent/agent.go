@@ -8,7 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,6 +85,8 @@ type Agent struct {
 	episodes []timeline.Episode // ring, oldest first once full
 	next     int
 	full     bool
+	seq      uint64 // the last episode's ID
+	started  time.Time
 
 	auditMu sync.Mutex
 	audits  []audit.Result
@@ -115,7 +120,7 @@ func New(opts Options) (*Agent, error) {
 			return nil, fmt.Errorf("web config %s: %w", opts.WebConfigFile, err)
 		}
 	}
-	a := &Agent{opts: opts, log: opts.Logger, episodes: make([]timeline.Episode, opts.MaxEpisodes)}
+	a := &Agent{opts: opts, log: opts.Logger, episodes: make([]timeline.Episode, opts.MaxEpisodes), started: time.Now()}
 	a.resolver = container.NewResolver(container.Options{ProcRoot: opts.ProcRoot, Logger: opts.Logger,
 		DockerSocket: opts.DockerSocket, CRISockets: opts.CRISockets})
 	a.exp = exporter.New(exporter.Options{
@@ -154,9 +159,10 @@ func (a *Agent) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /api/v1/episodes", a.serveEpisodes)
 	mux.HandleFunc("GET /api/v1/audit", a.serveAudit)
+	mux.HandleFunc("GET /api/v1/info", a.serveInfo)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("sigscope agent: /metrics /healthz /readyz /api/v1/episodes /api/v1/audit\n"))
+		_, _ = w.Write([]byte("sigscope agent: /metrics /healthz /readyz /api/v1/info /api/v1/episodes /api/v1/audit (docs/api.md)\n"))
 	})
 	return mux
 }
@@ -246,6 +252,8 @@ func (a *Agent) complete(eps []timeline.Episode) {
 	}
 	a.mu.Lock()
 	for i := range eps {
+		a.seq++
+		eps[i].ID, eps[i].Node = a.seq, a.opts.NodeName
 		a.episodes[a.next] = eps[i]
 		a.next = (a.next + 1) % len(a.episodes)
 		if a.next == 0 {
@@ -272,54 +280,185 @@ func (a *Agent) recent() []timeline.Episode {
 	return append(out, a.episodes[:a.next]...)
 }
 
-// serveEpisodes: GET /api/v1/episodes?namespace=&pod=&container=&outcome=&limit=
-// returns the recent episodes that match, oldest first, as a JSON array.
+// serveEpisodes: GET /api/v1/episodes, docs/api.md. The newest `limit`
+// matching episodes (all without it) older than the `before` cursor, oldest
+// first, as a JSON array; a Link header with rel="next" points to the older
+// page when more match.
 func (a *Agent) serveEpisodes(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	limit := 0
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			http.Error(w, "limit: want a non-negative integer", http.StatusBadRequest)
-			return
-		}
-		limit = n
+	f, err := parseEpisodeFilter(r.URL.Query(), time.Now())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
+	eps := a.recent()
 	out := []timeline.Episode{}
-	for _, ep := range a.recent() {
-		c := ep.Container
-		if v := q.Get("namespace"); v != "" && c.Namespace != v {
+	more := false
+	// Newest first, so that the page is the newest matches.
+	for i := len(eps) - 1; i >= 0; i-- {
+		if !f.match(&eps[i]) {
 			continue
 		}
-		if v := q.Get("pod"); v != "" && c.Pod != v {
-			continue
+		if f.limit > 0 && len(out) == f.limit {
+			more = true
+			break
 		}
-		if v := q.Get("container"); v != "" && c.Name != v && !hasPrefix(c.ID, v) {
-			continue
-		}
-		if v := q.Get("outcome"); v != "" && string(ep.Outcome) != v {
-			continue
-		}
-		out = append(out, ep)
+		out = append(out, eps[i])
 	}
-	if limit > 0 && len(out) > limit {
-		out = out[len(out)-limit:]
+	slices.Reverse(out)
+	if more {
+		next := *r.URL
+		q := next.Query()
+		q.Set("before", strconv.FormatUint(out[0].ID, 10))
+		next.RawQuery = q.Encode()
+		// Relative, so that it holds behind the API server's proxy too.
+		w.Header().Set("Link", fmt.Sprintf("<%s>; rel=\"next\"", "?"+next.RawQuery))
 	}
 	writeJSON(w, out)
 }
 
-func hasPrefix(s, p string) bool { return len(p) > 0 && len(s) >= len(p) && s[:len(p)] == p }
+// episodeFilter is the query of /api/v1/episodes.
+type episodeFilter struct {
+	namespace, pod, container, outcome string
+	ownerKind, ownerName                string
+	since, until                        time.Time
+	before                              uint64
+	limit                               int
+}
 
-// serveAudit: GET /api/v1/audit audits the containers running now. Someone
-// asked, and an audit is cheap (one runtime list, one /proc read per
-// container); the metric is refreshed on the audit interval.
+// parseEpisodeFilter reads the query; since and until take RFC 3339 times
+// or a duration back from now ("1h").
+func parseEpisodeFilter(q url.Values, now time.Time) (episodeFilter, error) {
+	f := episodeFilter{namespace: q.Get("namespace"), pod: q.Get("pod"), container: q.Get("container"), outcome: q.Get("outcome")}
+	if v := q.Get("outcome"); v != "" && !timeline.KnownOutcome(timeline.Outcome(v)) {
+		return f, fmt.Errorf("outcome %q: not an outcome (docs/timelines.md)", v)
+	}
+	if v := q.Get("owner"); v != "" {
+		kind, name, ok := strings.Cut(v, "/")
+		if !ok {
+			kind, name = "", v
+		}
+		if name == "" {
+			return f, fmt.Errorf("owner %q: want KIND/NAME or NAME", v)
+		}
+		f.ownerKind, f.ownerName = kind, name
+	}
+	for _, t := range []struct {
+		key string
+		dst *time.Time
+	}{{"since", &f.since}, {"until", &f.until}} {
+		v := q.Get(t.key)
+		if v == "" {
+			continue
+		}
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			*t.dst = now.Add(-d)
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return f, fmt.Errorf("%s %q: want an RFC 3339 time or a duration back from now (1h)", t.key, v)
+		}
+		*t.dst = at
+	}
+	for _, n := range []struct {
+		key string
+		dst func(uint64)
+	}{{"before", func(v uint64) { f.before = v }}, {"limit", func(v uint64) { f.limit = int(min(v, 1<<31)) }}} {
+		v := q.Get(n.key)
+		if v == "" {
+			continue
+		}
+		u, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return f, fmt.Errorf("%s %q: want a non-negative integer", n.key, v)
+		}
+		n.dst(u)
+	}
+	return f, nil
+}
+
+func (f *episodeFilter) match(ep *timeline.Episode) bool {
+	c := &ep.Container
+	switch {
+	case f.before > 0 && ep.ID >= f.before,
+		f.namespace != "" && c.Namespace != f.namespace,
+		f.pod != "" && c.Pod != f.pod,
+		f.container != "" && c.Name != f.container && !strings.HasPrefix(c.ID, f.container),
+		f.outcome != "" && string(ep.Outcome) != f.outcome,
+		!f.since.IsZero() && ep.Start.Before(f.since),
+		!f.until.IsZero() && ep.Start.After(f.until):
+		return false
+	}
+	if f.ownerName != "" {
+		o := ep.Owner
+		if o == nil || o.Name != f.ownerName || f.ownerKind != "" && !strings.EqualFold(o.Kind, f.ownerKind) {
+			return false
+		}
+	}
+	return true
+}
+
+// Info is GET /api/v1/info: who this agent is and what its episode ring
+// holds, so that a client can tell a window it cannot fully see.
+type Info struct {
+	APIVersion string    `json:"api_version"`
+	Node       string    `json:"node,omitempty"`
+	Version    string    `json:"version,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	Ready      bool      `json:"ready"`
+	Kubernetes bool      `json:"kubernetes"` // stop reasons and owners from the API server
+	Episodes   struct {
+		Kept     int       `json:"kept"`
+		Capacity int       `json:"capacity"`
+		Evicted  uint64    `json:"evicted"`             // older episodes pushed out of the ring
+		OldestAt time.Time `json:"oldest_at,omitzero"` // the oldest kept episode's start
+		LastID   uint64    `json:"last_id"`
+	} `json:"episodes"`
+}
+
+// APIVersion is the version of the agent's HTTP API (docs/api.md).
+const APIVersion = "v1"
+
+func (a *Agent) serveInfo(w http.ResponseWriter, _ *http.Request) {
+	in := Info{APIVersion: APIVersion, Node: a.opts.NodeName, Version: a.opts.Version, StartedAt: a.started,
+		Ready: a.ready.Load(), Kubernetes: a.pods != nil}
+	a.mu.Lock()
+	in.Episodes.Capacity = len(a.episodes)
+	in.Episodes.LastID = a.seq
+	in.Episodes.Kept = a.next
+	oldest := 0
+	if a.full {
+		in.Episodes.Kept, oldest = len(a.episodes), a.next
+	}
+	if in.Episodes.Kept > 0 {
+		in.Episodes.OldestAt = a.episodes[oldest].Start
+	}
+	in.Episodes.Evicted = a.seq - uint64(in.Episodes.Kept)
+	a.mu.Unlock()
+	writeJSON(w, in)
+}
+
+// serveAudit: GET /api/v1/audit?namespace=&pod= audits the containers
+// running now (docs/api.md). Someone asked, and an audit is cheap (one
+// runtime list, one task-iterator pass); the metric is refreshed on the
+// audit interval.
 func (a *Agent) serveAudit(w http.ResponseWriter, r *http.Request) {
 	res, err := a.currentAudit(r.Context(), 0)
 	if err != nil && len(res) == 0 {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	writeJSON(w, res)
+	q := r.URL.Query()
+	ns, pod := q.Get("namespace"), q.Get("pod")
+	out := make([]audit.Result, 0, len(res))
+	for i := range res {
+		c := &res[i].Container
+		if ns != "" && c.Namespace != ns || pod != "" && c.Pod != pod {
+			continue
+		}
+		out = append(out, res[i])
+	}
+	writeJSON(w, out)
 }
 
 func (a *Agent) currentAudit(ctx context.Context, maxAge time.Duration) ([]audit.Result, error) {

@@ -87,19 +87,16 @@ type auditSeries struct {
 var (
 	signalNames  [tracer.MaxSignal + 1]string // 0: "unknown"
 	resultNames  []string                     // tracer.Result values, then "unknown"
-	outcomeNames = []string{
-		string(timeline.OutcomeOOMKilled),
-		string(timeline.OutcomeKilled),
-		string(timeline.OutcomePreStopTimeout),
-		string(timeline.OutcomeGraceful),
-		string(timeline.OutcomeHandlerTimeout),
-		string(timeline.OutcomeIgnoredByInit),
-		string(timeline.OutcomeIgnored),
-		string(timeline.OutcomeExited),
-		string(timeline.OutcomeUnfinished),
-		"unknown",
-	}
+	outcomeNames = append(outcomeStrings(), "unknown")
 )
+
+func outcomeStrings() []string {
+	out := make([]string, len(timeline.Outcomes))
+	for i, o := range timeline.Outcomes {
+		out[i] = string(o)
+	}
+	return out
+}
 
 const (
 	reasonExited   = 0

@@ -39,6 +39,7 @@ type podState struct {
 	// restarted are the container IDs the kubelet replaced (the
 	// lastState of a container status): those stops were restarts.
 	restarted []string
+	owner     *timeline.Owner // the pod's workload; nil for a bare pod
 }
 
 type killing struct {
@@ -143,6 +144,9 @@ func (p *Pods) pod(o any) {
 	if pod.DeletionTimestamp != nil && st.deletedAt.IsZero() {
 		st.deletedAt = pod.DeletionTimestamp.Time
 		st.deleteGrace = pod.DeletionGracePeriodSeconds
+	}
+	if o := WorkloadOf(pod); o != nil {
+		st.owner = o
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
@@ -268,9 +272,44 @@ func (p *Pods) Annotate(ep *timeline.Episode) {
 	}
 	reason, grace := p.Explain(c.Namespace, c.Pod, c.Name, c.ID, at)
 	ep.StopReason = reason
+	ep.Owner = p.Owner(c.Namespace, c.Pod)
 	if grace > 0 {
 		ep.GracePeriod = grace
 	}
+}
+
+// Owner is the workload of the pod namespace/name as last seen; nil when
+// it has none or was not seen.
+func (p *Pods) Owner(namespace, pod string) *timeline.Owner {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st := p.pods[namespace+"/"+pod]; st != nil && st.owner != nil {
+		o := *st.owner
+		return &o
+	}
+	return nil
+}
+
+// WorkloadOf is the workload that controls pod, from its controller
+// reference alone (no further lookup, so no RBAC beyond reading pods): a
+// ReplicaSet whose name is a Deployment's name, "-" and the pod's
+// pod-template-hash label (the Deployment controller's naming) is taken for
+// that Deployment. A CronJob's Jobs stay Jobs: telling one from a Job
+// named like it would need the Job itself. nil for a pod with no controller.
+func WorkloadOf(pod *corev1.Pod) *timeline.Owner {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return nil
+	}
+	o := &timeline.Owner{Kind: ref.Kind, Name: ref.Name}
+	if ref.Kind == "ReplicaSet" {
+		if h := pod.Labels["pod-template-hash"]; h != "" {
+			if name, ok := strings.CutSuffix(ref.Name, "-"+h); ok && name != "" {
+				o = &timeline.Owner{Kind: "Deployment", Name: name}
+			}
+		}
+	}
+	return o
 }
 
 // NotLearnt marks a pod episode whose stop reason and applied grace period

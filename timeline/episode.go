@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sigscope/sigscope/internal/textsafe"
@@ -47,6 +48,26 @@ const (
 	OutcomeUnfinished Outcome = "unfinished"
 )
 
+// Outcomes lists every outcome, in the order they are decided.
+var Outcomes = []Outcome{OutcomeOOMKilled, OutcomeKilled, OutcomePreStopTimeout, OutcomeGraceful,
+	OutcomeHandlerTimeout, OutcomeIgnoredByInit, OutcomeIgnored, OutcomeExited, OutcomeUnfinished}
+
+// KnownOutcome says whether o is one of [Outcomes].
+func KnownOutcome(o Outcome) bool { return slices.Contains(Outcomes, o) }
+
+// NeedsFix says whether the container itself made the stop go wrong, so
+// that its image or spec should change: its main process dropped, ignored or
+// outlasted the stop signal, its preStop hook used up the grace period, or
+// it ran out of memory. A graceful stop, an exit on its own, a SIGKILL with
+// no stop signal (someone chose to kill it) and an unfinished record do not.
+func (o Outcome) NeedsFix() bool {
+	switch o {
+	case OutcomeIgnoredByInit, OutcomeIgnored, OutcomeHandlerTimeout, OutcomePreStopTimeout, OutcomeOOMKilled:
+		return true
+	}
+	return false
+}
+
 // StepKind says what a step of an episode is.
 type StepKind string
 
@@ -81,6 +102,17 @@ type Container struct {
 // hint that quote them) are kept as the kernel or the runtime gave them, any
 // bytes at all: MarshalJSON makes them valid UTF-8 and WriteText escapes them
 // for a terminal, so each output escapes once.
+
+// Owner is the workload that controls a pod: a Deployment, StatefulSet,
+// DaemonSet, Job, CronJob, or the ReplicaSet, ReplicationController or
+// other controller when no such workload owns that in turn.
+type Owner struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// String is "Kind/name".
+func (o Owner) String() string { return o.Kind + "/" + o.Name }
 
 // Proc is a process as an event showed it.
 type Proc struct {
@@ -150,6 +182,15 @@ type Episode struct {
 	// server; "" when not asked. NotLearnt says what could not be learnt.
 	StopReason string
 	NotLearnt  []string
+	// Owner is the pod's workload, from the API server; nil for a bare pod,
+	// a container outside Kubernetes, or when it was not learnt.
+	Owner *Owner
+
+	// ID and Node are set by the node agent: the episode's number there
+	// (rising from 1 since the agent started: a cursor for paging) and the
+	// node's name.
+	ID   uint64
+	Node string
 
 	// GracePeriod is the configured wait before SIGKILL (Kubernetes
 	// terminationGracePeriodSeconds, else docker StopTimeout); 0 when unknown.
@@ -207,7 +248,10 @@ type jsonPreStop struct {
 }
 
 type jsonEpisode struct {
+	ID             uint64       `json:"id,omitempty"`
+	Node           string       `json:"node,omitempty"`
 	Container      Container    `json:"container"`
+	Owner          *Owner       `json:"owner,omitempty"`
 	Main           Proc         `json:"main"`
 	MainIsInit     bool         `json:"main_is_init"`
 	ForwardingInit string       `json:"forwarding_init,omitempty"`
@@ -293,6 +337,8 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		*s = textsafe.UTF8(*s)
 	}
 	j := jsonEpisode{
+		ID:             ep.ID,
+		Node:           textsafe.UTF8(ep.Node),
 		Container:      c,
 		Main:           safeProc(ep.Main),
 		MainIsInit:     ep.MainIsInit,
@@ -314,6 +360,9 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		Hint:           textsafe.UTF8(ep.Hint),
 		StopReason:     ep.StopReason,
 		NotLearnt:      ep.NotLearnt,
+	}
+	if o := ep.Owner; o != nil {
+		j.Owner = &Owner{Kind: textsafe.UTF8(o.Kind), Name: textsafe.UTF8(o.Name)}
 	}
 	if j.CascadeKills == nil {
 		j.CascadeKills = []Proc{} // always a list, like an event's flags
@@ -371,6 +420,9 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	out := Episode{
+		ID:             j.ID,
+		Node:           j.Node,
+		Owner:          j.Owner,
 		Container:      j.Container,
 		Main:           j.Main,
 		MainIsInit:     j.MainIsInit,

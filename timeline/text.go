@@ -55,6 +55,9 @@ func (ep *Episode) title() string {
 		parts = append(parts, "image "+c.Image)
 	}
 	parts = append(parts, fmt.Sprintf("pid ns %d", c.PidNS))
+	if ep.Node != "" {
+		parts = append(parts, "node "+ep.Node)
+	}
 	var who string
 	switch {
 	case c.Pod != "":

@@ -58,7 +58,10 @@ for exe in /proc/[0-9]*/exe; do
 	fi
 done
 
-stage "stop kube-apiserver and etcd"
+stage "stop kube-apiserver, its relay for pods, and etcd"
+if SOCAT=$(command -v socat); then
+	stop apiserver-relay "$SOCAT"
+fi
 stop kube-apiserver "$BIN/kube-apiserver" 30
 stop etcd "$BIN/etcd" 30
 

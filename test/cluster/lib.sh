@@ -38,6 +38,12 @@ SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1
 POD_SUBNET=10.244.0.0/24
 CNI_BRIDGE=sigscope-cni0
+# The host's address on the bridge (the bridge plugin's gateway, the subnet's
+# first): pods reach the API server there, through a forwarder to
+# 127.0.0.1:$APISERVER_PORT; the API server reaches pods on the subnet (its
+# pod proxy refuses loopback addresses, so a hostNetwork pod here cannot be
+# proxied to).
+BRIDGE_IP=10.244.0.1
 ETCD_CLIENT_PORT=2379
 ETCD_PEER_PORT=2380
 APISERVER_PORT=6443

@@ -31,13 +31,23 @@ NODE_NAME=$(<"$STATE/node-name")
 kubectl() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
 reused=()
 
-stage "host: unreachable route for the service range $SERVICE_CIDR, saved sysctls"
+stage "host: unreachable route for the service range $SERVICE_CIDR, bridge $CNI_BRIDGE ($BRIDGE_IP), saved sysctls"
 # No kube-proxy runs: without this a ClusterIP (the kubernetes service's
 # $SERVICE_IP too) follows the default route off the machine. With it a
 # connect fails at once with "no route to host".
 if [ -z "$(ip route show type unreachable "$SERVICE_CIDR")" ]; then
 	ip route add unreachable "$SERVICE_CIDR"
 fi
+# The pods' bridge, made before the CNI plugin would (it takes an existing
+# bridge with its gateway address as it is), so that the API server's
+# forwarder below can listen on the gateway address before the first pod.
+if ! ip link show "$CNI_BRIDGE" >/dev/null 2>&1; then
+	ip link add "$CNI_BRIDGE" type bridge
+fi
+if [ -z "$(ip -4 addr show dev "$CNI_BRIDGE" to "$BRIDGE_IP/32")" ]; then
+	ip addr add "$BRIDGE_IP/${POD_SUBNET#*/}" dev "$CNI_BRIDGE"
+fi
+ip link set "$CNI_BRIDGE" up
 # The kubelet sets kernel tunables (vm.overcommit_memory, kernel.panic,
 # kernel.panic_on_oops, ...) and the bridge plugin ip_forward: kept here once,
 # cluster-down puts them back.
@@ -91,8 +101,12 @@ ca ca sigscope-cluster-ca
 # scheduler log a missing requestheader CA bundle every few seconds).
 ca front-proxy-ca sigscope-cluster-front-proxy-ca
 CA=front-proxy-ca cert front-proxy-client "/CN=front-proxy-client" clientAuth
+# A certificate from before the bridge address was in it is made again.
+if [ -f "$PKI/apiserver.crt" ] && ! openssl x509 -in "$PKI/apiserver.crt" -noout -ext subjectAltName | grep -q "IP Address:$BRIDGE_IP\b"; then
+	rm -f "$PKI/apiserver.crt"
+fi
 cert apiserver "/CN=kube-apiserver" serverAuth \
-	"IP:127.0.0.1,IP:$SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+	"IP:127.0.0.1,IP:$BRIDGE_IP,IP:$SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 cert admin "/O=system:masters/CN=sigscope-cluster-admin" clientAuth
 cert controller-manager "/CN=system:kube-controller-manager" clientAuth
@@ -203,6 +217,21 @@ up kube-apiserver 90 https_ok "https://127.0.0.1:$APISERVER_PORT/readyz" -- \
 	--authorization-mode Node,RBAC \
 	--enable-admission-plugins NodeRestriction \
 	--allow-privileged=true
+
+stage "the API server for pods at https://$BRIDGE_IP:$APISERVER_PORT"
+# In-cluster clients on the pod network (the agent's, with the chart's
+# apiServerOverride) cannot reach 127.0.0.1 of the host, and a ClusterIP
+# routes nowhere here (no kube-proxy): socat relays the bridge's gateway
+# address to the API server, TLS end to end. The API server itself stays on
+# loopback only.
+SOCAT=$(command -v socat) || die "socat is missing (apt-get install socat)"
+if pid=$(running apiserver-relay "$SOCAT"); then
+	echo "apiserver-relay runs (pid $pid): reused"
+	reused+=(apiserver-relay)
+else
+	start apiserver-relay "$SOCAT" "TCP-LISTEN:$APISERVER_PORT,bind=$BRIDGE_IP,reuseaddr,fork" "TCP:127.0.0.1:$APISERVER_PORT"
+fi
+wait_for "the API server at $BRIDGE_IP:$APISERVER_PORT" 20 - https_ok "https://$BRIDGE_IP:$APISERVER_PORT/readyz"
 
 stage "kube-controller-manager and kube-scheduler"
 # Single node: no leader election. The controller-manager creates each

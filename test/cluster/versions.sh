@@ -21,4 +21,4 @@ PAUSE_VERSION=3.10
 # Debian packages: CNI plugins (bridge, host-local, loopback), the static
 # busybox of the test image, libseccomp for runc, a C toolchain with a static
 # libc for runc and pause, openssl for the certificates.
-DEBIAN_PACKAGES="containernetworking-plugins busybox-static libseccomp-dev gcc libc6-dev openssl iproute2 curl"
+DEBIAN_PACKAGES="containernetworking-plugins busybox-static libseccomp-dev gcc libc6-dev openssl iproute2 curl socat"
