@@ -319,10 +319,10 @@ func (a *Agent) serveEpisodes(w http.ResponseWriter, r *http.Request) {
 // episodeFilter is the query of /api/v1/episodes.
 type episodeFilter struct {
 	namespace, pod, container, outcome string
-	ownerKind, ownerName                string
-	since, until                        time.Time
-	before                              uint64
-	limit                               int
+	ownerKind, ownerName               string
+	since, until                       time.Time
+	before                             uint64
+	limit                              int
 }
 
 // parseEpisodeFilter reads the query; since and until take RFC 3339 times
@@ -410,7 +410,7 @@ type Info struct {
 	Episodes   struct {
 		Kept     int       `json:"kept"`
 		Capacity int       `json:"capacity"`
-		Evicted  uint64    `json:"evicted"`             // older episodes pushed out of the ring
+		Evicted  uint64    `json:"evicted"`            // older episodes pushed out of the ring
 		OldestAt time.Time `json:"oldest_at,omitzero"` // the oldest kept episode's start
 		LastID   uint64    `json:"last_id"`
 	} `json:"episodes"`
