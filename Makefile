@@ -14,8 +14,9 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/sigscope (needs only Go: the BPF object is committed)
+build: ## Build bin/sigscope and the kubectl plugin bin/kubectl-sigscope (needs only Go: the BPF object is committed)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/sigscope
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/kubectl-sigscope ./cmd/kubectl-sigscope
 
 .PHONY: run
 run: build ## Build and run `sigscope trace` (root); pass flags with ARGS="--signals TERM,KILL"
@@ -68,6 +69,10 @@ cluster-down: ## Stop what `make cluster` started and remove its state (pods, mo
 .PHONY: cluster-build
 cluster-build: ## Build the cluster's parts only (Kubernetes, etcd, containerd, runc, pause) at the versions in test/cluster/versions.sh
 	bash test/cluster/build.sh
+
+.PHONY: cluster-agent
+cluster-agent: ## Install the agent DaemonSet from the chart, with the image of this tree, on the cluster of `make cluster`; wait until Ready
+	bash test/cluster/agent.sh
 
 .PHONY: cluster-images
 cluster-images: ## Rebuild the cluster's images (sigscope.local/sigscope:dev from this tree, busybox, pause); import them when it runs

@@ -297,9 +297,17 @@ func TestDefaultManifestObjects(t *testing.T) {
 		t.Fatalf("want one ServiceAccount, Service and DaemonSet; got %d, %d, %d",
 			len(o.serviceAccounts), len(o.services), len(o.daemonSets))
 	}
-	// No RBAC at all without --kube-events, and no ServiceMonitor unless asked.
-	if n := len(o.clusterRoles) + len(o.clusterBindings) + len(o.roles) + len(o.roleBindings); n != 0 {
-		t.Errorf("%d RBAC objects in the default manifest, want none", n)
+	// Without --kube-events the agent has no RBAC at all; the one
+	// ClusterRole is the readers' (kubectl sigscope), bound to nobody.
+	if n := len(o.clusterBindings) + len(o.roles) + len(o.roleBindings); n != 0 {
+		t.Errorf("%d RBAC bindings or Roles in the default manifest, want none", n)
+	}
+	if len(o.clusterRoles) != 1 || o.clusterRoles[0].Name != "sigscope-reader" {
+		t.Fatalf("ClusterRoles %d, want only sigscope-reader", len(o.clusterRoles))
+	}
+	want := []grant{{"", "pods", "get"}, {"", "pods", "list"}, {"", "pods/proxy", "get"}}
+	if got := grants(t, o.clusterRoles[0]); !reflect.DeepEqual(got, want) {
+		t.Errorf("sigscope-reader grants\n got %v\nwant %v", got, want)
 	}
 	if len(o.serviceMonitors) != 0 {
 		t.Errorf("ServiceMonitor rendered by default")
@@ -498,6 +506,36 @@ func TestService(t *testing.T) {
 	}
 }
 
+type grant struct{ group, resource, verb string }
+
+func (a grant) compare(b grant) int {
+	return strings.Compare(a.group+"/"+a.resource+"/"+a.verb, b.group+"/"+b.resource+"/"+b.verb)
+}
+
+// grants lists what r grants, sorted; wildcards, resource names and
+// non-resource URLs are errors.
+func grants(t *testing.T, r *rbacv1.ClusterRole) []grant {
+	t.Helper()
+	var got []grant
+	for _, rule := range r.Rules {
+		if len(rule.ResourceNames) != 0 || len(rule.NonResourceURLs) != 0 {
+			t.Errorf("%s rule %+v: resourceNames or nonResourceURLs were not expected", r.Name, rule)
+		}
+		for _, g := range rule.APIGroups {
+			for _, res := range rule.Resources {
+				for _, v := range rule.Verbs {
+					if g == "*" || res == "*" || v == "*" {
+						t.Errorf("%s rule %+v has a wildcard", r.Name, rule)
+					}
+					got = append(got, grant{g, res, v})
+				}
+			}
+		}
+	}
+	slices.SortFunc(got, grant.compare)
+	return got
+}
+
 func TestKubeEventsManifest(t *testing.T) {
 	o := readManifest(t, manifestKubeEvents)
 	ds := oneDaemonSet(t, o)
@@ -512,45 +550,30 @@ func TestKubeEventsManifest(t *testing.T) {
 	if len(o.roles)+len(o.roleBindings) != 0 {
 		t.Errorf("namespaced RBAC objects were not expected")
 	}
-	if len(o.clusterRoles) != 1 || len(o.clusterBindings) != 1 {
-		t.Fatalf("%d ClusterRoles and %d ClusterRoleBindings, want 1 and 1", len(o.clusterRoles), len(o.clusterBindings))
+	var agentRole *rbacv1.ClusterRole
+	for _, r := range o.clusterRoles {
+		if r.Name == "sigscope" {
+			agentRole = r
+		}
+	}
+	if len(o.clusterRoles) != 2 || agentRole == nil || len(o.clusterBindings) != 1 {
+		t.Fatalf("%d ClusterRoles (agent's: %v) and %d ClusterRoleBindings, want the agent's and the readers', and 1", len(o.clusterRoles), agentRole != nil, len(o.clusterBindings))
 	}
 	// Exactly: events create/patch in the core group and events.k8s.io,
 	// pods get/list/watch, core events list/watch.
-	type grant struct{ group, resource, verb string }
-	var got []grant
-	for _, r := range o.clusterRoles[0].Rules {
-		if len(r.ResourceNames) != 0 || len(r.NonResourceURLs) != 0 {
-			t.Errorf("rule %+v: resourceNames or nonResourceURLs were not expected", r)
-		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					if g == "*" || res == "*" || v == "*" {
-						t.Errorf("rule %+v has a wildcard", r)
-					}
-					got = append(got, grant{g, res, v})
-				}
-			}
-		}
-	}
 	want := []grant{
 		{"", "events", "create"}, {"", "events", "patch"},
 		{"", "pods", "get"}, {"", "pods", "list"}, {"", "pods", "watch"},
 		{"", "events", "list"}, {"", "events", "watch"},
 		{"events.k8s.io", "events", "create"}, {"events.k8s.io", "events", "patch"},
 	}
-	byName := func(a, b grant) int {
-		return strings.Compare(a.group+"/"+a.resource+"/"+a.verb, b.group+"/"+b.resource+"/"+b.verb)
-	}
-	slices.SortFunc(got, byName)
-	slices.SortFunc(want, byName)
-	if !reflect.DeepEqual(got, want) {
+	slices.SortFunc(want, grant.compare)
+	if got := grants(t, agentRole); !reflect.DeepEqual(got, want) {
 		t.Errorf("ClusterRole grants\n got %v\nwant %v", got, want)
 	}
 	b := o.clusterBindings[0]
-	if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != o.clusterRoles[0].Name || b.RoleRef.APIGroup != rbacv1.GroupName {
-		t.Errorf("binding refers to %+v, not the ClusterRole %s", b.RoleRef, o.clusterRoles[0].Name)
+	if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != agentRole.Name || b.RoleRef.APIGroup != rbacv1.GroupName {
+		t.Errorf("binding refers to %+v, not the ClusterRole %s", b.RoleRef, agentRole.Name)
 	}
 	sa := o.serviceAccounts[0]
 	if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != sa.Name ||

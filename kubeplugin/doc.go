@@ -1,0 +1,7 @@
+// Package kubeplugin is `kubectl sigscope`: one cluster-wide view of the
+// node agents' stop episodes and audits. It finds the agent pods of the
+// DaemonSet and reads each agent's HTTP API (docs/api.md) through the API
+// server's pod proxy, with the user's kubeconfig and RBAC only, so it needs
+// no network path to the nodes. An agent that cannot be read is named, and
+// the others still answer.
+package kubeplugin

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# make cluster-agent: the node agent on the cluster of make cluster, from the
+# chart (deploy/chart/sigscope) with test/cluster/agent-values.yaml and the
+# image built from this tree (images.sh imports it when it changed); waits
+# until the DaemonSet's pods are Ready.
+#   test/cluster/agent.sh [install]   install or update, and wait
+#   test/cluster/agent.sh delete      remove it (namespace, ClusterRoles)
+# SIGSCOPE_AGENT_NAMESPACE (default sigscope) is the namespace and the
+# release's full name (the ClusterRoles are named after it);
+# SIGSCOPE_AGENT_SET adds helm --set values, comma-separated (the tests).
+set -euo pipefail
+# shellcheck source=test/cluster/lib.sh
+. "$(dirname "$0")/lib.sh"
+NS=${SIGSCOPE_AGENT_NAMESPACE:-sigscope}
+[ -f "$STATE/env" ] || die "no cluster here: run make cluster first"
+kubectl() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
+
+if [ "${1:-install}" = delete ]; then
+	stage "delete the agent ($NS)"
+	kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=60s
+	for r in "$NS" "$NS-reader"; do
+		kubectl delete clusterrolebinding "$r" --ignore-not-found
+		kubectl delete clusterrole "$r" --ignore-not-found
+	done
+	total "agent deleted"
+	exit 0
+fi
+
+need_root "make cluster-agent (it imports the image into the cluster's containerd)"
+stage "image sigscope.local/sigscope:dev from this tree"
+bash "$here/images.sh"
+
+stage "render the chart ($NS)"
+manifest=$(mktemp)
+trap 'rm -f "$manifest"' EXIT
+# The image's ID in the pod template: a rebuilt image keeps its tag, and
+# this rolls the pods onto it.
+set_args=(--set "fullnameOverride=$NS" --set "podAnnotations.sigscope\.dev/image-id=$(<"$CACHE/images/sigscope.tar.id")")
+[ -z "${SIGSCOPE_AGENT_SET:-}" ] || set_args+=(--set "$SIGSCOPE_AGENT_SET")
+GO=${GO:-go} sh "$top/deploy/render.sh" - --namespace "$NS" -f "$here/agent-values.yaml" "${set_args[@]}" >"$manifest"
+
+stage "apply, and wait for the DaemonSet's pods to be Ready"
+kubectl get namespace "$NS" >/dev/null 2>&1 || kubectl create namespace "$NS"
+kubectl apply -f "$manifest"
+if ! kubectl -n "$NS" rollout status "daemonset/$NS" --timeout=90s; then
+	kubectl -n "$NS" describe daemonset,pods >&2 || true
+	kubectl -n "$NS" logs "daemonset/$NS" --tail=50 >&2 || true
+	die "the agent's DaemonSet did not become ready"
+fi
+kubectl -n "$NS" wait --for=condition=Ready pod -l app.kubernetes.io/name=sigscope --timeout=60s
+kubectl -n "$NS" get pods -o wide
+total "make cluster-agent"
