@@ -117,7 +117,17 @@ func (ps *PodStop) WriteText(w io.Writer) error {
 			start = ep.Start
 		}
 	}
-	fmt.Fprintf(&b, "pod %s/%s: %d container(s) stopped, from %s\n", textsafe.Terminal(ps.Namespace), textsafe.Terminal(ps.Pod),
+	var nodes []string
+	for _, ep := range ps.Episodes {
+		if ep.Node != "" && !slices.Contains(nodes, ep.Node) {
+			nodes = append(nodes, ep.Node)
+		}
+	}
+	on := ""
+	if len(nodes) > 0 {
+		on = " on node " + textsafe.Terminal(strings.Join(nodes, ", "))
+	}
+	fmt.Fprintf(&b, "pod %s/%s%s: %d container(s) stopped, from %s\n", textsafe.Terminal(ps.Namespace), textsafe.Terminal(ps.Pod), on,
 		len(ps.Episodes), start.Format(tracer.TimeFormat))
 	type line struct {
 		at   time.Time

@@ -1,18 +1,12 @@
 package kube
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,140 +17,15 @@ import (
 // cluster-scoped RBAC objects do not collide with a real installation.
 const agentNS = "sigscope-e2e"
 
-// agentValues are the chart values for the local cluster (docs/deploy.md,
-// "On the local cluster"): the image imported by `make cluster-images`,
-// never pulled; the cluster's own containerd socket; Events on; the host's
-// network with the API server at 127.0.0.1:6443, since a ClusterIP routes
-// nowhere on this node; no mount propagation, since / is a private mount.
-func agentValues(c *cluster, port int) string {
-	sock := c.criSocket()
-	return fmt.Sprintf(`fullnameOverride: %s
-image:
-  repository: sigscope.local/sigscope
-  tag: dev
-  pullPolicy: Never
-port: %d
-kubeEvents: true
-hostNetwork: true
-apiServerOverride:
-  host: 127.0.0.1
-  port: "6443"
-runtimeSockets:
-  mountPropagation: None
-  containerd:
-    hostDir: %s
-    socket: %s
-  crio:
-    enabled: false
-`, agentNS, port, filepath.Dir(sock), filepath.Base(sock))
-}
-
-// freePort is a TCP port nobody listens on now: the agent runs on the
-// host's network, where another sigscope may hold the chart's 10042.
-func freePort(t *testing.T) int {
+// readMetrics reads the agent pod's /metrics through the API server's pod
+// proxy, the way kubectl sigscope reaches the agents.
+func readMetrics(t *testing.T, c *cluster, pod string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	out, err := c.run(t, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:10042/proxy/metrics", agentNS, pod))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("metrics through the pod proxy: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// renderAgent renders the chart through deploy/render.sh, as `make
-// manifests` does, with the values file and the agent's namespace.
-func renderAgent(t *testing.T, valuesFile string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", filepath.Join("..", "..", "deploy", "render.sh"), "-",
-		"--namespace", agentNS, "-f", valuesFile)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("deploy/render.sh: %v\n%s", err, stderr.String())
-	}
-	return stdout.String()
-}
-
-// metricsReader reads the agent's /metrics through the API server.
-type metricsReader struct {
-	c    *cluster
-	pod  string
-	port int
-	url  string // set once the pod proxy was refused: a port-forward's
-}
-
-func (m *metricsReader) read(t *testing.T) string {
-	t.Helper()
-	if m.url == "" {
-		out, err := m.c.run(t, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:%d/proxy/metrics", agentNS, m.pod, m.port))
-		if err == nil {
-			return out
-		}
-		// The API server does not proxy to loopback addresses, and on
-		// this node the pod's (host network) address is 127.0.0.1. The
-		// kubelet's port-forward, also through the API server, does not
-		// go by address.
-		if !strings.Contains(err.Error(), "address not allowed") {
-			t.Fatalf("metrics through the pod proxy: %v", err)
-		}
-		t.Logf("pod proxy refused (%v); reading through kubectl port-forward instead", err)
-		m.url = m.portForward(t) + "/metrics"
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("metrics through port-forward: %v", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("metrics through port-forward: %s: %v\n%s", resp.Status, err, b)
-	}
-	return string(b)
-}
-
-// portForward starts `kubectl port-forward` to the agent's port, stopped in
-// t.Cleanup, and returns its local base URL.
-func (m *metricsReader) portForward(t *testing.T) string {
-	t.Helper()
-	cmd := exec.Command(m.c.kubectl, "-n", agentNS, "port-forward", "--address", "127.0.0.1", "pod/"+m.pod, fmt.Sprintf(":%d", m.port))
-	cmd.Env = m.c.env
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+)`)
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if mm := re.FindStringSubmatch(sc.Text()); mm != nil {
-				found <- mm[1]
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case p := <-found:
-		return "http://127.0.0.1:" + p
-	case <-time.After(20 * time.Second):
-		t.Fatalf("kubectl port-forward did not start: %s", stderr.String())
-	}
-	return ""
+	return out
 }
 
 // metricValue sums the samples of series: a metric name (every label set)
@@ -192,40 +61,8 @@ func TestAgentDaemonSet(t *testing.T) {
 	c := requireCluster(t)
 	requireAgentImage(t, c)
 
-	port := freePort(t)
-	dir := t.TempDir()
-	valuesFile := filepath.Join(dir, "values.yaml")
-	if err := os.WriteFile(valuesFile, []byte(agentValues(c, port)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	manifest := renderAgent(t, valuesFile)
-	manifestFile := filepath.Join(dir, "sigscope.yaml")
-	if err := os.WriteFile(manifestFile, []byte(manifest), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	// A namespace left by an earlier run that did not get to its cleanup.
-	if _, err := c.run(t, "delete", "namespace", agentNS, "--ignore-not-found", "--wait=true", "--timeout=50s"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.run(t, "create", "namespace", agentNS); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// The namespaced objects go with the namespace; the ClusterRole
-		// and its binding are the chart's only cluster-scoped objects.
-		if err := kubectlCleanup(c, "delete", "clusterrolebinding,clusterrole", agentNS, "--ignore-not-found"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		if err := kubectlCleanup(c, "delete", "namespace", agentNS, "--ignore-not-found", "--wait=true", "--timeout=55s"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
 	start := time.Now()
-	if _, err := c.run(t, "apply", "-f", manifestFile); err != nil {
-		t.Fatal(err)
-	}
-
+	installAgent(t, c, agentNS)
 	dumpAgent := func() string {
 		var b strings.Builder
 		describe, err := c.run(t, "-n", agentNS, "describe", "daemonset,pods")
@@ -233,9 +70,6 @@ func TestAgentDaemonSet(t *testing.T) {
 		logs, err := c.run(t, "-n", agentNS, "logs", "daemonset/"+agentNS, "--all-containers", "--tail=100")
 		fmt.Fprintf(&b, "agent logs (%v):\n%s", err, logs)
 		return b.String()
-	}
-	if _, err := c.run(t, "-n", agentNS, "rollout", "status", "daemonset/"+agentNS, "--timeout=55s"); err != nil {
-		t.Fatalf("agent DaemonSet not ready: %v\n%s", err, dumpAgent())
 	}
 	pod, err := c.run(t, "-n", agentNS, "get", "pods", "-o", "jsonpath={.items[0].metadata.name}")
 	if err != nil || pod == "" {
@@ -253,8 +87,7 @@ func TestAgentDaemonSet(t *testing.T) {
 	}
 	t.Logf("agent capabilities added: %s", caps)
 
-	m := &metricsReader{c: c, pod: pod, port: port}
-	before := m.read(t)
+	before := readMetrics(t, c, pod)
 	if !strings.Contains(before, "sigscope_build_info{") {
 		t.Fatalf("no sigscope_build_info in /metrics:\n%s", before)
 	}
@@ -308,7 +141,7 @@ func TestAgentDaemonSet(t *testing.T) {
 	}
 
 	// (a) the counters moved.
-	after := m.read(t)
+	after := readMetrics(t, c, pod)
 	cascade1, _ := metricValue(after, "sigscope_pidns_cascade_kills_total")
 	ignored1, ok := metricValue(after, `sigscope_container_stops_total{outcome="ignored_by_init"}`)
 	t.Logf("sigscope_pidns_cascade_kills_total %v -> %v, container_stops_total{ignored_by_init} %v -> %v", cascade0, cascade1, ignored0, ignored1)
