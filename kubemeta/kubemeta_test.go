@@ -111,3 +111,31 @@ func TestExplain(t *testing.T) {
 		t.Errorf("without an API server: %q %v", ep.StopReason, ep.NotLearnt)
 	}
 }
+
+func TestWorkloadOf(t *testing.T) {
+	ctrl := func(kind, name string) []metav1.OwnerReference {
+		yes := true
+		return []metav1.OwnerReference{{Kind: "Other", Name: "not-the-controller"}, {Kind: kind, Name: name, Controller: &yes}}
+	}
+	for _, tc := range []struct {
+		refs   []metav1.OwnerReference
+		labels map[string]string
+		want   *timeline.Owner
+	}{
+		{ctrl("ReplicaSet", "web-7d9f8c6b5"), map[string]string{"pod-template-hash": "7d9f8c6b5"}, &timeline.Owner{Kind: "Deployment", Name: "web"}},
+		// A ReplicaSet of its own (no Deployment's naming) stays one.
+		{ctrl("ReplicaSet", "web"), map[string]string{"pod-template-hash": "7d9f8c6b5"}, &timeline.Owner{Kind: "ReplicaSet", Name: "web"}},
+		{ctrl("ReplicaSet", "web-7d9f8c6b5"), nil, &timeline.Owner{Kind: "ReplicaSet", Name: "web-7d9f8c6b5"}},
+		{ctrl("StatefulSet", "db"), nil, &timeline.Owner{Kind: "StatefulSet", Name: "db"}},
+		{ctrl("DaemonSet", "agent"), nil, &timeline.Owner{Kind: "DaemonSet", Name: "agent"}},
+		{ctrl("Job", "migrate-29400000"), nil, &timeline.Owner{Kind: "Job", Name: "migrate-29400000"}},
+		{[]metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-1"}}, nil, nil}, // not a controller
+		{nil, nil, nil},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: tc.refs, Labels: tc.labels}}
+		got := WorkloadOf(pod)
+		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("WorkloadOf(%v, %v) = %v, want %v", tc.refs, tc.labels, got, tc.want)
+		}
+	}
+}
