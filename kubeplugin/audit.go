@@ -3,7 +3,6 @@ package kubeplugin
 import (
 	"cmp"
 	"fmt"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,17 +39,9 @@ that will not stop gracefully.`,
 
 func (o *options) runAudit(cmd *cobra.Command, onlyBad bool) error {
 	ctx := cmd.Context()
-	s, err := o.session()
+	s, pods, q, err := o.begin(ctx)
 	if err != nil {
 		return err
-	}
-	pods, err := o.podSet(ctx, s)
-	if err != nil {
-		return err
-	}
-	q := url.Values{}
-	if s.namespace != "" {
-		q.Set("namespace", s.namespace)
 	}
 	res, agents, err := readAgents[audit.Result](ctx, o, s, "/api/v1/audit", q, false)
 	if err != nil {

@@ -2,7 +2,6 @@ package kubeplugin
 
 import (
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -76,20 +75,12 @@ pods included (agents keep their last episodes, 1000 by default). A workload
 
 func (o *options) runTimeline(cmd *cobra.Command, t target, since time.Duration) error {
 	ctx := cmd.Context()
-	s, err := o.session()
-	if err != nil {
-		return err
-	}
-	if (t.pod != "" || t.owner.Name != "") && s.namespace == "" {
+	if (t.pod != "" || t.owner.Name != "") && o.all {
 		return UsageError{fmt.Errorf("a pod or workload is named in one namespace: -n, not -A")}
 	}
-	pods, err := o.podSet(ctx, s)
+	s, pods, q, err := o.begin(ctx)
 	if err != nil {
 		return err
-	}
-	q := url.Values{}
-	if s.namespace != "" {
-		q.Set("namespace", s.namespace)
 	}
 	if t.pod != "" {
 		q.Set("pod", t.pod)

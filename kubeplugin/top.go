@@ -3,7 +3,6 @@ package kubeplugin
 import (
 	"cmp"
 	"fmt"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -142,18 +141,11 @@ func (o *options) runTop(cmd *cobra.Command, since time.Duration) error {
 		return UsageError{fmt.Errorf("--since %v: want a positive duration", since)}
 	}
 	ctx := cmd.Context()
-	s, err := o.session()
+	s, pods, q, err := o.begin(ctx)
 	if err != nil {
 		return err
 	}
-	pods, err := o.podSet(ctx, s)
-	if err != nil {
-		return err
-	}
-	q := url.Values{"since": {since.String()}}
-	if s.namespace != "" {
-		q.Set("namespace", s.namespace)
-	}
+	q.Set("since", since.String())
 	res, agents, err := readAgents[timeline.Episode](ctx, o, s, "/api/v1/episodes", q, true)
 	if err != nil {
 		return err
