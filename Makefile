@@ -70,6 +70,12 @@ cluster-down: ## Stop what `make cluster` started and remove its state (pods, mo
 cluster-build: ## Build the cluster's parts only (Kubernetes, etcd, containerd, runc, pause) at the versions in test/cluster/versions.sh
 	bash test/cluster/build.sh
 
+VERSION   ?= v0.0.0-dev
+
+.PHONY: krew
+krew: ## Build kubectl-sigscope's krew archives (linux, darwin; amd64, arm64) into bin/krew and render deploy/krew/sigscope.yaml for them (VERSION=vX.Y.Z)
+	GO=$(GO) sh deploy/krew/archive.sh $(VERSION) bin/krew
+
 .PHONY: cluster-agent
 cluster-agent: ## Install the agent DaemonSet from the chart, with the image of this tree, on the cluster of `make cluster`; wait until Ready
 	bash test/cluster/agent.sh

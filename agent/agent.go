@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/audit"
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/exporter"
@@ -398,29 +399,11 @@ func (f *episodeFilter) match(ep *timeline.Episode) bool {
 	return true
 }
 
-// Info is GET /api/v1/info: who this agent is and what its episode ring
-// holds, so that a client can tell a window it cannot fully see.
-type Info struct {
-	APIVersion string    `json:"api_version"`
-	Node       string    `json:"node,omitempty"`
-	Version    string    `json:"version,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	Ready      bool      `json:"ready"`
-	Kubernetes bool      `json:"kubernetes"` // stop reasons and owners from the API server
-	Episodes   struct {
-		Kept     int       `json:"kept"`
-		Capacity int       `json:"capacity"`
-		Evicted  uint64    `json:"evicted"`            // older episodes pushed out of the ring
-		OldestAt time.Time `json:"oldest_at,omitzero"` // the oldest kept episode's start
-		LastID   uint64    `json:"last_id"`
-	} `json:"episodes"`
-}
-
 // APIVersion is the version of the agent's HTTP API (docs/api.md).
-const APIVersion = "v1"
+const APIVersion = apiv1.Version
 
 func (a *Agent) serveInfo(w http.ResponseWriter, _ *http.Request) {
-	in := Info{APIVersion: APIVersion, Node: a.opts.NodeName, Version: a.opts.Version, StartedAt: a.started,
+	in := apiv1.Info{APIVersion: APIVersion, Node: a.opts.NodeName, Version: a.opts.Version, StartedAt: a.started,
 		Ready: a.ready.Load(), Kubernetes: a.pods != nil}
 	a.mu.Lock()
 	in.Episodes.Capacity = len(a.episodes)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -136,7 +137,7 @@ func TestEpisodesAPI(t *testing.T) {
 		}
 	}
 
-	var info Info
+	var info apiv1.Info
 	getJSON(t, h, "/api/v1/info", &info)
 	if info.APIVersion != "v1" || info.Node != "node-a" || info.Episodes.Kept != 6 || info.Episodes.Capacity != 6 ||
 		info.Episodes.Evicted != 2 || info.Episodes.LastID != 8 || !info.Episodes.OldestAt.Equal(t0.Add(2*time.Minute)) {

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/sigscope/sigscope/agent"
+	"github.com/sigscope/sigscope/agent/apiv1"
 )
 
 // Agent is one node agent pod the plugin found.
@@ -276,7 +276,7 @@ func nextLink(values []string) string {
 type Result[T any] struct {
 	Agent *Agent
 	Items []T
-	Info  *agent.Info
+	Info  *apiv1.Info
 }
 
 // ReadAll asks every running agent for path (with query), in parallel, and
@@ -301,7 +301,7 @@ func ReadAll[T any](ctx context.Context, f *Fleet, agents []Agent, path string, 
 			var raw []json.RawMessage
 			err := f.get(ctx, a, path, query, &raw)
 			if err == nil && withInfo {
-				var in agent.Info
+				var in apiv1.Info
 				if err = f.get(ctx, a, "/api/v1/info", nil, &in); err == nil {
 					res.Info = &in
 				}

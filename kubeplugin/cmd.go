@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sigscope/sigscope/agent/apiv1"
 )
 
 // UsageError marks bad flags and arguments (exit status 2).
@@ -85,7 +87,7 @@ func (o *options) versionCmd() *cobra.Command {
 		Short: "Print the plugin's version",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(o.stdout, "kubectl-sigscope %s (agent API %s)\n", o.version, "v1")
+			_, err := fmt.Fprintf(o.stdout, "kubectl-sigscope %s (agent API %s)\n", o.version, apiv1.Version)
 			return err
 		},
 	}

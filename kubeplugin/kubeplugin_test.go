@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/agent"
+	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -170,7 +170,7 @@ func pagedAgent(node string, n int) http.Handler {
 		_ = json.NewEncoder(w).Encode(eps)
 	})
 	mux.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(agent.Info{APIVersion: "v1", Node: node})
+		_ = json.NewEncoder(w).Encode(apiv1.Info{APIVersion: "v1", Node: node})
 	})
 	return mux
 }

@@ -278,13 +278,6 @@ func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
 	}
 }
 
-// NewClock samples the offset between the wall clock and CLOCK_BOOTTIME.
-func NewClock() Clock {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
-	return Clock{offset: time.Now().UnixNano() - ts.Nano()}
-}
-
 // KindStats are the kernel's counters for one event kind. They are
 // monotonic totals over all CPUs, and Seen == Emitted + Dropped exactly.
 type KindStats struct {
