@@ -86,7 +86,8 @@ type Agent struct {
 	episodes []timeline.Episode // ring, oldest first once full
 	next     int
 	full     bool
-	seq      uint64 // the last episode's ID
+	seq      uint64    // the last episode's ID
+	evicted  time.Time // the latest start among the episodes pushed out
 	started  time.Time
 
 	auditMu sync.Mutex
@@ -255,6 +256,9 @@ func (a *Agent) complete(eps []timeline.Episode) {
 	for i := range eps {
 		a.seq++
 		eps[i].ID, eps[i].Node = a.seq, a.opts.NodeName
+		if old := &a.episodes[a.next]; a.full && old.Start.After(a.evicted) {
+			a.evicted = old.Start
+		}
 		a.episodes[a.next] = eps[i]
 		a.next = (a.next + 1) % len(a.episodes)
 		if a.next == 0 {
@@ -409,14 +413,18 @@ func (a *Agent) serveInfo(w http.ResponseWriter, _ *http.Request) {
 	in.Episodes.Capacity = len(a.episodes)
 	in.Episodes.LastID = a.seq
 	in.Episodes.Kept = a.next
-	oldest := 0
 	if a.full {
-		in.Episodes.Kept, oldest = len(a.episodes), a.next
+		in.Episodes.Kept = len(a.episodes)
 	}
-	if in.Episodes.Kept > 0 {
-		in.Episodes.OldestAt = a.episodes[oldest].Start
+	// Episodes complete out of start order: the earliest start of those
+	// kept, not the lowest ID's.
+	for i := range in.Episodes.Kept {
+		if st := a.episodes[i].Start; in.Episodes.OldestAt.IsZero() || st.Before(in.Episodes.OldestAt) {
+			in.Episodes.OldestAt = st
+		}
 	}
 	in.Episodes.Evicted = a.seq - uint64(in.Episodes.Kept)
+	in.Episodes.EvictedUntil = a.evicted
 	a.mu.Unlock()
 	writeJSON(w, in)
 }

@@ -140,7 +140,8 @@ func TestEpisodesAPI(t *testing.T) {
 	var info apiv1.Info
 	getJSON(t, h, "/api/v1/info", &info)
 	if info.APIVersion != "v1" || info.Node != "node-a" || info.Episodes.Kept != 6 || info.Episodes.Capacity != 6 ||
-		info.Episodes.Evicted != 2 || info.Episodes.LastID != 8 || !info.Episodes.OldestAt.Equal(t0.Add(2*time.Minute)) {
+		info.Episodes.Evicted != 2 || info.Episodes.LastID != 8 || !info.Episodes.OldestAt.Equal(t0.Add(2*time.Minute)) ||
+		!info.Episodes.EvictedUntil.Equal(t0.Add(time.Minute)) {
 		t.Errorf("info %+v", info)
 	}
 	if info.Ready || info.Kubernetes {

@@ -318,5 +318,5 @@ func NotLearnt(ep *timeline.Episode, why string) {
 	if ep.Container.Pod == "" {
 		return
 	}
-	ep.NotLearnt = append(ep.NotLearnt, fmt.Sprintf("stop_reason and the applied grace period: %s", why))
+	ep.NotLearnt = append(ep.NotLearnt, fmt.Sprintf("stop_reason, owner and the applied grace period: %s", why))
 }

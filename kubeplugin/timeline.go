@@ -89,7 +89,7 @@ func (o *options) runTimeline(cmd *cobra.Command, t target, since time.Duration)
 		q.Set("owner", t.owner.String())
 	}
 	if since > 0 {
-		q.Set("since", since.String())
+		q.Set("since", sinceTime(since))
 	}
 	res, agents, err := readAgents[timeline.Episode](ctx, o, s, "/api/v1/episodes", q, since > 0)
 	if err != nil {
@@ -172,6 +172,12 @@ func mergeEpisodes(res []Result[timeline.Episode], pods map[string]bool) []timel
 	return eps
 }
 
+// sinceTime is the window's start as an absolute time: a relative one would
+// move between the pages of a listing.
+func sinceTime(since time.Duration) string {
+	return time.Now().Add(-since).UTC().Format(time.RFC3339Nano)
+}
+
 // windowWarnings says which agents cannot see the whole of the last since:
 // started later, or their episode ring has already pushed out episodes
 // from inside it.
@@ -187,9 +193,9 @@ func windowWarnings(res []Result[timeline.Episode], since time.Duration) []strin
 		}
 		from := time.Now().Add(-since)
 		switch {
-		case in.Episodes.Evicted > 0 && in.Episodes.OldestAt.After(from):
-			out = append(out, fmt.Sprintf("node %s: the agent keeps its last %d episodes, back to %s only (%d older ones pushed out): stops before are missing",
-				r.Agent.Node, in.Episodes.Kept, in.Episodes.OldestAt.Format(time.RFC3339), in.Episodes.Evicted))
+		case in.Episodes.Evicted > 0 && !in.Episodes.EvictedUntil.Before(from):
+			out = append(out, fmt.Sprintf("node %s: the agent keeps its last %d episodes and has pushed out %d older ones, started until %s: stops up to then are missing",
+				r.Agent.Node, in.Episodes.Kept, in.Episodes.Evicted, in.Episodes.EvictedUntil.Format(time.RFC3339)))
 		case in.StartedAt.After(from):
 			out = append(out, fmt.Sprintf("node %s: the agent started at %s: stops before are missing", r.Agent.Node, in.StartedAt.Format(time.RFC3339)))
 		}

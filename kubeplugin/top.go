@@ -145,7 +145,7 @@ func (o *options) runTop(cmd *cobra.Command, since time.Duration) error {
 	if err != nil {
 		return err
 	}
-	q.Set("since", since.String())
+	q.Set("since", sinceTime(since))
 	res, agents, err := readAgents[timeline.Episode](ctx, o, s, "/api/v1/episodes", q, true)
 	if err != nil {
 		return err

@@ -18,7 +18,10 @@ type Info struct {
 		Kept     int       `json:"kept"`
 		Capacity int       `json:"capacity"`
 		Evicted  uint64    `json:"evicted"`            // older episodes pushed out of the ring
-		OldestAt time.Time `json:"oldest_at,omitzero"` // the oldest kept episode's start
+		OldestAt time.Time `json:"oldest_at,omitzero"` // the earliest start among the kept episodes
+		// EvictedUntil is the latest start among the episodes pushed
+		// out: a window that begins before it is missing some.
+		EvictedUntil time.Time `json:"evicted_until,omitzero"`
 		LastID   uint64    `json:"last_id"`
 	} `json:"episodes"`
 }

@@ -32,8 +32,10 @@ func newServeCmd() *cobra.Command {
 		Long: `Trace continuously and serve, on ` + agent.DefaultListenAddress + ` by default:
   /metrics           Prometheus metrics (docs/metrics.md)
   /healthz, /readyz  liveness; readiness once the BPF programs are attached
-  /api/v1/episodes   recent stop episodes (?namespace= &pod= &container= &outcome= &limit=)
-  /api/v1/audit      every running container's stop prediction
+  /api/v1/info       the agent: node, version, what its episode ring holds
+  /api/v1/episodes   recent stop episodes (?namespace= &pod= &container= &outcome= &owner=
+                     &since= &until= &before= &limit=; docs/api.md)
+  /api/v1/audit      every running container's stop prediction (?namespace= &pod=)
 
 TLS and basic auth come from --web.config.file (the exporter-toolkit format that
 Prometheus exporters share). With --kube-events, Warning events are posted on
