@@ -22,6 +22,6 @@ type Info struct {
 		// EvictedUntil is the latest start among the episodes pushed
 		// out: a window that begins before it is missing some.
 		EvictedUntil time.Time `json:"evicted_until,omitzero"`
-		LastID   uint64    `json:"last_id"`
+		LastID       uint64    `json:"last_id"`
 	} `json:"episodes"`
 }
