@@ -44,46 +44,145 @@ func AppendRecord(b []byte, e *tracer.Event, target, sender *container.Info) ([]
 	return append(b, '}', '\n'), nil
 }
 
+// MaxRecordLine bounds a recording's line: a longer one is invalid (an
+// event's line is well under 4 KiB).
+const MaxRecordLine = 1 << 20
+
+// RecordError is a recording's line that is not a valid record.
+type RecordError struct {
+	Line int // 1-based
+	Err  error
+}
+
+func (e *RecordError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// ReadOptions tells ReadRecordingWith what to do with bad lines.
+type ReadOptions struct {
+	// SkipInvalid goes on past invalid lines, counting them; without it
+	// the first one ends the read with a *RecordError.
+	SkipInvalid bool
+}
+
+// ReadStats says what a read found.
+type ReadStats struct {
+	Records      int          // valid records handed to fn
+	Skipped      int          // invalid lines skipped (SkipInvalid)
+	FirstSkipped *RecordError // the first of them
+	// Truncated: the last line had no newline and was no valid record: a
+	// recording cut mid-write (Ctrl-C, a full disk). Never an error.
+	Truncated bool
+}
+
 // ReadRecording calls fn for each line of a `trace -o json` recording, with
 // the containers of the event's target and sender as the recording says
 // them. A line's "container" is its target's, except for a generate event
 // whose target is in the host's pid namespace and whose sender is not: it
-// is then the sender's (a container signalling a host process).
+// is then the sender's (a container signalling a host process). The first
+// invalid line ends it with a *RecordError; a cut-off last line is ignored.
 func ReadRecording(r io.Reader, fn func(e *tracer.Event, target, sender *container.Info) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			continue
+	_, err := ReadRecordingWith(r, ReadOptions{}, fn)
+	return err
+}
+
+// ReadRecordingWith is ReadRecording with options, and says what it read.
+// An error of fn ends the read and is returned as is.
+func ReadRecordingWith(r io.Reader, opts ReadOptions, fn func(e *tracer.Event, target, sender *container.Info) error) (ReadStats, error) {
+	var st ReadStats
+	br := bufio.NewReaderSize(r, 64<<10)
+	for line := 1; ; line++ {
+		text, complete, tooLong, err := readLine(br)
+		if err != nil && err != io.EOF {
+			return st, err
 		}
-		var e tracer.Event
-		if err := json.Unmarshal([]byte(text), &e); err != nil {
-			return fmt.Errorf("line %d: %w", line, err)
+		if len(text) == 0 && !tooLong && err == io.EOF {
+			return st, nil
 		}
-		var extra struct {
-			Container       *container.Summary `json:"container"`
-			SenderContainer *container.Summary `json:"sender_container"`
+		var (
+			e              *tracer.Event
+			target, sender *container.Info
+			perr           error
+		)
+		if tooLong {
+			perr = fmt.Errorf("longer than %d bytes", MaxRecordLine)
+		} else {
+			e, target, sender, perr = parseRecord(text)
 		}
-		if err := json.Unmarshal([]byte(text), &extra); err != nil {
-			return fmt.Errorf("line %d: %w", line, err)
+		switch {
+		case perr != nil && !complete && err == io.EOF:
+			st.Truncated = true
+			return st, nil
+		case perr != nil:
+			rerr := &RecordError{Line: line, Err: perr}
+			if !opts.SkipInvalid {
+				return st, rerr
+			}
+			st.Skipped++
+			if st.FirstSkipped == nil {
+				st.FirstSkipped = rerr
+			}
+		case e != nil:
+			st.Records++
+			if ferr := fn(e, target, sender); ferr != nil {
+				return st, ferr
+			}
 		}
-		var target, sender *container.Info
-		if extra.Container != nil {
-			target = extra.Container.Info()
-		}
-		if extra.SenderContainer != nil {
-			sender = extra.SenderContainer.Info()
-		}
-		if e.Kind == tracer.KindGenerate && sender == nil && target != nil &&
-			e.Target.PidNS == hostPidNS && e.Sender.PidNS != hostPidNS {
-			target, sender = nil, target
-		}
-		if err := fn(&e, target, sender); err != nil {
-			return err
+		if err == io.EOF {
+			return st, nil
 		}
 	}
-	return sc.Err()
+}
+
+// readLine reads one line without its newline; complete says it ended in
+// one. A line longer than MaxRecordLine is read to its end but not kept
+// (tooLong): memory stays bounded whatever the input.
+func readLine(br *bufio.Reader) (text []byte, complete, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(text)+len(chunk) > MaxRecordLine {
+			tooLong, text = true, nil
+		} else if !tooLong {
+			text = append(text, chunk...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == nil {
+			complete = true
+			if !tooLong {
+				text = text[:len(text)-1]
+			}
+		}
+		return text, complete, tooLong, err
+	}
+}
+
+// parseRecord decodes one line; nil event for a blank line.
+func parseRecord(b []byte) (e *tracer.Event, target, sender *container.Info, err error) {
+	text := strings.TrimSpace(string(b))
+	if text == "" {
+		return nil, nil, nil, nil
+	}
+	e = new(tracer.Event)
+	if err := json.Unmarshal([]byte(text), e); err != nil {
+		return nil, nil, nil, err
+	}
+	var extra struct {
+		Container       *container.Summary `json:"container"`
+		SenderContainer *container.Summary `json:"sender_container"`
+	}
+	if err := json.Unmarshal([]byte(text), &extra); err != nil {
+		return nil, nil, nil, err
+	}
+	if extra.Container != nil {
+		target = extra.Container.Info()
+	}
+	if extra.SenderContainer != nil {
+		sender = extra.SenderContainer.Info()
+	}
+	if e.Kind == tracer.KindGenerate && sender == nil && target != nil &&
+		e.Target.PidNS == hostPidNS && e.Sender.PidNS != hostPidNS {
+		target, sender = nil, target
+	}
+	return e, target, sender, nil
 }

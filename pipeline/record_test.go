@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -82,5 +83,46 @@ func TestRecordSenderOnly(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A recording cut mid-line is no error; a bad line is one, named by its
+// number, unless skipped and counted; an endless line is rejected without
+// holding it in memory.
+func TestReadRecordingBadLines(t *testing.T) {
+	good := `{"time":"2026-11-25T02:14:50.705966735Z","event":"generate","signal":"SIGTERM","signo":15,"result":"delivered","flags":["cross_ns","ns_init"],"code":"user","si_code":0,"group":true,"handler":"default","sender":{"pid":30122,"tid":30122,"comm":"runc","ns_pid":30122,"pidns":4026531836},"target":{"pid":30038,"tid":30038,"comm":"catatonit","ns_pid":1,"pidns":4026532180}}`
+	if _, _, _, err := parseRecord([]byte(good)); err != nil {
+		t.Fatalf("the good line does not parse: %v", err)
+	}
+	count := func(string) func(*tracer.Event, *container.Info, *container.Info) error {
+		return func(*tracer.Event, *container.Info, *container.Info) error { return nil }
+	}
+	for _, tc := range []struct {
+		name, in  string
+		skip      bool
+		records   int
+		skipped   int
+		truncated bool
+		errLine   int
+	}{
+		{"cut last line", good + "\n" + good[:40], false, 1, 0, true, 0},
+		{"complete last line without newline", good + "\n" + good, false, 2, 0, false, 0},
+		{"bad middle line", good + "\nnot json\n" + good + "\n", false, 1, 0, false, 2},
+		{"bad last line with newline", good + "\n" + good[:40] + "\n", false, 1, 0, false, 2},
+		{"skipped", good + "\nnot json\n\n{}x\n" + good + "\n", true, 2, 2, false, 0},
+		{"too long", good + "\n" + strings.Repeat("x", MaxRecordLine+10) + "\n" + good + "\n", true, 2, 1, false, 0},
+	} {
+		st, err := ReadRecordingWith(strings.NewReader(tc.in), ReadOptions{SkipInvalid: tc.skip}, count(tc.name))
+		var rerr *RecordError
+		switch {
+		case tc.errLine > 0 && (!errors.As(err, &rerr) || rerr.Line != tc.errLine):
+			t.Errorf("%s: error %v, want one at line %d", tc.name, err, tc.errLine)
+		case tc.errLine == 0 && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case st.Records != tc.records || st.Skipped != tc.skipped || st.Truncated != tc.truncated:
+			t.Errorf("%s: %+v, want records %d skipped %d truncated %v", tc.name, st, tc.records, tc.skipped, tc.truncated)
+		case tc.skipped > 0 && (st.FirstSkipped == nil || st.FirstSkipped.Line != 2):
+			t.Errorf("%s: first skipped %+v, want line 2", tc.name, st.FirstSkipped)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,6 +30,7 @@ type timelineFlags struct {
 	pod        string
 	settle     time.Duration
 	kubeconfig string
+	skip       bool
 	server     serverFlags
 	runtime    runtimeFlags
 }
@@ -62,6 +64,7 @@ completes. Offline: read a recording made with "sigscope trace -o json".`,
 	fl.StringVarP(&f.file, "file", "f", "", `read a "sigscope trace -o json" recording ("-" for stdin) instead of tracing live`)
 	fl.BoolVar(&f.follow, "follow", false, "trace live and print each episode as it completes (the default without -f)")
 	fl.DurationVar(&f.duration, "duration", 0, "live: stop after this long (0: until Ctrl-C)")
+	fl.BoolVar(&f.skip, "skip-invalid", false, "with -f: go on past invalid lines, count them and say so at the end (default: stop at the first, naming its line)")
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json (one episode per line)")
 	fl.StringVar(&f.container, "container", "", "only episodes of this container (ID prefix or name)")
 	fl.StringVar(&f.pod, "pod", "", "only episodes of this pod (namespace/name)")
@@ -75,6 +78,9 @@ completes. Offline: read a recording made with "sigscope trace -o json".`,
 func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.output != "text" && f.output != "json" {
 		return usageError{fmt.Errorf("--output %q: want text or json", f.output)}
+	}
+	if f.skip && f.file == "" {
+		return usageError{fmt.Errorf("--skip-invalid is for a recording read with -f")}
 	}
 	if f.file != "" && (f.follow || f.duration > 0) {
 		return usageError{fmt.Errorf("-f reads a recording: --follow and --duration are for live tracing")}
@@ -123,11 +129,26 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 			in = file
 		}
 		engine = timeline.New(topts)
-		err := pipeline.ReadRecording(in, func(e *tracer.Event, target, _ *container.Info) error {
+		name := f.file
+		if name == "-" {
+			name = "stdin"
+		}
+		st, err := pipeline.ReadRecordingWith(in, pipeline.ReadOptions{SkipInvalid: f.skip}, func(e *tracer.Event, target, _ *container.Info) error {
 			return print(engine.Add(e, target))
 		})
+		var rerr *pipeline.RecordError
+		if errors.As(err, &rerr) {
+			return fmt.Errorf("%s:%d: not a sigscope trace record: %v (--skip-invalid goes on past such lines)", name, rerr.Line, rerr.Err)
+		}
 		if err != nil {
-			return fmt.Errorf("reading %s: %w", f.file, err)
+			return fmt.Errorf("reading %s: %w", name, err)
+		}
+		if st.Truncated {
+			fmt.Fprintf(stderr, "sigscope: %s: the last line is cut off (a recording stopped mid-write): ignored\n", name)
+		}
+		if st.Skipped > 0 {
+			fmt.Fprintf(stderr, "sigscope: %s: skipped %d invalid line(s) of %d; the first, %s:%d: %v; episodes around them may be incomplete\n",
+				name, st.Skipped, st.Records+st.Skipped, name, st.FirstSkipped.Line, st.FirstSkipped.Err)
 		}
 		if err := print(engine.Flush()); err != nil {
 			return err
