@@ -49,6 +49,11 @@ type Options struct {
 	ListenAddresses []string     // default [DefaultListenAddress]
 	Listener        net.Listener // if set, serve on it instead (tests)
 	WebConfigFile   string       // exporter-toolkit web config: TLS, basic auth
+	// HealthAddress, when set, serves /healthz and /readyz alone there,
+	// in plain HTTP without authentication: for the kubelet's probes when
+	// the main listener wants basic auth. HealthListener is it for tests.
+	HealthAddress  string
+	HealthListener net.Listener
 
 	Signals   tracer.SignalSet // default tracer.DefaultSignals
 	PodLabels bool             // namespace/pod/container labels on the counters
@@ -151,14 +156,7 @@ func New(opts Options) (*Agent, error) {
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !a.ready.Load() {
-			http.Error(w, "tracer not attached yet", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
+	a.healthRoutes(mux)
 	mux.HandleFunc("GET /api/v1/episodes", a.serveEpisodes)
 	mux.HandleFunc("GET /api/v1/audit", a.serveAudit)
 	mux.HandleFunc("GET /api/v1/info", a.serveInfo)
@@ -167,6 +165,43 @@ func (a *Agent) Handler() http.Handler {
 		_, _ = w.Write([]byte("sigscope agent: /metrics /healthz /readyz /api/v1/info /api/v1/episodes /api/v1/audit (docs/api.md)\n"))
 	})
 	return mux
+}
+
+// healthRoutes adds /healthz and /readyz: on the main handler, and alone
+// on the health listener.
+func (a *Agent) healthRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.ready.Load() {
+			http.Error(w, "tracer not attached yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+}
+
+// serveHealth serves the health listener, if any, until ctx ends.
+func (a *Agent) serveHealth(ctx context.Context, errs chan<- error) (stop func()) {
+	l := a.opts.HealthListener
+	if l == nil && a.opts.HealthAddress != "" {
+		var err error
+		if l, err = net.Listen("tcp", a.opts.HealthAddress); err != nil {
+			errs <- fmt.Errorf("--web.health-address: %w", err)
+			return func() {}
+		}
+	}
+	if l == nil {
+		return func() {}
+	}
+	mux := http.NewServeMux()
+	a.healthRoutes(mux)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("health listener: %w", err)
+		}
+	}()
+	return func() { _ = srv.Close() }
 }
 
 // Run serves HTTP at once (so /healthz answers while the programs load),
@@ -181,7 +216,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	flags := &web.FlagConfig{WebListenAddresses: &a.opts.ListenAddresses, WebConfigFile: &a.opts.WebConfigFile}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() {
 		var err error
 		if a.opts.Listener != nil {
@@ -194,6 +229,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		serveErr <- err
 	}()
+	defer a.serveHealth(ctx, serveErr)()
 	defer func() {
 		shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -169,7 +169,9 @@ func TestMetricsMoveByWhatWasCaused(t *testing.T) {
 }
 
 // With a web config (TLS and basic auth), plain HTTP is refused, a request
-// without credentials gets 401, and one with them succeeds.
+// without credentials gets 401, and one with them succeeds; the health
+// listener (--web.health-address) answers the probes alone, in plain HTTP
+// without credentials.
 func TestTLSAndBasicAuth(t *testing.T) {
 	dir := t.TempDir()
 	certPEM, keyPEM := selfSigned(t)
@@ -192,7 +194,20 @@ func TestTLSAndBasicAuth(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(certPEM)
 	tlsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
-	base := startAgent(t, Options{WebConfigFile: config}, "https", tlsClient)
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startAgent(t, Options{WebConfigFile: config, HealthListener: hl}, "https", tlsClient)
+	health := "http://" + hl.Addr().String()
+	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusOK, "/metrics": http.StatusNotFound, "/api/v1/episodes": http.StatusNotFound} {
+		if code, _ := get(t, http.DefaultClient, health+path); code != want {
+			t.Errorf("health listener %s: %d, want %d", path, code, want)
+		}
+	}
+	if code, _ := get(t, tlsClient, base+"/readyz"); code != http.StatusUnauthorized {
+		t.Errorf("main listener /readyz without credentials: %d, want 401", code)
+	}
 
 	plain := "http" + strings.TrimPrefix(base, "https")
 	if code, _ := get(t, http.DefaultClient, plain+"/metrics"); code == http.StatusOK {

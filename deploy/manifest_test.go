@@ -769,6 +769,24 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("liveness probe scheme %s, want HTTPS", s)
 		}
 	})
+	t.Run("healthPort", func(t *testing.T) {
+		o := decode(t, "healthPort", helmTemplate(t, "--set", "webConfig.secretName=sigscope-web", "--set", "webConfig.probeScheme=HTTPS",
+			"--set", "webConfig.probeHTTPHeaders[0].name=Authorization", "--set", "webConfig.probeHTTPHeaders[0].value=Basic eA==",
+			"--set", "healthPort=10043"))
+		c := oneDaemonSet(t, o).Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--web.health-address=:10043") {
+			t.Errorf("args %q lack --web.health-address", c.Args)
+		}
+		if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "health" && p.ContainerPort == 10043 }) {
+			t.Errorf("ports %+v lack health 10043", c.Ports)
+		}
+		for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+			g := p.HTTPGet
+			if g.Port.String() != "health" || g.Scheme != corev1.URISchemeHTTP || len(g.HTTPHeaders) != 0 {
+				t.Errorf("%s probe %+v: want port health, plain HTTP, no credential header", name, g)
+			}
+		}
+	})
 	t.Run("docker,podLabels,appArmor", func(t *testing.T) {
 		o := decode(t, "docker", helmTemplate(t, "--set", "runtimeSockets.docker.enabled=true", "--set", "podLabels=true",
 			"--set", "maxSeries=50", "--set", "appArmorProfile.type=Unconfined"))

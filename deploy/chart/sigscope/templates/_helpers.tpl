@@ -44,3 +44,21 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "sigscope.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
+
+{{/*
+The probes' port, scheme and headers: the health port in plain HTTP when
+healthPort is set, else the main port as webConfig says.
+*/}}
+{{- define "sigscope.probeTarget" -}}
+{{- if .Values.healthPort -}}
+port: health
+scheme: HTTP
+{{- else -}}
+port: metrics
+scheme: {{ .Values.webConfig.probeScheme }}
+{{- with .Values.webConfig.probeHTTPHeaders }}
+httpHeaders:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- end }}
