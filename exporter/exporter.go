@@ -403,10 +403,12 @@ func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels .
 	return m
 }
 
-// clean makes an untrusted string a valid, bounded label value. It does not
-// allocate when s is valid UTF-8.
+// clean makes an untrusted string a valid, bounded label value, with
+// control characters escaped as for a terminal (\xNN): `curl /metrics` on a
+// terminal must not run a workload's escape sequences, and Kubernetes names,
+// which have none, pass unchanged. It does not allocate for a plain name.
 func clean(s string) string {
-	s = textsafe.UTF8(s)
+	s = textsafe.Terminal(s)
 	if len(s) > maxLabelLen {
 		i := maxLabelLen
 		for i > 0 && !utf8.RuneStart(s[i]) {

@@ -84,7 +84,7 @@ func (o *options) runAudit(cmd *cobra.Command, onlyBad bool) error {
 			name = c.ID
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(r.Node), cell(c.Namespace), cell(c.Pod), cell(name),
-			r.PID1.PID, cell(shorten(strings.Join(r.PID1.Cmdline, " "), 32)), cell(r.StopSignal), strconv.FormatBool(r.Catches), cell(r.Prediction))
+			r.PID1.PID, textsafe.Cell(cell(strings.Join(r.PID1.Cmdline, " ")), 32), cell(r.StopSignal), strconv.FormatBool(r.Catches), cell(r.Prediction))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -99,19 +99,12 @@ func (o *options) runAudit(cmd *cobra.Command, onlyBad bool) error {
 	return nil
 }
 
-// cell escapes an untrusted string for a table cell; "-" when empty. Tabs
-// and newlines are escaped too (tabwriter's separators).
+// cell escapes an untrusted string for a table cell, at most 64
+// characters; "-" when empty. Tabs and newlines are escaped too
+// (tabwriter's separators).
 func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return textsafe.Terminal(s)
-}
-
-func shorten(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-3]) + "..."
+	return textsafe.Cell(textsafe.Terminal(s), 64)
 }

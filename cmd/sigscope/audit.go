@@ -91,16 +91,14 @@ func runAudit(ctx context.Context, output string, server *serverFlags, opts cont
 	const format = "%-24s  %-8s  %-32s  %-7s  %-7s  %-6s  %-15s\n"
 	fmt.Fprintf(w, format, "CONTAINER", "PID", "COMMAND", "SIGNAL", "CATCHES", "SOURCE", "PREDICTION")
 	for _, res := range results {
-		cmdline := textsafe.Terminal(strings.Join(res.PID1.Cmdline, " "))
-		if len(cmdline) > 32 {
-			cmdline = cmdline[:29] + "..."
-		}
+		cmdline := textsafe.Cell(textsafe.Terminal(strings.Join(res.PID1.Cmdline, " ")), 32)
 		fmt.Fprintf(w, format, containerCell(res.Container.Info()), strconv.Itoa(res.PID1.PID), cmdline,
 			res.StopSignal, strconv.FormatBool(res.Catches), orDash(res.Source), res.Prediction)
 	}
 	for _, res := range results {
 		if res.Hint != "" || res.Error != "" {
-			fmt.Fprintf(w, "\n%s: %s%s\n", containerCell(res.Container.Info()), res.Hint, res.Error)
+			// Hints quote comms and command lines: escaped like the table.
+			fmt.Fprintf(w, "\n%s: %s%s\n", containerCell(res.Container.Info()), textsafe.Terminal(res.Hint), textsafe.Terminal(res.Error))
 		}
 	}
 	return nil

@@ -208,13 +208,17 @@ func writeTableHeader(w io.Writer) {
 }
 
 // containerCell names a container compactly: pod/container for Kubernetes,
-// else the runtime's name, else the short ID.
+// else the runtime's name, else the short ID; escaped, and cut to a
+// readable width (names are anyone's: a label can be 10 kB).
 func containerCell(c *container.Info) string {
 	if c == nil {
 		return "-"
 	}
-	return textsafe.Terminal(c.DisplayName())
+	return textsafe.Cell(textsafe.Terminal(c.DisplayName()), maxNameCell)
 }
+
+// maxNameCell is the widest a container's name gets in a table.
+const maxNameCell = 64
 
 // writeTableRow prints one event; comms are escaped because any process can
 // put terminal control sequences in its name.

@@ -79,3 +79,37 @@ func writeHex(b *strings.Builder, c byte) {
 	b.WriteByte(hexDigits[c>>4])
 	b.WriteByte(hexDigits[c&0xf])
 }
+
+// Cell fits an already escaped string into a table cell of at most n
+// characters (runes, n > 3): a longer one is cut at a character boundary,
+// never inside a \xNN or \uNNNN escape, and ends in "...". A 10 kB pod name
+// then keeps its row one line of a readable width.
+func Cell(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	cut, runes := 0, 0
+	for i := 0; i < len(s); {
+		size := 1
+		if s[i] == '\\' && i+1 < len(s) {
+			switch s[i+1] {
+			case 'x':
+				size = min(4, len(s)-i)
+			case 'u':
+				size = min(6, len(s)-i)
+			default:
+				size = 2
+			}
+		} else {
+			_, size = utf8.DecodeRuneInString(s[i:])
+		}
+		w := utf8.RuneCountInString(s[i : i+size])
+		if runes+w > n-3 {
+			break
+		}
+		runes += w
+		i += size
+		cut = i
+	}
+	return s[:cut] + "..."
+}

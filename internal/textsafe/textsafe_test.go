@@ -70,3 +70,28 @@ func TestTerminalNoAllocPlain(t *testing.T) {
 		t.Fatalf("plain string allocated %v times", n)
 	}
 }
+
+func TestCell(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"0123456789abc", 10, "0123456..."},
+		{`ab\x1b[31m`, 8, `ab...`}, // the escape is not split
+		{`abcd\x1bxyz`, 10, `abcd...`},
+		{`abc\x1bxyzw`, 10, `abc\x1b...`},
+		{"héllo wörld", 8, "héllo..."}, // runes, not bytes
+		{`a\\b\\c\\d\\e`, 8, `a\\b...`},
+	} {
+		got := Cell(tc.in, tc.n)
+		if got != tc.want {
+			t.Errorf("Cell(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+		if !utf8.ValidString(got) || utf8.RuneCountInString(got) > tc.n {
+			t.Errorf("Cell(%q, %d) = %q: invalid UTF-8 or too long", tc.in, tc.n, got)
+		}
+	}
+}
