@@ -42,6 +42,26 @@ type Pipeline struct {
 	t      *tracer.Tracer
 	engine *timeline.Engine
 	err    error // from OnEpisodes during an idle call
+	// lossAt is when the kernel's drop counters were last read for the
+	// engine (Engine.NoteDropped).
+	lossAt time.Time
+}
+
+// lossEvery bounds how often the drop counters are read (a map lookup
+// per CPU): well within the engine's settle time, so an episode open when
+// events were lost knows it before it completes.
+const lossEvery = 100 * time.Millisecond
+
+// noteLoss hands the kernel's total of dropped events to the engine, at
+// most every lossEvery.
+func (p *Pipeline) noteLoss(now time.Time) {
+	if p.engine == nil || now.Sub(p.lossAt) < lossEvery {
+		return
+	}
+	p.lossAt = now
+	if s, err := p.t.Stats(); err == nil {
+		p.engine.NoteDropped(s.Total().Dropped)
+	}
 }
 
 // New loads and attaches the tracer. Close releases it.
@@ -56,7 +76,9 @@ func New(opts Options) (*Pipeline, error) {
 		// Complete the episodes whose settle time passed while the
 		// stream was quiet, and hand them over at once.
 		if p.engine != nil && p.err == nil {
-			p.err = p.episodes(p.engine.Advance(time.Now()))
+			now := time.Now()
+			p.noteLoss(now)
+			p.err = p.episodes(p.engine.Advance(now))
 		}
 		if userIdle != nil {
 			userIdle()
@@ -110,12 +132,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		if p.engine == nil {
 			return nil
 		}
+		p.noteLoss(e.Time)
 		return p.episodes(p.engine.Add(e, target))
 	})
 	if runErr == nil {
 		runErr = p.err
 	}
 	if p.engine != nil {
+		p.lossAt = time.Time{}
+		p.noteLoss(time.Now())
 		if err := p.episodes(p.engine.Flush()); err != nil && runErr == nil {
 			runErr = err
 		}

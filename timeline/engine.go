@@ -65,6 +65,7 @@ type Engine struct {
 	now      time.Time           // the latest time seen
 	execs    execs               // exec sessions of containers with no open episode
 	stats    Stats
+	dropped  uint64 // the tracer's dropped total at the last NoteDropped
 }
 
 // epKey names the container an episode follows: its ID when the resolver
@@ -235,6 +236,23 @@ func (e *Engine) begin(p *tracer.Process, c *container.Info, t time.Time) *episo
 		ep.exec(s, e.opts.MaxSteps)
 	}
 	return ep
+}
+
+// NoteDropped tells the engine the tracer's total of dropped events (every
+// kind), as read now: when it rose since the last call, every open episode
+// counts the difference in EventsDropped, since any of the lost events may
+// have been its own. Call it at least as often as episodes settle (the
+// pipeline does on each read, at most every 100 ms).
+func (e *Engine) NoteDropped(total uint64) {
+	if total <= e.dropped {
+		e.dropped = total
+		return
+	}
+	delta := total - e.dropped
+	e.dropped = total
+	for el := e.order.Front(); el != nil; el = el.Next() {
+		el.Value.(*episode).EventsDropped += delta
+	}
 }
 
 // HasOpen reports whether an episode of a container of the pod is in

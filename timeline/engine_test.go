@@ -832,3 +832,43 @@ func TestRecordedStreams(t *testing.T) {
 		t.Errorf("%d episodes begun", st.Started)
 	}
 }
+
+// Events lost while an episode is open mark it, and only it: the episode
+// that completed before the loss and the one that began after stay clean.
+func TestNoteDroppedMarksOpenEpisodes(t *testing.T) {
+	e := newEngine(Options{})
+	e.NoteDropped(5) // lost before anything was open: no episode's
+	before := newSim(t, nsA, 100, "sh", dockerInfo(idA, "before", 10)).
+		stop(0, tracer.SIGTERM, tracer.DispDefault, false).initExit(10*ms, tracer.SIGTERM, 0)
+	var done []Episode
+	for i := range before.in {
+		done = append(done, e.Add(&before.in[i].ev, before.in[i].c)...)
+	}
+	done = append(done, e.Advance(base.Add(5*time.Second))...)
+	open := newSim(t, nsB, 200, "sh", dockerInfo(idB, "open", 10))
+	open.base = base.Add(6 * time.Second)
+	open.stop(0, tracer.SIGTERM, tracer.DispDefault, false)
+	for i := range open.in {
+		done = append(done, e.Add(&open.in[i].ev, open.in[i].c)...)
+	}
+	e.NoteDropped(12) // 7 lost while "open" is open
+	e.NoteDropped(12) // no change
+	open.in = nil
+	open.initExit(100*ms, tracer.SIGTERM, 0)
+	for i := range open.in {
+		done = append(done, e.Add(&open.in[i].ev, open.in[i].c)...)
+	}
+	done = append(done, e.Flush()...)
+	got := map[string]uint64{}
+	for _, ep := range done {
+		got[ep.Container.Name] = ep.EventsDropped
+	}
+	if len(got) != 2 || got["before"] != 0 || got["open"] != 7 {
+		t.Fatalf("events_dropped by episode %v, want before 0, open 7", got)
+	}
+	for _, ep := range done {
+		if ep.Container.Name == "open" && !strings.Contains(ep.Summary(), "MAY BE INCOMPLETE: the kernel dropped 7 event(s)") {
+			t.Errorf("summary %q does not say it may be incomplete", ep.Summary())
+		}
+	}
+}

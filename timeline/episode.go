@@ -198,6 +198,10 @@ type Episode struct {
 
 	CascadeKills   []Proc // processes the namespace cascade of the exiting main process SIGKILLed
 	CascadeOmitted int    // cascade kills beyond Options.MaxSteps, counted only
+	// EventsDropped counts the events the kernel could not hand over (the
+	// ring buffer was full) while the episode was open: any of them may
+	// have been its own, so it may be incomplete. 0: nothing was lost.
+	EventsDropped uint64
 	OOMVictims     []Proc
 
 	Steps        []Step
@@ -274,6 +278,7 @@ type jsonEpisode struct {
 	ExitSignal     string       `json:"exit_signal,omitempty"`
 	CascadeKills   []Proc       `json:"cascade_kills"`
 	CascadeOmitted int          `json:"cascade_kills_omitted,omitempty"`
+	EventsDropped  uint64       `json:"events_dropped,omitempty"`
 	OOMVictims     []Proc       `json:"oom_victims,omitempty"`
 	Steps          []jsonStep   `json:"steps"`
 	StepsOmitted   int          `json:"steps_omitted,omitempty"`
@@ -354,6 +359,7 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		ExitAt:         jsonTime(ep.ExitAt),
 		CascadeKills:   safeProcs(ep.CascadeKills),
 		CascadeOmitted: ep.CascadeOmitted,
+		EventsDropped:  ep.EventsDropped,
 		OOMVictims:     safeProcs(ep.OOMVictims),
 		Steps:          make([]jsonStep, len(ep.Steps)),
 		StepsOmitted:   ep.StepsOmitted,
@@ -432,6 +438,7 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		KillSender:     j.KillSender,
 		CascadeKills:   j.CascadeKills,
 		CascadeOmitted: j.CascadeOmitted,
+		EventsDropped:  j.EventsDropped,
 		OOMVictims:     j.OOMVictims,
 		StepsOmitted:   j.StepsOmitted,
 		Hint:           j.Hint,

@@ -149,6 +149,9 @@ func (ep *Episode) Summary() string {
 	if n := len(ep.CascadeKills) + ep.CascadeOmitted; n > 0 {
 		parts = append(parts, fmt.Sprintf("the namespace cascade killed %d process(es)", n))
 	}
+	if ep.EventsDropped > 0 {
+		parts = append(parts, fmt.Sprintf("MAY BE INCOMPLETE: the kernel dropped %d event(s) (ring buffer full) while it was open", ep.EventsDropped))
+	}
 	return strings.Join(parts, "; ")
 }
 
