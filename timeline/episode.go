@@ -202,7 +202,7 @@ type Episode struct {
 	// ring buffer was full) while the episode was open: any of them may
 	// have been its own, so it may be incomplete. 0: nothing was lost.
 	EventsDropped uint64
-	OOMVictims     []Proc
+	OOMVictims    []Proc
 
 	Steps        []Step
 	StepsOmitted int // minor steps beyond Options.MaxSteps, counted only
