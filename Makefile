@@ -52,6 +52,12 @@ test: ## Run every test, one package at a time (system-wide counters); privilege
 test-unit: ## Run the tests that need no root
 	SIGSCOPE_SKIP_PRIVILEGED=1 $(GO) test -count=1 ./...
 
+FUZZTIME  ?= 15s
+
+.PHONY: fuzz
+fuzz: ## Run every Go fuzz target for FUZZTIME each (default 15s: about 4 min in all, no root); a crash's input is written to PKG/testdata/fuzz
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash test/fuzz.sh
+
 KERNELS   ?= 6.1 6.12
 
 .PHONY: test-kernels

@@ -192,5 +192,12 @@ func parseName[T ~uint8](s string, names []string, what string) (T, error) {
 			return T(i), nil
 		}
 	}
+	// What String() writes for a value that has no name (a record with a
+	// result or disposition this tracer does not know): the first value past
+	// the named ones, which writes "unknown" again. Refusing it would make
+	// the recording of such an event unreadable.
+	if s == "unknown" {
+		return T(len(names)), nil
+	}
 	return 0, fmt.Errorf("unknown %s %q", what, s)
 }
