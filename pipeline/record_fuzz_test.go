@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -43,33 +44,6 @@ func shapeOf(b []byte) recordingShape {
 		s.tail = counts(b)
 	}
 	return s
-}
-
-// recordJSON is a record line with its comms removed: a comm is 15 bytes
-// in an Event, so a longer one (or one that \xNN escapes made longer) is
-// cut when read, and comms are what a second round trip may still change.
-func recordJSON(t *testing.T, b []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%s: %v", b, err)
-	}
-	var strip func(v any)
-	strip = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			delete(x, "comm")
-			for _, m := range x {
-				strip(m)
-			}
-		case []any:
-			for _, m := range x {
-				strip(m)
-			}
-		}
-	}
-	strip(v)
-	return v
 }
 
 // A recording of any bytes is read without a panic. With SkipInvalid, each
@@ -173,7 +147,7 @@ func FuzzReadRecording(f *testing.F) {
 			if err != nil || st3.Records != 1 || st3.Truncated {
 				t.Fatalf("the line written reads as %+v, %v:\n%s", st3, err, l)
 			}
-			if !reflect.DeepEqual(recordJSON(t, l), recordJSON(t, again)) {
+			if !reflect.DeepEqual(testutil.JSONWithout(t, l, "comm"), testutil.JSONWithout(t, again, "comm")) {
 				t.Fatalf("a record written and read writes another:\n%s%s", l, again)
 			}
 		}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // Fuzz targets for the decoders of what comes from outside the process: the
@@ -57,34 +59,6 @@ func fuzzFixtures(f *testing.F) [][]byte {
 		f.Fatal("no recorded events in testdata/events")
 	}
 	return out
-}
-
-// withoutComms is a JSON document with every "comm" member removed. A comm
-// is 15 bytes in an Event: a longer one, or one that an invalid byte's \xNN
-// escape made longer, is cut when read back, so comms are the one part of
-// an event's JSON that a second round trip may still change.
-func withoutComms(t *testing.T, b []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%s: %v", b, err)
-	}
-	var strip func(v any)
-	strip = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			delete(x, "comm")
-			for _, m := range x {
-				strip(m)
-			}
-		case []any:
-			for _, m := range x {
-				strip(m)
-			}
-		}
-	}
-	strip(v)
-	return v
 }
 
 // Any bytes give an error or an event, never a panic; an event is a known
@@ -291,7 +265,7 @@ func FuzzEventUnmarshalJSON(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(withoutComms(t, m1), withoutComms(t, m2)) {
+		if !reflect.DeepEqual(testutil.JSONWithout(t, m1, "comm"), testutil.JSONWithout(t, m2, "comm")) {
 			t.Fatalf("marshal∘unmarshal is not stable after one round:\n%s\n%s", m1, m2)
 		}
 	})
