@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -33,18 +32,8 @@ func TestHostileNames(t *testing.T) {
 	name := "e2e-hostile"
 	script := `printf '\033[2Jev\nil\377' > /proc/$$/comm; trap 'exit 0' TERM; sleep 1000 & wait`
 
-	port := freePort(t)
+	port, agentErr := startServe(t, "--pod-labels")
 	agentURL := fmt.Sprintf("http://127.0.0.1:%d", port)
-	agent := exec.Command(sigscope(t), "serve", "--pod-labels", "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port))
-	var agentErr bytes.Buffer
-	agent.Stderr = &agentErr
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = agent.Process.Signal(syscall.SIGINT)
-		_ = agent.Wait()
-	})
 	waitHTTP(t, agentURL+"/readyz")
 
 	// No --container: the container's name is the hostile label's.

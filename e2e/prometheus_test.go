@@ -50,6 +50,26 @@ func ensurePrometheus(t *testing.T) {
 	}
 }
 
+// startServe runs `sigscope serve` on a free loopback port with args until
+// the test ends, and waits until its programs are attached. It returns the
+// port and the agent's stderr, for failure messages.
+func startServe(t *testing.T, args ...string) (port int, stderr *bytes.Buffer) {
+	t.Helper()
+	port = freePort(t)
+	agent := exec.Command(sigscope(t), append([]string{"serve", "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port)}, args...)...)
+	stderr = new(bytes.Buffer)
+	agent.Stderr = stderr
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = agent.Process.Signal(syscall.SIGINT)
+		_ = agent.Wait()
+	})
+	testutil.WaitPrograms(t, agent.Process.Pid, 5)
+	return port, stderr
+}
+
 func waitHTTP(t *testing.T, url string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -74,19 +94,9 @@ func waitHTTP(t *testing.T, url string) {
 func TestPrometheusScrapesAgent(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	ensurePrometheus(t)
-	agentPort, promPort := freePort(t), freePort(t)
+	agentPort, agentErr := startServe(t)
+	promPort := freePort(t)
 	agentURL := fmt.Sprintf("http://127.0.0.1:%d", agentPort)
-
-	agent := exec.Command(sigscope(t), "serve", "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", agentPort))
-	var agentErr bytes.Buffer
-	agent.Stderr = &agentErr
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = agent.Process.Signal(syscall.SIGINT)
-		_ = agent.Wait()
-	})
 	waitHTTP(t, agentURL+"/readyz")
 
 	dir := t.TempDir()
@@ -191,15 +201,7 @@ func TestServerClients(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(webCfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
-	agent := exec.Command(sigscope(t), "serve", "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port), "--web.config.file", cfgPath)
-	var agentErr bytes.Buffer
-	agent.Stderr = &agentErr
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = agent.Process.Signal(syscall.SIGINT); _ = agent.Wait() })
-	testutil.WaitPrograms(t, agent.Process.Pid, 5)
+	port, agentErr := startServe(t, "--web.config.file", cfgPath)
 
 	id := runContainer(t, "e2e-remote", img, "sh", "-c", "sleep 1000 & wait")
 	running := runContainer(t, "e2e-remote-running", img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")

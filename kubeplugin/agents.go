@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
 )
@@ -43,11 +42,10 @@ type Agent struct {
 type Fleet struct {
 	Client    kubernetes.Interface
 	HTTP      *http.Client // from the same rest.Config: the user's credentials
-	Config    *rest.Config
-	Namespace string // the agents' namespace
-	Selector  string // the agents' pods
-	Port      string // "" for the port named "metrics" of each pod
-	Scheme    string // "http" or "https"
+	Namespace string       // the agents' namespace
+	Selector  string       // the agents' pods
+	Port      string       // "" for the port named "metrics" of each pod
+	Scheme    string       // "http" or "https"
 	Timeout   time.Duration
 	Parallel  int
 }

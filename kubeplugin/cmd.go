@@ -130,7 +130,7 @@ func (o *options) session() (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{namespace: ns, fleet: &Fleet{Client: client, HTTP: hc, Config: cfg, Namespace: o.agentNamespace,
+	return &session{namespace: ns, fleet: &Fleet{Client: client, HTTP: hc, Namespace: o.agentNamespace,
 		Selector: o.agentSelector, Port: o.agentPort, Scheme: o.agentScheme, Timeout: o.agentTimeout, Parallel: 16}}, nil
 }
 
