@@ -467,10 +467,12 @@ func (a *Agent) serveInfo(w http.ResponseWriter, _ *http.Request) {
 
 // serveAudit: GET /api/v1/audit?namespace=&pod= audits the containers
 // running now (docs/api.md). Someone asked, and an audit is cheap (one
-// runtime list, one task-iterator pass); the metric is refreshed on the
-// audit interval.
+// runtime list, one task-iterator pass), but not free: requests share an
+// audit at most auditFresh old, so clients polling it in a loop cost one
+// audit per second, not one each. The metric is refreshed on the audit
+// interval.
 func (a *Agent) serveAudit(w http.ResponseWriter, r *http.Request) {
-	res, err := a.currentAudit(r.Context(), 0)
+	res, err := a.currentAudit(r.Context(), auditFresh)
 	if err != nil && len(res) == 0 {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
@@ -487,6 +489,9 @@ func (a *Agent) serveAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, out)
 }
+
+// auditFresh is how old an audit /api/v1/audit may answer with.
+const auditFresh = time.Second
 
 func (a *Agent) currentAudit(ctx context.Context, maxAge time.Duration) ([]audit.Result, error) {
 	a.auditMu.Lock()

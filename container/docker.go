@@ -82,7 +82,7 @@ func (d *dockerInspect) info() *Info {
 		StopSignal:  parseStopSignal(d.Config.StopSignal),
 		StopTimeout: dockerDefaultStopTimeout,
 		Labels:      d.Config.Labels,
-		MainPID:     d.State.Pid,
+		MainPID:     max(d.State.Pid, 0), // Docker's API may say -1; no pid is 0, as for CRI
 		Sandbox:     d.Config.Labels[LabelDockerType] == dockerTypeSandbox,
 	}
 	if d.Config.StopTimeout != nil {
@@ -98,7 +98,7 @@ func (d *dockerInspect) info() *Info {
 // it, and it has neither a main pid nor an end yet (created, or between
 // two runs of a restart policy).
 func (d *dockerInspect) notStarted() bool {
-	if d.State.Pid != 0 {
+	if d.State.Pid > 0 {
 		return false
 	}
 	switch d.State.Status {

@@ -82,7 +82,7 @@ func FuzzDockerInspect(f *testing.F) {
 		}
 		info := ins.info()
 		_ = ins.notStarted()
-		if info.ID != ins.ID || info.Runtime != RuntimeDocker || info.MainPID != ins.State.Pid {
+		if info.ID != ins.ID || info.Runtime != RuntimeDocker || info.MainPID != max(ins.State.Pid, 0) {
 			t.Fatalf("inspect %+v maps to %+v", ins, info)
 		}
 		want := strings.TrimPrefix(ins.Name, "/")

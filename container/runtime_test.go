@@ -166,6 +166,21 @@ func TestDockerDefaults(t *testing.T) {
 	}
 }
 
+// TestDockerNegativePid: Docker's inspect can say "Pid": -1; that is no main
+// process (0), never a pid to match or signal.
+func TestDockerNegativePid(t *testing.T) {
+	var ins dockerInspect
+	if err := json.Unmarshal([]byte(`{"Id":"`+id1+`","Name":"/x","State":{"Status":"created","Pid":-1}}`), &ins); err != nil {
+		t.Fatal(err)
+	}
+	if info := ins.info(); info.MainPID != 0 {
+		t.Fatalf("MainPID %d, want 0", info.MainPID)
+	}
+	if !ins.notStarted() {
+		t.Fatal("a created container with pid -1 is not started")
+	}
+}
+
 func TestDockerNotFoundIsNotAnError(t *testing.T) {
 	h := newFakeHost(t)
 	d := startFakeDocker(t, nil)
