@@ -55,8 +55,18 @@ func ensurePrometheus(t *testing.T) {
 // port and the agent's stderr, for failure messages.
 func startServe(t *testing.T, args ...string) (port int, stderr *bytes.Buffer) {
 	t.Helper()
+	port, stderr, _ = startServeUnder(t, nil, args...)
+	return port, stderr
+}
+
+// startServeUnder is startServe run through wrapper, a command that execs
+// its arguments in the same process (testutil.StartSigscopeUnder); it also
+// returns the agent's pid.
+func startServeUnder(t *testing.T, wrapper []string, args ...string) (port int, stderr *bytes.Buffer, pid int) {
+	t.Helper()
 	port = freePort(t)
-	agent := exec.Command(sigscope(t), append([]string{"serve", "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port)}, args...)...)
+	argv := append(append(wrapper[:len(wrapper):len(wrapper)], sigscope(t), "serve", "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port)), args...)
+	agent := exec.Command(argv[0], argv[1:]...)
 	stderr = new(bytes.Buffer)
 	agent.Stderr = stderr
 	if err := agent.Start(); err != nil {
@@ -67,7 +77,7 @@ func startServe(t *testing.T, args ...string) (port int, stderr *bytes.Buffer) {
 		_ = agent.Wait()
 	})
 	testutil.WaitPrograms(t, agent.Process.Pid, 5)
-	return port, stderr
+	return port, stderr, agent.Process.Pid
 }
 
 func waitHTTP(t *testing.T, url string) {

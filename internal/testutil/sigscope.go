@@ -51,8 +51,18 @@ type Running struct {
 // programs are attached. It is killed at cleanup.
 func StartSigscope(t testing.TB, args ...string) *Running {
 	t.Helper()
+	return StartSigscopeUnder(t, nil, args...)
+}
+
+// StartSigscopeUnder is StartSigscope run through wrapper, a command that
+// ends by exec'ing its arguments in the same process (setpriv, unshare, a
+// shell that joins a cgroup first), so that the pid whose programs are
+// waited for is sigscope's.
+func StartSigscopeUnder(t testing.TB, wrapper []string, args ...string) *Running {
+	t.Helper()
 	r := &Running{name: "sigscope " + args[0]}
-	r.Cmd = exec.Command(Sigscope(t), args...)
+	argv := append(append(append([]string(nil), wrapper...), Sigscope(t)), args...)
+	r.Cmd = exec.Command(argv[0], argv[1:]...)
 	r.Cmd.Stdout, r.Cmd.Stderr = &r.stdout, &r.stderr
 	if err := r.Cmd.Start(); err != nil {
 		t.Fatal(err)
