@@ -2,7 +2,9 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"sort"
@@ -163,12 +165,12 @@ func (res *Result) fromProc(r container.Running, procRoot string) {
 }
 
 func (res *Result) finish(r container.Running, procRoot, source string, f Facts, nsPID int) {
+	var fdErr error
 	if f.State.Blocked {
-		// Only a blocked signal can be read from a signalfd; an error
-		// (no ptrace access to the fds) leaves it unknown, as false.
-		if set, err := container.SignalfdMask(procRoot, r.PID); err == nil {
-			f.Signalfd = set.Has(f.Signal)
-		}
+		// Only a blocked signal can be read from a signalfd.
+		var set tracer.SignalSet
+		set, fdErr = container.SignalfdMask(procRoot, r.PID)
+		f.Signalfd = set.Has(f.Signal)
 	}
 	res.Source = source
 	res.StopSignal = f.Signal.String()
@@ -182,6 +184,13 @@ func (res *Result) finish(r container.Running, procRoot, source string, f Facts,
 	var fate tracer.Fate
 	res.Prediction, fate, res.Hint = Predict(f)
 	res.Fate = fate.String()
+	if errors.Is(fdErr, fs.ErrPermission) && fate == tracer.FateBlocked && f.State.Handler == tracer.DispDefault {
+		// Blocked with no handler: a signalfd decides between a graceful
+		// stop and a SIGKILL after the timeout. Guessing "none" calls
+		// catatonit a shell; say what could not be read instead.
+		res.Prediction, res.Hint = Unknown, ""
+		res.Error = fmt.Sprintf("cannot tell whether %s reads %s from a signalfd: %v", role(f.State), f.Signal, fdErr)
+	}
 }
 
 // Facts are what a prediction is made from: the stop signal and the main

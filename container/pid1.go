@@ -1,7 +1,9 @@
 package container
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -135,17 +137,24 @@ const signalfdLink = "anon_inode:[signalfd]"
 // of the "sigmask:" lines of procRoot/<pid>/fdinfo/<fd> for each fd whose
 // link is anon_inode:[signalfd]. A signal that is blocked and watched is
 // read from the fd by the process (catatonit waits so), whatever its
-// handler. Reading another process's fds needs ptrace read access (root).
+// handler. Reading another process's fds needs ptrace read access: a
+// permission error says so (NeedsPtrace), rather than reading as no
+// signalfd.
 func SignalfdMask(procRoot string, pid int) (tracer.SignalSet, error) {
 	dir := procDir(procRoot, pid)
 	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
 	if err != nil {
-		return 0, err
+		return 0, NeedsPtrace(err)
 	}
 	var set tracer.SignalSet
 	for _, fd := range fds {
-		// An fd closed since ReadDir is simply not counted.
-		if l, err := os.Readlink(filepath.Join(dir, "fd", fd.Name())); err != nil || l != signalfdLink {
+		// An fd closed since ReadDir is simply not counted. Listing the
+		// directory needs no ptrace access, reading its links does.
+		l, err := os.Readlink(filepath.Join(dir, "fd", fd.Name()))
+		if errors.Is(err, fs.ErrPermission) {
+			return 0, NeedsPtrace(err)
+		}
+		if err != nil || l != signalfdLink {
 			continue
 		}
 		info, err := os.ReadFile(filepath.Join(dir, "fdinfo", fd.Name()))
@@ -163,6 +172,18 @@ func SignalfdMask(procRoot string, pid int) (tracer.SignalSet, error) {
 		}
 	}
 	return set, nil
+}
+
+// NeedsPtrace names what a permission error reading another process's
+// /proc/PID/ns or /proc/PID/fd entries lacks: the kernel guards them with a
+// ptrace access check (PTRACE_MODE_READ), which uid 0 fails without
+// CAP_SYS_PTRACE for a process holding a capability it does not (a
+// container's, a runtime's). Other errors are returned as they are.
+func NeedsPtrace(err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("%w (the kernel's ptrace access check: needs CAP_SYS_PTRACE)", err)
+	}
+	return err
 }
 
 func procDir(procRoot string, pid int) string {

@@ -1,9 +1,13 @@
 package container
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sigscope/sigscope/tracer"
@@ -151,5 +155,21 @@ func TestSignalfdMask(t *testing.T) {
 	}
 	if _, err := SignalfdMask(root, 43); err == nil {
 		t.Error("a missing process must be an error")
+	}
+}
+
+// A permission error on /proc/PID/ns or /proc/PID/fd names the capability
+// that passes the kernel's ptrace access check; other errors stay as they
+// are. (The real refusal needs a process without CAP_SYS_PTRACE:
+// e2e/privilege_test.go.)
+func TestNeedsPtrace(t *testing.T) {
+	denied := &fs.PathError{Op: "readlink", Path: "/proc/1/ns/pid", Err: syscall.EACCES}
+	err := NeedsPtrace(denied)
+	if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), "CAP_SYS_PTRACE") || !strings.HasPrefix(err.Error(), denied.Error()) {
+		t.Errorf("NeedsPtrace(EACCES) = %v", err)
+	}
+	gone := &fs.PathError{Op: "readlink", Path: "/proc/1/ns/pid", Err: syscall.ENOENT}
+	if err := NeedsPtrace(gone); err != gone {
+		t.Errorf("NeedsPtrace(ENOENT) = %v, want it unchanged", err)
 	}
 }

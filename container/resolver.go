@@ -589,7 +589,7 @@ func (r *Resolver) procErr(err error) {
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 		return
 	}
-	r.fail(SourceProc, "", err)
+	r.fail(SourceProc, "", NeedsPtrace(err))
 }
 
 // metaFor returns the container's metadata: cached within TTL, else asked
