@@ -390,7 +390,9 @@ func (r *Recorder) run() {
 		err := r.send(j)
 		if err == nil {
 			if !outage.IsZero() {
-				r.log.Info("kube events: the API server answers again", "after", time.Since(outage).Round(time.Millisecond),
+				// At the warning's level, which sigscope logs by
+				// default: it closes that warning.
+				r.log.Warn("kube events: the API server answers again", "after", time.Since(outage).Round(time.Millisecond),
 					"queued", r.Queued(), "dropped_total", r.Dropped())
 				outage = time.Time{}
 			}
