@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -38,19 +39,6 @@ var fast = Options{RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond}
 // server's address.
 var refused = &url.Error{Op: "Post", URL: "https://10.244.0.1:6443/api/v1/namespaces/shop/events",
 	Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
-
-// waitFor polls cond; it fails the test after 10 s, a bound for a hang, not
-// a measure.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // accounted checks that every event let through the rate limit is sent,
 // failed, dropped or still queued: none is lost uncounted.
@@ -120,7 +108,7 @@ func TestTransientThenSent(t *testing.T) {
 	})
 	r := New(c, node, fast)
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
-	waitFor(t, "two events sent", func() bool { return r.Sent() == 2 })
+	testutil.WaitFor(t, "two events sent", func() bool { return r.Sent() == 2 })
 	r.Close()
 
 	if r.Failed() != 0 || r.Dropped() != 0 || r.Queued() != 0 || r.Retries() != 4 {
@@ -165,7 +153,7 @@ func TestLostAnswer(t *testing.T) {
 	})
 	r := New(c, node, fast)
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
-	waitFor(t, "two events sent", func() bool { return r.Sent() == 2 })
+	testutil.WaitFor(t, "two events sent", func() bool { return r.Sent() == 2 })
 	r.Close()
 	if n := len(events(t, c)); n != 2 {
 		t.Errorf("%d events in the API, want 2", n)
@@ -236,8 +224,8 @@ func TestOutageDropsOldest(t *testing.T) {
 	}
 	// web-1 may be between a try and its return to the queue: wait until
 	// it is back (or dropped).
-	waitFor(t, "3 queued and 3 dropped", func() bool { return r.Queued() == 3 && r.Dropped() == 3 })
-	waitFor(t, "a retry", func() bool { return r.Retries() > 0 })
+	testutil.WaitFor(t, "3 queued and 3 dropped", func() bool { return r.Queued() == 3 && r.Dropped() == 3 })
+	testutil.WaitFor(t, "a retry", func() bool { return r.Retries() > 0 })
 	if n := len(events(t, c)); n != 0 {
 		t.Fatalf("%d events while the API server is down", n)
 	}
@@ -251,7 +239,7 @@ sigscope_kube_events_queued 3
 	accounted(t, r, 6)
 
 	down.Store(false)
-	waitFor(t, "the queued events sent", func() bool { return r.Sent() == 3 })
+	testutil.WaitFor(t, "the queued events sent", func() bool { return r.Sent() == 3 })
 	var pods []string
 	for _, e := range events(t, c) {
 		pods = append(pods, e.InvolvedObject.Name)
@@ -331,7 +319,7 @@ func TestRealClientRecovers(t *testing.T) {
 	r := New(realClient(t, "http://"+addr), node, Options{RetryMin: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond})
 	defer r.Close()
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
-	waitFor(t, "3 retries", func() bool { return r.Retries() >= 3 })
+	testutil.WaitFor(t, "3 retries", func() bool { return r.Retries() >= 3 })
 	if r.Queued() != 2 || r.Failed() != 0 || r.Sent() != 0 {
 		t.Fatalf("queued %d failed %d sent %d with nothing listening, want 2 0 0", r.Queued(), r.Failed(), r.Sent())
 	}
@@ -343,7 +331,7 @@ func TestRealClientRecovers(t *testing.T) {
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	defer srv.Close()
-	waitFor(t, "two events sent", func() bool { return r.Sent() == 2 })
+	testutil.WaitFor(t, "two events sent", func() bool { return r.Sent() == 2 })
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	if len(api.events) != 2 {
