@@ -147,6 +147,7 @@ func New(opts Options) (*Agent, error) {
 	a.reg.MustRegister(a.exp, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.KubeEvents {
 		a.events = kubeevents.New(opts.KubeClient, opts.NodeName, kubeevents.Options{Logger: opts.Logger})
+		a.reg.MustRegister(a.events) // sigscope_kube_events_*: only with --kube-events
 		a.pods = kubemeta.New(opts.KubeClient, opts.NodeName, opts.Logger)
 	}
 	return a, nil

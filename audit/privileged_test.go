@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/testutil"
@@ -38,7 +37,7 @@ func startInit(t *testing.T, comm string, args ...string) int {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	waitFor(t, "PID 1 "+comm, func() bool {
+	testutil.WaitFor(t, "PID 1 "+comm, func() bool {
 		kids := testutil.Children(t, cmd.Process.Pid)
 		if len(kids) == 1 && commOf(kids[0]) == comm {
 			pid = kids[0]
@@ -52,7 +51,7 @@ func startInit(t *testing.T, comm string, args ...string) int {
 func childOf(t *testing.T, pid int, comm string) int {
 	t.Helper()
 	var child int
-	waitFor(t, "a child "+comm+" of "+strconv.Itoa(pid), func() bool {
+	testutil.WaitFor(t, "a child "+comm+" of "+strconv.Itoa(pid), func() bool {
 		for _, k := range testutil.Children(t, pid) {
 			if commOf(k) == comm {
 				child = k
@@ -66,17 +65,6 @@ func childOf(t *testing.T, pid int, comm string) int {
 func commOf(pid int) string {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
 	return strings.TrimSpace(string(b))
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // auditOne audits a container whose main process is pid.
@@ -95,7 +83,7 @@ func auditOne(t *testing.T, pid int, source string) Result {
 func auditUntil(t *testing.T, pid int, source, want string) Result {
 	t.Helper()
 	var r Result
-	waitFor(t, "prediction "+want, func() bool {
+	testutil.WaitFor(t, "prediction "+want, func() bool {
 		r = auditOne(t, pid, source)
 		return r.Prediction == want
 	})

@@ -10,8 +10,22 @@
 // A [Recorder] takes finished [timeline.Episode] values from the agent's
 // event loop and never blocks it: events are rate-limited with a token bucket
 // (the excess counted by [Recorder.Suppressed]) and queued to one goroutine
-// that talks to the API server; a full queue drops and counts
-// ([Recorder.Dropped]). [Recorder.Close] sends what is queued and stops.
+// that talks to the API server. [Recorder.Close] tries once more to send
+// what is queued, for a bounded time, and stops.
+//
+// The API server may be away (restarted, upgraded, overloaded, the node cut
+// off). A request that gets no answer (connection refused or reset, a
+// timeout) or a 429 or 5xx is transient: its episode goes back to the head
+// of the queue and the sender waits, 1 s, 2 s, 4 s... up to 30 s, before it
+// tries again. Any other answer (403, 404 for a namespace gone, 422...) is
+// final: counted as failed, never retried. While the API server is away the
+// queue holds at most Options.QueueSize episodes, and past that the oldest
+// is dropped and counted ([Recorder.Dropped]): the newest events are about
+// pods most likely still there for `kubectl describe pod` to show, the API
+// server expires events after an hour (--event-ttl) anyway, and an episode
+// that fails for reasons of its own (a 500 on that one object) cannot hold
+// the queue for ever. The Recorder is a prometheus.Collector of those counts
+// and of the events queued (docs/metrics.md).
 //
 // Episodes only name the pod; the Pod's UID (which `kubectl describe`
 // matches events on) is read from the API server with one GET, unless

@@ -2,6 +2,7 @@ package kubeevents
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -234,7 +235,8 @@ func TestRateLimit(t *testing.T) {
 	}
 }
 
-// A slow API server never blocks the caller: past the queue, events drop.
+// A slow API server never blocks the caller: past the queue, the oldest
+// waiting events drop.
 func TestQueueFullDrops(t *testing.T) {
 	c := fake.NewClientset()
 	entered, release := make(chan struct{}, 10), make(chan struct{})
@@ -249,8 +251,8 @@ func TestQueueFullDrops(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		r.ObserveEpisode(stop("web-2", timeline.OutcomeHandlerTimeout)) // queued
-		r.ObserveEpisode(stop("web-3", timeline.OutcomeHandlerTimeout)) // dropped
-		r.ObserveEpisode(stop("web-4", timeline.OutcomeHandlerTimeout)) // dropped
+		r.ObserveEpisode(stop("web-3", timeline.OutcomeHandlerTimeout)) // queued, web-2 dropped
+		r.ObserveEpisode(stop("web-4", timeline.OutcomeHandlerTimeout)) // queued, web-3 dropped
 		close(done)
 	}()
 	select {
@@ -265,6 +267,13 @@ func TestQueueFullDrops(t *testing.T) {
 	r.Close() // drains the queued one
 	if r.Sent() != 2 {
 		t.Errorf("sent %d after Close, want 2 (the blocked one and the queued one)", r.Sent())
+	}
+	var pods []string
+	for _, e := range events(t, c) {
+		pods = append(pods, e.InvolvedObject.Name)
+	}
+	if got := strings.Join(slices.Sorted(slices.Values(pods)), " "); got != "web-1 web-4" {
+		t.Errorf("events on %s, want web-1 (being sent) and web-4 (the newest)", got)
 	}
 	r.Close() // idempotent
 	r.ObserveEpisode(stop("web-5", timeline.OutcomeHandlerTimeout))

@@ -40,7 +40,9 @@ func newServeCmd() *cobra.Command {
 TLS and basic auth come from --web.config.file (the exporter-toolkit format that
 Prometheus exporters share). With --kube-events, Warning events are posted on
 pods whose main process never acted on the stop signal or that were SIGKILLed after their
-grace period (in-cluster credentials, or --kubeconfig).`,
+grace period (in-cluster credentials, or --kubeconfig); while the API server
+does not answer they wait in a bounded queue and are retried, and
+sigscope_kube_events_total counts what was sent, failed or dropped.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sigs, err := tracer.ParseSignalSet(signals)

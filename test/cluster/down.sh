@@ -60,7 +60,7 @@ done
 
 stage "stop kube-apiserver, its relay for pods, and etcd"
 if SOCAT=$(command -v socat); then
-	stop apiserver-relay "$SOCAT"
+	relay_stop "$SOCAT"
 fi
 stop kube-apiserver "$BIN/kube-apiserver" 30
 stop etcd "$BIN/etcd" 30

@@ -13,6 +13,12 @@ here=$top/test/cluster
 # tarballs, and the Go module and build caches of the cluster's parts (apart
 # from the developer's own, so a cold build is cold and its size is known).
 CACHE=$top/.cache/cluster
+# Physical, not through a symbolic link (a worktree's .cache linked to
+# another checkout's): running() compares a daemon's /proc/PID/exe, which the
+# kernel resolves, with $BIN/NAME.
+if [ -d "$top/.cache" ]; then
+	CACHE=$(cd "$top/.cache" && pwd -P)/cluster
+fi
 BIN=$CACHE/bin
 # This cluster's configuration, certificates, etcd data, logs and pid files;
 # removed by make cluster-down. .cluster/env is what users source.
@@ -191,4 +197,30 @@ wait_for() {
 	done
 	[ "$name" = - ] || tail -n 30 "$(logfile "$name")" >&2 || true
 	die "timed out after ${timeout}s waiting for $what"
+}
+
+# The API server's relay for pods (apiserver-relay): socat listens on the
+# bridge's gateway and forwards each connection to the API server on
+# 127.0.0.1, TLS end to end, in a child it forks per connection.
+# relay_start SOCAT starts it; up.sh, and relay.sh for the tests.
+relay_start() {
+	start apiserver-relay "$1" "TCP-LISTEN:$APISERVER_PORT,bind=$BRIDGE_IP,reuseaddr,fork" "TCP:127.0.0.1:$APISERVER_PORT"
+}
+
+# relay_stop SOCAT: the relay and the children that carry its open
+# connections, which stopping the listener alone would leave working (an
+# HTTP/2 client such as client-go keeps one connection). They are one
+# process group: start makes the daemon the leader of its own session.
+relay_stop() {
+	local pid i
+	if pid=$(running apiserver-relay "$1"); then
+		kill -TERM -- "-$pid" 2>/dev/null || true
+		for ((i = 0; i < 50; i++)); do
+			kill -0 -- "-$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL -- "-$pid" 2>/dev/null || true
+		echo "stopped apiserver-relay ($pid) and its connections"
+	fi
+	rm -f "$(pidfile apiserver-relay)"
 }

@@ -229,7 +229,7 @@ if pid=$(running apiserver-relay "$SOCAT"); then
 	echo "apiserver-relay runs (pid $pid): reused"
 	reused+=(apiserver-relay)
 else
-	start apiserver-relay "$SOCAT" "TCP-LISTEN:$APISERVER_PORT,bind=$BRIDGE_IP,reuseaddr,fork" "TCP:127.0.0.1:$APISERVER_PORT"
+	relay_start "$SOCAT"
 fi
 wait_for "the API server at $BRIDGE_IP:$APISERVER_PORT" 20 - https_ok "https://$BRIDGE_IP:$APISERVER_PORT/readyz"
 
