@@ -42,7 +42,7 @@ const (
 	// rest it is about 65 MiB: the binary's pages, the 8 MiB ring mapped
 	// twice (for wrap-around) and a 6 MiB heap; 50 clients reading
 	// the whole ring of 1000 episodes (740 kB of JSON) at once add 70-86
-	// MiB (measured peaks 140-150 MiB).
+	// MiB (measured peaks 130-150 MiB).
 	loadMaxRSS = 192 << 20
 )
 
