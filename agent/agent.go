@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,6 +101,9 @@ type Agent struct {
 	auditAt time.Time
 
 	statsFn atomic.Pointer[func() (tracer.Stats, error)]
+	// engineStats is a copy of the timeline engine's counters, for
+	// sigscope_cache_entries (caches.go).
+	engineStats atomic.Pointer[timeline.Stats]
 }
 
 // New prepares an agent; Run starts it.
@@ -140,11 +144,17 @@ func New(opts Options) (*Agent, error) {
 			return tracer.Stats{}, nil
 		},
 		EnrichmentErrors: a.resolver.Errors,
+		Caches:           a.caches,
 		Version:          opts.Version,
 		Revision:         opts.Revision,
 	})
 	a.reg = prometheus.NewRegistry()
-	a.reg.MustRegister(a.exp, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// go_gc_heap_live_bytes besides the defaults: the heap the last GC
+	// found live, the measure of memory that returns to its baseline
+	// (docs/benchmarks.md), where heap in use also counts garbage.
+	goc := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}))
+	a.reg.MustRegister(a.exp, goc, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.KubeEvents {
 		a.events = kubeevents.New(opts.KubeClient, opts.NodeName, kubeevents.Options{Logger: opts.Logger})
 		a.reg.MustRegister(a.events) // sigscope_kube_events_*: only with --kube-events
@@ -237,17 +247,24 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = srv.Shutdown(shutCtx)
 	}()
 
+	var p *pipeline.Pipeline
+	events := 0
 	p, err := pipeline.New(pipeline.Options{
-		Tracer:   tracer.Options{Signals: a.opts.Signals, Logger: a.log},
+		// The callbacks run on the tracer's goroutine, started after p is set.
+		Tracer:   tracer.Options{Signals: a.opts.Signals, Logger: a.log, Idle: func() { a.snapshotEngine(p.Engine()) }},
 		Resolver: a.resolver,
 		Timeline: &timeline.Options{},
 		OnEvent: func(e *tracer.Event, target, _ *container.Info) error {
 			a.exp.ObserveEvent(e, target)
+			if events++; events%engineSnapshotEvery == 0 {
+				a.snapshotEngine(p.Engine())
+			}
 			return nil
 		},
 		Annotate: a.annotate,
 		OnEpisodes: func(eps []timeline.Episode) error {
 			a.complete(eps)
+			a.snapshotEngine(p.Engine())
 			return nil
 		},
 	})

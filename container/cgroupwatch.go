@@ -183,6 +183,10 @@ func depthOf(rel string) int {
 	return strings.Count(strings.Trim(rel, "/"), "/") + min(1, len(strings.Trim(rel, "/")))
 }
 
+// watches says how many directories are watched, and the most that will
+// be. Called under the index's lock.
+func (w *cgroupWatch) watches() (n, max int) { return len(w.wds), maxWatches }
+
 // close stops the watch and waits for its goroutine.
 func (w *cgroupWatch) close() error {
 	err := w.f.Close()

@@ -51,8 +51,20 @@ type Options struct {
 	// EnrichmentErrors returns the container resolver's error counts per
 	// source (container.Resolver.Errors); read at each scrape. Nil: not exported.
 	EnrichmentErrors func() map[string]uint64
+	// Caches returns how full the agent's bounded caches and queues are;
+	// read at each scrape, as sigscope_cache_entries and
+	// sigscope_cache_capacity. Nil: only the exporter's own series (with
+	// PodLabels) are reported.
+	Caches func() []Cache
 	// Version and Revision label sigscope_build_info.
 	Version, Revision string
+}
+
+// Cache is one bounded cache or queue of the agent: how many entries it
+// holds now and how many it may hold.
+type Cache struct {
+	Name              string
+	Entries, Capacity int
 }
 
 // Exporter is a prometheus.Collector for sigscope. ObserveEvent,
@@ -71,6 +83,7 @@ type Exporter struct {
 	stopDuration *histFamily
 
 	eventsDesc, droppedDesc, missedDesc, enrichDesc, buildDesc, auditDesc, overflowDesc *prometheus.Desc
+	cacheDesc, cacheCapDesc                                                             *prometheus.Desc
 	buildInfo                                                                           prometheus.Metric
 
 	auditMu     sync.Mutex
@@ -223,6 +236,10 @@ func New(opts Options) *Exporter {
 		[]string{"namespace", "pod", "container"}, nil)
 	e.overflowDesc = prometheus.NewDesc("sigscope_series_overflow_total",
 		"Observations counted in a metric's overflow series because it had reached its series cap.", []string{"metric"}, nil)
+	e.cacheDesc = prometheus.NewDesc("sigscope_cache_entries",
+		"Entries held now by one of the agent's bounded caches and queues (cache): never above sigscope_cache_capacity.", []string{"cache"}, nil)
+	e.cacheCapDesc = prometheus.NewDesc("sigscope_cache_capacity",
+		"The most entries one of the agent's bounded caches and queues (cache) holds.", []string{"cache"}, nil)
 	e.buildInfo = constMetric(e.buildDesc, prometheus.GaugeValue, 1,
 		clean(opts.Version), clean(opts.Revision), clean(runtime.Version()))
 	return e
@@ -335,7 +352,7 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 		ch <- f.desc
 	}
 	for _, d := range []*prometheus.Desc{e.stopDuration.desc, e.eventsDesc, e.droppedDesc, e.missedDesc,
-		e.enrichDesc, e.buildDesc, e.auditDesc, e.overflowDesc} {
+		e.enrichDesc, e.buildDesc, e.auditDesc, e.overflowDesc, e.cacheDesc, e.cacheCapDesc} {
 		ch <- d
 	}
 }
@@ -383,6 +400,11 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- e.buildInfo
+	for _, c := range e.caches() {
+		name := clean(c.Name)
+		ch <- constMetric(e.cacheDesc, prometheus.GaugeValue, float64(c.Entries), name)
+		ch <- constMetric(e.cacheCapDesc, prometheus.GaugeValue, float64(c.Capacity), name)
+	}
 
 	e.auditMu.Lock()
 	series := e.auditSeries
@@ -390,6 +412,27 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range series { // never modified once stored: SetAudit replaces it
 		ch <- constMetric(e.auditDesc, prometheus.GaugeValue, s.value, s.labels[:]...)
 	}
+}
+
+// caches are Options.Caches and, with pod labels, the exporter's own
+// series: each capped metric's series against its cap.
+func (e *Exporter) caches() []Cache {
+	var out []Cache
+	if e.opts.Caches != nil {
+		out = e.opts.Caches()
+	}
+	if e.podLabels {
+		for _, f := range e.counterFamilies() {
+			f.mu.RLock()
+			out = append(out, Cache{Name: "series:" + f.name, Entries: len(f.series), Capacity: f.max})
+			f.mu.RUnlock()
+		}
+		f := e.stopDuration
+		f.mu.Lock()
+		out = append(out, Cache{Name: "series:" + f.name, Entries: len(f.series), Capacity: f.max})
+		f.mu.Unlock()
+	}
+	return out
 }
 
 // constMetric never panics: label values are cleaned before they get here,

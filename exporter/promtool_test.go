@@ -57,6 +57,7 @@ func exposition(t *testing.T, podLabels bool) []byte {
 			return tracer.Stats{Generate: tracer.KindStats{Seen: 3, Emitted: 2, Dropped: 1}}, nil
 		},
 		EnrichmentErrors: func() map[string]uint64 { return map[string]uint64{"docker": 1} },
+		Caches:           func() []Cache { return []Cache{{Name: "episodes", Entries: 1, Capacity: 1000}} },
 		Version:          "v0.0.0-test",
 		Revision:         "abc\xff",
 	})

@@ -42,9 +42,11 @@ type Options struct {
 	MaxSteps int
 }
 
-// Stats counts episodes since the engine was made; monotonic totals except Open.
+// Stats counts episodes since the engine was made; monotonic totals except
+// Open and ExecLogs.
 type Stats struct {
-	Open      int    // episodes in progress now
+	Open      int    // episodes in progress now (at most MaxOpen)
+	ExecLogs  int    // containers with no open episode whose exec sessions are kept (at most MaxOpen)
 	Started   uint64 // episodes begun
 	Completed uint64 // episodes returned by Add, Advance or Flush
 	Evicted   uint64 // open episodes dropped because MaxOpen was reached
@@ -102,7 +104,7 @@ func New(opts Options) *Engine {
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	s := e.stats
-	s.Open = len(e.open)
+	s.Open, s.ExecLogs = len(e.open), len(e.execs.logs)
 	return s
 }
 
