@@ -56,6 +56,7 @@ type Options struct {
 	HealthListener net.Listener
 
 	Signals   tracer.SignalSet // default tracer.DefaultSignals
+	RingSize  int              // the tracer's ring buffer in bytes; 0: tracer.DefaultRingSize
 	PodLabels bool             // namespace/pod/container labels on the counters
 	MaxSeries int              // per metric, with PodLabels
 
@@ -237,7 +238,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 
 	p, err := pipeline.New(pipeline.Options{
-		Tracer:   tracer.Options{Signals: a.opts.Signals, Logger: a.log},
+		Tracer:   tracer.Options{Signals: a.opts.Signals, RingSize: a.opts.RingSize, Logger: a.log},
 		Resolver: a.resolver,
 		Timeline: &timeline.Options{},
 		OnEvent: func(e *tracer.Event, target, _ *container.Info) error {

@@ -31,6 +31,7 @@ type timelineFlags struct {
 	settle     time.Duration
 	kubeconfig string
 	skip       bool
+	ringSize   int
 	server     serverFlags
 	runtime    runtimeFlags
 }
@@ -70,6 +71,7 @@ completes. Offline: read a recording made with "sigscope trace -o json".`,
 	fl.StringVar(&f.pod, "pod", "", "only episodes of this pod (namespace/name)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "read why pods' containers were stopped (stop_reason) and the grace period applied from the API server with this kubeconfig")
 	fl.DurationVar(&f.settle, "settle", 0, "how long after the main process's exit to keep collecting the cascade (default 1s)")
+	registerRingSize(fl, &f.ringSize)
 	f.server.register(fl)
 	f.runtime.register(fl)
 	return cmd
@@ -82,8 +84,8 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	if f.skip && f.file == "" {
 		return usageError{fmt.Errorf("--skip-invalid is for a recording read with -f")}
 	}
-	if f.file != "" && (f.follow || f.duration > 0) {
-		return usageError{fmt.Errorf("-f reads a recording: --follow and --duration are for live tracing")}
+	if f.file != "" && (f.follow || f.duration > 0 || ringSizeGiven(f.ringSize)) {
+		return usageError{fmt.Errorf("-f reads a recording: --follow, --duration and --ring-size are for live tracing")}
 	}
 	cf, err := newContainerFilter(f.container, f.pod)
 	if err != nil {
@@ -97,8 +99,8 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	hasOpen := func(ns, pod string) bool { return engine != nil && engine.HasOpen(ns, pod) }
 	print, flush := episodePrinter(w, f.output, cf, hasOpen)
 	if f.server.url != "" {
-		if f.file != "" || f.follow || f.duration > 0 {
-			return usageError{fmt.Errorf("--server reads an agent's recent episodes: no -f, --follow or --duration")}
+		if f.file != "" || f.follow || f.duration > 0 || ringSizeGiven(f.ringSize) {
+			return usageError{fmt.Errorf("--server reads an agent's recent episodes: no -f, --follow, --duration or --ring-size")}
 		}
 		q := url.Values{}
 		if cf.container != "" {
@@ -175,9 +177,10 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	}
 	p, err := pipeline.New(pipeline.Options{
 		Tracer: tracer.Options{
-			Signals: tracer.DefaultSignals,
-			Logger:  slog.Default(),
-			Idle:    func() { _ = w.Flush() },
+			Signals:  tracer.DefaultSignals,
+			RingSize: f.ringSize,
+			Logger:   slog.Default(),
+			Idle:     func() { _ = w.Flush() },
 		},
 		Resolver:   resolver,
 		Timeline:   &topts,
