@@ -46,8 +46,9 @@ the stop signal sent to the container's main process (its PID 1, or the process
 the runtime started when it shares a pid namespace) and what the kernel did with
 it, the SIGKILL escalation, the namespace cascade, the exit status, and a
 verdict (graceful, ignored_by_init, ignored, handler_timeout, killed,
-oom_killed, exited; unfinished when a recording ends mid-stop) with a fix
-hint. A pod's sandbox (pause) container makes no episode of its own.
+oom_killed, exited; unfinished when a recording ends mid-stop, or when the
+stop may have begun before tracing did) with a fix hint. A pod's sandbox
+(pause) container makes no episode of its own.
 
 Live (the default, needs root): trace now and print each episode when it
 completes. Offline: read a recording made with "sigscope trace -o json".`,
