@@ -1,6 +1,7 @@
 package dockertest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,8 +12,12 @@ import (
 	"time"
 )
 
-// pidFile is where dockerd writes its pid (its --pidfile default).
-const pidFile = "/var/run/docker.pid"
+// Where dockerd writes its pid (its --pidfile default), and where the
+// containerd it runs writes its own (under its default --exec-root).
+const (
+	pidFile           = "/var/run/docker.pid"
+	containerdPIDFile = "/var/run/docker/containerd/containerd.pid"
+)
 
 // Outage says how a Restart went: how long the daemon took to go (with
 // live-restore off it stops every running container first, each within
@@ -43,6 +48,7 @@ func (d *Daemon) Restart(t testing.TB, sig syscall.Signal, down func()) Outage {
 	if err != nil {
 		t.Fatalf("dockertest: restart: %v", err)
 	}
+	containerd := processOf(containerdPIDFile, "containerd")
 	var o Outage
 	start := time.Now()
 	if err := syscall.Kill(pid, sig); err != nil {
@@ -50,25 +56,69 @@ func (d *Daemon) Restart(t testing.TB, sig syscall.Signal, down func()) Outage {
 	}
 	// dockerd was started in its own session by EnsureDaemon or by a
 	// service manager: it is not this process's child, so poll for its end.
-	for syscall.Kill(pid, 0) == nil {
-		if time.Since(start) > 90*time.Second {
-			t.Fatalf("dockertest: dockerd %d still running 90s after %v", pid, sig)
+	// Its containerd goes too (dockerd stops it, or the kernel kills it
+	// when dockerd dies).
+	for _, p := range []struct {
+		pid  int
+		name string
+		file string
+	}{{pid, "dockerd", pidFile}, {containerd, "its containerd", containerdPIDFile}} {
+		if p.pid == 0 {
+			continue
 		}
-		time.Sleep(20 * time.Millisecond)
+		for running(p.pid) {
+			if time.Since(start) > 90*time.Second {
+				t.Fatalf("dockertest: %s (%d) still running 90s after %v to dockerd", p.name, p.pid, sig)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// Dead, but after a crash maybe a zombie until init reaps it,
+		// and its pid file left behind: a new dockerd would take it for
+		// alive (it refuses to start; it waits for that containerd's
+		// socket, times out and exits). Remove what names the dead.
+		if processOf(p.file, "") == p.pid {
+			if err := os.Remove(p.file); err != nil && !os.IsNotExist(err) {
+				t.Fatalf("dockertest: %v", err)
+			}
+		}
 	}
 	o.Stopped = time.Since(start)
 	if err := Ping(d.Socket); err == nil {
 		t.Fatalf("dockertest: a daemon still answers on %s after dockerd %d ended", d.Socket, pid)
 	}
+	// Other tests share this daemon: it comes back even when down fails
+	// the test.
+	started := false
+	defer func() {
+		if !started {
+			if err := restartDaemon(args); err != nil {
+				t.Errorf("dockertest: restart: %v", err)
+			}
+		}
+	}()
 	if down != nil {
 		down()
 	}
 	start = time.Now()
-	if err := startDaemon(args); err != nil {
+	started = true
+	if err := restartDaemon(args); err != nil {
 		t.Fatalf("dockertest: restart: %v", err)
 	}
 	o.Started = time.Since(start)
 	return o
+}
+
+// restartDaemon starts dockerd, and tries once more when it fails: the
+// machine is not to be left without Docker.
+func restartDaemon(args []string) error {
+	err := startDaemon(args)
+	if err == nil {
+		return nil
+	}
+	if err2 := startDaemon(args); err2 != nil {
+		return fmt.Errorf("%v; and again: %v", err, err2)
+	}
+	return nil
 }
 
 // daemonProcess is the running dockerd's pid and command line, from its
@@ -91,6 +141,40 @@ func daemonProcess() (int, []string, error) {
 		return 0, nil, fmt.Errorf("pid %d from %s runs %q, not dockerd", pid, pidFile, args[0])
 	}
 	return pid, args, nil
+}
+
+// running reports whether pid is a process that has not exited (a zombie
+// has).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command, which is in parentheses and may hold
+	// any byte.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
+}
+
+// processOf is the pid in file when it is a process named comm, 0
+// otherwise; with comm "", whatever pid file names.
+func processOf(file, comm string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0
+	}
+	if comm == "" {
+		return pid
+	}
+	c, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil || strings.TrimSpace(string(c)) != comm {
+		return 0
+	}
+	return pid
 }
 
 // closeInheritedFiles marks every descriptor above stderr close-on-exec.
