@@ -55,8 +55,9 @@ type Options struct {
 	// missed: an episode with no stop signal, whose main process's start
 	// was not seen either, and whose first event comes within its stop
 	// budget after Since ([Episode.StopBudget]) is [OutcomeUnfinished] with
-	// StartUnseen set, never killed or exited, which it cannot know. Zero:
-	// the first event's time, the earliest a recording shows.
+	// StartUnseen set, never killed or exited, which it cannot know; this
+	// for containers only, not pid namespaces no runtime made. Zero: the
+	// first event's time, the earliest a recording shows.
 	Since time.Time
 }
 
@@ -334,9 +335,11 @@ func (e *Engine) complete(ep *episode, out *[]Episode) {
 // first event came within its stop budget after tracing began. A stop
 // signal sent just before then (and the main process's answer to it) would
 // look exactly so: only the SIGKILL at the end of the grace period, or the
-// exit, is left.
+// exit, is left. Only a container's (an ID from its runtime or its cgroup
+// path): a pid namespace no runtime made (unshare, a clone) is stopped by
+// no runtime with a grace period, and may start without an exec to show it.
 func (e *Engine) beganUnseen(ep *episode) bool {
-	if ep.stopped() || e.since.IsZero() {
+	if ep.stopped() || e.since.IsZero() || ep.Container.ID == "" {
 		return false
 	}
 	if ep.mainKnown && e.starts.seen(procKey{ep.Main.PID, ep.mainNS}) {

@@ -74,10 +74,12 @@ func TestStartUnseenRule(t *testing.T) {
 			func(s *sim) { kill(s, 13*time.Second) }, OutcomeKilled, false},
 		{"a longer stop timeout widens the window", dockerInfo(idA, "web", 60),
 			func(s *sim) { kill(s, 40*time.Second) }, OutcomeUnfinished, true},
-		{"no runtime: the default budget (30 s + 2 s)", nil,
+		{"the runtime did not answer: the default budget (30 s + 2 s)", bareInfo(idA),
 			func(s *sim) { kill(s, 31*time.Second) }, OutcomeUnfinished, true},
-		{"no runtime, past the default budget", nil,
+		{"the runtime did not answer, past the default budget", bareInfo(idA),
 			func(s *sim) { kill(s, 33*time.Second) }, OutcomeKilled, false},
+		{"a pid namespace no runtime made: no stop budget, taken as whole", nil,
+			func(s *sim) { kill(s, time.Second) }, OutcomeKilled, false},
 		{"a Kubernetes grace period", podInfo(45, nil),
 			func(s *sim) { kill(s, 46*time.Second) }, OutcomeUnfinished, true},
 		{"docker kill of a container started after tracing began", dockerInfo(idA, "web", 10),
@@ -108,6 +110,10 @@ func TestStartUnseenRule(t *testing.T) {
 	}
 }
 
+// bareInfo is a container known by its cgroup path only: its runtime did not
+// answer.
+func bareInfo(id string) *container.Info { return &container.Info{ID: id, Runtime: "docker"} }
+
 // Offline, tracing began at the recording's first event, the earliest it
 // shows: a replayed recording gives what the live trace gave.
 func TestStartUnseenOffline(t *testing.T) {
@@ -132,7 +138,7 @@ func TestStartsBounded(t *testing.T) {
 	var in []input
 	pids := []uint32{5151, 6161, 7171}
 	for i, pid := range pids {
-		s := newSim(t, nsA+uint32(i), pid, "sh", nil)
+		s := newSim(t, nsA+uint32(i), pid, "sh", bareInfo(strings.Repeat(string("abc"[i]), 64)))
 		s.execIn(time.Duration(i)*ms, s.init)
 		// One after the other: MaxOpen bounds the open episodes too.
 		at := time.Second + time.Duration(i)*3*time.Second
