@@ -57,6 +57,7 @@ type Options struct {
 	HealthListener net.Listener
 
 	Signals   tracer.SignalSet // default tracer.DefaultSignals
+	RingSize  int              // the tracer's ring buffer in bytes; 0: tracer.DefaultRingSize
 	PodLabels bool             // namespace/pod/container labels on the counters
 	MaxSeries int              // per metric, with PodLabels
 
@@ -251,7 +252,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	events := 0
 	p, err := pipeline.New(pipeline.Options{
 		// The callbacks run on the tracer's goroutine, started after p is set.
-		Tracer:   tracer.Options{Signals: a.opts.Signals, Logger: a.log, Idle: func() { a.snapshotEngine(p.Engine()) }},
+		Tracer:   tracer.Options{Signals: a.opts.Signals, RingSize: a.opts.RingSize, Logger: a.log, Idle: func() { a.snapshotEngine(p.Engine()) }},
 		Resolver: a.resolver,
 		Timeline: &timeline.Options{},
 		OnEvent: func(e *tracer.Event, target, _ *container.Info) error {

@@ -133,6 +133,10 @@ type Resolver struct {
 	errs    map[string]uint64
 	warned  map[string]bool
 	downTil map[string]time.Time
+	// downSock is a failed endpoint's socket file as it was when it
+	// failed: a runtime that restarts makes a new one, and is asked again
+	// at once instead of after retryInterval.
+	downSock map[string]fileID
 }
 
 // entry is the resolution of one Key.
@@ -237,6 +241,7 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 		errs:          make(map[string]uint64),
 		warned:        make(map[string]bool),
 		downTil:       make(map[string]time.Time),
+		downSock:      make(map[string]fileID),
 		rechecks:      make(map[string]*recheck),
 		recheckWake:   make(chan struct{}, 1),
 	}
@@ -835,12 +840,17 @@ func (r *Resolver) fail(source, endpoint string, err error) {
 	if key == "" {
 		key = source
 	}
+	var sock fileID
+	if endpoint != "" {
+		sock = socketFile(endpoint)
+	}
 	r.errMu.Lock()
 	r.errs[source]++
 	first := !r.warned[key]
 	r.warned[key] = true
 	if endpoint != "" {
 		r.downTil[endpoint] = r.now().Add(r.retryInterval)
+		r.downSock[endpoint] = sock
 	}
 	r.errMu.Unlock()
 	attrs := []any{"source", source}
@@ -861,18 +871,48 @@ func (r *Resolver) ok(source, endpoint string) {
 	was := r.warned[endpoint]
 	r.warned[endpoint] = false
 	delete(r.downTil, endpoint)
+	delete(r.downSock, endpoint)
 	r.errMu.Unlock()
 	if was {
 		r.log.Info("container metadata source answers again", "source", source, "endpoint", endpoint)
 	}
 }
 
-// isDown reports whether endpoint failed less than retryInterval ago.
+// isDown reports whether endpoint failed less than retryInterval ago and
+// is the same socket still: a daemon restarted since (dockerd, containerd)
+// has made a new one, and the containers started right after it are named
+// at once, not retryInterval later.
 func (r *Resolver) isDown(endpoint string) bool {
 	r.errMu.Lock()
-	defer r.errMu.Unlock()
 	until, ok := r.downTil[endpoint]
-	return ok && r.now().Before(until)
+	sock := r.downSock[endpoint]
+	r.errMu.Unlock()
+	if !ok || !r.now().Before(until) {
+		return false
+	}
+	return socketFile(endpoint) == sock
+}
+
+// fileID is a file's identity; zero for none. The modification time is
+// part of it: a file system may give a new socket the inode of the one
+// just removed (ext4 does), but not the same time.
+type fileID struct {
+	dev, ino uint64
+	mtime    int64
+}
+
+// socketFile is the identity of the socket file at path, zero when there
+// is none (a daemon that stopped cleanly removed it).
+func socketFile(path string) fileID {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileID{}
+	}
+	id := fileID{mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id.dev, id.ino = uint64(st.Dev), st.Ino
+	}
+	return id
 }
 
 // Errors returns how many errors each source has had since the resolver

@@ -60,14 +60,32 @@ func (f *fakeDocker) set(id string, inspect map[string]any) {
 func startFakeDocker(t *testing.T, containers map[string]map[string]any) *fakeDocker {
 	t.Helper()
 	f := &fakeDocker{socket: socketPath(t, "docker.sock"), containers: containers}
+	stop, _ := f.listen(t)
+	t.Cleanup(stop)
+	return f
+}
+
+// listen serves the API on a new socket file at f.socket (replacing a
+// stale one, as dockerd does) until stop, which removes the file as a
+// daemon that stops cleanly does, or crash, which leaves it behind
+// refusing connections.
+func (f *fakeDocker) listen(t *testing.T) (stop, crash func()) {
+	t.Helper()
+	if err := os.Remove(f.socket); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("unix", f.socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(f.serve)}
 	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return f
+	stop = func() { srv.Close() }
+	crash = func() {
+		l.(*net.UnixListener).SetUnlinkOnClose(false)
+		srv.Close()
+	}
+	return stop, crash
 }
 
 func (f *fakeDocker) serve(w http.ResponseWriter, req *http.Request) {

@@ -271,12 +271,15 @@ func TestDockerStopHandlerTimeout(t *testing.T) {
 }
 
 // docker kill and docker rm -f: SIGKILL with no stop signal before it.
+// The container starts after the timeline, which sees its start: a SIGKILL
+// so soon after tracing began would otherwise be a stop whose beginning it
+// may have missed (unfinished, start_unseen).
 func TestDockerKill(t *testing.T) {
 	img := busyboxImage(t)
 	for _, c := range []struct{ name, how string }{{"e2e-kill", "kill"}, {"e2e-rmf", "rm"}} {
 		t.Run(c.how, func(t *testing.T) {
-			id := runContainer(t, c.name, img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
 			l := startTimeline(t)
+			id := runContainer(t, c.name, img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
 			if c.how == "kill" {
 				docker(t, "kill", c.name)
 			} else {

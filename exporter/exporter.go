@@ -301,9 +301,11 @@ func (e *Exporter) ObserveEpisode(ep *timeline.Episode) {
 	}
 }
 
-// stopDuration is the stop signal (else the episode's start) to PID 1's exit.
+// stopDuration is the stop signal (else the episode's start) to PID 1's exit;
+// none for a stop that may have begun before tracing did, whose start is
+// not known.
 func stopDuration(ep *timeline.Episode) (time.Duration, bool) {
-	if ep.ExitAt.IsZero() {
+	if ep.ExitAt.IsZero() || ep.StartUnseen {
 		return 0, false
 	}
 	from := ep.StopAt

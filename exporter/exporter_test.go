@@ -151,6 +151,12 @@ func episode(o timeline.Outcome, stop, exit time.Duration) *timeline.Episode {
 	return ep
 }
 
+// startUnseen marks ep as a stop that may have begun before tracing did.
+func startUnseen(ep *timeline.Episode) *timeline.Episode {
+	ep.StartUnseen, ep.TracedSince = true, ep.Start.Add(-time.Second)
+	return ep
+}
+
 func TestEpisodes(t *testing.T) {
 	e := New(Options{})
 	reg := register(t, e)
@@ -159,10 +165,11 @@ func TestEpisodes(t *testing.T) {
 		episode(timeline.OutcomeIgnoredByInit, 0, 30002*time.Millisecond), // Kubernetes' 30 s
 		episode(timeline.OutcomeGraceful, time.Second, 1200*time.Millisecond),
 		episode(timeline.OutcomeGraceful, 0, 0),
-		episode(timeline.OutcomeExited, -1, 5*time.Second),   // no stop signal: start to exit
-		episode(timeline.OutcomeUnfinished, 0, -1),           // no exit: counted, no duration
-		episode(timeline.OutcomeKilled, 0, 200*time.Second),  // past the last bucket
-		episode(timeline.Outcome("made-up"), 0, time.Second), // from a foreign recording
+		episode(timeline.OutcomeExited, -1, 5*time.Second),                        // no stop signal: start to exit
+		episode(timeline.OutcomeUnfinished, 0, -1),                                // no exit: counted, no duration
+		startUnseen(episode(timeline.OutcomeUnfinished, -1, 10*time.Millisecond)), // its start unknown: no duration
+		episode(timeline.OutcomeKilled, 0, 200*time.Second),                       // past the last bucket
+		episode(timeline.Outcome("made-up"), 0, time.Second),                      // from a foreign recording
 		nil,
 	} {
 		e.ObserveEpisode(ep)
@@ -176,7 +183,7 @@ sigscope_container_stops_total{outcome="ignored_by_init"} 2
 sigscope_container_stops_total{outcome="killed"} 1
 sigscope_container_stops_total{outcome="oom_killed"} 0
 sigscope_container_stops_total{outcome="prestop_timeout"} 0
-sigscope_container_stops_total{outcome="unfinished"} 1
+sigscope_container_stops_total{outcome="unfinished"} 2
 sigscope_container_stops_total{outcome="unknown"} 1
 `+helpDuration+`
 sigscope_container_stop_duration_seconds_bucket{outcome="exited",le="0.5"} 0

@@ -67,9 +67,6 @@ func (p *Pipeline) noteLoss(now time.Time) {
 // New loads and attaches the tracer. Close releases it.
 func New(opts Options) (*Pipeline, error) {
 	p := &Pipeline{opts: opts}
-	if opts.Timeline != nil {
-		p.engine = timeline.New(*opts.Timeline)
-	}
 	to := opts.Tracer
 	userIdle := to.Idle
 	to.Idle = func() {
@@ -89,6 +86,15 @@ func New(opts Options) (*Pipeline, error) {
 		return nil, err
 	}
 	p.t = t
+	if opts.Timeline != nil {
+		// Tracing began now, with every program attached: an episode
+		// whose first event comes soon after may have begun unseen.
+		topts := *opts.Timeline
+		if topts.Since.IsZero() {
+			topts.Since = time.Now()
+		}
+		p.engine = timeline.New(topts)
+	}
 	return p, nil
 }
 

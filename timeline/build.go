@@ -28,6 +28,7 @@ type episode struct {
 	graceSource    string        // "kubernetes", "docker" or "": which knob sets GracePeriod
 
 	mainKnown   bool
+	mainNS      uint32             // the main process's pid namespace, once known
 	stopHandler tracer.Disposition // the main process's disposition for the first stop signal when it was sent
 	stopBlocked bool               // the main process had the first stop signal blocked when it was sent
 	handled     bool               // a stop signal reached a handler in the main process
@@ -87,7 +88,7 @@ func (ep *episode) noteInfo(c *container.Info, aboutMain bool) {
 
 func (ep *episode) noteMain(t *tracer.Process) {
 	if !ep.mainKnown {
-		ep.Main, ep.mainKnown = proc(t), true
+		ep.Main, ep.mainKnown, ep.mainNS = proc(t), true, t.PidNS
 		ep.MainIsInit = t.NsPID == 1
 		ep.ForwardingInit = forwardingInit(ep.Main.Comm, ep.MainIsInit)
 	}
@@ -380,11 +381,11 @@ func senderText(ev *tracer.Event) string {
 	return fmt.Sprintf("%s (%d)", s.Comm.String(), s.PID)
 }
 
-// finish puts the steps in time order and decides the outcome and the hint.
+// order puts the steps in time order and starts the episode at the first.
 // Events reach the ring buffer from several CPUs and can arrive a few
 // microseconds out of order (a SIGKILL's generate after the exit it caused);
 // the steps are told in the order they happened.
-func (ep *episode) finish() {
+func (ep *episode) order() {
 	slices.SortStableFunc(ep.Steps, func(a, b Step) int { return a.Time.Compare(b.Time) })
 	if len(ep.Steps) > 0 && ep.Steps[0].Time.Before(ep.Start) {
 		ep.Start = ep.Steps[0].Time
@@ -392,6 +393,10 @@ func (ep *episode) finish() {
 	for i := range ep.Steps {
 		ep.Steps[i].At = ep.Steps[i].Time.Sub(ep.Start)
 	}
+}
+
+// finish decides the outcome and the hint of an ordered episode.
+func (ep *episode) finish() {
 	ep.PreStop = ep.preStop()
 	ep.Outcome = decide(ep.facts())
 	ep.Hint = capitalize(hint(ep))

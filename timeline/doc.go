@@ -3,8 +3,9 @@
 // what the kernel did with it (tracer.Fate), the SIGKILL escalation, the main
 // process's exit, the namespace cascade and the other processes' fates, with
 // an outcome (graceful, ignored_by_init, ignored, handler_timeout, killed,
-// oom_killed, exited; unfinished when a recording ends mid-stop) and a fix
-// hint.
+// oom_killed, exited; unfinished when a recording ends mid-stop, or when the
+// stop may have begun before tracing did and what is left cannot tell) and a
+// fix hint.
 // docs/timelines.md describes the outcomes and the fields.
 //
 // The engine is pure: no I/O, no root, and no clock. Time comes from the

@@ -19,7 +19,16 @@ const (
 	DefaultSettle   = time.Second
 	DefaultMaxOpen  = 4096
 	DefaultMaxSteps = 256
+	// DefaultStopBudget is the longest a stop is assumed to last when the
+	// runtime did not say (no grace period or stop timeout known): the
+	// Kubernetes default grace period, longer than Docker's 10 s.
+	DefaultStopBudget = 30 * time.Second
 )
+
+// stopSlack is added to a stop budget for the runtime's own delay between
+// the end of the grace period and its SIGKILL, and for the kubelet's 2 s
+// minimum after a late stop signal.
+const stopSlack = 2 * time.Second
 
 // Options configures an [Engine]. The zero value gives the defaults.
 type Options struct {
@@ -40,6 +49,16 @@ type Options struct {
 	// the SIGKILL, PID 1's exit, the first OOM kill) are always kept. Steps
 	// and cascade kills beyond it are only counted.
 	MaxSteps int
+	// Since is when tracing began: nothing before it was seen. A stop can
+	// begin before and end after it (a tracer started, or an agent
+	// restarted, in the middle of a stop), and then its stop signal was
+	// missed: an episode with no stop signal, whose main process's start
+	// was not seen either, and whose first event comes within its stop
+	// budget after Since ([Episode.StopBudget]) is [OutcomeUnfinished] with
+	// StartUnseen set, never killed or exited, which it cannot know; this
+	// for containers only, not pid namespaces no runtime made. Zero: the
+	// first event's time, the earliest a recording shows.
+	Since time.Time
 }
 
 // Stats counts episodes since the engine was made; monotonic totals except
@@ -68,6 +87,8 @@ type Engine struct {
 	execs    execs               // exec sessions of containers with no open episode
 	stats    Stats
 	dropped  uint64 // the tracer's dropped total at the last NoteDropped
+	since    time.Time
+	starts   starts // main processes whose start was seen
 }
 
 // epKey names the container an episode follows: its ID when the resolver
@@ -98,7 +119,7 @@ func New(opts Options) *Engine {
 		opts.MaxSteps = DefaultMaxSteps
 	}
 	return &Engine{opts: opts, open: make(map[epKey]*episode), byMain: make(map[uint32]*episode), byNS: make(map[uint32]*episode),
-		execs: execs{max: opts.MaxOpen}}
+		execs: execs{max: opts.MaxOpen}, since: opts.Since, starts: starts{max: opts.MaxOpen}}
 }
 
 // Stats returns the engine's counters.
@@ -114,6 +135,9 @@ func (e *Engine) Stats() Stats {
 // tracer reuses its Event, and the resolver may update its Info.
 func (e *Engine) Add(ev *tracer.Event, c *container.Info) []Episode {
 	var out []Episode
+	if e.since.IsZero() {
+		e.since = ev.Time
+	}
 	if ev.Time.After(e.now) {
 		e.now = ev.Time
 		e.expire(&out)
@@ -296,9 +320,34 @@ func (e *Engine) remove(ep *episode) {
 
 func (e *Engine) complete(ep *episode, out *[]Episode) {
 	e.remove(ep)
+	ep.order()
+	if e.beganUnseen(ep) {
+		ep.StartUnseen, ep.TracedSince = true, e.since
+	}
+	if ep.mainKnown && ep.exited {
+		e.starts.forget(procKey{ep.Main.PID, ep.mainNS})
+	}
 	ep.finish()
 	e.stats.Completed++
 	*out = append(*out, ep.Episode)
+}
+
+// beganUnseen reports whether the episode may have begun before tracing
+// did: no stop signal was seen, nor its main process's start, and its
+// first event came within its stop budget after tracing began. A stop
+// signal sent just before then (and the main process's answer to it) would
+// look exactly so: only the SIGKILL at the end of the grace period, or the
+// exit, is left. Only a container's (an ID from its runtime or its cgroup
+// path): a pid namespace no runtime made (unshare, a clone) is stopped by
+// no runtime with a grace period, and may start without an exec to show it.
+func (e *Engine) beganUnseen(ep *episode) bool {
+	if ep.stopped() || e.since.IsZero() || ep.Container.ID == "" {
+		return false
+	}
+	if ep.mainKnown && e.starts.seen(procKey{ep.Main.PID, ep.mainNS}) {
+		return false
+	}
+	return ep.Start.Sub(e.since) <= ep.StopBudget()
 }
 
 // settle makes ep complete at t, or later if it already had a later deadline.

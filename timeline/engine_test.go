@@ -759,7 +759,7 @@ func BenchmarkAddNoEpisode(b *testing.B) {
 	s := newSim(t, nsA, 5151, "app", nil)
 	kid := s.kid(5152, 5, "worker")
 	s.kidExit(0, kid, 0, 0)
-	e := New(Options{})
+	e := newEngine(Options{})
 	ev := s.in[0].ev
 	info := &container.Info{ID: idA}
 	b.ReportAllocs()

@@ -43,8 +43,10 @@ const (
 	OutcomeIgnored Outcome = "ignored"
 	// PID 1 ended on its own: no stop signal, or one it dropped, and no SIGKILL.
 	OutcomeExited Outcome = "exited"
-	// Only from [Engine.Flush]: a stop signal was sent but the recording
-	// ended before PID 1 was killed or exited.
+	// Seen only in part: a stop signal was sent but the recording ended
+	// ([Engine.Flush]) before PID 1 was killed or exited; or the stop may
+	// have begun before tracing did (Episode.StartUnseen), so that what
+	// was seen (a SIGKILL, an exit) cannot tell how it went.
 	OutcomeUnfinished Outcome = "unfinished"
 )
 
@@ -203,6 +205,15 @@ type Episode struct {
 	// have been its own, so it may be incomplete. 0: nothing was lost.
 	EventsDropped uint64
 	OOMVictims    []Proc
+	// StartUnseen: the stop may have begun before tracing did
+	// (TracedSince). No stop signal was seen and neither was the main
+	// process's start, and the first event came within the stop budget
+	// after TracedSince ([Episode.StopBudget]): a stop signal sent just
+	// before would have left exactly this. The outcome is unfinished,
+	// unless the OOM killer picked the main process (that stands whatever
+	// came before).
+	StartUnseen bool
+	TracedSince time.Time // with StartUnseen: when tracing began
 
 	Steps        []Step
 	StepsOmitted int // minor steps beyond Options.MaxSteps, counted only
@@ -217,6 +228,16 @@ func (ep *Episode) KillAfter() (time.Duration, bool) {
 		return 0, false
 	}
 	return ep.KillAt.Sub(ep.StopAt), true
+}
+
+// StopBudget is the longest the episode's stop can have lasted: its grace
+// period (or stop timeout) when known, else [DefaultStopBudget], plus a
+// slack for the runtime's own delay before its SIGKILL.
+func (ep *Episode) StopBudget() time.Duration {
+	if ep.GracePeriod > 0 {
+		return ep.GracePeriod + stopSlack
+	}
+	return DefaultStopBudget + stopSlack
 }
 
 // ExitAfter is the time from the stop signal to PID 1's exit; false without both.
@@ -279,6 +300,8 @@ type jsonEpisode struct {
 	CascadeKills   []Proc       `json:"cascade_kills"`
 	CascadeOmitted int          `json:"cascade_kills_omitted,omitempty"`
 	EventsDropped  uint64       `json:"events_dropped,omitempty"`
+	StartUnseen    bool         `json:"start_unseen,omitempty"`
+	TracedSince    string       `json:"traced_since,omitempty"`
 	OOMVictims     []Proc       `json:"oom_victims,omitempty"`
 	Steps          []jsonStep   `json:"steps"`
 	StepsOmitted   int          `json:"steps_omitted,omitempty"`
@@ -360,6 +383,8 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		CascadeKills:   safeProcs(ep.CascadeKills),
 		CascadeOmitted: ep.CascadeOmitted,
 		EventsDropped:  ep.EventsDropped,
+		StartUnseen:    ep.StartUnseen,
+		TracedSince:    jsonTime(ep.TracedSince),
 		OOMVictims:     safeProcs(ep.OOMVictims),
 		Steps:          make([]jsonStep, len(ep.Steps)),
 		StepsOmitted:   ep.StepsOmitted,
@@ -439,6 +464,7 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		CascadeKills:   j.CascadeKills,
 		CascadeOmitted: j.CascadeOmitted,
 		EventsDropped:  j.EventsDropped,
+		StartUnseen:    j.StartUnseen,
 		OOMVictims:     j.OOMVictims,
 		StepsOmitted:   j.StepsOmitted,
 		Hint:           j.Hint,
@@ -449,7 +475,7 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 	for _, f := range []struct {
 		s   string
 		dst *time.Time
-	}{{j.Start, &out.Start}, {j.StopAt, &out.StopAt}, {j.KillAt, &out.KillAt}, {j.ExitAt, &out.ExitAt}} {
+	}{{j.Start, &out.Start}, {j.StopAt, &out.StopAt}, {j.KillAt, &out.KillAt}, {j.ExitAt, &out.ExitAt}, {j.TracedSince, &out.TracedSince}} {
 		if *f.dst, err = parseTime(f.s); err != nil {
 			return err
 		}

@@ -107,8 +107,13 @@ func (x *execs) take(key epKey, t time.Time) []execSession {
 // addExec takes a process that entered its container from outside.
 func (e *Engine) addExec(ev *tracer.Event, c *container.Info, out *[]Episode) {
 	t := &ev.Target
-	if !tracked(t, c) || c != nil && c.Sandbox || isMain(t, c) {
-		return // a container's own start, or no container
+	if !tracked(t, c) || c != nil && c.Sandbox {
+		return
+	}
+	if isMain(t, c) {
+		// A container's own start: from now on its stops are seen whole.
+		e.starts.add(procKey{t.PID, t.PidNS})
+		return
 	}
 	s := execSession{proc: proc(t), parent: proc(&ev.Sender), start: ev.Time}
 	if ep := e.episodeOf(t, c, false, out); ep != nil {

@@ -19,6 +19,7 @@ type facts struct {
 	oomMain      bool          // the OOM killer picked the main process
 	oomFirst     bool          // an OOM kill came before any stop signal, SIGKILL or exit
 	hookTimedOut bool          // the preStop hook used up the grace period
+	startUnseen  bool          // the stop may have begun before tracing did (Episode.StartUnseen)
 }
 
 func (ep *episode) facts() facts {
@@ -34,6 +35,7 @@ func (ep *episode) facts() facts {
 		oomMain:      ep.oomMain,
 		oomFirst:     ep.oomFirst,
 		hookTimedOut: ep.PreStop.timedOut(&ep.Episode),
+		startUnseen:  ep.StartUnseen,
 	}
 }
 
@@ -48,28 +50,35 @@ func (f facts) ignoredStop() bool {
 //  1. oom_killed: the OOM killer picked the main process, or another
 //     process before any stop signal or SIGKILL. The memory limit is the
 //     cause, whatever the runtime did next.
-//  2. killed: the main process was killed by SIGKILL with no stop signal
+//  2. unfinished: the stop may have begun before tracing did (no stop
+//     signal seen, nor the main process's start, and the first event
+//     within the stop budget after tracing began): a SIGKILL or an exit
+//     alone cannot tell whether a stop signal came first and what the main
+//     process did with it, so no verdict below is given. An OOM kill of
+//     the main process stands (rule 1); one of another process does not
+//     (it may have come after an unseen stop signal).
+//  3. killed: the main process was killed by SIGKILL with no stop signal
 //     before it.
-//  3. prestop_timeout: killed by SIGKILL after a stop signal that came late
+//  4. prestop_timeout: killed by SIGKILL after a stop signal that came late
 //     because the container's preStop hook used up the grace period (the
 //     kubelet then gives the stop signal its 2 s minimum).
-//  4. ignored_by_init (an init) or ignored (a main process that is no
+//  5. ignored_by_init (an init) or ignored (a main process that is no
 //     init): killed by SIGKILL after a stop signal it never acted on: the
 //     kernel dropped it (no handler at an init, SIG_IGN, a signal whose
 //     default is to do nothing), or it stayed blocked and no handler ran
 //     and nothing was forwarded.
-//  5. handler_timeout: killed by SIGKILL after it took the stop signal (a
+//  6. handler_timeout: killed by SIGKILL after it took the stop signal (a
 //     handler, a forwarding init, a sigwait, the default action) but had
 //     not ended.
-//  6. graceful: the kernel queued or delivered the stop signal and the main
+//  7. graceful: the kernel queued or delivered the stop signal and the main
 //     process ended before any SIGKILL, with an exit code (0, 143 from a
 //     trap or an init passing on its child's death, 1) or by that signal
 //     (a default action). The mechanism does not matter: a handler,
 //     sigwait (tini), signalfd (catatonit), a shell trap.
-//  7. exited: the main process ended and none of the above holds: no stop
+//  8. exited: the main process ended and none of the above holds: no stop
 //     signal, one it never acted on, or a death by another signal (a crash
 //     during shutdown).
-//  8. unfinished: only a stop signal, and the recording ended first.
+//  9. unfinished: only a stop signal, and the recording ended first.
 //
 // "Killed by SIGKILL" is read from the exit when it was seen: a SIGKILL that
 // arrived while the process was already exiting by itself did not kill it
@@ -82,7 +91,11 @@ func decide(f facts) Outcome {
 		killed = f.exitSignal == tracer.SIGKILL
 	}
 	switch {
-	case f.oomMain || f.oomFirst:
+	case f.oomMain:
+		return OutcomeOOMKilled
+	case f.startUnseen && !f.stop:
+		return OutcomeUnfinished
+	case f.oomFirst:
 		return OutcomeOOMKilled
 	case killed && !f.stop:
 		return OutcomeKilled

@@ -124,6 +124,10 @@ func (ep *Episode) Summary() string {
 			parts = append(parts, fmt.Sprintf("%s ended on its own", who))
 		}
 	case OutcomeUnfinished:
+		if ep.StartUnseen {
+			parts = append(parts, ep.unseenStart(who))
+			break
+		}
 		parts = append(parts, fmt.Sprintf("%s was still running after %s (%s) when the recording ended", who, ep.StopSignal, fateWord(ep.StopVerdict)))
 	}
 	if d, ok := ep.KillAfter(); ok {
@@ -153,6 +157,31 @@ func (ep *Episode) Summary() string {
 		parts = append(parts, fmt.Sprintf("MAY BE INCOMPLETE: the kernel dropped %d event(s) (ring buffer full) while it was open", ep.EventsDropped))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// unseenStart explains an episode that may have begun before tracing did,
+// and says what was seen of it.
+func (ep *Episode) unseenStart(who string) string {
+	s := fmt.Sprintf("its stop may have begun before tracing did (first event %.3fs after tracing began, within its stop budget of %s) and no stop signal was seen, so how %s met one is not known",
+		ep.Start.Sub(ep.TracedSince).Seconds(), ep.StopBudget(), who)
+	switch {
+	case ep.KillSender != nil && ep.KillSender.Kernel:
+		s += fmt.Sprintf("; SIGKILL from the kernel (in %s %d)", ep.KillSender.Comm, ep.KillSender.PID)
+	case ep.KillSender != nil:
+		s += fmt.Sprintf("; SIGKILL from %s (%d)", ep.KillSender.Comm, ep.KillSender.PID)
+	case !ep.ExitAt.IsZero() && ep.ExitSignal != 0:
+		s += fmt.Sprintf("; %s was killed by %s", who, ep.ExitSignal)
+	case !ep.ExitAt.IsZero():
+		s += fmt.Sprintf("; %s exited", who)
+	}
+	if len(ep.OOMVictims) > 0 {
+		names := make([]string, 0, len(ep.OOMVictims))
+		for _, v := range ep.OOMVictims {
+			names = append(names, procText(v))
+		}
+		s += "; the OOM killer killed " + strings.Join(names, ", ")
+	}
+	return s
 }
 
 // budget says how the grace period was spent when there was a preStop

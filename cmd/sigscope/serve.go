@@ -76,6 +76,7 @@ sigscope_kube_events_total counts what was sent, failed or dropped.`,
 	fl.StringVar(&opts.WebConfigFile, "web.config.file", "", "exporter-toolkit web configuration: TLS and basic auth")
 	fl.StringVar(&opts.HealthAddress, "web.health-address", "", "also serve /healthz and /readyz alone on this address, in plain HTTP without authentication (probes when --web.config.file sets basic auth)")
 	fl.StringVar(&signals, "signals", "default", `signals to trace ("default", "all" or a list)`)
+	registerRingSize(fl, &opts.RingSize)
 	fl.BoolVar(&opts.PodLabels, "pod-labels", false, "add namespace, pod and container labels to the counters (capped by --max-series)")
 	fl.IntVar(&opts.MaxSeries, "max-series", 1000, "with --pod-labels, series per metric before one overflow series")
 	fl.BoolVar(&opts.KubeEvents, "kube-events", false, "post Kubernetes Events on pods (StopSignalIgnored, ContainerKilledAfterGracePeriod)")

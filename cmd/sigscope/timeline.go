@@ -31,6 +31,7 @@ type timelineFlags struct {
 	settle     time.Duration
 	kubeconfig string
 	skip       bool
+	ringSize   int
 	server     serverFlags
 	runtime    runtimeFlags
 }
@@ -45,8 +46,9 @@ the stop signal sent to the container's main process (its PID 1, or the process
 the runtime started when it shares a pid namespace) and what the kernel did with
 it, the SIGKILL escalation, the namespace cascade, the exit status, and a
 verdict (graceful, ignored_by_init, ignored, handler_timeout, killed,
-oom_killed, exited; unfinished when a recording ends mid-stop) with a fix
-hint. A pod's sandbox (pause) container makes no episode of its own.
+oom_killed, exited; unfinished when a recording ends mid-stop, or when the
+stop may have begun before tracing did) with a fix hint. A pod's sandbox
+(pause) container makes no episode of its own.
 
 Live (the default, needs root): trace now and print each episode when it
 completes. Offline: read a recording made with "sigscope trace -o json".`,
@@ -70,6 +72,7 @@ completes. Offline: read a recording made with "sigscope trace -o json".`,
 	fl.StringVar(&f.pod, "pod", "", "only episodes of this pod (namespace/name)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "read why pods' containers were stopped (stop_reason) and the grace period applied from the API server with this kubeconfig")
 	fl.DurationVar(&f.settle, "settle", 0, "how long after the main process's exit to keep collecting the cascade (default 1s)")
+	registerRingSize(fl, &f.ringSize)
 	f.server.register(fl)
 	f.runtime.register(fl)
 	return cmd
@@ -82,8 +85,8 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	if f.skip && f.file == "" {
 		return usageError{fmt.Errorf("--skip-invalid is for a recording read with -f")}
 	}
-	if f.file != "" && (f.follow || f.duration > 0) {
-		return usageError{fmt.Errorf("-f reads a recording: --follow and --duration are for live tracing")}
+	if f.file != "" && (f.follow || f.duration > 0 || ringSizeGiven(f.ringSize)) {
+		return usageError{fmt.Errorf("-f reads a recording: --follow, --duration and --ring-size are for live tracing")}
 	}
 	cf, err := newContainerFilter(f.container, f.pod)
 	if err != nil {
@@ -97,8 +100,8 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	hasOpen := func(ns, pod string) bool { return engine != nil && engine.HasOpen(ns, pod) }
 	print, flush := episodePrinter(w, f.output, cf, hasOpen)
 	if f.server.url != "" {
-		if f.file != "" || f.follow || f.duration > 0 {
-			return usageError{fmt.Errorf("--server reads an agent's recent episodes: no -f, --follow or --duration")}
+		if f.file != "" || f.follow || f.duration > 0 || ringSizeGiven(f.ringSize) {
+			return usageError{fmt.Errorf("--server reads an agent's recent episodes: no -f, --follow, --duration or --ring-size")}
 		}
 		q := url.Values{}
 		if cf.container != "" {
@@ -175,9 +178,10 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	}
 	p, err := pipeline.New(pipeline.Options{
 		Tracer: tracer.Options{
-			Signals: tracer.DefaultSignals,
-			Logger:  slog.Default(),
-			Idle:    func() { _ = w.Flush() },
+			Signals:  tracer.DefaultSignals,
+			RingSize: f.ringSize,
+			Logger:   slog.Default(),
+			Idle:     func() { _ = w.Flush() },
 		},
 		Resolver:   resolver,
 		Timeline:   &topts,

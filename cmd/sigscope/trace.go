@@ -62,7 +62,7 @@ prints the kernel's counters (seen, emitted, dropped) on stderr.`,
 	fl.StringVar(&f.comm, "comm", "", "only events whose sender or target has this command name (exact, as in /proc/PID/comm)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
 	fl.Uint64Var(&f.count, "count", 0, "stop after this many events (0: no limit)")
-	fl.IntVar(&f.ringSize, "ring-size", tracer.DefaultRingSize, "ring buffer size in bytes (a power of two)")
+	registerRingSize(fl, &f.ringSize)
 	fl.StringVar(&f.container, "container", "", "only events about this container (ID prefix or name)")
 	fl.StringVar(&f.pod, "pod", "", "only events about this pod (namespace/name)")
 	fl.BoolVar(&f.noContainers, "no-containers", false, "do not resolve containers (no /proc, cgroup or runtime API access)")

@@ -133,6 +133,7 @@ state = %q
 		return err
 	}
 	defer logf.Close()
+	closeInheritedFiles()
 	cmd := exec.Command("containerd", "--config", config)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

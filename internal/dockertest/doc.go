@@ -13,6 +13,9 @@
 // sandbox on the host network and one container with the kubelet's labels,
 // annotations and cgroupfs layout.
 //
+// Restart stops dockerd (with a service manager's SIGTERM, or a crash's
+// SIGKILL) and starts it again, for the fault tests.
+//
 // Tests only. It follows the project's privileged-test rule
 // (internal/testutil.RequirePrivileged): it skips when not root and fails
 // when SIGSCOPE_REQUIRE_PRIVILEGED=1. The daemons it starts are left running

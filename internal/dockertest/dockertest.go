@@ -120,14 +120,22 @@ func startDockerd() error {
 	if err != nil {
 		return err
 	}
+	// No bridge and no iptables: this machine has no use for container
+	// networking and the tests must not change the host's firewall.
+	return startDaemon([]string{bin, "--iptables=false", "--bridge=none", "--host=unix://" + Socket})
+}
+
+// startDaemon starts the dockerd command line args and waits until it
+// answers on Socket.
+func startDaemon(args []string) error {
+	bin := args[0]
 	logf, err := os.OpenFile(logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	// No bridge and no iptables: this machine has no use for container
-	// networking and the tests must not change the host's firewall.
-	cmd := exec.Command(bin, "--iptables=false", "--bridge=none", "--host=unix://"+Socket)
+	closeInheritedFiles()
+	cmd := exec.Command(bin, args[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own session: the daemon outlives the test binary, and a Ctrl-C
 	// in the test's terminal must not reach it.

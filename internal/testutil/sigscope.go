@@ -89,3 +89,7 @@ func (r *Running) Stop(t testing.TB) [][]byte {
 	}
 	return lines
 }
+
+// Stderr is what the command wrote on its standard error so far (read it
+// after Stop: sigscope writes its end-of-run totals there).
+func (r *Running) Stderr() string { return r.stderr.String() }
