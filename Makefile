@@ -46,7 +46,7 @@ check-manifests: manifests ## Fail when the committed manifests differ from a fr
 
 .PHONY: test
 test: ## Run every test, one package at a time (system-wide counters); privileged ones need root (SIGSCOPE_REQUIRE_PRIVILEGED=1 makes skipping fail)
-	$(GO) test -p 1 -count=1 ./...
+	$(GO) test -p 1 -count=1 -timeout 30m ./...
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no root
