@@ -256,6 +256,14 @@ spec:
 		ep.StopReason != "deleted" {
 		t.Errorf("timeline deploy/%s episode: %+v", deploy, ep)
 	}
+	// The bare pod's episode completes a settle time after its exit, which
+	// may come after its delete returned: wait for it too.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		l := decodeList[pluginEpisode](t, mustPlugin("timeline", good, "-n", appNS, "-o", "json"))
+		if len(l.Items) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	text := mustPlugin("timeline", good, "-n", appNS)
 	t.Logf("kubectl sigscope timeline %s:\n%s", good, text)
 	if !strings.Contains(text, "pod "+appNS+"/"+good) || !strings.Contains(text, "graceful") || strings.Contains(text, shellPod) {
