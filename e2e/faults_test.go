@@ -14,10 +14,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/sigscope/sigscope/internal/dockertest"
 	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/timeline"
@@ -41,48 +37,6 @@ func faultGet(t *testing.T, base, path string) []byte {
 		t.Fatalf("GET %s: %s %v\n%s", path, resp.Status, err, b)
 	}
 	return b
-}
-
-// faultMetrics parses the agent's /metrics.
-func faultMetrics(t *testing.T, base string) map[string]*dto.MetricFamily {
-	t.Helper()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(bytes.NewReader(faultGet(t, base, "/metrics")))
-	if err != nil {
-		t.Fatalf("/metrics: %v", err)
-	}
-	return families
-}
-
-// faultValue sums the samples of a counter or gauge whose labels include
-// every pair of want (name, value, name, value...); ok is false when none
-// matches.
-func faultValue(families map[string]*dto.MetricFamily, name string, want ...string) (v float64, ok bool) {
-	f := families[name]
-	if f == nil {
-		return 0, false
-	}
-	for _, m := range f.Metric {
-		labels := map[string]string{}
-		for _, l := range m.Label {
-			labels[l.GetName()] = l.GetValue()
-		}
-		match := true
-		for i := 0; i+1 < len(want); i += 2 {
-			match = match && labels[want[i]] == want[i+1]
-		}
-		if !match {
-			continue
-		}
-		ok = true
-		switch {
-		case m.Counter != nil:
-			v += m.Counter.GetValue()
-		case m.Gauge != nil:
-			v += m.Gauge.GetValue()
-		}
-	}
-	return v, ok
 }
 
 // faultEpisodes is the agent's /api/v1/episodes for one container.
@@ -165,8 +119,8 @@ func TestFaultRingTooSmall(t *testing.T) {
 		t.Errorf("trace totals seen=%d emitted=%d dropped=%d read=%d: want drops, seen = emitted + dropped, read = emitted", seen, emitted, dropped, read)
 	}
 
-	fams := faultMetrics(t, base)
-	agentDropped, _ := faultValue(fams, "sigscope_events_dropped_total")
+	fams := mustScrape(t, base)
+	agentDropped := sumMetric(fams, "sigscope_events_dropped_total", nil)
 	if agentDropped == 0 {
 		t.Errorf("sigscope_events_dropped_total is 0 after a %d-signal burst into a 4K ring\nagent: %s", burst, tail(agentErr.String()))
 	}
@@ -226,11 +180,11 @@ func TestFaultAgentKilledMidStop(t *testing.T) {
 	// The start-up audit: both containers ran when it began.
 	var audited time.Duration
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
-		fams := faultMetrics(t, base)
-		_, okBy := faultValue(fams, "sigscope_container_pid1_handles_stop_signal", "container", "fault-bystander")
+		fams := mustScrape(t, base)
+		okBy := hasMetric(fams, "sigscope_container_pid1_handles_stop_signal", map[string]string{"container": "fault-bystander"})
 		if okBy {
 			audited = time.Since(start)
-			if _, ok := faultValue(fams, "sigscope_container_pid1_handles_stop_signal", "container", "fault-midstop"); !ok {
+			if !hasMetric(fams, "sigscope_container_pid1_handles_stop_signal", map[string]string{"container": "fault-midstop"}) {
 				t.Logf("fault agent-kill: the stopping container had ended before the start-up audit")
 			}
 			break
@@ -328,7 +282,7 @@ func faultDockerRestart(t *testing.T, d *dockertest.Daemon, img, how string, sig
 				t.Fatalf("no episode of pid namespace %d while Docker was down", pidns)
 			}
 		}
-		downErrors, _ = faultValue(faultMetrics(t, base), "sigscope_enrichment_errors_total", "source", "docker")
+		downErrors = sumMetric(mustScrape(t, base), "sigscope_enrichment_errors_total", map[string]string{"source": "docker"})
 	})
 	if err := agent.Cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Fatalf("the agent did not live through Docker's restart: %v", err)
@@ -353,9 +307,9 @@ func faultDockerRestart(t *testing.T, d *dockertest.Daemon, img, how string, sig
 	if epAfter.Outcome != timeline.OutcomeGraceful || epAfter.Container.Name != "fault-after" || epAfter.Container.Image != img {
 		t.Errorf("the container run after the restart: %s %q image %q — %s", epAfter.Outcome, epAfter.Container.Name, epAfter.Container.Image, epAfter.Summary())
 	}
-	fams := faultMetrics(t, base)
-	errs, _ := faultValue(fams, "sigscope_enrichment_errors_total", "source", "docker")
-	if dropped, _ := faultValue(fams, "sigscope_events_dropped_total"); dropped != 0 {
+	fams := mustScrape(t, base)
+	errs := sumMetric(fams, "sigscope_enrichment_errors_total", map[string]string{"source": "docker"})
+	if dropped := sumMetric(fams, "sigscope_events_dropped_total", nil); dropped != 0 {
 		t.Errorf("events dropped: %v", dropped)
 	}
 	t.Logf("fault docker-%s: dockerd gone %v after %v, answered again %v after its start (the across container: --stop-timeout 2)",

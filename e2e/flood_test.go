@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -102,14 +103,14 @@ func TestSignalFlood(t *testing.T) {
 	}
 
 	// The agent drains the ring: every event the kernel wrote is read.
-	var m map[string]*privFamily
+	var m map[string]*dto.MetricFamily
 	var readFlood, readQuiet, emitted float64
 	last := -1.0
 	privPoll(t, "the agent to read what the kernel wrote", func() bool {
-		m = privMetrics(t, agent)
-		readFlood = privValue(m, "sigscope_signals_total", "signal", floodName)
-		readQuiet = privValue(m, "sigscope_signals_total", "signal", quietName)
-		emitted = privValue(m, "sigscope_events_total", "event", "generate")
+		m = mustScrape(t, agent)
+		readFlood = sumMetric(m, "sigscope_signals_total", map[string]string{"signal": floodName})
+		readQuiet = sumMetric(m, "sigscope_signals_total", map[string]string{"signal": quietName})
+		emitted = sumMetric(m, "sigscope_events_total", map[string]string{"event": "generate"})
 		done := emitted == readFlood+readQuiet && emitted == last
 		last = emitted
 		return done
@@ -124,8 +125,8 @@ func TestSignalFlood(t *testing.T) {
 		t.Errorf("the agent is gone: %v\n%s", err, tail(agentErr.String()))
 	}
 
-	dropped := privValue(m, "sigscope_events_dropped_total", "event", "generate")
-	missed := privValue(m, "sigscope_events_missed_total", "", "")
+	dropped := sumMetric(m, "sigscope_events_dropped_total", map[string]string{"event": "generate"})
+	missed := sumMetric(m, "sigscope_events_missed_total", nil)
 	sent := float64(sentFlood + sentQuiet)
 	fracFlood, fracQuiet := readFlood/float64(sentFlood), readQuiet/float64(sentQuiet)
 	used := after.CPU - before.CPU
@@ -137,7 +138,7 @@ func TestSignalFlood(t *testing.T) {
 	t.Logf("flood: cpu used %.2f s of quota %.2f s (%.0f%%, %.2f CPU over %.1f s), throttled periods %d",
 		used.Seconds(), quota.Seconds(), 100*used.Seconds()/quota.Seconds(), used.Seconds()/elapsed.Seconds(), elapsed.Seconds(), after.Throttled-before.Throttled)
 	t.Logf("flood: memory peak %.1f MiB of limit %d MiB, limit hits %d, oom kills %d; agent RSS %.1f MiB",
-		float64(after.MemoryPeak)/(1<<20), memLimit>>20, after.LimitHits, after.OOMKills, privValue(m, "process_resident_memory_bytes", "", "")/(1<<20))
+		float64(after.MemoryPeak)/(1<<20), memLimit>>20, after.LimitHits, after.OOMKills, sumMetric(m, "process_resident_memory_bytes", nil)/(1<<20))
 	t.Logf("flood: /readyz probes %d, failed %d, slowest %v", n, len(failed), slowest.Round(time.Millisecond))
 
 	if len(failed) > 0 || n == 0 {

@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/sigscope/sigscope/internal/testutil"
@@ -109,11 +108,9 @@ func TestHostileNames(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// The legacy scheme: the strictest, what every Prometheus accepts.
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := p.TextToMetricFamilies(bytes.NewReader(metrics))
+	families, err := parseMetrics(metrics)
 	if err != nil {
-		t.Fatalf("the agent's /metrics does not parse: %v", err)
+		t.Fatal(err)
 	}
 	found, longest := false, 0
 	for name, f := range families {

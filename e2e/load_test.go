@@ -20,9 +20,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"golang.org/x/sys/unix"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
@@ -316,57 +313,6 @@ func percentiles(d []time.Duration) (p50, p99, pmax time.Duration) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
-
-// scrapeMetrics reads and parses base's /metrics.
-func scrapeMetrics(client *http.Client, base string) (map[string]*dto.MetricFamily, error) {
-	body, err := get(context.Background(), client, base+"/metrics")
-	if err != nil {
-		return nil, err
-	}
-	return parseMetrics(body)
-}
-
-func parseMetrics(body []byte) (map[string]*dto.MetricFamily, error) {
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("/metrics does not parse: %v", err)
-	}
-	return fams, nil
-}
-
-// sumMetric adds the values of name's series whose labels include match.
-func sumMetric(fams map[string]*dto.MetricFamily, name string, match map[string]string) float64 {
-	f := fams[name]
-	if f == nil {
-		return 0
-	}
-	var sum float64
-	for _, m := range f.Metric {
-		ok := true
-		for k, v := range match {
-			found := false
-			for _, l := range m.Label {
-				if l.GetName() == k && l.GetValue() == v {
-					found = true
-				}
-			}
-			ok = ok && found
-		}
-		if !ok {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			sum += m.Counter.GetValue()
-		case m.Gauge != nil:
-			sum += m.Gauge.GetValue()
-		case m.Untyped != nil:
-			sum += m.Untyped.GetValue()
-		}
-	}
-	return sum
-}
 
 // servePID is the pid of the `sigscope serve` this test started on port.
 func servePID(t *testing.T, port int) int {

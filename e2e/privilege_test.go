@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -117,10 +115,10 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Errorf("/api/v1/audit of catatonit: %+v", apiCat)
 	}
 	m := privAfterSignal(t, agent)
-	if v := privValue(m, "sigscope_container_stops_total", "outcome", "ignored_by_init"); v < 1 {
+	if v := sumMetric(m, "sigscope_container_stops_total", map[string]string{"outcome": "ignored_by_init"}); v < 1 {
 		t.Errorf("sigscope_container_stops_total{outcome=ignored_by_init} = %v", v)
 	}
-	if errs := privValue(m, "sigscope_enrichment_errors_total", "", ""); errs != 0 {
+	if errs := sumMetric(m, "sigscope_enrichment_errors_total", nil); errs != 0 {
 		t.Errorf("%v enrichment errors with the chart's capabilities:\n%s", errs, tail(agentErr.String()))
 	}
 	if s := agentErr.String(); strings.Contains(s, "level=WARN") || strings.Contains(s, "level=ERROR") {
@@ -381,74 +379,23 @@ func privServe(t *testing.T, wrapper, caps []string, pid int) string {
 	privCheckProcess(t, "serve", cmd.Process.Pid, caps)
 	testutil.Run(t, "kill", "-USR1", strconv.Itoa(pid))
 	m := privAfterSignal(t, agent)
-	if privValue(m, "sigscope_enrichment_errors_total", "", "") > 0 {
-		return fmt.Sprintf("enrichment errors %v (%v from /proc): %s", privValue(m, "sigscope_enrichment_errors_total", "", ""),
-			privValue(m, "sigscope_enrichment_errors_total", "source", "proc"), stderr.String())
+	if sumMetric(m, "sigscope_enrichment_errors_total", nil) > 0 {
+		return fmt.Sprintf("enrichment errors %v (%v from /proc): %s", sumMetric(m, "sigscope_enrichment_errors_total", nil),
+			sumMetric(m, "sigscope_enrichment_errors_total", map[string]string{"source": "proc"}), stderr.String())
 	}
 	return ""
 }
 
 // privAfterSignal waits until the agent has counted a SIGUSR1 (the test's
 // kill of a container process) and returns its metrics.
-func privAfterSignal(t *testing.T, agent string) map[string]*privFamily {
+func privAfterSignal(t *testing.T, agent string) map[string]*dto.MetricFamily {
 	t.Helper()
-	var m map[string]*privFamily
+	var m map[string]*dto.MetricFamily
 	privPoll(t, "the agent counting the SIGUSR1", func() bool {
-		m = privMetrics(t, agent)
-		return privValue(m, "sigscope_signals_total", "signal", "SIGUSR1") > 0
+		m = mustScrape(t, agent)
+		return sumMetric(m, "sigscope_signals_total", map[string]string{"signal": "SIGUSR1"}) > 0
 	})
 	return m
-}
-
-// privFamily is one metric's samples: labels and values.
-type privFamily struct {
-	samples []model.LabelSet
-	values  []float64
-}
-
-// privMetrics scrapes the agent.
-func privMetrics(t *testing.T, agent string) map[string]*privFamily {
-	t.Helper()
-	resp, err := http.Get(agent + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("/metrics: %v", err)
-	}
-	out := map[string]*privFamily{}
-	for name, f := range families {
-		pf := &privFamily{}
-		for _, m := range f.Metric {
-			ls := model.LabelSet{}
-			for _, l := range m.Label {
-				ls[model.LabelName(l.GetName())] = model.LabelValue(l.GetValue())
-			}
-			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
-			pf.samples, pf.values = append(pf.samples, ls), append(pf.values, v)
-		}
-		out[name] = pf
-	}
-	return out
-}
-
-// privValue sums a metric's samples whose label is value (all with label "").
-func privValue(m map[string]*privFamily, metric, label, value string) float64 {
-	f, ok := m[metric]
-	if !ok {
-		return 0
-	}
-	sum := 0.0
-	for i, ls := range f.samples {
-		if label == "" || string(ls[model.LabelName(label)]) == value {
-			sum += f.values[i]
-		}
-	}
-	return sum
 }
 
 func privGetJSON(url string, v any) error {
