@@ -11,6 +11,9 @@
  *   sched_process_exec  an exec by a process that entered its container's pid
  *                       namespace from outside (runc exec: a preStop hook,
  *                       kubectl exec, an exec probe; a container's start)
+ *   ns_empty            (from signal_generate, whatever the signal mask) a
+ *                       dying namespace init notifies its parent: every other
+ *                       process of its namespace has exited and been reaped
  *
  * Filtering happens here so that uninteresting signals never reach the ring.
  * Submits do not wake the reader; it polls on a short timer, and a fill
@@ -35,6 +38,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define PF_EXITING 0x00000004
 #define SI_USER 0
 #define SI_KERNEL 0x80
+#define CLD_EXITED 1
+#define CLD_DUMPED 3
 
 /* Set from Go before load. */
 const volatile __u64 signal_mask = 0;   /* bit (signo-1) set: traced */
@@ -299,6 +304,58 @@ static __always_inline void mark_targeted(struct task_struct *task, __u32 tgid)
 	last->start_time = start;
 }
 
+/* A namespace init's parent is told of its death (do_notify_parent, from
+ * exit_notify, by the init's last thread) only after zap_pid_ns_processes()
+ * has killed every other process of the namespace and waited until each was
+ * reaped: from then on the namespace is empty, and every exit of it is
+ * already in the ring (the ring keeps reservation order). An episode can
+ * complete at this record instead of after a settle time. Recognised by
+ * what only that call does: a real siginfo with CLD_EXITED..CLD_DUMPED, the
+ * group leader's exit_signal, sent by an exiting task whose tgid is 1 in its
+ * (non-root) namespace to a process outside it. Rare: its cost is one load
+ * of current->flags on the path of every signal not traced. */
+static __always_inline void note_ns_empty(int sig, struct kernel_siginfo *info, struct task_struct *cur,
+					  struct task_struct *parent)
+{
+	struct counters *c;
+	struct event *e;
+	__u32 level, plevel;
+	int nr = 0;
+
+	level = cur->thread_pid->level;
+	if (level == 0 || info == (void *)0 || info == (void *)1)
+		return;
+	if (sig != cur->group_leader->exit_signal)
+		return;
+	int code = BPF_CORE_READ(info, si_code);
+	if (code < CLD_EXITED || code > CLD_DUMPED)
+		return;
+	bpf_probe_read_kernel(&nr, sizeof(nr), &upid_at(cur->group_leader->thread_pid, level)->nr);
+	if (nr != 1)
+		return;
+	plevel = parent->thread_pid->level;
+	if (pid_reaches(parent->thread_pid, plevel, cur->thread_pid, level))
+		return;
+	if (filter_pid && cur->tgid != filter_pid && parent->tgid != filter_pid)
+		return;
+	if (filter_comm[0] && !comm_matches(cur->comm) && !comm_matches(parent->comm))
+		return;
+	c = counters_get();
+	if (!c)
+		return;
+	e = reserve(c, EV_NS_EMPTY);
+	if (!e)
+		return;
+	e->signo = sig;
+	e->si_code = code;
+	e->sig_flags = cur->signal->flags;
+	e->facts = FACT_SENDER_EXITING | FACT_TARGET_NS_CHILD | FACT_TARGET_NS_INIT;
+	fill_proc(&e->target, cur, level);
+	fill_proc(&e->sender, parent, plevel);
+	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));
+	submit(c, e, EV_NS_EMPTY);
+}
+
 SEC("tp_btf/signal_generate")
 int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_struct *task,
 	     int group, int result)
@@ -308,8 +365,12 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 	struct counters *c;
 	struct event *e;
 
-	if (!signal_traced(sig))
+	if (!signal_traced(sig)) {
+		cur = bpf_get_current_task_btf();
+		if (cur->flags & PF_EXITING)
+			note_ns_empty(sig, info, cur, task);
 		return 0;
+	}
 	cur = bpf_get_current_task_btf();
 	cur_tgid = cur->tgid;
 	tgt_tgid = task->tgid;
@@ -362,6 +423,10 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 		facts |= FACT_SIGWAITED;
 	if (cur->flags & PF_EXITING)
 		facts |= FACT_SENDER_EXITING;
+	/* A signal to a process that is already gone (a zombie) must not
+	 * begin a stop: its end was already recorded. */
+	if (task->signal->live.counter == 0)
+		facts |= FACT_TARGET_GONE;
 
 	struct pid *cp = cur->thread_pid, *tp = task->thread_pid;
 	__u32 cur_level = cp->level, tgt_level = tp->level;
@@ -386,6 +451,8 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 
 	submit(c, e, EV_GENERATE);
 	mark_targeted(task, tgt_tgid);
+	if (facts & FACT_SENDER_EXITING)
+		note_ns_empty(sig, info, cur, task);
 	return 0;
 }
 

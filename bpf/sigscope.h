@@ -15,6 +15,7 @@ enum event_type {
 	EV_EXIT = 2,
 	EV_OOM = 3,   /* oom:mark_victim: the OOM killer chose target */
 	EV_EXEC = 4,  /* sched_process_exec of a process that entered its pid namespace from outside */
+	EV_NS_EMPTY = 5, /* a dying namespace init notified its parent: every other process of its namespace is gone */
 	EV_TYPES = 8, /* room for later hooks; counters are indexed by type */
 };
 
@@ -34,6 +35,7 @@ enum fact {
 	FACT_GROUP_DEAD = 1 << 8,           /* exit: last thread of the group */
 	FACT_TARGET_NS_CHILD = 1 << 9,      /* target lives in a non-root pid ns */
 	FACT_SIGWAITED = 1 << 10,           /* target waits for it: in real_blocked (sigtimedwait), not in blocked */
+	FACT_TARGET_GONE = 1 << 11,         /* every thread of the target has exited (signal->live == 0) */
 };
 
 struct proc {
@@ -65,8 +67,8 @@ struct event {
 	__s32 exit_code;    /* exit: task->exit_code (wait status layout) */
 	__u8 ancestors_len;
 	__u8 _pad[7];
-	struct proc sender; /* generate: current; exec: the parent, outside the namespace; zero for deliver, exit, oom */
-	struct proc target; /* generate: the target; deliver: current; exit: the process; oom: the victim */
+	struct proc sender; /* generate: current; exec: the parent, outside the namespace; ns_empty: the init's parent; zero for deliver, exit, oom */
+	struct proc target; /* generate: the target; deliver: current; exit: the process; oom: the victim; ns_empty: the init */
 	struct ancestor ancestors[MAX_ANCESTORS]; /* sender's parents, nearest first (generate, exec) */
 };
 

@@ -287,6 +287,7 @@ sigscope_events_total{event="deliver"} 5
 sigscope_events_total{event="exec"} 0
 sigscope_events_total{event="exit"} 40
 sigscope_events_total{event="generate"} 100
+sigscope_events_total{event="ns_empty"} 0
 sigscope_events_total{event="oom"} 1
 # HELP sigscope_events_dropped_total Events the kernel programs lost because the ring buffer was full, by event kind.
 # TYPE sigscope_events_dropped_total counter
@@ -294,6 +295,7 @@ sigscope_events_dropped_total{event="deliver"} 0
 sigscope_events_dropped_total{event="exec"} 0
 sigscope_events_dropped_total{event="exit"} 2
 sigscope_events_dropped_total{event="generate"} 10
+sigscope_events_dropped_total{event="ns_empty"} 0
 sigscope_events_dropped_total{event="oom"} 0
 # HELP sigscope_events_missed_total Program runs the kernel skipped because a sigscope program was already running on that CPU (recursion protection).
 # TYPE sigscope_events_missed_total counter
@@ -317,6 +319,7 @@ sigscope_events_dropped_total{event="deliver"} 0
 sigscope_events_dropped_total{event="exec"} 0
 sigscope_events_dropped_total{event="exit"} 2
 sigscope_events_dropped_total{event="generate"} 12
+sigscope_events_dropped_total{event="ns_empty"} 0
 sigscope_events_dropped_total{event="oom"} 0
 `, "sigscope_events_dropped_total")
 

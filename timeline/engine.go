@@ -32,11 +32,15 @@ const stopSlack = 2 * time.Second
 
 // Options configures an [Engine]. The zero value gives the defaults.
 type Options struct {
-	// Settle is how long after PID 1's exit an episode keeps collecting the
-	// namespace cascade and the other processes' exits before it completes
-	// (default 1s). The cascade follows the exit within microseconds; the
-	// slack covers events that arrive out of order from different CPUs and
-	// processes that take a while to die. Events of the namespace later than
+	// Settle is how long after its main process's exit an episode keeps
+	// collecting the other processes' exits and late signals before it
+	// completes (default 1s), when the kernel cannot say that it is over:
+	// an episode whose main process is its namespace's init completes at
+	// once when the namespace is empty ([tracer.KindNSEmpty]), with the
+	// cascade and every exit in it. The settle applies to a main process
+	// that is no init (a pod sharing one pid namespace, --pid host), whose
+	// container's other processes the runtime kills after it, and when the
+	// namespace's end was not seen (lost, or an init with no exit signal). Events of the namespace later than
 	// that start nothing: only a stop, a SIGKILL or an exit of a PID 1, or
 	// an OOM kill, begins an episode.
 	Settle time.Duration
@@ -153,6 +157,8 @@ func (e *Engine) Add(ev *tracer.Event, c *container.Info) []Episode {
 		e.addOOM(ev, c, &out)
 	case tracer.KindExec:
 		e.addExec(ev, c, &out)
+	case tracer.KindNSEmpty:
+		e.addNSEmpty(ev, &out)
 	}
 	return out
 }
@@ -422,7 +428,10 @@ func (e *Engine) addGenerate(ev *tracer.Event, c *container.Info, out *[]Episode
 		(ev.Flags.Has(tracer.FlagCrossNS) || t.NsPID != 1 && ev.Sender.PID != t.PID)
 	kill := main && ev.Signal == tracer.SIGKILL && ev.Result == tracer.ResultDelivered
 	if ep == nil {
-		if !stop && !kill {
+		// A signal to a process already gone (a zombie not yet reaped: a
+		// runtime's late stop or kill) begins nothing: its end was seen,
+		// and its episode may have completed at once (addNSEmpty).
+		if !stop && !kill || ev.Flags.Has(tracer.FlagTargetGone) {
 			return
 		}
 		ep = e.begin(t, c, ev.Time)
@@ -542,6 +551,23 @@ func (e *Engine) addExit(ev *tracer.Event, c *container.Info, out *[]Episode) {
 	e.noteMain(ep, t)
 	ep.mainExit(ev)
 	e.settle(ep, ev.Time.Add(e.opts.Settle))
+}
+
+// addNSEmpty completes the episode of a namespace init that has exited
+// once the kernel says its namespace is empty: the init notifies its parent
+// only after zap_pid_ns_processes() has killed every other process of the
+// namespace and waited for each to be reaped, so every exit of the
+// namespace is already in the ring ahead of this record (the ring keeps the
+// order of reservation). Nothing of the namespace can arrive later: the
+// episode needs no settle time. Without this record (a main process that is
+// no init, a lost record, an init with no exit signal) the settle applies.
+func (e *Engine) addNSEmpty(ev *tracer.Event, out *[]Episode) {
+	t := &ev.Target
+	ep := e.byNS[t.PidNS]
+	if ep == nil || !ep.exited || !ep.mainKnown || ep.Main.PID != t.PID {
+		return
+	}
+	e.complete(ep, out)
 }
 
 // addOOM takes the oom:mark_victim event, which follows the OOM killer's

@@ -872,3 +872,71 @@ func TestNoteDroppedMarksOpenEpisodes(t *testing.T) {
 		}
 	}
 }
+
+// The end of the namespace (PID 1 notifying its parent after the cascade)
+// completes the episode at once, with every exit in it; a runtime's late
+// stop signal to the zombie begins nothing; an ns_empty without the main
+// process's exit (lost) completes nothing.
+func TestNSEmptyCompletesAtOnce(t *testing.T) {
+	s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
+	k1, k2 := s.kid(5152, 7, "sleep"), s.kid(5153, 8, "sleep")
+	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
+		kill(10003*ms, runc).
+		initExit(10003*ms+28*time.Microsecond, tracer.SIGKILL, 0).
+		cascade(10003*ms+120*time.Microsecond, k1).
+		cascade(10003*ms+134*time.Microsecond, k2).
+		kidExit(10003*ms+141*time.Microsecond, k1, tracer.SIGKILL, 0).
+		kidExit(10003*ms+236*time.Microsecond, k2, tracer.SIGKILL, 0).
+		nsEmpty(10003*ms + 300*time.Microsecond)
+	late := s.in[1].ev // the SIGTERM again, now to a process that is gone
+	late.Facts |= factTargetGone
+	late.Flags = tracer.Classify(&late)
+	if !late.Flags.Has(tracer.FlagTargetGone) {
+		t.Fatalf("flags %s: no target_gone", late.Flags)
+	}
+	s.push(10003*ms+400*time.Microsecond, late)
+
+	e := newEngine(Options{})
+	var done []Episode
+	for i := range s.in {
+		got := e.Add(&s.in[i].ev, s.in[i].c)
+		if len(got) != 0 && s.in[i].ev.Kind != tracer.KindNSEmpty {
+			t.Fatalf("episode completed at event %d (%s), want at the ns_empty", i, s.in[i].ev.Kind)
+		}
+		done = append(done, got...)
+	}
+	if len(done) != 1 {
+		t.Fatalf("%d episodes completed by the ns_empty record, want 1", len(done))
+	}
+	ep := done[0]
+	if ep.Outcome != OutcomeIgnoredByInit || len(ep.CascadeKills) != 2 {
+		t.Errorf("outcome %s cascade %d", ep.Outcome, len(ep.CascadeKills))
+	}
+	exits := 0
+	for _, st := range ep.Steps {
+		if st.Kind == StepProcessExit {
+			exits++
+		}
+	}
+	if exits != 2 {
+		t.Errorf("%d process exits in the episode, want 2", exits)
+	}
+	if st := e.Stats(); st.Open != 0 || st.Started != 1 || st.Completed != 1 {
+		t.Errorf("stats %+v: the late signal to the zombie began an episode", st)
+	}
+
+	// Without the main process's exit, the namespace's end completes
+	// nothing: the episode waits for its settle as before.
+	e = newEngine(Options{})
+	for i, in := range s.in {
+		if in.ev.Kind == tracer.KindExit && in.ev.Target.PID == 5151 {
+			continue
+		}
+		if got := e.Add(&s.in[i].ev, s.in[i].c); len(got) != 0 {
+			t.Fatalf("episode completed at event %d without the main process's exit", i)
+		}
+	}
+	if st := e.Stats(); st.Open != 1 {
+		t.Errorf("stats %+v, want the episode open", st)
+	}
+}

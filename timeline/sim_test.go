@@ -26,6 +26,7 @@ const (
 	factSenderInTargetNS = 1 << 5
 	factTargetNSInit     = 1 << 6
 	factBlocked          = 1 << 7
+	factTargetGone       = 1 << 11
 )
 
 // newEngine is New for tests whose streams are whole: tracing began long
@@ -210,6 +211,15 @@ func (s *sim) kidExit(at time.Duration, kid tracer.Process, sig tracer.Signal, c
 	if sig == 0 {
 		ev.ExitCode = code
 	}
+	return s.push(at, ev)
+}
+
+// nsEmpty is the dying PID 1 notifying its parent (the shim) once its
+// namespace is empty: the end of the cascade.
+func (s *sim) nsEmpty(at time.Duration) *sim {
+	ev := record(s.t, "TestNamespaceCascade__ns-empty")
+	ev.Target = s.init
+	ev.Sender = tracer.Process{PID: 4100, TID: 4100, NsPID: 4100, PidNS: hostPidNS, CgroupID: 1, Comm: comm("containerd-shim")}
 	return s.push(at, ev)
 }
 

@@ -17,6 +17,7 @@ const (
 	factBlocked          = uint32(sigscopeFactFACT_BLOCKED)
 	factSigwaited        = uint32(sigscopeFactFACT_SIGWAITED)
 	factInfoNoinfo       = uint32(sigscopeFactFACT_INFO_NOINFO)
+	factTargetGone       = uint32(sigscopeFactFACT_TARGET_GONE)
 )
 
 // Classify computes an event's fate (fate.go) and its verdict flags from
@@ -86,6 +87,9 @@ func classifyGenerate(e *Event) Flags {
 	}
 	if e.Facts&factSigwaited != 0 {
 		f |= FlagSigwaited
+	}
+	if e.Facts&factTargetGone != 0 {
+		f |= FlagTargetGone
 	}
 	// zap_pid_ns_processes: group_send_sig_info(SIGKILL, SEND_SIG_PRIV, t,
 	// PIDTYPE_MAX) from the namespace's reaper while it exits, to each process

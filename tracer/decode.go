@@ -30,7 +30,7 @@ func Decode(raw []byte, clk Clock, e *Event) error {
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), RecordSize), raw)
 
 	kind := Kind(r.Type)
-	if kind != KindGenerate && kind != KindDeliver && kind != KindExit && kind != KindOOM && kind != KindExec {
+	if kind != KindGenerate && kind != KindDeliver && kind != KindExit && kind != KindOOM && kind != KindExec && kind != KindNSEmpty {
 		return fmt.Errorf("unknown event type %d", r.Type)
 	}
 	*e = Event{
@@ -59,6 +59,10 @@ func Decode(raw []byte, clk Clock, e *Event) error {
 		e.AncestorsCount = n
 	case KindDeliver:
 		e.Signal = Signal(r.Signo)
+	case KindNSEmpty:
+		e.Signal = Signal(r.Signo) // the init's exit signal, SIGCHLD
+		e.Sender = decodeProc(&r.Sender)
+		e.SenderExiting = false // the parent: it is the init that exits
 	case KindExit:
 		// task->exit_code has the wait(2) status layout.
 		if sig := r.ExitCode & 0x7f; sig != 0 {

@@ -48,6 +48,7 @@ func TestDecodeRecordedEvents(t *testing.T) {
 		{"TestSigIgnPlainProcess__sig_ign", KindGenerate, SIGTERM, ResultIgnored, DispIgnore, FlagSigIgn, 0, 0},
 		{"TestHostSIGKILLToInit__kill", KindGenerate, SIGKILL, ResultDelivered, DispDefault, FlagNSInit | FlagCrossNS, 0, 1},
 		{"TestHostSIGKILLToInit__exit", KindExit, SIGKILL, 0, 0, FlagNSInit, -1, 1},
+		{"TestNamespaceCascade__ns-empty", KindNSEmpty, SIGCHLD, 0, 0, FlagNSInit, 0, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.fixture, func(t *testing.T) {

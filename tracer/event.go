@@ -14,10 +14,14 @@ const (
 	KindExit     Kind = Kind(sigscopeEventTypeEV_EXIT)     // sched_process_exit: a process ended
 	KindOOM      Kind = Kind(sigscopeEventTypeEV_OOM)      // oom:mark_victim: the OOM killer chose a victim
 	KindExec     Kind = Kind(sigscopeEventTypeEV_EXEC)     // sched_process_exec: a process entered a container's pid namespace from outside and ran a program
+	// KindNSEmpty: a dying pid namespace init notified its parent, which the
+	// kernel does only once every other process of the namespace has been
+	// killed (the cascade) and reaped. Target is the init, Sender its parent.
+	KindNSEmpty Kind = Kind(sigscopeEventTypeEV_NS_EMPTY)
 )
 
 // Kinds lists every kind, in counter order.
-var Kinds = []Kind{KindGenerate, KindDeliver, KindExit, KindOOM, KindExec}
+var Kinds = []Kind{KindGenerate, KindDeliver, KindExit, KindOOM, KindExec, KindNSEmpty}
 
 func (k Kind) String() string {
 	switch k {
@@ -31,6 +35,8 @@ func (k Kind) String() string {
 		return "oom"
 	case KindExec:
 		return "exec"
+	case KindNSEmpty:
+		return "ns_empty"
 	}
 	return "unknown"
 }
@@ -161,11 +167,11 @@ type Event struct {
 	Facts    uint32 // raw facts recorded in BPF (FACT_* in bpf/sigscope.h)
 	SigFlags uint32 // target->signal->flags at the event
 
-	Sender         Process // generate: the task that sent the signal; exec: the parent that started it, outside the namespace
+	Sender         Process // generate: the task that sent the signal; exec: the parent that started it, outside the namespace; ns_empty: the init's parent
 	SenderExiting  bool    // the sender was itself exiting (PF_EXITING)
 	Ancestors      [MaxAncestors]Ancestor
 	AncestorsCount int
-	Target         Process // generate: the target; deliver: the receiver; exit: the process; oom: the victim; exec: the process (its new comm)
+	Target         Process // generate: the target; deliver: the receiver; exit: the process; oom: the victim; exec: the process (its new comm); ns_empty: the init
 
 	ExitCode   int  // exit only: the exit status when the process exited, -1 when a signal killed it
 	CoreDumped bool // exit only
@@ -193,9 +199,10 @@ const (
 	FlagNSInit                          // the target is its pid namespace's init
 	FlagSigwaited                       // the target waits for it in sigtimedwait: queued for the waiter
 	FlagCgroupKill                      // SIGKILL from a write to cgroup.kill (runc 1.2+ killing a container)
+	FlagTargetGone                      // every thread of the target had exited: a signal to a zombie
 )
 
-var flagNames = [...]string{"pid1_ignored", "sig_ign", "target_exiting", "blocked", "ns_cascade", "cross_ns", "ns_init", "sigwaited", "cgroup_kill"}
+var flagNames = [...]string{"pid1_ignored", "sig_ign", "target_exiting", "blocked", "ns_cascade", "cross_ns", "ns_init", "sigwaited", "cgroup_kill", "target_gone"}
 
 // FlagNames lists every flag word, in bit order.
 func FlagNames() []string { return append([]string(nil), flagNames[:]...) }

@@ -323,6 +323,24 @@ func TestNamespaceCascade(t *testing.T) {
 	if n := len(c.all(func(e *Event) bool { return e.Flags.Has(FlagNSCascade) && int(e.Sender.PID) == ns.PID })); n != 3 {
 		t.Errorf("%d cascade kills, want 3", n)
 	}
+	// The init tells its parent only once the namespace is empty: the
+	// record comes after every exit of it, whatever the signal mask (the
+	// parent's SIGCHLD is not traced here).
+	empty := c.waitFor(t, "ns-empty", func(e *Event) bool { return e.Kind == KindNSEmpty && int(e.Target.PID) == ns.PID })
+	if empty.Target.NsPID != 1 || empty.Target.PidNS != exit.Target.PidNS || empty.Signal != SIGCHLD || empty.Sender.PID == 0 ||
+		empty.Sender.PidNS == empty.Target.PidNS {
+		t.Errorf("ns_empty: target %+v sender %+v signal %s, want the init (ns_pid 1) and its parent outside, SIGCHLD",
+			empty.Target, empty.Sender, empty.Signal)
+	}
+	for _, kid := range kids {
+		died := c.waitFor(t, "child-exit", func(e *Event) bool { return e.Kind == KindExit && int(e.Target.PID) == kid })
+		if c.index(empty) < c.index(died) {
+			t.Errorf("ns_empty recorded before the exit of %d", kid)
+		}
+	}
+	if n := len(c.all(func(e *Event) bool { return e.Kind == KindNSEmpty && e.Target.PidNS == exit.Target.PidNS })); n != 1 {
+		t.Errorf("%d ns_empty records for the namespace, want 1", n)
+	}
 }
 
 // (4) A plain process with SIG_IGN: ignored with sig_ign, never pid1_ignored.
@@ -393,5 +411,23 @@ func TestGroupExitIsNotADelivery(t *testing.T) {
 	}
 	if d := c.all(func(e *Event) bool { return e.Kind == KindDeliver && int(e.Target.PID) == pid }); len(d) != 0 {
 		t.Errorf("%d deliver events for a group exit of %d threads, want none", len(d), len(tasks))
+	}
+}
+
+// With SIGCHLD traced, the init's notification of its parent is a generate
+// record too, and the namespace's end follows it at once.
+func TestNSEmptyWithSIGCHLDTraced(t *testing.T) {
+	c := startCollector(t, Options{Signals: AllSignals})
+	ns := testutil.StartNSInit(t, "echo ready; read x; exit 3")
+	if _, err := ns.Stdin.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	empty := c.waitFor(t, "ns-empty-traced", func(e *Event) bool { return e.Kind == KindNSEmpty && int(e.Target.PID) == ns.PID })
+	chld := c.waitFor(t, "sigchld", func(e *Event) bool {
+		return e.Kind == KindGenerate && e.Signal == SIGCHLD && int(e.Sender.PID) == ns.PID
+	})
+	if chld.Target.PID != empty.Sender.PID || c.index(chld) > c.index(empty) {
+		t.Errorf("SIGCHLD to %d at %d, ns_empty (parent %d) at %d: want the same parent, SIGCHLD first",
+			chld.Target.PID, c.index(chld), empty.Sender.PID, c.index(empty))
 	}
 }

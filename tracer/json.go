@@ -78,6 +78,9 @@ func (e *Event) MarshalJSON() ([]byte, error) {
 	switch e.Kind {
 	case KindExec:
 		j.Sender = senderJSON(e)
+	case KindNSEmpty:
+		s := procJSON(&e.Sender)
+		j.Sender = &s
 	case KindGenerate:
 		j.Sender = senderJSON(e)
 		j.Result = e.Result.String()

@@ -54,6 +54,7 @@ const (
 	sigscopeEventTypeEV_EXIT     sigscopeEventType = 2
 	sigscopeEventTypeEV_OOM      sigscopeEventType = 3
 	sigscopeEventTypeEV_EXEC     sigscopeEventType = 4
+	sigscopeEventTypeEV_NS_EMPTY sigscopeEventType = 5
 	sigscopeEventTypeEV_TYPES    sigscopeEventType = 8
 )
 
@@ -71,6 +72,7 @@ const (
 	sigscopeFactFACT_GROUP_DEAD          sigscopeFact = 256
 	sigscopeFactFACT_TARGET_NS_CHILD     sigscopeFact = 512
 	sigscopeFactFACT_SIGWAITED           sigscopeFact = 1024
+	sigscopeFactFACT_TARGET_GONE         sigscopeFact = 2048
 )
 
 type sigscopeProc struct {

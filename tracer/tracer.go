@@ -293,6 +293,7 @@ type Stats struct {
 	Exit     KindStats `json:"exit"`
 	OOM      KindStats `json:"oom"`
 	Exec     KindStats `json:"exec"`
+	NSEmpty  KindStats `json:"ns_empty"`
 	// Read counts records handed to Run's callback; DecodeErrors those it could not decode.
 	Read         uint64 `json:"read"`
 	DecodeErrors uint64 `json:"decode_errors"`
@@ -315,6 +316,8 @@ func (s Stats) Kind(k Kind) KindStats {
 		return s.OOM
 	case KindExec:
 		return s.Exec
+	case KindNSEmpty:
+		return s.NSEmpty
 	}
 	return KindStats{}
 }
@@ -322,7 +325,7 @@ func (s Stats) Kind(k Kind) KindStats {
 // Total sums the counters of every kind.
 func (s Stats) Total() KindStats {
 	var t KindStats
-	for _, k := range []KindStats{s.Generate, s.Deliver, s.Exit, s.OOM, s.Exec} {
+	for _, k := range []KindStats{s.Generate, s.Deliver, s.Exit, s.OOM, s.Exec, s.NSEmpty} {
 		t.Seen += k.Seen
 		t.Emitted += k.Emitted
 		t.Dropped += k.Dropped
@@ -374,6 +377,8 @@ func (s *Stats) kindPtr(k Kind) *KindStats {
 		return &s.OOM
 	case KindExec:
 		return &s.Exec
+	case KindNSEmpty:
+		return &s.NSEmpty
 	}
 	return &s.Generate
 }

@@ -127,6 +127,7 @@ struct css_set {
 struct task_struct {
 	unsigned int flags;
 	int exit_code;
+	int exit_signal;
 	int pid;
 	int tgid;
 	struct task_struct *real_parent;

@@ -232,6 +232,9 @@ func writeTableRow(w io.Writer, e *tracer.Event, c *container.Info) error {
 		sig, result = e.Signal.String(), "-> "+e.Handler.String()
 	case tracer.KindOOM:
 		result = "oom victim"
+	case tracer.KindNSEmpty:
+		// The init (target) notified its parent: the namespace is empty.
+		sig, result = e.Signal.String(), "ns empty"
 	case tracer.KindExec:
 		result = "entered"
 		sender = procCell(e.Sender.PID, e.Sender.Comm)
