@@ -71,7 +71,7 @@ completes. Offline: read a recording made with "sigscope trace -o json".`,
 	fl.StringVar(&f.container, "container", "", "only episodes of this container (ID prefix or name)")
 	fl.StringVar(&f.pod, "pod", "", "only episodes of this pod (namespace/name)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "read why pods' containers were stopped (stop_reason) and the grace period applied from the API server with this kubeconfig")
-	fl.DurationVar(&f.settle, "settle", 0, "how long after the main process's exit to keep collecting the cascade (default 1s)")
+	fl.DurationVar(&f.settle, "settle", 0, "how long after the main process's exit an episode waits for late events when the kernel cannot say it is over (a main process that is no init); an init's episode ends when its namespace is empty (default 1s)")
 	registerRingSize(fl, &f.ringSize)
 	f.server.register(fl)
 	f.runtime.register(fl)
