@@ -36,7 +36,18 @@ func BenchmarkJSONEvent(b *testing.B) {
 	b.ReportAllocs()
 	var buf []byte
 	for i := 0; b.Loop(); i++ {
-		out, err := evs[i%len(evs)].MarshalJSON()
+		buf = evs[i%len(evs)].AppendJSON(buf[:0])
+	}
+}
+
+// BenchmarkJSONEventReflect is the same with encoding/json (referenceJSON,
+// the encoder before AppendJSON), for the ratio within one run.
+func BenchmarkJSONEventReflect(b *testing.B) {
+	evs := benchEvents()
+	b.ReportAllocs()
+	var buf []byte
+	for i := 0; b.Loop(); i++ {
+		out, err := referenceJSON(&evs[i%len(evs)])
 		if err != nil {
 			b.Fatal(err)
 		}
