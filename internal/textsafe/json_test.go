@@ -69,3 +69,18 @@ func TestAppendJSONNoAlloc(t *testing.T) {
 		t.Fatalf("allocated %v times", n)
 	}
 }
+
+// BenchmarkJSONAppendString is a container's strings, as trace writes them
+// with every event about it: an ID, an image, a pod, a namespace.
+func BenchmarkJSONAppendString(b *testing.B) {
+	strs := []string{"4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c",
+		"registry.example.com/team/web:1.24.3", "web-7d4b9c6f8-xk2pq", "default", "nginx"}
+	b.ReportAllocs()
+	buf := make([]byte, 0, 1024)
+	for b.Loop() {
+		buf = buf[:0]
+		for _, s := range strs {
+			buf = AppendJSON(buf, s)
+		}
+	}
+}
