@@ -1,6 +1,8 @@
 package container
 
 import (
+	"strconv"
+
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -61,4 +63,66 @@ func safeHook(h *Hook) *Hook {
 		out.Command[i] = textsafe.UTF8(a)
 	}
 	return &out
+}
+
+// AppendJSON appends what encoding/json writes for i.Summary(), without
+// building it: `trace -o json` writes one with every event about a
+// container. Untrusted strings are made valid UTF-8 as Summary makes them
+// (textsafe.AppendJSON); summary_json_test.go holds the two to each other.
+func (i *Info) AppendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = textsafe.AppendJSONString(b, i.ID)
+	b = appendJSONField(b, `,"name":`, i.Name)
+	b = appendJSONField(b, `,"image":`, i.Image)
+	b = append(b, `,"runtime":`...)
+	b = textsafe.AppendJSONString(b, i.Runtime)
+	b = appendJSONField(b, `,"pod":`, i.Pod)
+	b = appendJSONField(b, `,"namespace":`, i.Namespace)
+	if i.StopSignal != 0 {
+		b = append(b, `,"stop_signal":"`...)
+		b = i.StopSignal.AppendName(b)
+		b = append(b, '"')
+	}
+	b = appendJSONInt(b, `,"stop_timeout_s":`, i.StopTimeout)
+	b = appendJSONInt(b, `,"grace_period_s":`, i.GracePeriod)
+	b = appendJSONInt(b, `,"main_pid":`, i.MainPID)
+	if i.Sandbox {
+		b = append(b, `,"sandbox":true`...)
+	}
+	if h := i.PreStop; h != nil {
+		b = append(b, `,"prestop":{"kind":`...)
+		b = textsafe.AppendJSONString(b, h.Kind)
+		if len(h.Command) > 0 {
+			b = append(b, `,"command":[`...)
+			for n, a := range h.Command {
+				if n > 0 {
+					b = append(b, ',')
+				}
+				b = textsafe.AppendJSON(b, a)
+			}
+			b = append(b, ']')
+		}
+		b = appendJSONField(b, `,"url":`, h.URL)
+		b = appendJSONInt(b, `,"seconds":`, h.Seconds)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// appendJSONField appends an untrusted string's key and value, or nothing
+// for "" (omitempty).
+func appendJSONField(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return textsafe.AppendJSON(append(b, key...), s)
+}
+
+// appendJSONInt appends an int's key and value, or nothing for 0
+// (omitempty).
+func appendJSONInt(b []byte, key string, n int) []byte {
+	if n == 0 {
+		return b
+	}
+	return strconv.AppendInt(append(b, key...), int64(n), 10)
 }

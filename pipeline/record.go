@@ -19,27 +19,16 @@ const hostPidNS = 0xEFFFFFFC
 // container (see [About]) and a "sender_container" key when the sender is in
 // another container than that one.
 func AppendRecord(b []byte, e *tracer.Event, target, sender *container.Info) ([]byte, error) {
-	ev, err := e.MarshalJSON()
-	if err != nil {
-		return b, err
-	}
+	// Written by hand (tracer.Event.AppendJSON, container.Info.AppendJSON):
+	// trace writes one line per signal, without allocating.
+	b = e.AppendJSON(b)
+	b = b[:len(b)-1] // the object without its closing brace
 	about, other := About(target, sender)
-	b = append(b, ev[:len(ev)-1]...) // the object without its closing brace
-	for _, kv := range []struct {
-		key string
-		c   *container.Info
-	}{{"container", about}, {"sender_container", other}} {
-		if kv.c == nil {
-			continue
-		}
-		cj, err := json.Marshal(kv.c.Summary())
-		if err != nil {
-			return b, err
-		}
-		b = append(b, `,"`...)
-		b = append(b, kv.key...)
-		b = append(b, `":`...)
-		b = append(b, cj...)
+	if about != nil {
+		b = about.AppendJSON(append(b, `,"container":`...))
+	}
+	if other != nil {
+		b = other.AppendJSON(append(b, `,"sender_container":`...))
 	}
 	return append(b, '}', '\n'), nil
 }

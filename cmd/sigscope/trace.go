@@ -105,25 +105,10 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 		resolver = container.NewResolver(f.runtime.options())
 		defer resolver.Close()
 	}
-	var write func(e *tracer.Event, target, sender *container.Info) error
-	if format == "json" {
-		var buf []byte
-		write = func(e *tracer.Event, target, sender *container.Info) error {
-			var err error
-			if buf, err = pipeline.AppendRecord(buf[:0], e, target, sender); err != nil {
-				return err
-			}
-			_, err = w.Write(buf)
-			return err
-		}
-	} else {
+	sink := &traceSink{w: w, json: format == "json", filter: cf, count: f.count}
+	if !sink.json {
 		writeTableHeader(w)
-		write = func(e *tracer.Event, target, sender *container.Info) error {
-			about, _ := pipeline.About(target, sender)
-			return writeTableRow(w, e, about)
-		}
 	}
-	var n uint64
 	p, err := pipeline.New(pipeline.Options{
 		Tracer: tracer.Options{
 			Signals:  sigs,
@@ -135,19 +120,7 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 		},
 		Resolver: resolver,
 		Senders:  true,
-		OnEvent: func(e *tracer.Event, target, sender *container.Info) error {
-			if !cf.matchAny(target, sender) {
-				return nil
-			}
-			if err := write(e, target, sender); err != nil {
-				return err
-			}
-			n++
-			if f.count > 0 && n >= f.count {
-				return tracer.ErrStop
-			}
-			return nil
-		},
+		OnEvent:  sink.event,
 	})
 	if err != nil {
 		return err
@@ -170,6 +143,43 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 		}
 	}
 	return runErr
+}
+
+// traceSink is the trace command's per-event output: each event that passes
+// the container filter, as a JSON line or a table row, into the buffered
+// writer (flushed when the tracer is idle and at the end).
+type traceSink struct {
+	w      *bufio.Writer
+	json   bool
+	filter containerFilter
+	count  uint64 // stop after this many events; 0: no limit
+	n      uint64
+	buf    []byte // the JSON line, reused
+}
+
+func (s *traceSink) event(e *tracer.Event, target, sender *container.Info) error {
+	if !s.filter.matchAny(target, sender) {
+		return nil
+	}
+	if s.json {
+		var err error
+		if s.buf, err = pipeline.AppendRecord(s.buf[:0], e, target, sender); err != nil {
+			return err
+		}
+		if _, err := s.w.Write(s.buf); err != nil {
+			return err
+		}
+	} else {
+		about, _ := pipeline.About(target, sender)
+		if err := writeTableRow(s.w, e, about); err != nil {
+			return err
+		}
+	}
+	s.n++
+	if s.count > 0 && s.n >= s.count {
+		return tracer.ErrStop
+	}
+	return nil
 }
 
 func isTerminal(w io.Writer) bool {

@@ -1,0 +1,81 @@
+package container
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// checkSummaryJSON holds AppendJSON to encoding/json's encoding of
+// Summary, byte for byte, and checks the result is valid JSON.
+func checkSummaryJSON(t *testing.T, i *Info) {
+	t.Helper()
+	want, err := json.Marshal(i.Summary())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := i.AppendJSON([]byte("x"))
+	if !bytes.Equal(got[1:], want) || got[0] != 'x' {
+		t.Fatalf("AppendJSON differs from encoding/json for %+v:\n got %s\nwant %s", *i, got[1:], want)
+	}
+	var s Summary
+	if err := json.Unmarshal(got[1:], &s); err != nil {
+		t.Fatalf("invalid JSON (%v): %s", err, got[1:])
+	}
+}
+
+func TestSummaryAppendJSON(t *testing.T) {
+	id := "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c"
+	for _, i := range []*Info{
+		{},
+		{ID: id, Runtime: RuntimeDocker},
+		{ID: id, Runtime: RuntimeContainerd, Name: "web", Image: "registry.example.com/team/web:1.24.3",
+			Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default", MainPID: 28619, GracePeriod: 30, StopSignal: tracer.SIGTERM,
+			PreStop: &Hook{Kind: "exec", Command: []string{"/bin/sh", "-c", "sleep 5 && nginx -s quit"}}},
+		{ID: id, Runtime: RuntimeCRIO, Name: SandboxName, Sandbox: true, StopTimeout: -1, MainPID: -5,
+			StopSignal: 34 + 3, PreStop: &Hook{Kind: "http", URL: "/quit?<a>&b\xff", Seconds: 3, Command: []string{}}},
+		{ID: "bad\xff\"id", Runtime: "run\u2028time", Name: "web\xff\x1b[2J", Image: "\xed\xa0\x80", Pod: "<pod>",
+			Namespace: "n\u2029s", StopSignal: 200, PreStop: &Hook{Kind: "k\xfe", Command: []string{"", "\x00"}}},
+		{ID: id, Runtime: RuntimePodman, StopSignal: -3, PreStop: &Hook{Kind: "sleep", Seconds: 7}},
+	} {
+		checkSummaryJSON(t, i)
+	}
+}
+
+func TestSummaryAppendJSONAllocatesNothing(t *testing.T) {
+	i := &Info{ID: "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", Runtime: RuntimeContainerd,
+		Name: "web", Image: "nginx:1.27", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default", MainPID: 28619,
+		GracePeriod: 30, StopSignal: tracer.Signal(34 + 3), PreStop: &Hook{Kind: "exec", Command: []string{"sleep", "5"}}}
+	buf := make([]byte, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() { buf = i.AppendJSON(buf[:0]) }); n != 0 {
+		t.Errorf("AppendJSON allocates %v times", n)
+	}
+}
+
+// FuzzSummaryJSON compares AppendJSON with encoding/json over any
+// container identity a runtime or a recording could give.
+func FuzzSummaryJSON(f *testing.F) {
+	f.Add("4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", "docker", "web", "nginx:1.27", "pod", "ns",
+		int32(15), 10, 30, 4242, false, "exec", "sleep\x005", "", 0)
+	f.Add("\xff", "cri-o", "POD", "", "", "", int32(37), 0, 0, 0, true, "http", "", "/x\xfe<", 3)
+	f.Fuzz(func(t *testing.T, id, runtime, name, image, pod, namespace string, stopSignal int32,
+		stopTimeout, grace, mainPID int, sandbox bool, hookKind, hookCommand, hookURL string, hookSeconds int) {
+		i := &Info{ID: id, Runtime: runtime, Name: name, Image: image, Pod: pod, Namespace: namespace,
+			StopSignal: tracer.Signal(stopSignal), StopTimeout: stopTimeout, GracePeriod: grace, MainPID: mainPID, Sandbox: sandbox}
+		if hookKind != "" {
+			// NUL splits the command's arguments.
+			i.PreStop = &Hook{Kind: hookKind, Command: splitNUL(hookCommand), URL: hookURL, Seconds: hookSeconds}
+		}
+		checkSummaryJSON(t, i)
+	})
+}
+
+func splitNUL(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\x00")
+}
