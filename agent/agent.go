@@ -21,12 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/audit"
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/exporter"
+	"github.com/sigscope/sigscope/internal/kubeclient"
 	"github.com/sigscope/sigscope/kubeevents"
 	"github.com/sigscope/sigscope/kubemeta"
 	"github.com/sigscope/sigscope/pipeline"
@@ -61,8 +61,8 @@ type Options struct {
 	PodLabels bool             // namespace/pod/container labels on the counters
 	MaxSeries int              // per metric, with PodLabels
 
-	KubeEvents bool                 // post Kubernetes Events on pods
-	KubeClient kubernetes.Interface // used when KubeEvents; the caller builds it
+	KubeEvents bool              // post Kubernetes Events on pods
+	KubeClient kubeclient.Client // used when KubeEvents; the caller builds it
 	NodeName   string
 
 	MaxEpisodes   int           // recent episodes kept for /api/v1/episodes

@@ -93,7 +93,7 @@ func TestDockerfileShape(t *testing.T) {
 	if build == nil {
 		t.Fatal("no RUN ... go build")
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "./cmd/sigscope", "-o /out/sigscope"} {
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags="-s -w"`, "./cmd/sigscope", "-o /out/sigscope"} {
 		if !strings.Contains(build.args, want) {
 			t.Errorf("Dockerfile:%d: go build lacks %s: %s", build.line, want, build.args)
 		}
@@ -109,7 +109,7 @@ func TestDockerfileShape(t *testing.T) {
 
 // The Dockerfile's `go build` line, run here as the builder stage would
 // (no registry is reachable, so the image itself cannot be built in CI),
-// gives a static binary that embeds the committed BPF object.
+// gives a static, stripped binary that embeds the committed BPF object.
 func TestDockerfileBuildIsStatic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the whole binary; skipped with -short")
@@ -144,6 +144,11 @@ func TestDockerfileBuildIsStatic(t *testing.T) {
 	}
 	if libs, err := f.ImportedLibraries(); err == nil && len(libs) > 0 {
 		t.Errorf("the binary needs shared libraries %v", libs)
+	}
+	for _, sec := range []string{".symtab", ".debug_info", ".debug_line"} {
+		if f.Section(sec) != nil {
+			t.Errorf("the binary has a %s section: it is not stripped (-ldflags=\"-s -w\")", sec)
+		}
 	}
 	bin, err := os.ReadFile(out)
 	if err != nil {

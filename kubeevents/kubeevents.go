@@ -17,8 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/sigscope/sigscope/internal/kubeclient"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -83,7 +83,7 @@ type Options struct {
 // Recorder turns episodes into Kubernetes Events. Its methods are safe for
 // concurrent use.
 type Recorder struct {
-	client kubernetes.Interface
+	client kubeclient.Client
 	node   string
 	opts   Options
 	log    *slog.Logger
@@ -119,7 +119,7 @@ type job struct {
 
 // New starts a Recorder writing with client as the agent of node nodeName
 // (the events' source host; from the downward API's spec.nodeName).
-func New(client kubernetes.Interface, nodeName string, opts Options) *Recorder {
+func New(client kubeclient.Client, nodeName string, opts Options) *Recorder {
 	if opts.Burst <= 0 {
 		opts.Burst = DefaultBurst
 	}
@@ -479,7 +479,7 @@ func (r *Recorder) send(j *job) error {
 	for len(j.events) > 0 {
 		ev := j.events[0]
 		ctx, cancel := context.WithTimeout(r.ctx, r.opts.Timeout)
-		_, err := r.client.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+		_, err := r.client.CreateEvent(ctx, ev)
 		cancel()
 		switch {
 		case err == nil:
@@ -524,7 +524,7 @@ func transient(err error) bool {
 func (r *Recorder) lookup(j *job) (types.UID, bool, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, r.opts.Timeout)
 	defer cancel()
-	pod, err := r.client.CoreV1().Pods(j.namespace).Get(ctx, j.pod, metav1.GetOptions{})
+	pod, err := r.client.GetPod(ctx, j.namespace, j.pod)
 	if err != nil {
 		switch {
 		case apierrors.IsNotFound(err):

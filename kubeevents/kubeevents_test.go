@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/sigscope/sigscope/internal/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -91,7 +92,7 @@ func byReason(evs []corev1.Event) map[string]corev1.Event {
 
 func TestIgnoredByInit(t *testing.T) {
 	c := fake.NewClientset(pod("web-1", node, cid))
-	r := New(c, node, Options{})
+	r := New(kubeclienttest.FromClientset(c), node, Options{})
 	ep := stop("web-1", timeline.OutcomeIgnoredByInit)
 	r.ObserveEpisode(ep)
 	r.Close()
@@ -153,7 +154,7 @@ func TestOutcomes(t *testing.T) {
 	} {
 		t.Run(string(tc.outcome), func(t *testing.T) {
 			c := fake.NewClientset(pod("web-1", node, cid))
-			r := New(c, node, Options{})
+			r := New(kubeclienttest.FromClientset(c), node, Options{})
 			r.ObserveEpisode(stop("web-1", tc.outcome))
 			r.Close()
 			got := byReason(events(t, c))
@@ -179,7 +180,7 @@ func TestOutcomes(t *testing.T) {
 // unshare have no Pod to put an event on.
 func TestNotKubernetes(t *testing.T) {
 	c := fake.NewClientset()
-	r := New(c, node, Options{})
+	r := New(kubeclienttest.FromClientset(c), node, Options{})
 	for _, ctr := range []timeline.Container{
 		{ID: cid, Name: "ex-shell", Runtime: "docker"},
 		{PidNS: 4026532180},
@@ -201,7 +202,7 @@ func TestNotKubernetes(t *testing.T) {
 
 func TestRateLimit(t *testing.T) {
 	c := fake.NewClientset(pod("web-1", node, cid))
-	r := New(c, node, Options{Burst: 3, Every: time.Minute})
+	r := New(kubeclienttest.FromClientset(c), node, Options{Burst: 3, Every: time.Minute})
 	now := t0
 	var mu sync.Mutex
 	r.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -245,7 +246,7 @@ func TestQueueFullDrops(t *testing.T) {
 		<-release
 		return false, nil, nil // on to the tracker
 	})
-	r := New(c, node, Options{QueueSize: 1, NoPodLookup: true})
+	r := New(kubeclienttest.FromClientset(c), node, Options{QueueSize: 1, NoPodLookup: true})
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeHandlerTimeout)) // taken by the sender, which blocks
 	<-entered
 	done := make(chan struct{})
@@ -284,7 +285,7 @@ func TestQueueFullDrops(t *testing.T) {
 
 func TestHostileNames(t *testing.T) {
 	c := fake.NewClientset(pod("web-1", node, cid))
-	r := New(c, node, Options{})
+	r := New(kubeclienttest.FromClientset(c), node, Options{})
 	ep := stop("web-1", timeline.OutcomeIgnoredByInit)
 	ep.Main.Comm = "sh\x1b[2J\xff\n"
 	ep.Container.Name = "app"
@@ -321,7 +322,7 @@ func TestHostileNames(t *testing.T) {
 // on a pod the API server places on another node.
 func TestPodOnAnotherNode(t *testing.T) {
 	c := fake.NewClientset(pod("web-1", "node-b", cid))
-	r := New(c, node, Options{})
+	r := New(kubeclienttest.FromClientset(c), node, Options{})
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
 	r.Close()
 	if n := len(events(t, c)); n != 0 {
@@ -350,7 +351,7 @@ func TestPodUID(t *testing.T) {
 		{"lookup disabled", fake.NewClientset(pod("web-1", node, cid)), Options{NoPodLookup: true}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := New(tc.client, node, tc.opts)
+			r := New(kubeclienttest.FromClientset(tc.client), node, tc.opts)
 			r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
 			r.Close()
 			evs := events(t, tc.client)
@@ -389,7 +390,7 @@ func TestMessage(t *testing.T) {
 }
 
 func TestEventNames(t *testing.T) {
-	r := New(fake.NewClientset(), node, Options{})
+	r := New(kubeclienttest.FromClientset(fake.NewClientset()), node, Options{})
 	defer r.Close()
 	seen := map[string]bool{}
 	for i := 0; i < 100; i++ {

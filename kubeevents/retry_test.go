@@ -23,11 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/sigscope/sigscope/internal/kubeclient"
+	"github.com/sigscope/sigscope/internal/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/timeline"
 )
@@ -106,7 +107,7 @@ func TestTransientThenSent(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	r := New(c, node, fast)
+	r := New(kubeclienttest.FromClientset(c), node, fast)
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
 	testutil.WaitFor(t, "two events sent", func() bool { return r.Sent() == 2 })
 	r.Close()
@@ -151,7 +152,7 @@ func TestLostAnswer(t *testing.T) {
 		}
 		return true, nil, &url.Error{Op: "Post", URL: "https://x/", Err: context.DeadlineExceeded}
 	})
-	r := New(c, node, fast)
+	r := New(kubeclienttest.FromClientset(c), node, fast)
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
 	testutil.WaitFor(t, "two events sent", func() bool { return r.Sent() == 2 })
 	r.Close()
@@ -182,7 +183,7 @@ func TestPermanentNotRetried(t *testing.T) {
 				creates.Add(1)
 				return true, nil, tc.err
 			})
-			r := New(c, node, fast)
+			r := New(kubeclienttest.FromClientset(c), node, fast)
 			r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
 			r.Close()
 			if n := creates.Load(); n != 2 {
@@ -217,7 +218,7 @@ func TestOutageDropsOldest(t *testing.T) {
 	c.PrependReactor("create", "events", unreachable)
 	opts := fast
 	opts.QueueSize = 3
-	r := New(c, node, opts)
+	r := New(kubeclienttest.FromClientset(c), node, opts)
 	defer r.Close()
 	for i := 1; i <= 6; i++ { // one event each
 		r.ObserveEpisode(stop(fmt.Sprintf("web-%d", i), timeline.OutcomeHandlerTimeout))
@@ -297,9 +298,10 @@ func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func realClient(t *testing.T, host string) kubernetes.Interface {
+// realClient is the agent's own client (sigscope serve --kube-events).
+func realClient(t *testing.T, host string) kubeclient.Client {
 	t.Helper()
-	c, err := kubernetes.NewForConfig(&rest.Config{Host: host, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
+	c, err := kubeclient.New(&rest.Config{Host: host, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +383,7 @@ func TestCloseBounded(t *testing.T) {
 
 // The metrics pass Prometheus' linter (names, units, help).
 func TestMetricsLint(t *testing.T) {
-	r := New(fake.NewClientset(), node, Options{})
+	r := New(kubeclienttest.FromClientset(fake.NewClientset()), node, Options{})
 	defer r.Close()
 	problems, err := promtestutil.CollectAndLint(r)
 	if err != nil {

@@ -12,10 +12,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/sigscope/sigscope/internal/kubeclient"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -50,7 +49,7 @@ type killing struct {
 
 // Pods follows the pods of a node (or all) and the kubelet's Killing events.
 type Pods struct {
-	client kubernetes.Interface
+	client kubeclient.Client
 	node   string
 	log    *slog.Logger
 	synced atomic.Bool
@@ -62,7 +61,7 @@ type Pods struct {
 }
 
 // New returns Pods for node ("" for every node). Run starts it.
-func New(client kubernetes.Interface, node string, log *slog.Logger) *Pods {
+func New(client kubeclient.Client, node string, log *slog.Logger) *Pods {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -73,17 +72,11 @@ func New(client kubernetes.Interface, node string, log *slog.Logger) *Pods {
 // Run follows the API server until ctx ends. Until its caches are synced,
 // Annotate says it could not learn the reason.
 func (p *Pods) Run(ctx context.Context) {
-	podOpts := []informers.SharedInformerOption{}
+	podSel := ""
 	if p.node != "" {
-		podOpts = append(podOpts, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = "spec.nodeName=" + p.node
-		}))
+		podSel = "spec.nodeName=" + p.node
 	}
-	pf := informers.NewSharedInformerFactoryWithOptions(p.client, 0, podOpts...)
-	ef := informers.NewSharedInformerFactoryWithOptions(p.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "reason=Killing"
-	}))
-	podInf := pf.Core().V1().Pods().Informer()
+	podInf := cache.NewSharedIndexInformer(p.client.ListWatch("pods", podSel), &corev1.Pod{}, 0, cache.Indexers{})
 	_, _ = podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { p.pod(o) },
 		UpdateFunc: func(_, o any) { p.pod(o) },
@@ -94,19 +87,20 @@ func (p *Pods) Run(ctx context.Context) {
 			p.pod(o)
 		},
 	})
-	evInf := ef.Core().V1().Events().Informer()
+	evInf := cache.NewSharedIndexInformer(p.client.ListWatch("events", "reason=Killing"), &corev1.Event{}, 0, cache.Indexers{})
 	_, _ = evInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { p.event(o) },
 		UpdateFunc: func(_, o any) { p.event(o) },
 	})
-	pf.Start(ctx.Done())
-	ef.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Go(func() { podInf.RunWithContext(ctx) })
+	wg.Go(func() { evInf.RunWithContext(ctx) })
 	if cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, evInf.HasSynced) {
 		p.synced.Store(true)
 	}
-	<-ctx.Done()
-	pf.Shutdown()
-	ef.Shutdown()
+	// Run returns once both informers have stopped, as the factories'
+	// Shutdown waited for them.
+	wg.Wait()
 }
 
 func (p *Pods) remember(key string) {

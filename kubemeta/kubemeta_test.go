@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/sigscope/sigscope/internal/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -58,7 +59,7 @@ func TestExplain(t *testing.T) {
 		killingEvent("changed", "app", "Container app definition changed, will be restarted", stop),
 		killingEvent("deleted", "app", "Stopping container app", stop),
 	)
-	p := New(client, "", nil)
+	p := New(kubeclienttest.FromClientset(client), "", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go p.Run(ctx)

@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sigscope/sigscope/agent"
+	"github.com/sigscope/sigscope/internal/kubeclient"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -88,19 +86,13 @@ sigscope_kube_events_total counts what was sent, failed or dropped.`,
 	return cmd
 }
 
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+func kubeClient(kubeconfig string) (kubeclient.Client, error) {
+	cfg, err := kubeclient.Config(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	cfg.UserAgent = "sigscope"
-	return kubernetes.NewForConfig(cfg)
+	return kubeclient.New(cfg)
 }
 
 // buildVersion reads the module version and VCS revision the binary was

@@ -1,0 +1,90 @@
+package kubeclient
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Client is what sigscope asks the API server, all of it in core/v1.
+type Client interface {
+	// GetPod reads a pod.
+	GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+	// CreateEvent creates ev in its namespace.
+	CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.Event, error)
+	// ListWatch lists and watches resource ("pods" or "events") in every
+	// namespace, restricted by fieldSelector when it is not empty: the
+	// source of an informer.
+	ListWatch(resource, fieldSelector string) cache.ListerWatcher
+}
+
+// Config returns the client configuration from kubeconfig, or the
+// in-cluster one (the pod's service account) when kubeconfig is "".
+func Config(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
+}
+
+// New returns a Client for cfg's API server. cfg is copied: its
+// serializer, API path and group version are set here, the rest (host,
+// credentials, TLS, QPS and burst, user agent) is kept.
+func New(cfg *rest.Config) (Client, error) {
+	// The scheme decodes the core/v1 types and the meta/v1 ones any answer
+	// may carry (Status, WatchEvent): nothing else is asked. It is built
+	// here, not at init, so that an agent without a client pays nothing.
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	c := rest.CopyConfig(cfg)
+	c.APIPath = "/api"
+	c.GroupVersion = &corev1.SchemeGroupVersion
+	// As client-go's generated clients do (CBOR only when its feature gate
+	// allows it).
+	c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(scheme, serializer.NewCodecFactory(scheme)).WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &client{rc: rc}, nil
+}
+
+type client struct{ rc *rest.RESTClient }
+
+func (c *client) GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	err := c.rc.Get().Namespace(namespace).Resource("pods").Name(name).Do(ctx).Into(pod)
+	if err != nil {
+		return nil, err
+	}
+	return pod, nil
+}
+
+func (c *client) CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := c.rc.Post().Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Into(out)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *client) ListWatch(resource, fieldSelector string) cache.ListerWatcher {
+	return cache.NewFilteredListWatchFromClient(c.rc, resource, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+		if fieldSelector != "" {
+			o.FieldSelector = fieldSelector
+		}
+	})
+}
