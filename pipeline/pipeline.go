@@ -69,7 +69,7 @@ func New(opts Options) (*Pipeline, error) {
 	p := &Pipeline{opts: opts}
 	to := opts.Tracer
 	userIdle := to.Idle
-	to.Idle = func() {
+	to.Idle = func() time.Time {
 		// Complete the episodes whose settle time passed while the
 		// stream was quiet, and hand them over at once.
 		if p.engine != nil && p.err == nil {
@@ -78,8 +78,9 @@ func New(opts Options) (*Pipeline, error) {
 			p.err = p.episodes(p.engine.Advance(now))
 		}
 		if userIdle != nil {
-			userIdle()
+			return userIdle()
 		}
+		return time.Time{}
 	}
 	t, err := tracer.New(to)
 	if err != nil {
