@@ -252,7 +252,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	events := 0
 	p, err := pipeline.New(pipeline.Options{
 		// The callbacks run on the tracer's goroutine, started after p is set.
-		Tracer:   tracer.Options{Signals: a.opts.Signals, RingSize: a.opts.RingSize, Logger: a.log, Idle: func() { a.snapshotEngine(p.Engine()) }},
+		Tracer:   tracer.Options{Signals: a.opts.Signals, RingSize: a.opts.RingSize, Logger: a.log, Idle: func() time.Time { a.snapshotEngine(p.Engine()); return time.Time{} }},
 		Resolver: a.resolver,
 		Timeline: &timeline.Options{},
 		OnEvent: func(e *tracer.Event, target, _ *container.Info) error {

@@ -46,8 +46,7 @@ type options struct {
 	warmup     time.Duration
 	settle     time.Duration
 	ringSize   int
-	poll       time.Duration
-	wakeup     float64
+	linger     time.Duration
 	senderCPU  int
 	configs    []config
 	cpuProfile string
@@ -66,8 +65,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "untimed untraced storm before the first round; 0 skips it")
 	fs.DurationVar(&o.settle, "settle", 100*time.Millisecond, "idle time before each phase's storm (after attaching, in traced phases)")
 	fs.IntVar(&o.ringSize, "ring", tracer.DefaultRingSize, "ring buffer size in bytes for the tracer (power of two)")
-	fs.DurationVar(&o.poll, "poll", tracer.DefaultPollInterval, "the reader's poll interval (tracer.Options.PollInterval)")
-	fs.Float64Var(&o.wakeup, "wakeup", 0, "fill fraction that forces a wakeup (tracer.Options.WakeupFraction); 0: the tracer's default")
+	fs.DurationVar(&o.linger, "linger", 0, "the reader's wait between batches while events flow (tracer.Options.Linger); 0: the tracer's default")
 	fs.IntVar(&o.senderCPU, "sender-cpu", -1, "pin the sender to this CPU; -1 leaves placement to the scheduler")
 	fs.StringVar(&configs, "configs", "filtered,emitted", "tracer configurations to measure, comma-separated: filtered, emitted")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process for each emitted phase to FILE.<round>")
@@ -256,7 +254,7 @@ func runPhase(ctx context.Context, o options, target, round int, c config) (phas
 		}
 		defer progStats.close()
 	}
-	tr, err := tracer.New(tracer.Options{Signals: set, RingSize: o.ringSize, PollInterval: o.poll, WakeupFraction: o.wakeup})
+	tr, err := tracer.New(tracer.Options{Signals: set, RingSize: o.ringSize, Linger: o.linger})
 	if err != nil {
 		return p, err
 	}
@@ -509,8 +507,8 @@ func bracket(phases []phase, i int) float64 {
 func (rep report) print(w io.Writer, o options, phases []phase) {
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
-	fmt.Fprintf(w, "sigscope signal storm: kernel %s, %d CPUs, GOMAXPROCS %d, %d rounds x %v per phase, ring %d bytes, poll %v\n",
-		unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU(), runtime.GOMAXPROCS(0), o.rounds, o.phase, o.ringSize, o.poll)
+	fmt.Fprintf(w, "sigscope signal storm: kernel %s, %d CPUs, GOMAXPROCS %d, %d rounds x %v per phase, ring %d bytes, linger %v\n",
+		unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU(), runtime.GOMAXPROCS(0), o.rounds, o.phase, o.ringSize, o.linger)
 
 	fmt.Fprintln(w, "\nphases in run order:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -16,8 +16,8 @@
  *                       process of its namespace has exited and been reaped
  *
  * Filtering happens here so that uninteresting signals never reach the ring.
- * Submits do not wake the reader; it polls on a short timer, and a fill
- * watermark forces a wakeup so a burst cannot overrun a sleeping reader.
+ * Submits never wake the reader while it is awake; a sleeping reader is woken
+ * once, through the doorbell ring (see wake_reader()).
  *
  * The generate handler runs inside kill(2) with the target's siglock held and
  * interrupts off, so its cost is added to every traced signal. Kernel memory
@@ -46,12 +46,36 @@ const volatile __u64 signal_mask = 0;   /* bit (signo-1) set: traced */
 const volatile __u32 self_tgid = 0;     /* the tracer: always dropped */
 const volatile __u32 filter_pid = 0;    /* 0: any; else sender or target tgid */
 const volatile char filter_comm[TASK_COMM_LEN] = {}; /* "": any */
-const volatile __u64 wakeup_bytes = 0;  /* force a wakeup past this fill */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20); /* resized from Go */
 } events SEC(".maps");
+
+#define BPF_F_MMAPABLE (1U << 10)
+
+/* The reader's state, which it maps and writes: READER_SLEEPING once it has
+ * found the events ring empty and is about to wait for the doorbell. Only
+ * the reader writes it; the programs only read it. */
+#define READER_SLEEPING 1
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} reader_state SEC(".maps");
+
+/* The doorbell: the reader waits on this ring, never on `events`. Ringing it
+ * writes an empty record and discards it with the ring's default (adaptive)
+ * wakeup, which wakes the reader only for the record at its consumer
+ * position: however many CPUs ring at once, the reader is woken once per
+ * sleep. Its own ring, so ringing cannot fail because `events` is full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096); /* raised to the page size from Go */
+} doorbell SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -263,14 +287,47 @@ static __always_inline struct event *reserve(struct counters *c, int type)
 	return e;
 }
 
+/*
+ * Wake the reader if it sleeps; called after each commit to `events`.
+ *
+ * Why no wakeup is lost (a store-load race on each side):
+ *   reader: store READER_SLEEPING; full barrier; look at `events` (a record
+ *           committed or still busy there: do not sleep)
+ *   here:   commit (an xchg on the record's header: a full barrier); load
+ *           the reader's state
+ * With a full barrier between each side's store and load, at least one of
+ * them sees the other's store: the reader sees the record, or this program
+ * sees READER_SLEEPING and rings the doorbell.
+ *
+ * The doorbell's wakeup is the kernel's adaptive one (flags 0): it fires when
+ * the record committed is the one at the consumer position. Before it sleeps
+ * the reader consumes the doorbell up to its first busy record, then (after
+ * its barrier) checks that the record at that position is not already
+ * committed; the commit of that record then sees the new consumer position
+ * (xchg, then load), so it wakes the reader. The records behind it, rung by
+ * other CPUs at the same moment, do not: one wakeup per sleep, without an
+ * atomic instruction (which would need Linux 5.12). A full doorbell ring
+ * means the record at its consumer position is committed or about to be, so
+ * a failed reserve loses nothing.
+ */
+static __always_inline void wake_reader(void)
+{
+	__u32 zero = 0;
+	__u32 *state = bpf_map_lookup_elem(&reader_state, &zero);
+	void *d;
+
+	if (!state || *(volatile __u32 *)state != READER_SLEEPING)
+		return;
+	d = bpf_ringbuf_reserve(&doorbell, 8, 0);
+	if (d)
+		bpf_ringbuf_discard(d, 0);
+}
+
 static __always_inline void submit(struct counters *c, struct event *e, int type)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
-
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(e, flags);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	c->emitted[type & (EV_TYPES - 1)]++;
+	wake_reader();
 }
 
 static __always_inline void zero_proc(struct proc *p)

@@ -82,9 +82,9 @@ type Exporter struct {
 	oom          *counterFamily
 	stopDuration *histFamily
 
-	eventsDesc, droppedDesc, missedDesc, enrichDesc, buildDesc, auditDesc, overflowDesc *prometheus.Desc
-	cacheDesc, cacheCapDesc                                                             *prometheus.Desc
-	buildInfo                                                                           prometheus.Metric
+	eventsDesc, droppedDesc, missedDesc, wakeupsDesc, enrichDesc, buildDesc, auditDesc, overflowDesc *prometheus.Desc
+	cacheDesc, cacheCapDesc                                                                          *prometheus.Desc
+	buildInfo                                                                                        prometheus.Metric
 
 	auditMu     sync.Mutex
 	auditSeries []auditSeries
@@ -227,6 +227,8 @@ func New(opts Options) *Exporter {
 		"Events the kernel programs lost because the ring buffer was full, by event kind.", []string{"event"}, nil)
 	e.missedDesc = prometheus.NewDesc("sigscope_events_missed_total",
 		"Program runs the kernel skipped because a sigscope program was already running on that CPU (recursion protection).", nil, nil)
+	e.wakeupsDesc = prometheus.NewDesc("sigscope_reader_wakeups_total",
+		"Times the kernel woke the sleeping ring-buffer reader because events came: about one per burst after a quiet time.", nil, nil)
 	e.enrichDesc = prometheus.NewDesc("sigscope_enrichment_errors_total",
 		"Errors naming containers, by source (docker, cri, proc, cgroup).", []string{"source"}, nil)
 	e.buildDesc = prometheus.NewDesc("sigscope_build_info",
@@ -353,7 +355,7 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	for _, f := range e.counterFamilies() {
 		ch <- f.desc
 	}
-	for _, d := range []*prometheus.Desc{e.stopDuration.desc, e.eventsDesc, e.droppedDesc, e.missedDesc,
+	for _, d := range []*prometheus.Desc{e.stopDuration.desc, e.eventsDesc, e.droppedDesc, e.missedDesc, e.wakeupsDesc,
 		e.enrichDesc, e.buildDesc, e.auditDesc, e.overflowDesc, e.cacheDesc, e.cacheCapDesc} {
 		ch <- d
 	}
@@ -390,6 +392,7 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 				ch <- constMetric(e.droppedDesc, prometheus.CounterValue, float64(ks.Dropped), k.String())
 			}
 			ch <- constMetric(e.missedDesc, prometheus.CounterValue, float64(s.Missed))
+			ch <- constMetric(e.wakeupsDesc, prometheus.CounterValue, float64(s.Wakeups))
 		}
 	}
 	if e.opts.EnrichmentErrors != nil {

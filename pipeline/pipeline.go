@@ -69,17 +69,30 @@ func New(opts Options) (*Pipeline, error) {
 	p := &Pipeline{opts: opts}
 	to := opts.Tracer
 	userIdle := to.Idle
-	to.Idle = func() {
+	to.Idle = func() time.Time {
 		// Complete the episodes whose settle time passed while the
-		// stream was quiet, and hand them over at once.
+		// stream was quiet, hand them over at once, and be called again
+		// at the next settle deadline: the reader has no timer of its own.
+		var next time.Time
 		if p.engine != nil && p.err == nil {
 			now := time.Now()
+			if d := p.engine.Deadline(); !d.IsZero() && d.Before(now) {
+				// An episode completes now: it must know of every
+				// loss before, however recently the counters were read.
+				p.lossAt = time.Time{}
+			}
 			p.noteLoss(now)
 			p.err = p.episodes(p.engine.Advance(now))
+			if p.err == nil {
+				next = p.engine.Deadline()
+			}
 		}
 		if userIdle != nil {
-			userIdle()
+			if u := userIdle(); !u.IsZero() && (next.IsZero() || u.Before(next)) {
+				next = u
+			}
 		}
+		return next
 	}
 	t, err := tracer.New(to)
 	if err != nil {

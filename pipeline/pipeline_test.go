@@ -78,3 +78,49 @@ func TestPipelineStop(t *testing.T) {
 		t.Errorf("OnEvent saw %d events", events)
 	}
 }
+
+// An episode completes at its settle deadline even when no event follows:
+// the tracer is filtered to the namespace init, so after its exit and the
+// cascade nothing reaches the ring, and the reader, which has no timer of
+// its own, must be called back at the deadline that Idle returned.
+func TestPipelineEpisodeAtDeadline(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	ns := testutil.StartNSInit(t, "sleep 1000 & echo ready; wait")
+	var (
+		mu  sync.Mutex
+		eps []timeline.Episode
+	)
+	p, err := New(Options{
+		Tracer:   tracer.Options{Signals: tracer.DefaultSignals, PID: uint32(ns.PID)},
+		Timeline: &timeline.Options{Settle: 200 * time.Millisecond},
+		OnEpisodes: func(got []timeline.Episode) error {
+			mu.Lock()
+			eps = append(eps, got...)
+			mu.Unlock()
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+
+	testutil.Run(t, "kill", "-KILL", strconv.Itoa(ns.PID))
+	testutil.WaitFor(t, "the episode, completed with no event after it", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(eps) > 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(eps) != 1 || int(eps[0].Main.PID) != ns.PID || eps[0].Outcome != timeline.OutcomeKilled {
+		t.Errorf("episodes %+v, want the init's, killed", eps)
+	}
+}

@@ -178,6 +178,17 @@ func (e *Engine) Advance(now time.Time) []Episode {
 	return out
 }
 
+// Deadline is when the next open episode completes if no event comes (its
+// settle deadline: Advance to any time after it completes the episode), or
+// the zero time when no episode waits for one. A live caller uses it to call
+// Advance then instead of polling.
+func (e *Engine) Deadline() time.Time {
+	if len(e.settling) == 0 {
+		return time.Time{}
+	}
+	return e.settling[0].deadline
+}
+
 // Flush completes every open episode, oldest first: the end of a recording.
 // Episodes still waiting for the main process get the outcome their events
 // support, [OutcomeUnfinished] when that is only a stop signal.

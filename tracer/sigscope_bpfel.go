@@ -97,10 +97,12 @@ type sigscopeTargetKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sigscopeMapDoorbell        = "doorbell"
 	sigscopeMapEventCounters   = "event_counters"
 	sigscopeMapEvents          = "events"
 	sigscopeMapExited          = "exited"
 	sigscopeMapLastTarget      = "last_target"
+	sigscopeMapReaderState     = "reader_state"
 	sigscopeMapTargeted        = "targeted"
 	sigscopeProgHandleDeliver  = "handle_deliver"
 	sigscopeProgHandleExec     = "handle_exec"
@@ -116,7 +118,6 @@ const (
 	sigscopeVarUnusedEvent     = "unused_event"
 	sigscopeVarUnusedEventType = "unused_event_type"
 	sigscopeVarUnusedFact      = "unused_fact"
-	sigscopeVarWakeupBytes     = "wakeup_bytes"
 )
 
 // loadSigscope returns the embedded CollectionSpec for sigscope.
@@ -174,10 +175,12 @@ type sigscopeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeMapSpecs struct {
+	Doorbell      *ebpf.MapSpec `ebpf:"doorbell"`
 	EventCounters *ebpf.MapSpec `ebpf:"event_counters"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	Exited        *ebpf.MapSpec `ebpf:"exited"`
 	LastTarget    *ebpf.MapSpec `ebpf:"last_target"`
+	ReaderState   *ebpf.MapSpec `ebpf:"reader_state"`
 	Targeted      *ebpf.MapSpec `ebpf:"targeted"`
 }
 
@@ -192,7 +195,6 @@ type sigscopeVariableSpecs struct {
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedEventType *ebpf.VariableSpec `ebpf:"unused_event_type"`
 	UnusedFact      *ebpf.VariableSpec `ebpf:"unused_fact"`
-	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // sigscopeObjects contains all objects after they have been loaded into the kernel.
@@ -215,19 +217,23 @@ func (o *sigscopeObjects) Close() error {
 //
 // It can be passed to loadSigscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopeMaps struct {
+	Doorbell      *ebpf.Map `ebpf:"doorbell"`
 	EventCounters *ebpf.Map `ebpf:"event_counters"`
 	Events        *ebpf.Map `ebpf:"events"`
 	Exited        *ebpf.Map `ebpf:"exited"`
 	LastTarget    *ebpf.Map `ebpf:"last_target"`
+	ReaderState   *ebpf.Map `ebpf:"reader_state"`
 	Targeted      *ebpf.Map `ebpf:"targeted"`
 }
 
 func (m *sigscopeMaps) Close() error {
 	return _SigscopeClose(
+		m.Doorbell,
 		m.EventCounters,
 		m.Events,
 		m.Exited,
 		m.LastTarget,
+		m.ReaderState,
 		m.Targeted,
 	)
 }
@@ -243,7 +249,6 @@ type sigscopeVariables struct {
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedEventType *ebpf.Variable `ebpf:"unused_event_type"`
 	UnusedFact      *ebpf.Variable `ebpf:"unused_fact"`
-	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // sigscopePrograms contains all programs after they have been loaded into the kernel.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,15 +15,14 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
 // Defaults for [Options].
 const (
-	DefaultRingSize     = 8 << 20               // bytes; ~38k records
-	DefaultPollInterval = 10 * time.Millisecond // how late a quiet stream may arrive
+	DefaultRingSize = 8 << 20          // bytes; ~38k records
+	DefaultLinger   = time.Millisecond // the reader's wait between batches while events flow
 )
 
 // Options configures a [Tracer]. The zero value traces [DefaultSignals] for
@@ -35,16 +35,19 @@ type Options struct {
 	// RingSize is the ring buffer's size in bytes: a power of two and a
 	// multiple of the page size. 0 means DefaultRingSize.
 	RingSize int
-	// PollInterval bounds the latency of a quiet stream: submits do not wake
-	// the reader, which polls at this interval. 0 means DefaultPollInterval.
-	PollInterval time.Duration
-	// WakeupFraction of the ring that, once filled, makes the kernel wake the
-	// reader at once (so a burst cannot overrun it between polls). 0 means 1/4.
-	WakeupFraction float64
+	// Linger is how long the reader waits, awake, after a batch of events
+	// before it reads the ring again. While it is awake the programs never
+	// wake it, so a stream of events costs the traced processes no wakeup
+	// at all; it goes to sleep when it finds the ring empty, and the next
+	// event wakes it at once. 0 means DefaultLinger; negative: read again
+	// at once, and sleep as soon as the ring is empty.
+	Linger time.Duration
 
-	// Idle, if set, is called by Run each time it has drained the ring, on
-	// Run's goroutine: the place to flush buffered output, not per event.
-	Idle func()
+	// Idle, if set, is called by Run on its goroutine after each batch of
+	// events handed to the callback (the place to flush buffered output, not
+	// per event), and again at the time it returns even if no event comes
+	// by then; the zero time: only after the next events.
+	Idle func() time.Time
 
 	// oomTIDOnly makes every OOM event look as the 1-argument mark_victim
 	// writes it (the victim's thread id only) before the /proc completion
@@ -62,7 +65,7 @@ type Tracer struct {
 	coll     *ebpf.Collection
 	progs    []*ebpf.Program
 	counters *ebpf.Map
-	rd       *ringbuf.Reader
+	rd       *ring
 
 	mu     sync.Mutex
 	links  []link.Link
@@ -70,7 +73,8 @@ type Tracer struct {
 
 	read         atomic.Uint64 // records handed to Run's callback
 	decodeErrors atomic.Uint64
-	final        Stats // the counters at Close
+	wakeups      atomic.Uint64 // times the doorbell woke a sleeping reader
+	final        Stats         // the counters at Close
 
 	// ExitProgram names the sched_process_exit program that was attached:
 	// "handle_exit_v1" (1 argument, kernels before 6.16) or "handle_exit_v2".
@@ -90,11 +94,8 @@ func New(opts Options) (*Tracer, error) {
 	if opts.RingSize == 0 {
 		opts.RingSize = DefaultRingSize
 	}
-	if opts.PollInterval <= 0 {
-		opts.PollInterval = DefaultPollInterval
-	}
-	if opts.WakeupFraction <= 0 || opts.WakeupFraction > 1 {
-		opts.WakeupFraction = 0.25
+	if opts.Linger == 0 {
+		opts.Linger = DefaultLinger
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -144,14 +145,14 @@ func New(opts Options) (*Tracer, error) {
 	delete(spec.Programs, oomDrop)
 
 	spec.Maps[sigscopeMapEvents].MaxEntries = uint32(opts.RingSize)
+	spec.Maps[sigscopeMapDoorbell].MaxEntries = uint32(page) // its smallest size
 	var commBytes [16]byte
 	copy(commBytes[:], opts.Comm)
 	consts := map[string]any{
-		sigscopeVarSignalMask:  uint64(opts.Signals),
-		sigscopeVarSelfTgid:    uint32(os.Getpid()),
-		sigscopeVarFilterPid:   opts.PID,
-		sigscopeVarFilterComm:  commBytes,
-		sigscopeVarWakeupBytes: uint64(float64(opts.RingSize) * opts.WakeupFraction),
+		sigscopeVarSignalMask: uint64(opts.Signals),
+		sigscopeVarSelfTgid:   uint32(os.Getpid()),
+		sigscopeVarFilterPid:  opts.PID,
+		sigscopeVarFilterComm: commBytes,
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -175,7 +176,7 @@ func New(opts Options) (*Tracer, error) {
 		t.links = append(t.links, l)
 		t.progs = append(t.progs, p)
 	}
-	t.rd, err = ringbuf.NewReader(coll.Maps[sigscopeMapEvents])
+	t.rd, err = newRing(coll.Maps[sigscopeMapEvents], coll.Maps[sigscopeMapDoorbell], coll.Maps[sigscopeMapReaderState])
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("opening ring buffer reader: %w", err)
@@ -207,75 +208,125 @@ var ErrStop = errors.New("stop tracing")
 //
 // When ctx ends, Run detaches the programs, delivers every record the kernel
 // had already written, and returns nil, so that the counters reconcile with
-// what fn saw. If fn returns ErrStop, Run returns nil at once.
+// what fn saw. If fn returns ErrStop, Run returns nil at once; after Close,
+// too.
+//
+// The reader sleeps while nothing happens, with no timer (unless Idle asked
+// for one), and the first event after a quiet time wakes it: see
+// wake_reader() in bpf/sigscope.bpf.c. While events flow it reads them in
+// batches, publishing its position in the ring once per batch, and waits
+// Options.Linger between batches instead of sleeping, so that the programs
+// need not wake it.
 func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
-	if t.rd == nil {
+	r := t.rd
+	if r == nil || !r.start() {
 		return errors.New("tracer is closed")
 	}
-	stop := context.AfterFunc(ctx, func() { _ = t.rd.Flush() })
+	defer r.stop()
+	stop := context.AfterFunc(ctx, r.interrupt)
 	defer stop()
 
-	clk := NewClock()
 	var (
-		rec      ringbuf.Record
-		ev       Event
-		draining bool
+		clk Clock
+		ev  Event
 		// The target of the last kernel-raised SIGKILL: the OOM killer
 		// signals its victim just before it marks it (__oom_kill_process),
 		// in the same task, so the victim's whole identity precedes an
 		// OOM record that carries only its thread id.
 		lastKernelKill Process
+		next           time.Time // when Idle asked to be called; zero: after events only
+		draining       bool
 	)
-	t.rd.SetDeadline(time.Now().Add(t.opts.PollInterval))
-	for {
-		err := t.rd.ReadInto(&rec)
-		switch {
-		case err == nil:
-			if derr := Decode(rec.RawSample, clk, &ev); derr != nil {
-				t.decodeErrors.Add(1)
-				t.log.Warn("dropping undecodable record", "error", derr)
-				continue
-			}
-			t.read.Add(1)
-			switch {
-			case ev.Kind == KindGenerate && ev.Signal == SIGKILL && ev.Facts&factInfoPriv != 0:
-				lastKernelKill = ev.Target
-			case ev.Kind == KindOOM:
-				if t.opts.oomTIDOnly {
-					ev.Target = Process{PID: ev.Target.TID, TID: ev.Target.TID}
-				}
-				completeOOMFrom(&ev, &lastKernelKill)
-			}
-			if ferr := fn(&ev); ferr != nil {
-				if errors.Is(ferr, ErrStop) {
-					return nil
-				}
-				return ferr
-			}
-			continue
-		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrFlushed):
-			// The ring is empty.
-			if t.opts.Idle != nil {
-				t.opts.Idle()
-			}
-		case errors.Is(err, ringbuf.ErrClosed):
+	handle := func(raw []byte) error {
+		if err := Decode(raw, clk, &ev); err != nil {
+			t.decodeErrors.Add(1)
+			t.log.Warn("dropping undecodable record", "error", err)
 			return nil
-		default:
-			return fmt.Errorf("reading ring buffer: %w", err)
 		}
-		if draining {
+		t.read.Add(1)
+		switch {
+		case ev.Kind == KindGenerate && ev.Signal == SIGKILL && ev.Facts&factInfoPriv != 0:
+			lastKernelKill = ev.Target
+		case ev.Kind == KindOOM:
+			if t.opts.oomTIDOnly {
+				ev.Target = Process{PID: ev.Target.TID, TID: ev.Target.TID}
+			}
+			completeOOMFrom(&ev, &lastKernelKill)
+		}
+		return fn(&ev)
+	}
+	for {
+		if r.closed() {
 			return nil
+		}
+		clk = NewClock() // follow wall-clock steps (NTP) batch by batch
+		n, st, err := r.drain(handle)
+		if err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+		if t.opts.Idle != nil && (n > 0 || (!next.IsZero() && !time.Now().Before(next))) {
+			next = t.opts.Idle()
 		}
 		if ctx.Err() != nil {
-			// Stop the kernel side, then take what it already wrote.
-			t.detach()
-			draining = true
-			t.rd.SetDeadline(time.Now())
+			if !draining {
+				// Stop the kernel side, then take what it already wrote.
+				t.detach()
+				syncPrograms()
+				draining = true
+				continue
+			}
+			switch st {
+			case ringEmpty:
+				return nil
+			case ringBusy:
+				// A program still running on another CPU: its commit is
+				// a matter of instructions.
+				time.Sleep(50 * time.Microsecond)
+			}
 			continue
 		}
-		clk = NewClock() // follow wall-clock steps (NTP) at poll granularity
-		t.rd.SetDeadline(time.Now().Add(t.opts.PollInterval))
+		switch {
+		case st == ringMore:
+			continue
+		case n > 0 || st == ringBusy:
+			// Events flow (a busy record is one being written): stay
+			// awake, so that the programs do not ring the doorbell.
+			if t.opts.Linger < 0 {
+				if st == ringBusy {
+					runtime.Gosched()
+				}
+				continue
+			}
+			if err := r.linger(waitFor(t.opts.Linger, next)); err != nil {
+				return err
+			}
+		default:
+			// Found empty: sleep until the doorbell, Idle's time or ctx.
+			rang, err := r.sleep(waitFor(-1, next))
+			if err != nil {
+				return err
+			}
+			if rang {
+				t.wakeups.Add(1)
+			}
+		}
 	}
+}
+
+// waitFor is how long to wait: d (negative: without end), cut short by the
+// time next when it is set.
+func waitFor(d time.Duration, next time.Time) time.Duration {
+	if next.IsZero() {
+		return d
+	}
+	w := max(time.Until(next), 0)
+	if d < 0 || w < d {
+		return w
+	}
+	return d
 }
 
 // KindStats are the kernel's counters for one event kind. They are
@@ -297,6 +348,10 @@ type Stats struct {
 	// Read counts records handed to Run's callback; DecodeErrors those it could not decode.
 	Read         uint64 `json:"read"`
 	DecodeErrors uint64 `json:"decode_errors"`
+	// Wakeups counts the times a sleeping reader was woken by the kernel
+	// because events came: about one per burst after a quiet time, none
+	// while events keep flowing.
+	Wakeups uint64 `json:"wakeups"`
 	// Missed counts program runs the kernel skipped because one of our
 	// programs was already running on that CPU (bpf recursion protection):
 	// such a signal was never seen at all.
@@ -343,7 +398,7 @@ func (t *Tracer) Stats() (Stats, error) {
 
 func (t *Tracer) statsLocked() (Stats, error) {
 	var s Stats
-	s.Read, s.DecodeErrors = t.read.Load(), t.decodeErrors.Load()
+	s.Read, s.DecodeErrors, s.Wakeups = t.read.Load(), t.decodeErrors.Load(), t.wakeups.Load()
 	if t.closed {
 		return t.final, nil
 	}
@@ -410,12 +465,13 @@ func (t *Tracer) Close() error {
 		}
 	}
 	t.closed = true
-	var errs []error
 	if t.rd != nil {
-		errs = append(errs, t.rd.Close())
+		// Unmapped now, or by Run when it returns; the mappings keep the
+		// maps alive until then.
+		t.rd.close()
 	}
 	if t.coll != nil {
 		t.coll.Close()
 	}
-	return errors.Join(errs...)
+	return nil
 }

@@ -115,7 +115,7 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 			PID:      f.pid,
 			Comm:     f.comm,
 			RingSize: f.ringSize,
-			Idle:     func() { _ = w.Flush() },
+			Idle:     func() time.Time { _ = w.Flush(); return time.Time{} },
 			Logger:   slog.Default(),
 		},
 		Resolver: resolver,
