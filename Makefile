@@ -33,12 +33,12 @@ deps-bpf: ## Install clang/llvm/libbpf headers from Debian when missing
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BPF_DEPS); }
 
 .PHONY: generate
-generate: deps-bpf ## Regenerate the BPF object and Go bindings with bpf2go
-	$(GO) generate ./tracer
+generate: deps-bpf ## Regenerate the BPF objects and Go bindings with bpf2go (the tracer's, and the bench's floor programs)
+	$(GO) generate ./tracer ./bench
 
 .PHONY: check-generate
 check-generate: generate ## Fail when regenerating changes the committed BPF output
-	@git diff --exit-code --stat -- tracer/ || { echo "generated BPF output is stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code --stat -- tracer/ bench/ || { echo "generated BPF output is stale: run 'make generate' and commit"; exit 1; }
 
 .PHONY: manifests
 manifests: ## Render the Helm chart into deploy/manifests (helm from the Go module proxy, pinned in deploy/render.sh)
@@ -96,8 +96,8 @@ cluster-images: ## Rebuild the cluster's images (sigscope.local/sigscope:dev fro
 	bash test/cluster/images.sh
 
 .PHONY: bench
-bench: ## Signal-storm benchmark (root): throughput ratio, ns/signal, reader CPU, drops, RSS
-	$(GO) run ./bench $(ARGS)
+bench: build ## Benchmark (root; ~5 min, ARGS=-quick ~2): sigscope against the kernel floor and bpftrace, drops, idle agent, latencies (docs/benchmarks.md)
+	$(GO) run ./bench -bin $(BIN) $(ARGS)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
