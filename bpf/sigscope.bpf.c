@@ -38,6 +38,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define PF_EXITING 0x00000004
 #define SI_USER 0
 #define SI_KERNEL 0x80
+#define SIGCHLD 17
 #define CLD_EXITED 1
 #define CLD_DUMPED 3
 
@@ -369,8 +370,8 @@ static __always_inline void mark_targeted(struct task_struct *task, __u32 tgid)
  * complete at this record instead of after a settle time. Recognised by
  * what only that call does: a real siginfo with CLD_EXITED..CLD_DUMPED, the
  * group leader's exit_signal, sent by an exiting task whose tgid is 1 in its
- * (non-root) namespace to a process outside it. Rare: its cost is one load
- * of current->flags on the path of every signal not traced. */
+ * (non-root) namespace to a process outside it. Rare: on the path of a
+ * signal not traced it costs one compare (SIGCHLD or not). */
 static __always_inline void note_ns_empty(int sig, struct kernel_siginfo *info, struct task_struct *cur,
 					  struct task_struct *parent)
 {
@@ -423,9 +424,14 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 	struct event *e;
 
 	if (!signal_traced(sig)) {
-		cur = bpf_get_current_task_btf();
-		if (cur->flags & PF_EXITING)
-			note_ns_empty(sig, info, cur, task);
+		/* Untraced: only an exiting init's SIGCHLD to its parent matters
+		 * (an init whose exit signal is another, set by clone(), is left
+		 * to the engine's settle time). One compare for every other. */
+		if (sig == SIGCHLD) {
+			cur = bpf_get_current_task_btf();
+			if (cur->flags & PF_EXITING)
+				note_ns_empty(sig, info, cur, task);
+		}
 		return 0;
 	}
 	cur = bpf_get_current_task_btf();
