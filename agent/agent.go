@@ -76,6 +76,13 @@ type Options struct {
 
 	Version, Revision string
 	Logger            *slog.Logger
+
+	// Audited, if set, is called after each audit of the periodic loop;
+	// first is true after the first, which ends start-up (the tracer is
+	// attached by then). Loading BPF programs, as the tracer does and as
+	// each audit does for its task iterator, parses the kernel's BTF and
+	// leaves megabytes of garbage: sigscope serve gives memory back then.
+	Audited func(first bool)
 }
 
 // Agent is one node's sigscope.
@@ -533,9 +540,12 @@ func (a *Agent) currentAudit(ctx context.Context, maxAge time.Duration) ([]audit
 func (a *Agent) auditLoop(ctx context.Context) {
 	tick := time.NewTicker(a.opts.AuditInterval)
 	defer tick.Stop()
-	for {
+	for first := true; ; first = false {
 		if _, err := a.currentAudit(ctx, a.opts.AuditInterval); err != nil {
 			a.log.Debug("audit", "error", err)
+		}
+		if a.opts.Audited != nil {
+			a.opts.Audited(first)
 		}
 		select {
 		case <-ctx.Done():

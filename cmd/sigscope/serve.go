@@ -53,6 +53,7 @@ sigscope_kube_events_total counts what was sent, failed or dropped.`,
 			opts.MaxEpisodes = maxEpisodes
 			opts.DockerSocket, opts.CRISockets = rt.dockerSocket, rt.criSockets
 			opts.Logger = slog.Default()
+			opts.Audited = func(first bool) { releaseMemory(first, opts.Logger) }
 			opts.Version, opts.Revision = buildVersion()
 			if opts.KubeEvents {
 				if opts.NodeName == "" {
