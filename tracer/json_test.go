@@ -118,7 +118,12 @@ func jsonCases() []Event {
 		copy(e.Ancestors[2].Comm[:], "\xed\xa0\x80\u00e9\U0001F600")
 	})
 	add(func(e *Event) { e.Kind = KindExec; e.Signal = 0 })
-	add(func(e *Event) { e.Kind = KindNSEmpty; e.Signal = SIGCHLD; e.SenderExiting = false; e.AncestorsCount = 0 })
+	add(func(e *Event) {
+		e.Kind = KindNSEmpty
+		e.Signal = SIGCHLD
+		e.SenderExiting = false
+		e.AncestorsCount = 0
+	})
 	add(func(e *Event) { e.Kind = KindOOM; e.Signal = SIGKILL })
 	add(func(e *Event) { e.Kind = KindExit; e.Signal = 0; e.ExitCode = 143 })
 	add(func(e *Event) { e.Kind = KindExit; e.Signal = 11; e.ExitCode = -1; e.CoreDumped = true })

@@ -52,8 +52,6 @@ func (s clientset) ListWatch(resource, fieldSelector string) cache.ListerWatcher
 		return s.c.CoreV1().Events(metav1.NamespaceAll).Watch(ctx, o)
 	}
 	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListFunc:             func(o metav1.ListOptions) (runtime.Object, error) { return list(context.Background(), o) },
-		WatchFunc:            func(o metav1.ListOptions) (watch.Interface, error) { return watchFn(context.Background(), o) },
 		ListWithContextFunc:  list,
 		WatchFuncWithContext: watchFn,
 	}, s.c)
