@@ -572,10 +572,14 @@ func (e *Engine) addExit(ev *tracer.Event, c *container.Info, out *[]Episode) {
 // order of reservation). Nothing of the namespace can arrive later: the
 // episode needs no settle time. Without this record (a main process that is
 // no init, a lost record, an init with no exit signal) the settle applies.
+// So it does to a pod's container: what can still come is the API server's
+// word on why it stopped (the kubelet's Killing event for a failed probe or
+// an eviction), which the annotation at completion reads and which can
+// arrive after the exit.
 func (e *Engine) addNSEmpty(ev *tracer.Event, out *[]Episode) {
 	t := &ev.Target
 	ep := e.byNS[t.PidNS]
-	if ep == nil || !ep.exited || !ep.mainKnown || ep.Main.PID != t.PID {
+	if ep == nil || !ep.exited || !ep.mainKnown || ep.Main.PID != t.PID || ep.Container.Pod != "" {
 		return
 	}
 	e.complete(ep, out)

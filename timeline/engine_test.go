@@ -940,3 +940,22 @@ func TestNSEmptyCompletesAtOnce(t *testing.T) {
 		t.Errorf("stats %+v, want the episode open", st)
 	}
 }
+
+// A pod's container waits for its settle even after ns_empty: the API
+// server's word on why it stopped can come after the exit.
+func TestNSEmptyPodWaitsForSettle(t *testing.T) {
+	pod := &container.Info{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop", GracePeriod: 30}
+	s := newSim(t, nsA, 5151, "sh", pod)
+	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
+		initExit(2*ms, 0, 0).
+		nsEmpty(3 * ms)
+	e := newEngine(Options{Settle: 500 * ms})
+	for i := range s.in {
+		if got := e.Add(&s.in[i].ev, s.in[i].c); len(got) != 0 {
+			t.Fatalf("a pod's episode completed at event %d (%s), before its settle", i, s.in[i].ev.Kind)
+		}
+	}
+	if got := e.Advance(base.Add(600 * ms)); len(got) != 1 || got[0].Outcome != OutcomeGraceful {
+		t.Errorf("Advance past the settle: %+v", got)
+	}
+}
