@@ -23,9 +23,12 @@
  * interrupts off, so its cost is added to every traced signal. Kernel memory
  * is read with direct loads through BTF pointers (tp_btf arguments and
  * bpf_get_current_task_btf()), which the verifier turns into guarded loads:
- * a few ns each, against ~6 ns for every bpf_probe_read_kernel() call. Helper
- * reads remain only for arrays indexed at run time, which the verifier does
- * not allow through BTF pointers.
+ * a few ns each, against ~20 ns for a bpf_probe_read_kernel() call where
+ * every kernel return is slowed by a mitigation (SRSO "safe RET"). What
+ * the verifier does not allow through a BTF pointer (an array element at a
+ * run-time index, an argument some kernels type as a scalar) goes through
+ * read_at(): a direct load too where the kernel has bpf_rdonly_cast (6.2+),
+ * a helper read before.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -47,6 +50,14 @@ const volatile __u64 signal_mask = 0;   /* bit (signo-1) set: traced */
 const volatile __u32 self_tgid = 0;     /* the tracer: always dropped */
 const volatile __u32 filter_pid = 0;    /* 0: any; else sender or target tgid */
 const volatile char filter_comm[TASK_COMM_LEN] = {}; /* "": any */
+const volatile bool direct_reads = false; /* the kernel has bpf_rdonly_cast: see read_at */
+
+/* Returns obj as an untrusted pointer to the kernel type btf_id: loads
+ * through it are direct, fault-tolerant loads (a fault reads 0), like those
+ * through any BTF pointer. The verifier replaces the call with a register
+ * move. Weak: on kernels without it the call is left unreachable, as
+ * direct_reads is then false. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -161,6 +172,23 @@ static __always_inline struct counters *counters_get(void)
 	return bpf_map_lookup_elem(&event_counters, &zero);
 }
 
+/* The field of the kernel object of the given type at addr, where addr is an
+ * address the verifier cannot load through: an array element at a run-time
+ * index, or a tracepoint argument that some kernels (6.12 among them) type as
+ * a scalar because it can hold magic values. The branch not taken is pruned
+ * by the verifier, which knows direct_reads at load time. */
+#define read_at(type, addr, field)                                                           \
+	({                                                                                   \
+		typeof(((type *)0)->field) __v = 0;                                          \
+		if (direct_reads)                                                            \
+			__v = ((type *)bpf_rdonly_cast((const void *)(addr),                 \
+						       bpf_core_type_id_kernel(type)))       \
+				      ->field;                                               \
+		else                                                                         \
+			bpf_probe_read_kernel(&__v, sizeof(__v), &((type *)(addr))->field);  \
+		__v;                                                                         \
+	})
+
 /* idx * elem_size, bounded for the verifier. A multiply by a register loses
  * all bounds on kernels before ~6.3 (only ADD, SUB and AND keep them when the
  * other operand is not a constant), and pointer arithmetic then fails with
@@ -173,7 +201,7 @@ static __always_inline __u64 array_off(__u32 idx, __u64 elem_size)
 
 /* &pid->numbers[idx] as a plain address. A run-time index through a BTF
  * pointer is rejected ("invalid variable offset"), so the element is read
- * with a helper; the stride is the running kernel's sizeof(struct upid). */
+ * with read_at; the stride is the running kernel's sizeof(struct upid). */
 static __always_inline struct upid *upid_at(struct pid *p, __u32 idx)
 {
 	__u64 off = array_off(idx, bpf_core_type_size(struct upid));
@@ -188,10 +216,7 @@ static __always_inline struct upid *upid_at(struct pid *p, __u32 idx)
  * level == p->level). nsproxy is not used: it is NULL in an exiting task. */
 static __always_inline struct pid_namespace *ns_at(struct pid *p, __u32 level)
 {
-	struct pid_namespace *ns = NULL;
-
-	bpf_probe_read_kernel(&ns, sizeof(ns), &upid_at(p, level)->ns);
-	return ns;
+	return read_at(struct upid, upid_at(p, level), ns);
 }
 
 /* Fill the identity of t, whose pid sits at the given level. Level 0 (the
@@ -209,11 +234,9 @@ static __always_inline void fill_proc(struct proc *out, struct task_struct *t, _
 	} else {
 		struct pid *lp = t->group_leader->thread_pid;
 		struct pid_namespace *ns = ns_at(t->thread_pid, level);
-		int nr = 0;
 
-		bpf_probe_read_kernel(&nr, sizeof(nr), &upid_at(lp, level)->nr);
-		out->ns_pid = nr;
-		out->pidns = ns ? BPF_CORE_READ(ns, ns.inum) : 0;
+		out->ns_pid = read_at(struct upid, upid_at(lp, level), nr);
+		out->pidns = ns ? read_at(struct pid_namespace, ns, ns.inum) : 0;
 	}
 	out->cgroup_id = cs->dfl_cgrp->kn->id;
 	out->cgroup_v1_id = 0;
@@ -378,18 +401,16 @@ static __always_inline void note_ns_empty(int sig, struct kernel_siginfo *info, 
 	struct counters *c;
 	struct event *e;
 	__u32 level, plevel;
-	int nr = 0;
 
 	level = cur->thread_pid->level;
 	if (level == 0 || info == (void *)0 || info == (void *)1)
 		return;
 	if (sig != cur->group_leader->exit_signal)
 		return;
-	int code = BPF_CORE_READ(info, si_code);
+	int code = read_at(struct kernel_siginfo, info, si_code);
 	if (code < CLD_EXITED || code > CLD_DUMPED)
 		return;
-	bpf_probe_read_kernel(&nr, sizeof(nr), &upid_at(cur->group_leader->thread_pid, level)->nr);
-	if (nr != 1)
+	if (read_at(struct upid, upid_at(cur->group_leader->thread_pid, level), nr) != 1)
 		return;
 	plevel = parent->thread_pid->level;
 	if (pid_reaches(parent->thread_pid, plevel, cur->thread_pid, level))
@@ -462,20 +483,17 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 		facts |= FACT_INFO_PRIV;
 		e->si_code = SI_KERNEL;
 	} else {
-		/* Some kernels (6.12 among them) type this argument as a scalar,
-		 * not a pointer, because it can hold those magic values: read it
-		 * with a helper rather than a direct load. */
-		e->si_code = BPF_CORE_READ(info, si_code);
+		/* Some kernels type this argument as a scalar: see read_at. */
+		e->si_code = read_at(struct kernel_siginfo, info, si_code);
 	}
 
 	/* The target's handler table and blocked mask are stable: the tracepoint
-	 * runs under its siglock. action[] is indexed at run time: helper read. */
-	void *h = NULL;
+	 * runs under its siglock. action[] is indexed at run time: read_at. */
 	__u64 act = array_off(sig - 1, bpf_core_type_size(struct k_sigaction));
-	bpf_probe_read_kernel(&h, sizeof(h),
-			      (void *)task->sighand + bpf_core_field_offset(struct sighand_struct, action) + act +
-				      bpf_core_field_offset(struct k_sigaction, sa.sa_handler));
-	e->handler = handler_class(h);
+	e->handler = handler_class(read_at(struct k_sigaction,
+					   (void *)task->sighand +
+						   bpf_core_field_offset(struct sighand_struct, action) + act,
+					   sa.sa_handler));
 	e->sig_flags = task->signal->flags;
 	if ((task->blocked.sig[0] >> ((sig - 1) & 63)) & 1)
 		facts |= FACT_BLOCKED;
@@ -498,7 +516,7 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 	/* The reaper test only matters for the cascade, whose sender is exiting. */
 	if (facts & FACT_SENDER_EXITING) {
 		struct pid_namespace *ns = ns_at(cp, cur_level);
-		if (ns && BPF_CORE_READ(ns, child_reaper) == cur)
+		if (ns && read_at(struct pid_namespace, ns, child_reaper) == cur)
 			facts |= FACT_SENDER_REAPER;
 	}
 	if (pid_reaches(tp, tgt_level, cp, cur_level))
@@ -550,8 +568,8 @@ int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 		return 0;
 
 	e->signo = sig;
-	e->si_code = BPF_CORE_READ(info, si_code);   /* see handle_generate */
-	e->handler = handler_class(BPF_CORE_READ(ka, sa.sa_handler));
+	e->si_code = read_at(struct kernel_siginfo, info, si_code); /* see handle_generate */
+	e->handler = handler_class(read_at(struct k_sigaction, ka, sa.sa_handler));
 	e->sig_flags = cur->signal->flags;
 	zero_proc(&e->sender);
 	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));

@@ -6,3 +6,10 @@ func WithOOMTIDOnly(o Options) Options {
 	o.oomTIDOnly = true
 	return o
 }
+
+// WithHelperReads returns o with the programs reading as on kernels without
+// bpf_rdonly_cast: a helper call for each read at a run-time address.
+func WithHelperReads(o Options) Options {
+	o.helperReads = true
+	return o
+}

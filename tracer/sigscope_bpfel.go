@@ -111,6 +111,7 @@ const (
 	sigscopeProgHandleGenerate = "handle_generate"
 	sigscopeProgHandleOomV1    = "handle_oom_v1"
 	sigscopeProgHandleOomV2    = "handle_oom_v2"
+	sigscopeVarDirectReads     = "direct_reads"
 	sigscopeVarFilterComm      = "filter_comm"
 	sigscopeVarFilterPid       = "filter_pid"
 	sigscopeVarSelfTgid        = "self_tgid"
@@ -188,6 +189,7 @@ type sigscopeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeVariableSpecs struct {
+	DirectReads     *ebpf.VariableSpec `ebpf:"direct_reads"`
 	FilterComm      *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterPid       *ebpf.VariableSpec `ebpf:"filter_pid"`
 	SelfTgid        *ebpf.VariableSpec `ebpf:"self_tgid"`
@@ -242,6 +244,7 @@ func (m *sigscopeMaps) Close() error {
 //
 // It can be passed to loadSigscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopeVariables struct {
+	DirectReads     *ebpf.Variable `ebpf:"direct_reads"`
 	FilterComm      *ebpf.Variable `ebpf:"filter_comm"`
 	FilterPid       *ebpf.Variable `ebpf:"filter_pid"`
 	SelfTgid        *ebpf.Variable `ebpf:"self_tgid"`

@@ -54,6 +54,9 @@ type Options struct {
 	// runs: the tests use it to exercise that path on kernels whose
 	// tracepoint passes the task.
 	oomTIDOnly bool
+	// helperReads makes the programs read as on kernels without
+	// bpf_rdonly_cast (before 6.2): the tests compare both ways.
+	helperReads bool
 
 	Logger *slog.Logger
 }
@@ -149,10 +152,11 @@ func New(opts Options) (*Tracer, error) {
 	var commBytes [16]byte
 	copy(commBytes[:], opts.Comm)
 	consts := map[string]any{
-		sigscopeVarSignalMask: uint64(opts.Signals),
-		sigscopeVarSelfTgid:   uint32(os.Getpid()),
-		sigscopeVarFilterPid:  opts.PID,
-		sigscopeVarFilterComm: commBytes,
+		sigscopeVarSignalMask:  uint64(opts.Signals),
+		sigscopeVarSelfTgid:    uint32(os.Getpid()),
+		sigscopeVarFilterPid:   opts.PID,
+		sigscopeVarFilterComm:  commBytes,
+		sigscopeVarDirectReads: !opts.helperReads && hasKfunc(kspec, "bpf_rdonly_cast"),
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -183,6 +187,14 @@ func New(opts Options) (*Tracer, error) {
 	}
 	t.log.Debug("tracer attached", "exit_program", keep, "ring_bytes", opts.RingSize, "signals", opts.Signals.String())
 	return t, nil
+}
+
+// hasKfunc reports whether the kernel's BTF has the kfunc: the programs call
+// the ones they declare weak only when told so, as the verifier rejects a
+// reachable call to a missing one.
+func hasKfunc(spec *btf.Spec, name string) bool {
+	var fn *btf.Func
+	return spec.TypeByName(name, &fn) == nil
 }
 
 func explainLoadError(err error) error {
