@@ -47,7 +47,7 @@ func TestPipelineStop(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 
-	ns := testutil.StartNSInit(t, "sleep 1000 & echo ready; wait")
+	ns := testutil.StartNSInitUnnotified(t, "sleep 1000 & echo ready; wait")
 	// Sent by another process: the tracer drops its own process's signals.
 	testutil.Run(t, "kill", "-TERM", strconv.Itoa(ns.PID))
 	time.Sleep(50 * time.Millisecond)
@@ -85,14 +85,25 @@ func TestPipelineStop(t *testing.T) {
 // its own, must be called back at the deadline that Idle returned.
 func TestPipelineEpisodeAtDeadline(t *testing.T) {
 	testutil.RequirePrivileged(t)
-	ns := testutil.StartNSInit(t, "sleep 1000 & echo ready; wait")
+	// No ns_empty may end this episode at once: its init's parent ignores
+	// SIGCHLD, so the kernel notifies nobody of its exit.
+	ns := testutil.StartNSInitUnnotified(t, "sleep 1000 & echo ready; wait")
 	var (
-		mu  sync.Mutex
-		eps []timeline.Episode
+		mu      sync.Mutex
+		eps     []timeline.Episode
+		nsEmpty int
 	)
 	p, err := New(Options{
 		Tracer:   tracer.Options{Signals: tracer.DefaultSignals, PID: uint32(ns.PID)},
 		Timeline: &timeline.Options{Settle: 200 * time.Millisecond},
+		OnEvent: func(e *tracer.Event, _, _ *container.Info) error {
+			if e.Kind == tracer.KindNSEmpty {
+				mu.Lock()
+				nsEmpty++
+				mu.Unlock()
+			}
+			return nil
+		},
 		OnEpisodes: func(got []timeline.Episode) error {
 			mu.Lock()
 			eps = append(eps, got...)
@@ -120,6 +131,9 @@ func TestPipelineEpisodeAtDeadline(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if nsEmpty != 0 {
+		t.Fatalf("%d ns_empty records: the init's exit was notified, and the episode did not need its deadline", nsEmpty)
+	}
 	if len(eps) != 1 || int(eps[0].Main.PID) != ns.PID || eps[0].Outcome != timeline.OutcomeKilled {
 		t.Errorf("episodes %+v, want the init's, killed", eps)
 	}

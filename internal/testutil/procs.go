@@ -28,7 +28,31 @@ type NSInit struct {
 // waits until it prints a line "ready". The namespace is killed at cleanup.
 func StartNSInit(t testing.TB, script string) *NSInit {
 	t.Helper()
-	cmd := exec.Command("unshare", "-p", "-f", "sh", "-c", script)
+	return startNSInit(t, exec.Command("unshare", "-p", "-f", "sh", "-c", script))
+}
+
+// StartNSInitUnnotified is StartNSInit with a parent that ignores SIGCHLD:
+// do_notify_parent() then sends no signal for the init's exit, so the
+// tracer records no ns_empty for it and its episode can only end by its
+// settle time (the deadline path). unshare(1) resets SIGCHLD, so the parent
+// is perl (Debian's essential perl-base), which makes the namespace itself
+// with the unshare(2) system call.
+func StartNSInitUnnotified(t testing.TB, script string) *NSInit {
+	t.Helper()
+	const parent = `use Config;
+my %nr = (x86_64 => 272, aarch64 => 97);
+my ($arch) = $Config{archname} =~ /^([^-]+)/;
+$nr{$arch} or die "no unshare(2) number for $arch";
+$SIG{CHLD} = "IGNORE";
+syscall($nr{$arch}, 0x20000000) == 0 or die "unshare(CLONE_NEWPID): $!";
+my $pid = fork() // die "fork: $!";
+if ($pid == 0) { exec "sh", "-c", $ARGV[0] or die "exec: $!" }
+sleep;`
+	return startNSInit(t, exec.Command("perl", "-e", parent, script))
+}
+
+func startNSInit(t testing.TB, cmd *exec.Cmd) *NSInit {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
