@@ -16,6 +16,11 @@
 //
 //	(0) noop      a tp_btf program that returns (bpf/floor.bpf.c)
 //	(e) empty     an 8-byte ring record per signal, no wakeup, drained here
+//	(t) stamped   (e) with a record of sigscope's size, stamped with the
+//	              time and the sender's and target's ids: the least a
+//	              tracer that says when and who must pay (its clock read
+//	              and current-task call cost what the host makes a helper
+//	              call cost)
 //	(a) filtered  sigscope's tracer, the storm's signal not traced
 //	(b) emitted   sigscope's tracer, every signal read by a counting callback
 //	(j) json      `sigscope trace -o json > /dev/null`, the real output path
@@ -34,6 +39,8 @@
 // re-executes its own binary (/proc/self/exe) with roleEnv set. It is not a
 // Go benchmark (testing.B): the cost measured is in another process and in
 // the kernel. summary_test.go checks the arithmetic and the final lines.
+// With -bpf-stats the kernel's own run time of each in-process program,
+// (0) (e) (t) (a) (b), is printed too: the steadiest split of a cost.
 //
 // It does not own the tracer (package tracer) or the agent; it runs them as
 // a user would.

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 )
 
 // floorPoll is how often the (e) reader drains the floor's ring. Its
@@ -17,9 +19,11 @@ import (
 // signals/s, 10 ms is under 0.5 MiB of 16-byte records in an 8 MiB ring.
 const floorPoll = 10 * time.Millisecond
 
-// floorAttach is (0) or (e): one program of floor.bpf.c on signal_generate,
-// and for (e) a reader that drains its ring in this process.
+// floorAttach is (0), (e) or (t): one program of floor.bpf.c on
+// signal_generate, and for (e) and (t) a reader that drains its ring in this
+// process.
 type floorAttach struct {
+	stats   io.Closer // BPF_ENABLE_STATS while attached, with -bpf-stats
 	prog    *ebpf.Program
 	records *ebpf.Map
 	dropped *ebpf.Variable
@@ -29,32 +33,45 @@ type floorAttach struct {
 	done    chan error
 }
 
-func attachFloor(c config, ringSize int) (*floorAttach, error) {
+func attachFloor(c config, ringSize int, bpfStats bool) (*floorAttach, error) {
 	spec, err := loadFloor()
 	if err != nil {
 		return nil, err
 	}
 	spec.Maps[floorMapRecords].MaxEntries = uint32(ringSize)
 	f := &floorAttach{}
+	if bpfStats {
+		if f.stats, err = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err != nil {
+			return nil, fmt.Errorf("enabling BPF run-time statistics: %w", err)
+		}
+	}
 	// Load only what the phase runs: (0) has no map at all.
 	if c == noop {
 		var objs struct {
 			Noop *ebpf.Program `ebpf:"noop"`
 		}
 		if err := spec.LoadAndAssign(&objs, nil); err != nil {
+			f.close()
 			return nil, fmt.Errorf("loading the no-op program: %w", err)
 		}
 		f.prog = objs.Noop
 	} else {
 		var objs struct {
 			Empty   *ebpf.Program  `ebpf:"empty"`
+			Stamped *ebpf.Program  `ebpf:"stamped"`
 			Records *ebpf.Map      `ebpf:"records"`
 			Dropped *ebpf.Variable `ebpf:"dropped"`
 		}
 		if err := spec.LoadAndAssign(&objs, nil); err != nil {
-			return nil, fmt.Errorf("loading the empty-record program: %w", err)
+			f.close()
+			return nil, fmt.Errorf("loading the floor's record programs: %w", err)
 		}
 		f.prog, f.records, f.dropped = objs.Empty, objs.Records, objs.Dropped
+		unused := objs.Stamped
+		if c == stamped {
+			f.prog, unused = objs.Stamped, objs.Empty
+		}
+		unused.Close()
 		if f.rd, err = ringbuf.NewReader(f.records); err != nil {
 			f.close()
 			return nil, fmt.Errorf("opening the floor's ring: %w", err)
@@ -111,6 +128,13 @@ func (f *floorAttach) stop(p *phase) (time.Duration, error) {
 		p.read, p.dropped = f.read.Load(), d
 	}
 	end := cpuTime()
+	if f.stats != nil {
+		st, e := f.prog.Stats()
+		if e == nil {
+			p.bpfTime, p.bpfRuns = st.Runtime, st.RunCount
+		}
+		err = errors.Join(err, e)
+	}
 	return end, errors.Join(err, f.close())
 }
 
@@ -127,6 +151,10 @@ func (f *floorAttach) close() error {
 	}
 	if f.records != nil {
 		err = errors.Join(err, f.records.Close())
+	}
+	if f.stats != nil {
+		err = errors.Join(err, f.stats.Close())
+		f.stats = nil
 	}
 	return err
 }

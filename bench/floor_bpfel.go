@@ -16,10 +16,12 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	floorMapRecords = "records"
-	floorProgEmpty  = "empty"
-	floorProgNoop   = "noop"
-	floorVarDropped = "dropped"
+	floorMapRecords     = "records"
+	floorProgEmpty      = "empty"
+	floorProgNoop       = "noop"
+	floorProgStamped    = "stamped"
+	floorVarDropped     = "dropped"
+	floorVarStampedSize = "stamped_size"
 )
 
 // loadFloor returns the embedded CollectionSpec for floor.
@@ -64,8 +66,9 @@ type floorSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type floorProgramSpecs struct {
-	Empty *ebpf.ProgramSpec `ebpf:"empty"`
-	Noop  *ebpf.ProgramSpec `ebpf:"noop"`
+	Empty   *ebpf.ProgramSpec `ebpf:"empty"`
+	Noop    *ebpf.ProgramSpec `ebpf:"noop"`
+	Stamped *ebpf.ProgramSpec `ebpf:"stamped"`
 }
 
 // floorMapSpecs contains maps before they are loaded into the kernel.
@@ -79,7 +82,8 @@ type floorMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type floorVariableSpecs struct {
-	Dropped *ebpf.VariableSpec `ebpf:"dropped"`
+	Dropped     *ebpf.VariableSpec `ebpf:"dropped"`
+	StampedSize *ebpf.VariableSpec `ebpf:"stamped_size"`
 }
 
 // floorObjects contains all objects after they have been loaded into the kernel.
@@ -115,21 +119,24 @@ func (m *floorMaps) Close() error {
 //
 // It can be passed to loadFloorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type floorVariables struct {
-	Dropped *ebpf.Variable `ebpf:"dropped"`
+	Dropped     *ebpf.Variable `ebpf:"dropped"`
+	StampedSize *ebpf.Variable `ebpf:"stamped_size"`
 }
 
 // floorPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadFloorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type floorPrograms struct {
-	Empty *ebpf.Program `ebpf:"empty"`
-	Noop  *ebpf.Program `ebpf:"noop"`
+	Empty   *ebpf.Program `ebpf:"empty"`
+	Noop    *ebpf.Program `ebpf:"noop"`
+	Stamped *ebpf.Program `ebpf:"stamped"`
 }
 
 func (p *floorPrograms) Close() error {
 	return _FloorClose(
 		p.Empty,
 		p.Noop,
+		p.Stamped,
 	)
 }
 

@@ -86,7 +86,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.ringSize, "ring", tracer.DefaultRingSize, "ring buffer size in bytes, for sigscope and the (e) floor (power of two)")
 	fs.IntVar(&o.senderCPU, "sender-cpu", 0, "pin the sender to this CPU; -1 leaves placement to the scheduler")
 	fs.IntVar(&o.readerCPU, "reader-cpu", 1, "pin this process and every reader (sigscope, bpftrace, the agent) to this CPU; -1: not pinned")
-	fs.StringVar(&configs, "configs", "noop,empty,filtered,emitted,json,bpftrace", "storm configurations, comma-separated: noop (0), empty (e), filtered (a), emitted (b), json (j), bpftrace (p)")
+	fs.StringVar(&configs, "configs", "noop,empty,stamped,filtered,emitted,json,bpftrace", "storm configurations, comma-separated: noop (0), empty (e), stamped (t), filtered (a), emitted (b), json (j), bpftrace (p)")
 	fs.StringVar(&o.bpftrace, "bpftrace", "bpftrace", "the bpftrace binary for (p); (p) is skipped when it is not found")
 	fs.DurationVar(&o.drops, "drops", 60*time.Second, "length of the storm through (j) that counts drops at the ring; 0 skips it")
 	fs.DurationVar(&o.idle, "idle", 60*time.Second, "how long the idle agent is watched; 0 skips it")
@@ -95,7 +95,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.gap, "latency-gap", 200*time.Millisecond, "the least time between two latency samples")
 	fs.StringVar(&serveArgs, "serve-args", "", "more flags for `sigscope serve`, space-separated (e.g. --docker-socket /none)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process for each (b) phase to FILE.<round>")
-	fs.BoolVar(&o.bpfStats, "bpf-stats", false, "measure handle_generate's run time per invocation in (a) and (b) (BPF_ENABLE_STATS; slows those phases)")
+	fs.BoolVar(&o.bpfStats, "bpf-stats", false, "measure each in-process program's run time per invocation, (0) (e) (t) (a) (b) (BPF_ENABLE_STATS; slows those phases)")
 	fs.BoolVar(&o.strict, "strict", false, "exit with status 2 when a target is missed")
 	if err := fs.Parse(args); err != nil {
 		return o, err

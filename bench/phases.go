@@ -20,22 +20,33 @@ const (
 	off      config = iota // nothing: the untraced kill(2)
 	noop                   // (0) floor.bpf.c's no-op program
 	empty                  // (e) floor.bpf.c's empty record per signal, drained here
+	stamped                // (t) floor.bpf.c's stamped record of sigscope's size, drained here
 	filtered               // (a) sigscope's tracer, the storm's signal not traced
 	emitted                // (b) sigscope's tracer, every signal a record, counted here
 	jsonOut                // (j) `sigscope trace -o json > /dev/null`, another process
 	bpftrace               // (p) the bpftrace one-liner > /dev/null, another process
 )
 
-var configNames = [...]string{off: "off", noop: "noop", empty: "empty", filtered: "filtered",
+var configNames = [...]string{off: "off", noop: "noop", empty: "empty", stamped: "stamped", filtered: "filtered",
 	emitted: "emitted", jsonOut: "json", bpftrace: "bpftrace"}
 
-var configLabels = [...]string{off: "untraced", noop: "(0) no-op program", empty: "(e) empty record",
+var configLabels = [...]string{off: "untraced", noop: "(0) no-op program", empty: "(e) empty record", stamped: "(t) stamped record",
 	filtered: "(a) sigscope, filtered", emitted: "(b) sigscope, emitted", jsonOut: "(j) sigscope trace -o json",
 	bpftrace: "(p) bpftrace printf"}
 
 func (c config) String() string { return configNames[c] }
 
 func (c config) label() string { return configLabels[c] }
+
+// progName is the name of the configuration's program on signal_generate,
+// for the -bpf-stats lines: floor.bpf.c's are named after their
+// configuration.
+func (c config) progName() string {
+	if c == filtered || c == emitted {
+		return genProgName
+	}
+	return c.String()
+}
 
 // inProcess: the reader is this process, so its CPU time is the bench's.
 func (c config) inProcess() bool { return c >= noop && c <= emitted }
@@ -50,7 +61,7 @@ func parseConfig(s string) (config, bool) {
 }
 
 // allConfigs is every traced configuration, in the order of the report.
-var allConfigs = []config{noop, empty, filtered, emitted, jsonOut, bpftrace}
+var allConfigs = []config{noop, empty, stamped, filtered, emitted, jsonOut, bpftrace}
 
 // phase is one sender run and what the reader did meanwhile.
 type phase struct {
@@ -143,8 +154,8 @@ func runPhase(ctx context.Context, env stormEnv, round int, c config) (phase, er
 	var err error
 	settle := o.settle
 	switch c {
-	case noop, empty:
-		a, err = attachFloor(c, o.ringSize)
+	case noop, empty, stamped:
+		a, err = attachFloor(c, o.ringSize, o.bpfStats)
 	case filtered, emitted:
 		a, err = attachTracer(c, o.ringSize, o.bpfStats)
 	case jsonOut:

@@ -78,7 +78,7 @@ func (rep report) print(w io.Writer) verdicts {
 		for _, p := range rep.phases {
 			if p.bpfRuns > 0 {
 				fmt.Fprintf(w, "round %d %s: %s ran %.0f ns per invocation (%d runs, BPF_ENABLE_STATS)\n",
-					p.round, p.cfg, genProgName, float64(p.bpfTime.Nanoseconds())/float64(p.bpfRuns), p.bpfRuns)
+					p.round, p.cfg, p.cfg.progName(), float64(p.bpfTime.Nanoseconds())/float64(p.bpfRuns), p.bpfRuns)
 			}
 		}
 		stormFigures(sums, f)
@@ -138,7 +138,7 @@ func (rep report) print(w io.Writer) verdicts {
 func (c config) counters(read, dropped uint64) (string, string) {
 	r, d := "-", "-"
 	switch c {
-	case empty, emitted, jsonOut:
+	case empty, stamped, emitted, jsonOut:
 		r, d = fmt.Sprint(read), fmt.Sprint(dropped)
 	case filtered:
 		d = fmt.Sprint(dropped)

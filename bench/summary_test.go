@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/sigscope/sigscope/tracer"
 	"math"
 	"strings"
 	"testing"
@@ -40,12 +41,14 @@ func TestAddedNS(t *testing.T) {
 
 func TestSummarizeStormAndFigures(t *testing.T) {
 	// Untraced at 500 ns; every traced phase costs what the table says more.
-	cost := map[config]float64{noop: 80, empty: 110, filtered: 84, emitted: 160, jsonOut: 300, bpftrace: 1500}
+	cost := map[config]float64{noop: 80, empty: 110, stamped: 140, filtered: 84, emitted: 160, jsonOut: 300, bpftrace: 1500}
 	var phases []phase
 	for _, s := range schedule(allConfigs, 3) {
 		p := ph(s.cfg, 500+cost[s.cfg])
 		p.cpu = 2 * time.Millisecond // the floor: spawning the sender
 		switch s.cfg {
+		case empty, stamped:
+			p.read = p.storm.sent
 		case emitted:
 			p.read, p.cpu = p.storm.sent, 2*time.Millisecond+time.Duration(p.storm.sent)*300 // 300 ns per event
 		case jsonOut:
@@ -74,11 +77,13 @@ func TestSummarizeStormAndFigures(t *testing.T) {
 	f := figures{}
 	stormFigures(sums, f)
 	for name, want := range map[string]float64{
-		figFilteredOverNoop: 84.0 / 80,
-		figEmittedOverFloor: 50,
-		figJSONAdded:        300,
-		figBpftraceOverJSON: 5,
-		figReaderMs:         30,
+		figFilteredOverNoop:   84.0 / 80,
+		figEmittedOverFloor:   50,
+		figStampedOverFloor:   30,
+		figEmittedOverStamped: 20,
+		figJSONAdded:          300,
+		figBpftraceOverJSON:   5,
+		figReaderMs:           30,
 	} {
 		if got, ok := f[name]; !ok || math.Abs(got-want) > 0.01 {
 			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
@@ -193,6 +198,11 @@ RESULT trace_latency_p99_ms=9.9
 	if v := judge(figures{figFilteredOverNoop: math.NaN()}, nil); v.lines[0] != "FAIL filtered_over_noop=NaN <= 1.20" {
 		t.Errorf("NaN figure: %q", v.lines[0])
 	}
+	// With (t), the emitted line says how much of it is the stamp.
+	if v := judge(figures{figEmittedOverFloor: 148, figStampedOverFloor: 57, figEmittedOverStamped: 91}, nil); v.lines[1] !=
+		"FAIL emitted_over_floor_ns=148 <= 60 (of which the time stamp and the sender, (t) - (e): 57; sigscope's own, (b) - (t): 91)" {
+		t.Errorf("emitted_over_floor_ns with (t): %q", v.lines[1])
+	}
 	// bpftrace_over_json is a floor, not a ceiling.
 	if v := judge(figures{figBpftraceOverJSON: 4.8}, nil); v.lines[3] != "PASS bpftrace_over_json=4.80 >= 3.00" {
 		t.Errorf("bpftrace_over_json: %q", v.lines[3])
@@ -244,5 +254,22 @@ func TestQuickFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-configs", "fast"}); err == nil {
 		t.Error("an unknown configuration was accepted")
+	}
+}
+
+// The stamped floor (t) reserves records of sigscope's size, which
+// floor.bpf.c states as a constant: the record it reserves must follow the
+// tracer's, or (t) stops being the floor of what (b) does.
+func TestStampedRecordIsSigscopeSize(t *testing.T) {
+	spec, err := loadFloor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size uint32
+	if err := spec.Variables["stamped_size"].Get(&size); err != nil {
+		t.Fatalf("floor.bpf.c's stamped_size: %v", err)
+	}
+	if int(size) != tracer.RecordSize {
+		t.Errorf("floor.bpf.c's stamped record is %d bytes, sigscope's %d: update SIGSCOPE_RECORD_SIZE", size, tracer.RecordSize)
 	}
 }

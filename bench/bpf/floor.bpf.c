@@ -9,8 +9,15 @@
  *   empty  reserves an 8-byte record on a ring buffer and submits it without
  *          a wakeup: the cheapest way to hand each signal to user space. A
  *          signal sigscope emits is judged against it.
+ *   stamped  the least a tracer that says when and who must do: a record of
+ *          sigscope's size stamped with the time (bpf_ktime_get_boot_ns) and
+ *          the sender's and target's ids (bpf_get_current_task_btf and the
+ *          tracepoint's task). It shows what of sigscope's cost above
+ *          `empty` is the clock and the current task, two helper calls that
+ *          no program can avoid and whose price the host sets (a kernel
+ *          return slowed by a mitigation such as SRSO).
  *
- * Neither reads the tracepoint's arguments. The bench attaches one at a time.
+ * The bench attaches one at a time.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -28,6 +35,19 @@ struct {
  * floor. Written only on failure. */
 __u64 dropped = 0;
 
+/* sigscope's record size (tracer.RecordSize; a bench test keeps them equal). */
+#define SIGSCOPE_RECORD_SIZE 232
+
+struct stamped {
+	__u64 ts_ns;
+	__u32 sender_tgid;
+	__u32 target_tgid;
+	__u8 rest[SIGSCOPE_RECORD_SIZE - 16];
+};
+
+/* For the bench's test that SIGSCOPE_RECORD_SIZE follows the tracer. */
+const volatile __u32 stamped_size = sizeof(struct stamped);
+
 SEC("tp_btf/signal_generate")
 int BPF_PROG(noop)
 {
@@ -44,6 +64,22 @@ int BPF_PROG(empty)
 		return 0;
 	}
 	*r = 0;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/signal_generate")
+int BPF_PROG(stamped, int sig, struct kernel_siginfo *info, struct task_struct *task)
+{
+	struct stamped *r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
+
+	if (!r) {
+		__sync_fetch_and_add(&dropped, 1);
+		return 0;
+	}
+	r->ts_ns = bpf_ktime_get_boot_ns();
+	r->sender_tgid = bpf_get_current_task_btf()->tgid;
+	r->target_tgid = task->tgid;
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 	return 0;
 }
