@@ -251,3 +251,30 @@ func TestLookupConcurrent(t *testing.T) {
 		t.Fatalf("%d /proc accesses for %d keys, want %d", got, len(procs), 2*len(procs))
 	}
 }
+
+// LookupAt judges a cached answer's age by the caller's reading of the
+// clock, not its own: the pipeline reads the clock once for many events.
+func TestLookupAtUsesCallersClock(t *testing.T) {
+	h := newFakeHost(t)
+	const ttl = time.Minute
+	r := h.resolver(Options{TTL: ttl})
+	p := h.dockerProcess(600, 4026532600, id1)
+	then := h.clock.now()
+	if r.LookupAt(p, then) == nil {
+		t.Fatal("no container")
+	}
+	reads := h.fs.total()
+
+	// The resolver's own clock says expired; the caller's reading does not.
+	h.clock.advance(2 * ttl)
+	if r.LookupAt(p, then.Add(ttl-time.Second)) == nil || h.fs.total() != reads {
+		t.Fatal("an answer fresh by the caller's clock must be a hit")
+	}
+	// And the other way round: expired by the caller's reading.
+	if r.LookupAt(p, then.Add(3*ttl)) == nil {
+		t.Fatal("no container after the refresh")
+	}
+	if h.fs.total() == reads {
+		t.Fatal("an answer expired by the caller's clock must be refreshed")
+	}
+}

@@ -45,6 +45,31 @@ type Pipeline struct {
 	// lossAt is when the kernel's drop counters were last read for the
 	// engine (Engine.NoteDropped).
 	lossAt time.Time
+	clock  eventClock
+}
+
+// eventClock reads the clock for the resolver's cache (LookupAt) once for
+// many events: again when the events' own kernel time has moved on by
+// clockStale since the last reading, and at least every clockReuse events.
+// A storm of a million signals a second then reads it about a thousand
+// times a second instead of twice per signal.
+type eventClock struct {
+	now  time.Time
+	boot uint64 // the kernel time of the event that read it
+	left int    // events that may still use it
+}
+
+const (
+	clockStale = uint64(time.Millisecond)
+	clockReuse = 1024
+)
+
+func (c *eventClock) at(e *tracer.Event) time.Time {
+	if c.left == 0 || e.BootNS-c.boot >= clockStale || e.BootNS < c.boot {
+		c.now, c.boot, c.left = time.Now(), e.BootNS, clockReuse
+	}
+	c.left--
+	return c.now
 }
 
 // lossEvery bounds how often the drop counters are read (a map lookup
@@ -138,10 +163,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			return p.err
 		}
 		var target, sender *container.Info
-		if p.opts.Senders {
-			target, sender = Containers(p.opts.Resolver, e)
-		} else if p.opts.Resolver != nil {
-			target = p.opts.Resolver.Lookup(&e.Target)
+		if r := p.opts.Resolver; r != nil {
+			now := p.clock.at(e)
+			target = r.LookupAt(&e.Target, now)
+			if p.opts.Senders && e.Kind == tracer.KindGenerate {
+				sender = r.LookupAt(&e.Sender, now)
+			}
 		}
 		if p.opts.OnEvent != nil {
 			if err := p.opts.OnEvent(e, target, sender); err != nil {
@@ -169,20 +196,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 // Close detaches the tracer. It is idempotent.
 func (p *Pipeline) Close() error { return p.t.Close() }
-
-// Containers returns the containers of an event's target and, for a
-// generate event, of its sender (nil for a host process or one that could
-// not be resolved). A nil resolver resolves nothing.
-func Containers(r *container.Resolver, e *tracer.Event) (target, sender *container.Info) {
-	if r == nil {
-		return nil, nil
-	}
-	target = r.Lookup(&e.Target)
-	if e.Kind == tracer.KindGenerate {
-		sender = r.Lookup(&e.Sender)
-	}
-	return target, sender
-}
 
 // About is how an event is shown: the container it is about (its target's,
 // or its sender's when the target is on the host) and the other container,

@@ -11,7 +11,7 @@ import (
 	"unsafe"
 )
 
-func loadFixture(t *testing.T, name string) []byte {
+func loadFixture(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "events", name+".hex"))
 	if err != nil {
@@ -262,5 +262,17 @@ func TestJSONFieldNames(t *testing.T) {
 	_ = json.Unmarshal(b, &m)
 	if m["signal"] != "SIGKILL" || m["signo"] != float64(9) || m["core_dumped"] != false || m["exit_code"] != nil {
 		t.Errorf("signaled exit JSON: %s", b)
+	}
+}
+
+// BenchmarkDecode is one record into a reused Event, as the reader does.
+func BenchmarkDecode(b *testing.B) {
+	raw := loadFixture(b, "TestNamespaceCascade__init-exit") // 8-byte aligned, like the ring
+	var e Event
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Decode(raw, Clock{}, &e); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
