@@ -47,7 +47,7 @@ func TestPipelineStop(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 
-	ns := testutil.StartNSInitUnnotified(t, "sleep 1000 & echo ready; wait")
+	ns := testutil.StartNSInit(t, "sleep 1000 & echo ready; wait")
 	// Sent by another process: the tracer drops its own process's signals.
 	testutil.Run(t, "kill", "-TERM", strconv.Itoa(ns.PID))
 	time.Sleep(50 * time.Millisecond)
