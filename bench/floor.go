@@ -45,7 +45,8 @@ func attachFloor(c config, ringSize int, bpfStats bool) (*floorAttach, error) {
 			return nil, fmt.Errorf("enabling BPF run-time statistics: %w", err)
 		}
 	}
-	// Load only what the phase runs: (0) has no map at all.
+	// (0) loads its program alone, with no map; (e) and (t) share the ring,
+	// so both load and the one the phase does not run is closed.
 	if c == noop {
 		var objs struct {
 			Noop *ebpf.Program `ebpf:"noop"`
