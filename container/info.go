@@ -1,6 +1,9 @@
 package container
 
-import "github.com/sigscope/sigscope/tracer"
+import (
+	"github.com/sigscope/sigscope/internal/langrt"
+	"github.com/sigscope/sigscope/tracer"
+)
 
 // Info identifies the container a process belongs to, with what the runtime
 // said about it. Fields the resolver could not learn are empty: with no
@@ -22,6 +25,11 @@ type Info struct {
 	// shares one (docker --pid container:X, a pod's shareProcessNamespace).
 	// 0 when the runtime did not say (not started yet, or not asked).
 	MainPID int
+	// MainRuntime is the language runtime of the main process
+	// (langrt.Detect on MainPID when the runtime named it): what the
+	// kernel's events cannot tell by a command name, such as a Go binary.
+	// Unknown ("") when not read.
+	MainRuntime langrt.Runtime
 	// Sandbox is true for a pod's sandbox (pause) container: its end is
 	// the last step of a pod's teardown, never a container stop. Its Name
 	// is SandboxName ("POD").

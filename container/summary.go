@@ -3,6 +3,8 @@ package container
 import (
 	"strconv"
 
+	"github.com/sigscope/sigscope/internal/langrt"
+
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -23,9 +25,10 @@ type Summary struct {
 	// MainPID and Sandbox let a recording be judged offline: which
 	// process is the container's main one when it is no namespace init,
 	// and whether it is a pod's sandbox.
-	MainPID int   `json:"main_pid,omitempty"`
-	Sandbox bool  `json:"sandbox,omitempty"`
-	PreStop *Hook `json:"prestop,omitempty"`
+	MainPID     int            `json:"main_pid,omitempty"`
+	MainRuntime langrt.Runtime `json:"main_runtime,omitempty"`
+	Sandbox     bool           `json:"sandbox,omitempty"`
+	PreStop     *Hook          `json:"prestop,omitempty"`
 }
 
 // Summary returns i's JSON identity. Untrusted strings (names, images,
@@ -34,14 +37,14 @@ func (i *Info) Summary() Summary {
 	return Summary{ID: i.ID, Name: textsafe.UTF8(i.Name), Image: textsafe.UTF8(i.Image), Runtime: i.Runtime,
 		Pod: textsafe.UTF8(i.Pod), Namespace: textsafe.UTF8(i.Namespace),
 		StopSignal: stopSignalName(i.StopSignal), StopTimeout: i.StopTimeout, GracePeriod: i.GracePeriod,
-		MainPID: i.MainPID, Sandbox: i.Sandbox, PreStop: safeHook(i.PreStop)}
+		MainPID: i.MainPID, MainRuntime: langrt.Runtime(textsafe.UTF8(string(i.MainRuntime))), Sandbox: i.Sandbox, PreStop: safeHook(i.PreStop)}
 }
 
 // Info returns the identity a Summary carries (labels are not part of it).
 func (s Summary) Info() *Info {
 	return &Info{ID: s.ID, Name: s.Name, Image: s.Image, Runtime: s.Runtime, Pod: s.Pod,
 		Namespace: s.Namespace, StopSignal: parseStopSignal(s.StopSignal), StopTimeout: s.StopTimeout, GracePeriod: s.GracePeriod,
-		MainPID: s.MainPID, Sandbox: s.Sandbox, PreStop: s.PreStop}
+		MainPID: s.MainPID, MainRuntime: s.MainRuntime, Sandbox: s.Sandbox, PreStop: s.PreStop}
 }
 
 func stopSignalName(s tracer.Signal) string {
@@ -86,6 +89,7 @@ func (i *Info) AppendJSON(b []byte) []byte {
 	b = appendJSONInt(b, `,"stop_timeout_s":`, i.StopTimeout)
 	b = appendJSONInt(b, `,"grace_period_s":`, i.GracePeriod)
 	b = appendJSONInt(b, `,"main_pid":`, i.MainPID)
+	b = appendJSONField(b, `,"main_runtime":`, string(i.MainRuntime))
 	if i.Sandbox {
 		b = append(b, `,"sandbox":true`...)
 	}
