@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -24,14 +25,16 @@ type episode struct {
 
 	hasInfo        bool
 	infoFromInit   bool
-	configuredStop tracer.Signal // the container's StopSignal, 0 when not configured
-	graceSource    string        // "kubernetes", "docker" or "": which knob sets GracePeriod
+	configuredStop tracer.Signal  // the container's StopSignal, 0 when not configured
+	graceSource    string         // "kubernetes", "docker" or "": which knob sets StopTimeout
+	infoRuntime    langrt.Runtime // the resolver's reading of the main process's executable
 
 	mainKnown   bool
 	mainNS      uint32             // the main process's pid namespace, once known
 	stopHandler tracer.Disposition // the main process's disposition for the first stop signal when it was sent
 	stopBlocked bool               // the main process had the first stop signal blocked when it was sent
 	handled     bool               // a stop signal reached a handler in the main process
+	reraised    bool               // after its handler ran, the main process sent the stop signal to itself with the default action
 	forwarded   bool               // after the stop signal, the main process signalled another process
 	killed      bool               // a SIGKILL was delivered to the main process
 	killKernel  bool               // that SIGKILL was raised by the kernel (SI_KERNEL), e.g. the OOM killer
@@ -72,17 +75,18 @@ func (ep *episode) noteInfo(c *container.Info, aboutMain bool) {
 	ep.Container = Container{ID: c.ID, Name: c.Name, Image: c.Image, Runtime: c.Runtime, Pod: c.Pod, Namespace: c.Namespace, PidNS: ns}
 	ep.configuredStop = c.StopSignal
 	ep.hook = c.PreStop
+	ep.infoRuntime = c.MainRuntime
 	switch {
 	case c.GracePeriod > 0:
-		ep.GracePeriod, ep.graceSource = time.Duration(c.GracePeriod)*time.Second, "kubernetes"
+		ep.StopTimeout, ep.graceSource = time.Duration(c.GracePeriod)*time.Second, "kubernetes"
 	case c.StopTimeout > 0:
-		ep.GracePeriod, ep.graceSource = time.Duration(c.StopTimeout)*time.Second, "docker"
+		ep.StopTimeout, ep.graceSource = time.Duration(c.StopTimeout)*time.Second, "docker"
 	case c.Pod != "":
-		ep.GracePeriod, ep.graceSource = 0, "kubernetes"
+		ep.StopTimeout, ep.graceSource = 0, "kubernetes"
 	case c.Runtime == "docker":
-		ep.GracePeriod, ep.graceSource = 0, "docker"
+		ep.StopTimeout, ep.graceSource = 0, "docker"
 	default:
-		ep.GracePeriod, ep.graceSource = 0, ""
+		ep.StopTimeout, ep.graceSource = 0, ""
 	}
 }
 
@@ -90,22 +94,28 @@ func (ep *episode) noteMain(t *tracer.Process) {
 	if !ep.mainKnown {
 		ep.Main, ep.mainKnown, ep.mainNS = proc(t), true, t.PidNS
 		ep.MainIsInit = t.NsPID == 1
-		ep.ForwardingInit = forwardingInit(ep.Main.Comm, ep.MainIsInit)
+		if ep.MainIsInit && langrt.ForwardingInit(ep.Main.Comm) {
+			ep.ForwardingInit = ep.Main.Comm
+		}
 	}
 }
 
-// forwardingInit names the init programs made to run as PID 1 and pass
-// the stop signal on to the application: docker run --init is tini. "" for
-// anything else.
-func forwardingInit(comm string, init bool) string {
-	if !init {
-		return ""
+// mainRuntime recognises the main process's language runtime: from its
+// command name as the kernel gave it at the stop, else from the resolver's
+// reading of its executable when that is what no name tells (a Go binary).
+// A runtime the resolver read that a name would show (a shell that later
+// ran `exec app`) is stale when the command name does not show it.
+func (ep *episode) mainRuntime() langrt.Runtime {
+	if !ep.mainKnown {
+		return langrt.Unknown
 	}
-	switch comm {
-	case "tini", "tini-static", "docker-init", "dumb-init", "catatonit", "s6-svscan":
-		return comm
+	if rt := langrt.FromName(ep.Main.Comm); rt != langrt.Unknown {
+		return rt
 	}
-	return ""
+	if ep.infoRuntime == langrt.Go {
+		return langrt.Go
+	}
+	return langrt.Unknown
 }
 
 func proc(p *tracer.Process) Proc {
@@ -223,6 +233,37 @@ func (ep *episode) sigkill(ev *tracer.Event, main bool, limit int) {
 		how = "kills through cgroup.kill:"
 	}
 	ep.add(generateStep(ev, StepSIGKILL, fmt.Sprintf("%s %s %s%s", senderText(ev), how, targetText(ev), resultSuffix(ev))), first, limit)
+}
+
+// reraise records the main process sending its stop signal to itself
+// again after its handler ran, with the default action now: what Node.js's
+// and the Go runtime's default handlers do to die of the signal. A
+// namespace init cannot die so: the kernel drops it (FateDroppedInit), and
+// the stop then waits for the SIGKILL unless the process exits by itself
+// (the Go runtime exits 2 at once).
+func (ep *episode) reraise(ev *tracer.Event, limit int) {
+	first := !ep.reraised
+	if first {
+		ep.reraised, ep.ReraiseVerdict = true, ev.Fate
+	}
+	ep.add(generateStep(ev, StepReraise, fmt.Sprintf("%s re-raises %s with the default action (its handler ran)", targetText(ev), ev.Signal)), first, limit)
+	text := "kernel: " + verdictText(ev.Fate, ev.Signal, ev.Handler, ep.mainName())
+	if ev.Fate == tracer.FateDroppedInit {
+		text = fmt.Sprintf("kernel: ignored — %s cannot be ended by a signal it has no handler for, its own included", ep.mainName())
+	}
+	ep.add(Step{Time: ev.Time, Kind: StepKernelVerdict, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
+		Verdict: ev.Fate, Text: text}, first, limit)
+}
+
+// isReraise reports whether ev is the main process sending its stop signal
+// to itself with the default action after the stop signal reached its
+// handler (or found one installed): a one-shot handler that restores the
+// default and raises again.
+func (ep *episode) isReraise(ev *tracer.Event) bool {
+	return ep.mainKnown && ep.stopped() && !ep.killed && !ep.exited &&
+		ev.Sender.PID == ep.Main.PID && ev.Target.PID == ep.Main.PID &&
+		ev.Signal == ep.StopSignal && ev.Handler == tracer.DispDefault &&
+		(ep.handled || ep.stopHandler == tracer.DispHandler)
 }
 
 // forward records the main process passing a signal on to another process
@@ -397,9 +438,47 @@ func (ep *episode) order() {
 
 // finish decides the outcome and the hint of an ordered episode.
 func (ep *episode) finish() {
+	ep.Main.Runtime = ep.mainRuntime()
 	ep.PreStop = ep.preStop()
+	ep.GracePeriod = ep.appliedGrace()
 	ep.Outcome = decide(ep.facts())
 	ep.Hint = capitalize(hint(ep))
+}
+
+// graceEarly and graceLate bound when a SIGKILL counts as the end of the
+// configured grace period: the runtime's timer starts after its own stop
+// signal, so its SIGKILL cannot come much earlier; it can come later by
+// the time runc takes to start, and the kubelet rounds the time its preStop
+// hook took down to whole seconds.
+const (
+	graceEarly = 250 * time.Millisecond
+	graceLate  = time.Second
+)
+
+// appliedGrace is the grace period the stopper applied, when the kernel's
+// record shows it: the container's configured one (StopTimeout) when the
+// SIGKILL came as it ran out, counted from the preStop hook's start when
+// an exec hook was seen, or the kubelet's 2 s minimum after a hook that
+// used it up. 0 otherwise: a stop given less (`docker stop -t 3`, a pod
+// deleted with --grace-period) or more, or one that ended before any
+// SIGKILL, does not show the grace it had. The API server's word (the
+// deletion's grace) is set later by the caller and wins.
+func (ep *episode) appliedGrace() time.Duration {
+	c := ep.StopTimeout
+	d, ok := ep.KillAfter()
+	if c <= 0 || !ok {
+		return 0
+	}
+	if ep.PreStop.timedOut(&ep.Episode) {
+		return c
+	}
+	if p := ep.PreStop; p != nil && !p.StartAt.IsZero() && !p.Estimated {
+		d = ep.KillAt.Sub(p.StartAt)
+	}
+	if d >= c-graceEarly && d <= c+graceLate {
+		return c
+	}
+	return 0
 }
 
 // capitalize starts a sentence that may begin with "the main process".

@@ -456,6 +456,8 @@ func (e *Engine) addGenerate(ev *tracer.Event, c *container.Info, out *[]Episode
 		ep.stopSignal(ev, e.opts.MaxSteps)
 	case ev.Signal == tracer.SIGKILL:
 		ep.sigkill(ev, main, e.opts.MaxSteps)
+	case main && ep.isReraise(ev):
+		ep.reraise(ev, e.opts.MaxSteps)
 	case ep.mainKnown && ev.Sender.PID == ep.Main.PID && !main:
 		ep.forward(ev, e.opts.MaxSteps)
 	default:

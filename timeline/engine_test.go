@@ -385,7 +385,7 @@ func TestDockerStopShellForm(t *testing.T) {
 	if ep.KillSender == nil || ep.KillSender.PID != runc.PID {
 		t.Errorf("kill sender %+v", ep.KillSender)
 	}
-	want := []Proc{{5152, 7, "sleep"}, {5153, 8, "sleep"}}
+	want := []Proc{{PID: 5152, NsPID: 7, Comm: "sleep"}, {PID: 5153, NsPID: 8, Comm: "sleep"}}
 	if !slices.Equal(ep.CascadeKills, want) {
 		t.Errorf("cascade %+v, want %+v", ep.CascadeKills, want)
 	}

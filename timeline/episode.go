@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -86,6 +87,7 @@ const (
 	StepMainExit      StepKind = "main_exit"      // the main process ended
 	StepSandbox       StepKind = "sandbox"        // the pod's sandbox (pause) container was torn down
 	StepExec          StepKind = "exec"           // a process entered the container from outside (runc exec: a preStop hook, kubectl exec, an exec probe)
+	StepReraise       StepKind = "reraise"        // the main process's stop-signal handler sent the signal to itself again, with the default action
 )
 
 // Container names an episode's container. Without a resolved container.Info
@@ -121,6 +123,10 @@ type Proc struct {
 	PID   uint32 `json:"pid"`    // host pid
 	NsPID uint32 `json:"ns_pid"` // pid in its own namespace (1: PID 1)
 	Comm  string `json:"comm"`
+	// Runtime is the language runtime of an episode's main process
+	// (langrt: from its command name, or the resolver's reading of its
+	// executable); "" for other processes and when not recognised.
+	Runtime langrt.Runtime `json:"runtime,omitempty"`
 }
 
 // Ancestor is one of a sender's parents, nearest first.
@@ -170,6 +176,12 @@ type Episode struct {
 	StopSender  *Sender
 	StopVerdict tracer.Fate // the kernel's final decision on the first stop signal
 	StopAt      time.Time
+	// ReraiseVerdict is the kernel's decision on the stop signal the main
+	// process's handler sent to itself again with the default action
+	// (Node.js's and the Go runtime's default handlers do): dropped for a
+	// namespace init (FateDroppedInit), which then lives on; FateUnknown
+	// when it did not.
+	ReraiseVerdict tracer.Fate
 
 	KillSender *Sender // who sent the SIGKILL that counted
 	KillAt     time.Time
@@ -194,9 +206,16 @@ type Episode struct {
 	ID   uint64
 	Node string
 
-	// GracePeriod is the configured wait before SIGKILL (Kubernetes
-	// terminationGracePeriodSeconds, else docker StopTimeout); 0 when unknown.
+	// GracePeriod is the grace the stopper applied, when it is known: the
+	// pod deletion's (from the API server), or the configured one
+	// (StopTimeout) when the SIGKILL came as it ran out. 0 when not known:
+	// a `docker stop -t 3` of a container whose StopTimeout is 10 was not
+	// given 10 s, and a graceful stop never showed its grace.
 	GracePeriod time.Duration
+	// StopTimeout is the container's configured wait before SIGKILL: the
+	// pod's terminationGracePeriodSeconds, or Docker's StopTimeout; 0 when
+	// the runtime did not say. The stopper may apply another.
+	StopTimeout time.Duration
 
 	CascadeKills   []Proc // processes the namespace cascade of the exiting main process SIGKILLed
 	CascadeOmitted int    // cascade kills beyond Options.MaxSteps, counted only
@@ -234,8 +253,8 @@ func (ep *Episode) KillAfter() (time.Duration, bool) {
 // period (or stop timeout) when known, else [DefaultStopBudget], plus a
 // slack for the runtime's own delay before its SIGKILL.
 func (ep *Episode) StopBudget() time.Duration {
-	if ep.GracePeriod > 0 {
-		return ep.GracePeriod + stopSlack
+	if g := max(ep.GracePeriod, ep.StopTimeout); g > 0 {
+		return g + stopSlack
 	}
 	return DefaultStopBudget + stopSlack
 }
@@ -286,6 +305,7 @@ type jsonEpisode struct {
 	StopSender     *Sender      `json:"stop_sender,omitempty"`
 	StopVerdict    string       `json:"stop_verdict,omitempty"`
 	StopAt         string       `json:"stop_at,omitempty"`
+	ReraiseVerdict string       `json:"reraise_verdict,omitempty"`
 	KillSender     *Sender      `json:"kill_sender,omitempty"`
 	KillAt         string       `json:"kill_at,omitempty"`
 	ExitAt         string       `json:"exit_at,omitempty"`
@@ -293,6 +313,7 @@ type jsonEpisode struct {
 	StopReason     string       `json:"stop_reason,omitempty"`
 	NotLearnt      []string     `json:"not_learnt,omitempty"`
 	GracePeriod    *float64     `json:"grace_period_s,omitempty"`
+	StopTimeout    *float64     `json:"stop_timeout_s,omitempty"`
 	KillAfter      *float64     `json:"kill_after_s,omitempty"`
 	ExitAfter      *float64     `json:"exit_after_s,omitempty"`
 	ExitStatus     *int         `json:"exit_status,omitempty"`
@@ -329,6 +350,7 @@ func signalName(s tracer.Signal) string {
 
 func safeProc(p Proc) Proc {
 	p.Comm = textsafe.UTF8(p.Comm)
+	p.Runtime = langrt.Runtime(textsafe.UTF8(string(p.Runtime)))
 	return p
 }
 
@@ -377,6 +399,7 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		StopSender:     safeSender(ep.StopSender),
 		StopVerdict:    fateWord(ep.StopVerdict),
 		StopAt:         jsonTime(ep.StopAt),
+		ReraiseVerdict: fateWord(ep.ReraiseVerdict),
 		KillSender:     safeSender(ep.KillSender),
 		KillAt:         jsonTime(ep.KillAt),
 		ExitAt:         jsonTime(ep.ExitAt),
@@ -409,6 +432,9 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 	}
 	if ep.GracePeriod > 0 {
 		j.GracePeriod = seconds(ep.GracePeriod)
+	}
+	if ep.StopTimeout > 0 {
+		j.StopTimeout = seconds(ep.StopTimeout)
 	}
 	if d, ok := ep.KillAfter(); ok {
 		j.KillAfter = seconds(d)
@@ -483,6 +509,9 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 	if out.StopVerdict, err = parseFate(j.StopVerdict); err != nil {
 		return err
 	}
+	if out.ReraiseVerdict, err = parseFate(j.ReraiseVerdict); err != nil {
+		return err
+	}
 	if out.StopSignal, err = parseSignal(j.StopSignal); err != nil {
 		return err
 	}
@@ -494,6 +523,9 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 	}
 	if j.GracePeriod != nil {
 		out.GracePeriod = fromSeconds(*j.GracePeriod)
+	}
+	if j.StopTimeout != nil {
+		out.StopTimeout = fromSeconds(*j.StopTimeout)
 	}
 	if p := j.PreStop; p != nil {
 		out.PreStop = &PreStop{Kind: p.Kind, Command: p.Command, ExitStatus: p.ExitStatus, Estimated: p.Estimated}

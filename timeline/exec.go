@@ -192,8 +192,8 @@ func (ep *episode) preStop() *PreStop {
 	if h.Kind != "exec" {
 		// Nothing of it reaches the kernel: when the SIGKILL ended the
 		// grace period, the hook took what the stop signal did not.
-		if d, ok := ep.KillAfter(); ok && ep.GracePeriod > 0 {
-			hook := max(ep.GracePeriod-d, 0) // the runtime's own delay can make it a little negative
+		if d, ok := ep.KillAfter(); ok && ep.StopTimeout > 0 {
+			hook := max(ep.StopTimeout-d, 0) // the runtime's own delay can make it a little negative
 			p.StartAt, p.EndAt, p.Estimated = ep.StopAt.Add(-hook), ep.StopAt, true
 		}
 		return p
@@ -242,5 +242,5 @@ func (p *PreStop) timedOut(ep *Episode) bool {
 	if p.Kind == "exec" {
 		return !p.StartAt.IsZero() && p.EndAt.IsZero()
 	}
-	return ep.GracePeriod >= 3*time.Second
+	return ep.StopTimeout >= 3*time.Second
 }

@@ -3,6 +3,7 @@ package timeline
 import (
 	"fmt"
 
+	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -12,6 +13,7 @@ type facts struct {
 	stopSignal   tracer.Signal //
 	stopFate     tracer.Fate   // the kernel's final decision on the first stop signal
 	acted        bool          // the main process acted on it: a handler ran, or it forwarded a signal
+	reraiseDrop  bool          // its handler re-raised it with the default action, and the kernel dropped that
 	mainIsInit   bool          // the main process is its pid namespace's init
 	kill         bool          // a SIGKILL was delivered to the main process
 	exit         bool          // the main process's exit was seen
@@ -28,6 +30,7 @@ func (ep *episode) facts() facts {
 		stopSignal:   ep.StopSignal,
 		stopFate:     ep.StopVerdict,
 		acted:        ep.handled || ep.forwarded,
+		reraiseDrop:  ep.reraised && ep.ReraiseVerdict.Dropped(),
 		mainIsInit:   !ep.mainKnown || ep.MainIsInit,
 		kill:         ep.killed,
 		exit:         ep.exited,
@@ -39,10 +42,13 @@ func (ep *episode) facts() facts {
 	}
 }
 
-// ignoredStop reports whether the main process never acted on the stop
-// signal: the kernel dropped it, or it stayed blocked with nothing taking it.
+// ignoredStop reports whether the stop signal never ended the main process
+// as it was meant to: the kernel dropped it, it stayed blocked with nothing
+// taking it, or the handler's only answer was to raise it again with the
+// default action and the kernel dropped that (a namespace init: Node.js's
+// one-shot handler).
 func (f facts) ignoredStop() bool {
-	return f.stopFate.Dropped() || f.stopFate == tracer.FateBlocked && !f.acted
+	return f.stopFate.Dropped() || f.stopFate == tracer.FateBlocked && !f.acted || f.reraiseDrop
 }
 
 // decide gives the outcome. The first rule that applies wins:
@@ -66,7 +72,11 @@ func (f facts) ignoredStop() bool {
 //     init): killed by SIGKILL after a stop signal it never acted on: the
 //     kernel dropped it (no handler at an init, SIG_IGN, a signal whose
 //     default is to do nothing), or it stayed blocked and no handler ran
-//     and nothing was forwarded.
+//     and nothing was forwarded; or its handler's answer was to raise it
+//     again with the default action, which the kernel dropped because the
+//     main process is a namespace init (Node.js's one-shot handler). This
+//     is read from the kernel's verdict on the re-raise, not from a list of
+//     programs.
 //  6. handler_timeout: killed by SIGKILL after it took the stop signal (a
 //     handler, a forwarding init, a sigwait, the default action) but had
 //     not ended.
@@ -74,7 +84,9 @@ func (f facts) ignoredStop() bool {
 //     process ended before any SIGKILL, with an exit code (0, 143 from a
 //     trap or an init passing on its child's death, 1) or by that signal
 //     (a default action). The mechanism does not matter: a handler,
-//     sigwait (tini), signalfd (catatonit), a shell trap.
+//     sigwait (tini), signalfd (catatonit), a shell trap, or a re-raise the
+//     kernel dropped followed by an exit of its own (the Go runtime exits
+//     2 at once).
 //  8. exited: the main process ended and none of the above holds: no stop
 //     signal, one it never acted on, or a death by another signal (a crash
 //     during shutdown).
@@ -119,7 +131,7 @@ func decide(f facts) Outcome {
 const (
 	// FixInit is the fix for a PID 1 that does not act on the stop signal; the
 	// audit's predictions use it too, so both say the same thing.
-	FixInit = "Use the exec form of ENTRYPOINT/CMD, `exec` the app in the entrypoint script, or run an init such as tini"
+	FixInit = langrt.FixExecForm
 	fixOOM  = "Raise the memory limit (docker run --memory, Kubernetes resources.limits.memory) or reduce the application's memory use"
 )
 
@@ -142,22 +154,47 @@ func (ep *episode) graceFix() string {
 	return "docker stop -t or --stop-timeout; Kubernetes terminationGracePeriodSeconds"
 }
 
-// who names the main process with its command: "PID 1 (sh)", "the main
-// process (sleep)".
+// who names the main process with its command, and its runtime when that
+// says more: "PID 1 (sh)", "PID 1 (node, Node.js)", "the main process
+// (sleep)".
 func (ep *episode) who() string {
 	if ep.Main.Comm == "" {
 		return ep.mainName()
 	}
+	if rt := ep.Main.Runtime; langrt.Known(rt) && rt != langrt.Shell && rt != langrt.Init {
+		return fmt.Sprintf("%s (%s, %s)", ep.mainName(), ep.Main.Comm, rt.Name())
+	}
 	return fmt.Sprintf("%s (%s)", ep.mainName(), ep.Main.Comm)
+}
+
+// handleFix is the fix for a main process that does not act on the stop
+// signal: its runtime's way to handle it when the runtime is known (with an
+// init as the other way), else the generic one (exec form, an init).
+func (ep *episode) handleFix() string {
+	rt := ep.Main.Runtime
+	f := rt.HandleFix()
+	switch {
+	case f == "" || rt == langrt.Shell:
+		if !ep.facts().mainIsInit {
+			return "Handle it in the application, or set the stop signal (STOPSIGNAL, --stop-signal, lifecycle.stopSignal) to one it handles."
+		}
+		return ep.initFix()
+	case !ep.facts().mainIsInit:
+		return capitalize(f) + "."
+	case ep.graceSource == "kubernetes":
+		return capitalize(f) + "; or make an init that passes signals on (tini, dumb-init) the image's ENTRYPOINT."
+	}
+	return capitalize(f) + "; or run it under an init that passes signals on (docker run --init)."
 }
 
 // droppedHint explains why the main process did not act on the stop
 // signal, from the kernel's verdict; "" when it did.
 func (ep *episode) droppedHint() string {
 	who, sig := ep.who(), ep.StopSignal
-	fix := ep.initFix()
-	if !ep.facts().mainIsInit {
-		fix = "Handle it in the application, or set the stop signal (STOPSIGNAL, --stop-signal, lifecycle.stopSignal) to one it handles."
+	fix := ep.handleFix()
+	if ep.facts().reraiseDrop {
+		return fmt.Sprintf("%s ran its %s handler, and the handler raised %s again with the default action to end the process: the kernel drops that for a namespace init, so only the SIGKILL ended it. %s",
+			who, sig, sig, fix)
 	}
 	switch ep.StopVerdict {
 	case tracer.FateDroppedInit:
@@ -235,8 +272,11 @@ func hint(ep *episode) string {
 		return fmt.Sprintf("%s did not act on %s before the SIGKILL. %s", who, ep.StopSignal, ep.initFix())
 	case OutcomeHandlerTimeout:
 		grace := ""
-		if ep.GracePeriod > 0 {
+		switch {
+		case ep.GracePeriod > 0:
 			grace = fmt.Sprintf(" (grace period %s)", ep.GracePeriod)
+		case ep.StopTimeout > 0 && !ep.KillAt.IsZero():
+			grace = " (" + ep.givenText() + ")"
 		}
 		used := ""
 		if d, ok := ep.KillAfter(); ok {
@@ -246,9 +286,21 @@ func hint(ep *episode) string {
 		if ep.ForwardingInit != "" || ep.forwarded && !ep.handled {
 			took = "passed on"
 		}
-		return fmt.Sprintf("%s %s %s but was still running%s, when the SIGKILL came%s: make its shutdown faster, or raise the grace period (%s).",
-			who, took, ep.StopSignal, used, grace, ep.graceFix())
+		faster := "make its shutdown faster"
+		if f := ep.Main.Runtime.SlowFix(); f != "" && ep.ForwardingInit == "" {
+			faster = f
+		}
+		return fmt.Sprintf("%s %s %s but was still running%s, when the SIGKILL came%s: %s, or raise the grace period (%s).",
+			who, took, ep.StopSignal, used, grace, faster, ep.graceFix())
 	case OutcomeGraceful:
+		if ep.facts().reraiseDrop && ep.ExitSignal == 0 {
+			h := fmt.Sprintf("%s stopped, but its exit code %d is not the %d a death by %s gives: its handler raised %s again, the kernel dropped that for PID 1, and it exited by itself.",
+				who, ep.ExitStatus, 128+int(ep.StopSignal), ep.StopSignal, ep.StopSignal)
+			if f := ep.Main.Runtime.HandleFix(); f != "" {
+				h += " If the code matters (a non-zero exit reads as a failure), " + f + "."
+			}
+			return h
+		}
 		if n := len(ep.CascadeKills) + ep.CascadeOmitted; n > 0 {
 			return fmt.Sprintf("%s exited while %d other process(es) still ran, and the kernel SIGKILLed them: if they need a clean shutdown, have PID 1 forward %s and wait for them (tini and dumb-init do).",
 				who, n, ep.StopSignal)

@@ -49,7 +49,7 @@ func TestEpisodeJSON(t *testing.T) {
 	}
 	wantKeys := []string{"cascade_kills", "container", "exit_after_s", "exit_at", "exit_signal", "exit_status", "grace_period_s",
 		"hint", "kill_after_s", "kill_at", "kill_sender", "main", "main_is_init", "outcome", "start", "steps", "stop_at", "stop_sender",
-		"stop_signal", "stop_verdict"}
+		"stop_signal", "stop_timeout_s", "stop_verdict"}
 	if got := keys(m); !slices.Equal(got, wantKeys) {
 		t.Errorf("keys\n %v\nwant\n %v", got, wantKeys)
 	}

@@ -83,10 +83,14 @@ func (ep *Episode) Summary() string {
 	if ep.Main.Comm != "" {
 		who = fmt.Sprintf("%s (%s)", who, ep.Main.Comm)
 	}
+	reraiseDropped := ep.ReraiseVerdict.Dropped()
 	var parts []string
 	switch ep.Outcome {
 	case OutcomeGraceful:
 		switch {
+		case reraiseDropped:
+			parts = append(parts, fmt.Sprintf("%s ran its %s handler, which raised %s again with the default action; the kernel dropped that, as it drops every signal a namespace init has no handler for, and %s exited by itself with code %d (not %d: a signal cannot end a namespace init that has no handler for it)",
+				who, ep.StopSignal, ep.StopSignal, ep.mainRole(), ep.ExitStatus, 128+int(ep.StopSignal)))
 		case ep.ForwardingInit != "":
 			parts = append(parts, fmt.Sprintf("%s, an init, passed %s on and exited", who, ep.StopSignal))
 		case ep.ExitSignal == ep.StopSignal && ep.StopSignal != 0:
@@ -95,6 +99,11 @@ func (ep *Episode) Summary() string {
 			parts = append(parts, fmt.Sprintf("%s took %s (%s) and exited", who, ep.StopSignal, fateWord(ep.StopVerdict)))
 		}
 	case OutcomeIgnoredByInit, OutcomeIgnored:
+		if reraiseDropped {
+			parts = append(parts, fmt.Sprintf("%s ran its %s handler, which raised %s again with the default action, and the kernel dropped that (%s): a namespace init is not ended by a signal it has no handler for",
+				who, ep.StopSignal, ep.StopSignal, fateWord(ep.ReraiseVerdict)))
+			break
+		}
 		parts = append(parts, fmt.Sprintf("%s did not act on %s (%s)", who, ep.StopSignal, fateWord(ep.StopVerdict)))
 	case OutcomeHandlerTimeout:
 		parts = append(parts, fmt.Sprintf("%s took %s (%s) but was still running at the SIGKILL", who, ep.StopSignal, fateWord(ep.StopVerdict)))
@@ -132,8 +141,11 @@ func (ep *Episode) Summary() string {
 	}
 	if d, ok := ep.KillAfter(); ok {
 		s := fmt.Sprintf("SIGKILL %.3fs after %s", d.Seconds(), ep.StopSignal)
-		if ep.GracePeriod > 0 {
+		switch {
+		case ep.GracePeriod > 0:
 			s += fmt.Sprintf(" (grace period %s)", ep.GracePeriod)
+		case ep.StopTimeout > 0:
+			s += " (" + ep.givenText() + ")"
 		}
 		parts = append(parts, s)
 	} else if d, ok := ep.ExitAfter(); ok {
@@ -157,6 +169,34 @@ func (ep *Episode) Summary() string {
 		parts = append(parts, fmt.Sprintf("MAY BE INCOMPLETE: the kernel dropped %d event(s) (ring buffer full) while it was open", ep.EventsDropped))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// mainRole is how a sentence calls the main process a second time: "PID 1"
+// or "the main process".
+func (ep *Episode) mainRole() string {
+	if !ep.MainIsInit && ep.Main.PID != 0 {
+		return "the main process"
+	}
+	return "PID 1"
+}
+
+// timeoutKnob names the setting StopTimeout was read from.
+func (ep *Episode) timeoutKnob() string {
+	if ep.Container.Pod != "" {
+		return "terminationGracePeriodSeconds"
+	}
+	return "StopTimeout"
+}
+
+// givenText says how long a stop whose grace was not the configured one
+// was given: "the container's StopTimeout is 10s: the stop was given
+// 3.0s", counted from the preStop hook's start when one was seen.
+func (ep *Episode) givenText() string {
+	begin := ep.StopAt
+	if p := ep.PreStop; p != nil && !p.StartAt.IsZero() && !p.Estimated {
+		begin = p.StartAt
+	}
+	return fmt.Sprintf("the container's %s is %s: the stop was given %.1fs", ep.timeoutKnob(), ep.StopTimeout, ep.KillAt.Sub(begin).Seconds())
 }
 
 // unseenStart explains an episode that may have begun before tracing did,

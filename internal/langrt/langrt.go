@@ -44,6 +44,11 @@ func (r Runtime) Name() string {
 	return string(r)
 }
 
+// FixExecForm is the fix for a shell (or any program that does not act on
+// the stop signal) as PID 1: the timeline's hints and the audit's
+// predictions both say it.
+const FixExecForm = "Use the exec form of ENTRYPOINT/CMD, `exec` the app in the entrypoint script, or run an init such as tini"
+
 // fact is what a runtime does with SIGTERM as a namespace init, and the fix
 // a hint names.
 type fact struct {
@@ -99,7 +104,7 @@ var facts = map[Runtime]fact{
 	},
 	Shell: {
 		name:   "a shell",
-		handle: "use the exec form of ENTRYPOINT/CMD (`[\"app\", \"arg\"]`) or `exec app` at the end of the script, so that the application is PID 1; a shell that must stay needs `trap 'kill -TERM $child; wait $child' TERM`",
+		handle: FixExecForm,
 		slow:   "make the trap's shutdown finish sooner",
 	},
 	Init: {
