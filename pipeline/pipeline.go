@@ -89,6 +89,14 @@ func (p *Pipeline) noteLoss(now time.Time) {
 	}
 }
 
+// historyWindow is how far before tracing began the runtimes' records are
+// read (each episode looks back its own stop budget within it), and
+// historyTimeout how long start-up waits for them.
+const (
+	historyWindow  = 10 * time.Minute
+	historyTimeout = 2 * time.Second
+)
+
 // New loads and attaches the tracer. Close releases it.
 func New(opts Options) (*Pipeline, error) {
 	p := &Pipeline{opts: opts}
@@ -130,6 +138,15 @@ func New(opts Options) (*Pipeline, error) {
 		topts := *opts.Timeline
 		if topts.Since.IsZero() {
 			topts.Since = time.Now()
+		}
+		if topts.History == nil && opts.Resolver != nil {
+			// What the runtimes sent before tracing began: a stop
+			// signal then is the only reason to doubt a SIGKILL seen
+			// soon after.
+			ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+			h := opts.Resolver.StopHistory(ctx, topts.Since.Add(-historyWindow), topts.Since)
+			cancel()
+			topts.History = &h
 		}
 		p.engine = timeline.New(topts)
 	}

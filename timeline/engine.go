@@ -63,6 +63,14 @@ type Options struct {
 	// for containers only, not pid namespaces no runtime made. Zero: the
 	// first event's time, the earliest a recording shows.
 	Since time.Time
+	// History, when not nil, is what the container runtimes recorded of
+	// the stop signals they sent before Since. For a container whose
+	// runtime's record is complete, an episode begins unseen only when the
+	// runtime sent it a stop signal within its stop budget before its
+	// first event: a `docker kill` moments after tracing began is killed,
+	// not unfinished. Without it (a recording, a runtime that keeps no
+	// record, such as CRI's) the cautious rule above holds.
+	History *container.StopHistory
 }
 
 // Stats counts episodes since the engine was made; monotonic totals except
@@ -364,7 +372,14 @@ func (e *Engine) beganUnseen(ep *episode) bool {
 	if ep.mainKnown && e.starts.seen(procKey{ep.Main.PID, ep.mainNS}) {
 		return false
 	}
-	return ep.Start.Sub(e.since) <= ep.StopBudget()
+	if ep.Start.Sub(e.since) > ep.StopBudget() {
+		return false
+	}
+	if h := e.opts.History; h.Covers(ep.Container.Runtime) {
+		_, asked := h.LastRequest(ep.Container.ID, ep.Start.Add(-ep.StopBudget()))
+		return asked
+	}
+	return true
 }
 
 // settle makes ep complete at t, or later if it already had a later deadline.

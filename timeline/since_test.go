@@ -160,3 +160,42 @@ func TestStartsBounded(t *testing.T) {
 		}
 	}
 }
+
+// With the runtime's record of what it sent before tracing began, a
+// SIGKILL soon after is a kill unless the runtime had asked the container
+// to stop within its stop budget: `docker kill` 1 s after tracing began is
+// killed; an agent restarted mid `docker stop` (Docker's record holds the
+// SIGTERM) stays unfinished; a record that is not complete, or a runtime
+// that keeps none (CRI), leaves the cautious rule.
+func TestStartUnseenHistory(t *testing.T) {
+	complete := map[string]bool{"docker": true}
+	cases := []struct {
+		name    string
+		info    *container.Info
+		history *container.StopHistory
+		want    Outcome
+	}{
+		{"docker kill, no stop asked", dockerInfo(idA, "web", 10),
+			&container.StopHistory{Complete: complete}, OutcomeKilled},
+		{"docker stop before tracing began", dockerInfo(idA, "web", 10),
+			&container.StopHistory{Complete: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-8 * time.Second), Signal: tracer.SIGTERM}}}, OutcomeUnfinished},
+		{"another container's stop", dockerInfo(idA, "web", 10),
+			&container.StopHistory{Complete: complete, Requests: []container.StopRequest{{ID: "other", At: base.Add(-8 * time.Second), Signal: tracer.SIGTERM}}}, OutcomeKilled},
+		{"a stop long over (outside its budget)", dockerInfo(idA, "web", 10),
+			&container.StopHistory{Complete: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-5 * time.Minute), Signal: tracer.SIGTERM}}}, OutcomeKilled},
+		{"Docker's record incomplete", dockerInfo(idA, "web", 10),
+			&container.StopHistory{Complete: map[string]bool{"docker": false}}, OutcomeUnfinished},
+		{"a CRI runtime keeps no record", &container.Info{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop", GracePeriod: 30},
+			&container.StopHistory{Complete: complete}, OutcomeUnfinished},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSim(t, nsA, 5151, "sh", c.info)
+			s.kill(time.Second, runc).initExit(time.Second+ms, tracer.SIGKILL, 0)
+			ep := only(t, newEngine(Options{Since: base, History: c.history}), s.in)
+			if ep.Outcome != c.want || ep.StartUnseen != (c.want == OutcomeUnfinished) {
+				t.Errorf("outcome %s start_unseen %v, want %s", ep.Outcome, ep.StartUnseen, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,162 @@
+package container
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// StopRequest is a stop signal a runtime says it sent to a container.
+type StopRequest struct {
+	ID     string
+	At     time.Time
+	Signal tracer.Signal
+}
+
+// StopHistory is what the runtimes recorded of the stop signals they sent
+// in a window of time: the window before tracing began, which the kernel's
+// record cannot show. A stop begun then ends after tracing begins with only
+// its SIGKILL or its exit seen; a runtime whose record of the window is
+// complete tells that apart from a plain kill (docker kill, docker rm -f)
+// of a container it never asked to stop.
+type StopHistory struct {
+	From, To time.Time
+	// Complete names the runtimes (Info.Runtime values) whose record covers
+	// the whole window.
+	Complete map[string]bool
+	// Requests are the stop signals (not SIGKILL) those runtimes sent in
+	// the window.
+	Requests []StopRequest
+}
+
+// Covers reports whether the history can answer for a container of
+// runtime rt.
+func (h *StopHistory) Covers(rt string) bool { return h != nil && h.Complete[rt] }
+
+// LastRequest is the last stop signal the runtime sent to container id at
+// or after since, within the window; false when there was none.
+func (h *StopHistory) LastRequest(id string, since time.Time) (StopRequest, bool) {
+	var out StopRequest
+	found := false
+	if h == nil {
+		return out, false
+	}
+	for _, r := range h.Requests {
+		if r.ID == id && !r.At.Before(since) && (!found || r.At.After(out.At)) {
+			out, found = r, true
+		}
+	}
+	return out, found
+}
+
+// StopHistory asks the reachable runtimes which stop signals they sent
+// between from and to. Docker keeps its last 256 events in memory: its
+// record is complete when the oldest of them is older than from, or when
+// it holds fewer (nothing was evicted since the daemon started, and a stop
+// begun by a daemon that restarted since then died with it). CRI runtimes
+// keep no such record and are never complete. A runtime that does not
+// answer is left out: the caller then keeps its cautious reading.
+func (r *Resolver) StopHistory(ctx context.Context, from, to time.Time) StopHistory {
+	h := StopHistory{From: from, To: to, Complete: map[string]bool{}}
+	r.mu.Lock()
+	docker := r.docker
+	r.mu.Unlock()
+	if docker == nil {
+		return h
+	}
+	reqs, complete, err := docker.stopHistory(ctx, from, to)
+	if err != nil {
+		r.log.Debug("docker: reading the event history before tracing began", "error", err)
+		return h
+	}
+	h.Complete[RuntimeDocker] = complete
+	h.Requests = reqs
+	return h
+}
+
+// dockerEventsKept is how many events the Docker daemon keeps in memory for
+// /events?since= (moby's daemon/events: eventsLimit).
+const dockerEventsKept = 256
+
+// dockerEvent is the part of an /events message used here.
+type dockerEvent struct {
+	Type   string `json:"Type"`
+	Action string `json:"Action"`
+	Actor  struct {
+		ID         string            `json:"ID"`
+		Attributes map[string]string `json:"Attributes"`
+	} `json:"Actor"`
+	TimeNano int64 `json:"timeNano"`
+}
+
+// stopHistory reads every event the daemon keeps up to `to` and returns the
+// stop signals among them from `from` on ("kill" events whose signal is
+// not SIGKILL: docker stop's first signal; docker kill -s TERM too), and
+// whether its record covers the window.
+func (c *dockerClient) stopHistory(ctx context.Context, from, to time.Time) ([]StopRequest, bool, error) {
+	// since=1: every event kept (0 would mean "from now on" and stream).
+	path := fmt.Sprintf("/events?since=1&until=%d.%09d", to.Unix(), to.Nanosecond())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, false, fmt.Errorf("docker API %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, false, fmt.Errorf("docker API GET /events: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	dec := json.NewDecoder(io.LimitReader(resp.Body, maxResponse))
+	var (
+		out    []StopRequest
+		n      int
+		oldest time.Time
+	)
+	for {
+		var ev dockerEvent
+		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, false, fmt.Errorf("docker API GET /events: decoding: %w", err)
+		}
+		n++
+		at := time.Unix(0, ev.TimeNano)
+		if oldest.IsZero() || at.Before(oldest) {
+			oldest = at
+		}
+		if ev.Type != "container" || ev.Action != "kill" || at.Before(from) || at.After(to) {
+			continue
+		}
+		sig := parseEventSignal(ev.Actor.Attributes["signal"])
+		if sig == 0 || sig == tracer.SIGKILL {
+			continue
+		}
+		out = append(out, StopRequest{ID: ev.Actor.ID, At: at, Signal: sig})
+	}
+	complete := n < dockerEventsKept || !oldest.IsZero() && !oldest.After(from)
+	return out, complete, nil
+}
+
+// parseEventSignal reads a kill event's signal attribute: a number as
+// Docker writes it, or a name; 0 when it is neither.
+func parseEventSignal(s string) tracer.Signal {
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return tracer.Signal(n)
+	}
+	if sig, err := tracer.ParseSignal(s); err == nil {
+		return sig
+	}
+	return 0
+}
