@@ -213,11 +213,19 @@ func (ep *episode) deliver(ev *tracer.Event, main, stop bool, limit int) {
 			why = "it has set it to SIG_IGN"
 		}
 		first := stop && ev.Signal == ep.StopSignal && (ep.StopVerdict == tracer.FateBlocked || ep.StopVerdict == tracer.FateAlreadyPending)
-		if first {
+		what := ev.Signal.String()
+		switch {
+		case first:
 			ep.StopVerdict = ev.Fate
+		case ep.reraised && ev.Signal == ep.StopSignal && (ep.ReraiseVerdict == tracer.FateBlocked || ep.ReraiseVerdict == tracer.FateAlreadyPending):
+			// A handler raises its own signal while the kernel keeps
+			// it blocked (no SA_NODEFER): the re-raise is queued, and
+			// dropped when the handler returns and unblocks it.
+			ep.ReraiseVerdict = ev.Fate
+			first, what = true, "the re-raised "+what
 		}
 		ep.add(Step{Time: ev.Time, Kind: StepKernelVerdict, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
-			Verdict: ev.Fate, Text: fmt.Sprintf("kernel: dropped — %s unblocked %s and %s", ep.mainName(), ev.Signal, why)}, first, limit)
+			Verdict: ev.Fate, Text: fmt.Sprintf("kernel: dropped — %s unblocked %s and %s", ep.mainName(), what, why)}, first, limit)
 	}
 }
 

@@ -21,6 +21,20 @@ func (s *sim) reraise(at time.Duration, sig tracer.Signal) *sim {
 	return s.push(at, ev)
 }
 
+// reraiseBlocked is the re-raise as the kernel showed it for Node.js: the
+// handler raises while the kernel keeps the signal blocked in it, so it is
+// queued (blocked), and dropped at dequeue when the handler returns.
+func (s *sim) reraiseBlocked(at, handlerReturns time.Duration, sig tracer.Signal) *sim {
+	ev := record(s.t, "TestPID1HandlerDelivery__generate")
+	ev.Facts |= factBlocked
+	ev.Signal, ev.Sender, ev.Target, ev.Handler = sig, s.init, s.init, tracer.DispDefault
+	ev.Facts |= factSenderInTargetNS
+	ev.Ancestors, ev.AncestorsCount = ancestors("containerd-shim", "systemd")
+	ev.Flags = tracer.Classify(&ev)
+	s.push(at, ev)
+	return s.deliver(handlerReturns, sig, tracer.DispDefault)
+}
+
 // Node.js as PID 1 with no process.on('SIGTERM'): its one-shot handler
 // resets the terminal and re-raises SIGTERM; the kernel drops that for a
 // namespace init, and runc's SIGKILL ends it after the timeout. The
@@ -28,10 +42,10 @@ func (s *sim) reraise(at time.Duration, sig tracer.Signal) *sim {
 func TestReraiseDroppedByInit(t *testing.T) {
 	s := newSim(t, nsA, 5151, "node", dockerInfo(idA, "web", 2))
 	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-		deliver(90*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
-		reraise(400*time.Microsecond, tracer.SIGTERM).
-		kill(2004*ms, runc).
-		initExit(2004*ms+30*time.Microsecond, tracer.SIGKILL, 0)
+		deliver(1885*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
+		reraiseBlocked(1911*time.Microsecond, 1914*time.Microsecond, tracer.SIGTERM).
+		kill(2012*ms, runc).
+		initExit(2012*ms+260*time.Microsecond, tracer.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
 	if ep.Outcome != OutcomeIgnoredByInit || ep.StopVerdict != tracer.FateHandler || ep.ReraiseVerdict != tracer.FateDroppedInit {
 		t.Fatalf("outcome %s stop verdict %s reraise %s, want ignored_by_init, handler, pid1_ignored", ep.Outcome, ep.StopVerdict, ep.ReraiseVerdict)
@@ -43,7 +57,7 @@ func TestReraiseDroppedByInit(t *testing.T) {
 	for _, st := range ep.Steps {
 		kinds = append(kinds, st.Kind)
 	}
-	want := []StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepReraise, StepKernelVerdict, StepSIGKILL, StepMainExit}
+	want := []StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepReraise, StepKernelVerdict, StepKernelVerdict, StepSIGKILL, StepMainExit}
 	if strings.Join(stepWords(kinds), " ") != strings.Join(stepWords(want), " ") {
 		t.Errorf("steps %v, want %v", kinds, want)
 	}
@@ -93,6 +107,21 @@ func TestReraiseThenExit(t *testing.T) {
 	}
 	if !strings.Contains(ep.Hint, "signal.NotifyContext") || ep.Outcome.NeedsFix() {
 		t.Errorf("hint %q", ep.Hint)
+	}
+}
+
+// A handler with SA_NODEFER re-raises with the signal unblocked: the
+// kernel drops it at once.
+func TestReraiseDroppedAtOnce(t *testing.T) {
+	s := newSim(t, nsA, 5151, "node", dockerInfo(idA, "web", 2))
+	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
+		deliver(90*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
+		reraise(400*time.Microsecond, tracer.SIGTERM).
+		kill(2004*ms, runc).
+		initExit(2004*ms+30*time.Microsecond, tracer.SIGKILL, 0)
+	ep := only(t, newEngine(Options{}), s.in)
+	if ep.Outcome != OutcomeIgnoredByInit || ep.ReraiseVerdict != tracer.FateDroppedInit {
+		t.Fatalf("outcome %s reraise %s, want ignored_by_init, pid1_ignored", ep.Outcome, ep.ReraiseVerdict)
 	}
 }
 
