@@ -161,10 +161,7 @@ func (ep *episode) who() string {
 	if ep.Main.Comm == "" {
 		return ep.mainName()
 	}
-	if rt := ep.Main.Runtime; langrt.Known(rt) && rt != langrt.Shell && rt != langrt.Init {
-		return fmt.Sprintf("%s (%s, %s)", ep.mainName(), ep.Main.Comm, rt.Name())
-	}
-	return fmt.Sprintf("%s (%s)", ep.mainName(), ep.Main.Comm)
+	return fmt.Sprintf("%s (%s)", ep.mainName(), mainLabel(ep.Main))
 }
 
 // handleFix is the fix for a main process that does not act on the stop

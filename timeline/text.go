@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -81,7 +82,7 @@ func (ep *Episode) Summary() string {
 		who = "the main process"
 	}
 	if ep.Main.Comm != "" {
-		who = fmt.Sprintf("%s (%s)", who, ep.Main.Comm)
+		who = fmt.Sprintf("%s (%s)", who, mainLabel(ep.Main))
 	}
 	reraiseDropped := ep.ReraiseVerdict.Dropped()
 	var parts []string
@@ -169,6 +170,16 @@ func (ep *Episode) Summary() string {
 		parts = append(parts, fmt.Sprintf("MAY BE INCOMPLETE: the kernel dropped %d event(s) (ring buffer full) while it was open", ep.EventsDropped))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// mainLabel is the main process's command, with its runtime when that
+// says more than the command: "node, Node.js", "api-server, the Go
+// runtime"; a shell's or an init's name says enough.
+func mainLabel(p Proc) string {
+	if rt := p.Runtime; langrt.Known(rt) && rt != langrt.Shell && rt != langrt.Init {
+		return p.Comm + ", " + rt.Name()
+	}
+	return p.Comm
 }
 
 // mainRole is how a sentence calls the main process a second time: "PID 1"
