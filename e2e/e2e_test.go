@@ -81,6 +81,13 @@ type episode struct {
 	Container struct {
 		ID, Name, Image, Runtime, Pod, Namespace string
 	} `json:"container"`
+	Main struct {
+		PID     uint32 `json:"pid"`
+		NsPID   uint32 `json:"ns_pid"`
+		Comm    string `json:"comm"`
+		Runtime string `json:"runtime"` // the main process's language runtime (issue 20)
+	} `json:"main"`
+	MainIsInit bool   `json:"main_is_init"`
 	Outcome    string `json:"outcome"`
 	StopSignal string `json:"stop_signal"`
 	StopSender *struct {
@@ -95,13 +102,16 @@ type episode struct {
 	KillAt       string   `json:"kill_at"`
 	ExitAt       string   `json:"exit_at"`
 	GracePeriod  *float64 `json:"grace_period_s"`
+	StopTimeout  *float64 `json:"stop_timeout_s"` // the container's configured StopTimeout (issue 20)
 	KillAfter    *float64 `json:"kill_after_s"`
 	CascadeKills []struct {
 		PID   uint32 `json:"pid"`
 		NsPID uint32 `json:"ns_pid"`
 	} `json:"cascade_kills"`
-	ExitStatus *int `json:"exit_status"`
-	Steps      []struct {
+	ExitStatus  *int   `json:"exit_status"`
+	StartUnseen bool   `json:"start_unseen"`
+	TracedSince string `json:"traced_since"`
+	Steps       []struct {
 		Kind string `json:"kind"`
 		Text string `json:"text"`
 	} `json:"steps"`
