@@ -306,6 +306,50 @@ func TestDockerKill(t *testing.T) {
 	}
 }
 
+// `docker stop -t 3` on a container whose StopTimeout is Docker's default,
+// 10 s: the SIGKILL comes 3 s after SIGTERM. The grace that was applied is
+// the -t, which no runtime reports; the container's StopTimeout was not
+// applied and must not be shown as the grace period: grace_period_s is
+// absent, stop_timeout_s says 10, kill_after_s about 3, and the text says
+// what the stop was given (issue 20).
+func TestDockerStopShorterThanStopTimeout(t *testing.T) {
+	img := busyboxImage(t)
+	r := runStopResult(t, stopCase{
+		name: "e2e-stop-t3", stream: "docker_stop_t3",
+		args:       []string{img, "sh", "-c", "sleep 1000 & wait"},
+		timeout:    "3",
+		prediction: "ignored_by_init", signal: "SIGTERM",
+		outcome: "ignored_by_init", exitStatus: 137, killed: true, cascade: 1,
+		summary: []string{"the stop was given 3"},
+	})
+	if got := docker(t, "inspect", "-f", "{{.Config.StopTimeout}}", "e2e-stop-t3"); got != "<nil>" {
+		t.Fatalf("the container's StopTimeout is %s, want Docker's default (unset: 10 s)", got)
+	}
+	ep := r.ep
+	if ep.GracePeriod != nil {
+		t.Errorf("grace_period_s %v: the stop was given 3 s (docker stop -t 3), not the container's StopTimeout", *ep.GracePeriod)
+	}
+	within(t, "stop_timeout_s", ep.StopTimeout, 10, 10)
+	within(t, "kill_after_s", ep.KillAfter, 2.8, 7)
+	if strings.Contains(outcomeLine(r.text), "grace period 10") {
+		t.Errorf("the text calls the StopTimeout the grace period: %s", outcomeLine(r.text))
+	}
+}
+
+// `docker stop` with no -t on a container with --stop-timeout 2: the
+// SIGKILL came at the StopTimeout, which is then the grace that applied.
+func TestDockerStopAtStopTimeout(t *testing.T) {
+	img := busyboxImage(t)
+	r := runStopResult(t, stopCase{
+		name: "e2e-stop-timeout2", stream: "docker_stop_timeout2",
+		args:       []string{"--stop-timeout", "2", img, "sh", "-c", "sleep 1000 & wait"},
+		prediction: "ignored_by_init", signal: "SIGTERM",
+		outcome: "ignored_by_init", exitStatus: 137, killed: true, cascade: 1,
+	})
+	within(t, "grace_period_s", r.ep.GracePeriod, 2, 2)
+	within(t, "stop_timeout_s", r.ep.StopTimeout, 2, 2)
+}
+
 // A memory-limited container that allocates past its limit: the kernel's
 // OOM killer picks its PID 1.
 func TestDockerOOM(t *testing.T) {
