@@ -81,6 +81,13 @@ type episode struct {
 	Container struct {
 		ID, Name, Image, Runtime, Pod, Namespace string
 	} `json:"container"`
+	Main struct {
+		PID     uint32 `json:"pid"`
+		NsPID   uint32 `json:"ns_pid"`
+		Comm    string `json:"comm"`
+		Runtime string `json:"runtime"` // the main process's language runtime (issue 20)
+	} `json:"main"`
+	MainIsInit bool   `json:"main_is_init"`
 	Outcome    string `json:"outcome"`
 	StopSignal string `json:"stop_signal"`
 	StopSender *struct {
@@ -95,13 +102,16 @@ type episode struct {
 	KillAt       string   `json:"kill_at"`
 	ExitAt       string   `json:"exit_at"`
 	GracePeriod  *float64 `json:"grace_period_s"`
+	StopTimeout  *float64 `json:"stop_timeout_s"` // the container's configured StopTimeout (issue 20)
 	KillAfter    *float64 `json:"kill_after_s"`
 	CascadeKills []struct {
 		PID   uint32 `json:"pid"`
 		NsPID uint32 `json:"ns_pid"`
 	} `json:"cascade_kills"`
-	ExitStatus *int `json:"exit_status"`
-	Steps      []struct {
+	ExitStatus  *int   `json:"exit_status"`
+	StartUnseen bool   `json:"start_unseen"`
+	TracedSince string `json:"traced_since"`
+	Steps       []struct {
 		Kind string `json:"kind"`
 		Text string `json:"text"`
 	} `json:"steps"`
@@ -271,29 +281,77 @@ func TestDockerStopHandlerTimeout(t *testing.T) {
 }
 
 // docker kill and docker rm -f: SIGKILL with no stop signal before it.
-// The container starts after the timeline, which sees its start: a SIGKILL
-// so soon after tracing began would otherwise be a stop whose beginning it
-// may have missed (unfinished, start_unseen).
+// The container runs before the timeline starts and is killed 1 s after
+// it: the SIGKILL and PID 1's exit are both seen, so the stop is killed
+// even though tracing began moments before. unfinished with start_unseen
+// is for a stop whose stop signal may have been sent before tracing began
+// and was not seen (an agent restarted mid-stop), not for this (issue 20).
 func TestDockerKill(t *testing.T) {
 	img := busyboxImage(t)
 	for _, c := range []struct{ name, how string }{{"e2e-kill", "kill"}, {"e2e-rmf", "rm"}} {
 		t.Run(c.how, func(t *testing.T) {
-			l := startTimeline(t)
 			id := runContainer(t, c.name, img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
+			l := startTimeline(t)
+			time.Sleep(time.Second)
 			if c.how == "kill" {
 				docker(t, "kill", c.name)
 			} else {
 				docker(t, "rm", "-f", c.name)
 			}
 			ep := episodeOf(t, l.stop(t), id)
-			if ep.Outcome != "killed" || ep.StopAt != "" || ep.KillAt == "" {
-				t.Errorf("episode: outcome %s stop_at %q kill_at %q", ep.Outcome, ep.StopAt, ep.KillAt)
+			if ep.Outcome != "killed" || ep.StopAt != "" || ep.KillAt == "" || ep.StartUnseen {
+				t.Errorf("episode: outcome %s stop_at %q kill_at %q start_unseen %v traced_since %q; %s",
+					ep.Outcome, ep.StopAt, ep.KillAt, ep.StartUnseen, ep.TracedSince, ep.raw)
 			}
 			if ep.ExitStatus == nil || *ep.ExitStatus != 137 {
 				t.Errorf("exit status %v, want 137", ep.ExitStatus)
 			}
 		})
 	}
+}
+
+// `docker stop -t 3` on a container whose StopTimeout is Docker's default,
+// 10 s: the SIGKILL comes 3 s after SIGTERM. The grace that was applied is
+// the -t, which no runtime reports; the container's StopTimeout was not
+// applied and must not be shown as the grace period: grace_period_s is
+// absent, stop_timeout_s says 10, kill_after_s about 3, and the text says
+// what the stop was given (issue 20).
+func TestDockerStopShorterThanStopTimeout(t *testing.T) {
+	img := busyboxImage(t)
+	r := runStopResult(t, stopCase{
+		name: "e2e-stop-t3", stream: "docker_stop_t3",
+		args:       []string{img, "sh", "-c", "sleep 1000 & wait"},
+		timeout:    "3",
+		prediction: "ignored_by_init", signal: "SIGTERM",
+		outcome: "ignored_by_init", exitStatus: 137, killed: true, cascade: 1,
+		summary: []string{"the stop was given 3"},
+	})
+	if got := docker(t, "inspect", "-f", "{{.Config.StopTimeout}}", "e2e-stop-t3"); got != "<nil>" {
+		t.Fatalf("the container's StopTimeout is %s, want Docker's default (unset: 10 s)", got)
+	}
+	ep := r.ep
+	if ep.GracePeriod != nil {
+		t.Errorf("grace_period_s %v: the stop was given 3 s (docker stop -t 3), not the container's StopTimeout", *ep.GracePeriod)
+	}
+	within(t, "stop_timeout_s", ep.StopTimeout, 10, 10)
+	within(t, "kill_after_s", ep.KillAfter, 2.8, 7)
+	if strings.Contains(outcomeLine(r.text), "grace period 10") {
+		t.Errorf("the text calls the StopTimeout the grace period: %s", outcomeLine(r.text))
+	}
+}
+
+// `docker stop` with no -t on a container with --stop-timeout 2: the
+// SIGKILL came at the StopTimeout, which is then the grace that applied.
+func TestDockerStopAtStopTimeout(t *testing.T) {
+	img := busyboxImage(t)
+	r := runStopResult(t, stopCase{
+		name: "e2e-stop-timeout2", stream: "docker_stop_timeout2",
+		args:       []string{"--stop-timeout", "2", img, "sh", "-c", "sleep 1000 & wait"},
+		prediction: "ignored_by_init", signal: "SIGTERM",
+		outcome: "ignored_by_init", exitStatus: 137, killed: true, cascade: 1,
+	})
+	within(t, "grace_period_s", r.ep.GracePeriod, 2, 2)
+	within(t, "stop_timeout_s", r.ep.StopTimeout, 2, 2)
 }
 
 // A memory-limited container that allocates past its limit: the kernel's

@@ -293,3 +293,46 @@ func saveStream(t *testing.T, name string, stream []string) {
 	}
 	t.Logf("wrote %s (%d lines)", path, len(stream))
 }
+
+// startTimelineText starts `sigscope timeline` with its text output, for
+// what only the text says (the outcome line's summary).
+func startTimelineText(t *testing.T) live {
+	t.Helper()
+	return live{testutil.StartSigscope(t, "timeline", "-o", "text")}
+}
+
+// stopText ends a text timeline and returns the lines of container name's
+// episode: its header, steps, outcome and hint. It does not wait for late
+// episodes: call it after a JSON timeline's stop, which did.
+func (l live) stopText(t *testing.T, name string) []string {
+	t.Helper()
+	var out []string
+	in := false
+	for _, b := range l.Running.Stop(t) {
+		line := string(b)
+		if strings.HasPrefix(line, "container ") || strings.HasPrefix(line, "pod ") || strings.HasPrefix(line, "pid namespace") {
+			if in {
+				break
+			}
+			in = strings.HasPrefix(line, "container "+name+" (")
+		}
+		if in {
+			out = append(out, line)
+		}
+	}
+	if len(out) == 0 {
+		t.Errorf("the text timeline printed no episode for container %s", name)
+	}
+	return out
+}
+
+// outcomeLine is the "outcome: VERDICT — SUMMARY" line of an episode's
+// text.
+func outcomeLine(text []string) string {
+	for _, line := range text {
+		if strings.HasPrefix(line, "outcome: ") {
+			return line
+		}
+	}
+	return ""
+}

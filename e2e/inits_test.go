@@ -34,10 +34,32 @@ type stopCase struct {
 	exitStatus int  // docker's exit code, and the episode's exit_status
 	killed     bool // the episode has a SIGKILL to PID 1 (kill_at)
 	cascade    int  // the episode's cascade kills
+
+	// Checked when set:
+	runtime string   // the episode's main.runtime
+	hint    []string // what the episode's hint says (substrings)
+	// summary are substrings of the outcome line of `sigscope timeline`'s
+	// text output, run beside the JSON one during the stop.
+	summary []string
+}
+
+// stopResult is what runStopResult saw.
+type stopResult struct {
+	eps   []episode // every episode the timeline printed
+	ep    episode   // the container's
+	audit auditLine // before the stop
+	code  string    // docker's exit code
+	text  []string  // the container's episode in the text output (with summary)
 }
 
 // runStop runs the scenario and returns every episode the timeline printed.
 func runStop(t *testing.T, c stopCase) []episode {
+	t.Helper()
+	return runStopResult(t, c).eps
+}
+
+// runStopResult runs the scenario and returns what it saw.
+func runStopResult(t *testing.T, c stopCase) stopResult {
 	t.Helper()
 	id := runContainer(t, c.name, c.args...)
 	pid := mainPID(t, c.name)
@@ -56,27 +78,39 @@ func runStop(t *testing.T, c stopCase) []episode {
 	}
 
 	l := startTimeline(t)
+	var lt live
+	if len(c.summary) > 0 {
+		lt = startTimelineText(t)
+	}
 	rec := startTrace(t, "--signals", "default")
+	stop := []string{"stop"}
+	if c.timeout != "" {
+		stop = append(stop, "-t", c.timeout)
+	}
 	start := time.Now()
-	docker(t, "stop", "-t", c.timeout, c.name)
+	docker(t, append(stop, c.name)...)
 	took := time.Since(start)
 	code := exitCode(t, c.name)
 	eps := l.stop(t)
+	var text []string
+	if len(c.summary) > 0 {
+		text = lt.stopText(t, c.name)
+	}
 	lines := rec.stop(t)
 
 	stream := streamOf(t, lines, pidns, id)
-	var text []string
+	var described []string
 	dropped := 0 // lines `trace --container NAME` would not show
 	for _, line := range stream {
-		text = append(text, describe(t, line))
+		described = append(described, describe(t, line))
 		tl := parseTraceLine(t, line)
 		if (tl.Container == nil || tl.Container.ID != id) && (tl.SenderContainer == nil || tl.SenderContainer.ID != id) {
 			dropped++
-			text[len(text)-1] += "   [not " + c.name + "'s: --container drops it]"
+			described[len(described)-1] += "   [not " + c.name + "'s: --container drops it]"
 		}
 	}
-	t.Logf("docker stop -t %s took %v, exit %s; kernel stream (pid ns %d, %d of %d lines, %d not the container's):\n%s",
-		c.timeout, took.Round(time.Millisecond), code, pidns, len(stream), len(lines), dropped, strings.Join(text, "\n"))
+	t.Logf("%s took %v, exit %s; kernel stream (pid ns %d, %d of %d lines, %d not the container's):\n%s",
+		strings.Join(append([]string{"docker"}, stop...), " "), took.Round(time.Millisecond), code, pidns, len(stream), len(lines), dropped, strings.Join(described, "\n"))
 	saveStream(t, c.stream, stream)
 
 	if code != strconv.Itoa(c.exitStatus) {
@@ -99,7 +133,27 @@ func runStop(t *testing.T, c stopCase) []episode {
 	if len(ep.CascadeKills) != c.cascade {
 		t.Errorf("episode cascade_kills %+v, want %d", ep.CascadeKills, c.cascade)
 	}
-	return eps
+	if docker, err := strconv.Atoi(code); err == nil && ep.ExitStatus != nil && *ep.ExitStatus != docker {
+		t.Errorf("episode exit_status %d, but docker reports %d", *ep.ExitStatus, docker)
+	}
+	if c.runtime != "" && ep.Main.Runtime != c.runtime {
+		t.Errorf("episode main.runtime %q, want %q (main %+v)", ep.Main.Runtime, c.runtime, ep.Main)
+	}
+	for _, h := range c.hint {
+		if !strings.Contains(ep.Hint, h) {
+			t.Errorf("episode hint %q does not say %q", ep.Hint, h)
+		}
+	}
+	if len(c.summary) > 0 {
+		t.Logf("text timeline:\n%s", strings.Join(text, "\n"))
+		outcome := outcomeLine(text)
+		for _, s := range c.summary {
+			if !strings.Contains(outcome, s) {
+				t.Errorf("text timeline's outcome line %q does not say %q", outcome, s)
+			}
+		}
+	}
+	return stopResult{eps: eps, ep: ep, audit: a, code: code, text: text}
 }
 
 func deref(p *int) any {

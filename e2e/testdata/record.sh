@@ -1,6 +1,8 @@
 #!/bin/sh
-# Regenerates timeline/testdata/streams/*.jsonl: runs the init stop
-# scenarios of e2e/inits_test.go against the real kernel and Docker (root
+# Regenerates timeline/testdata/streams/*.jsonl: runs the stop scenarios
+# that go through runStop (the inits of e2e/inits_test.go, the language
+# runtimes of e2e/runtimes_test.go, the docker stop -t / StopTimeout stops
+# of e2e/e2e_test.go) against the real kernel and Docker (root
 # needed) and writes each stop's kernel stream, as `sigscope trace -o json
 # --signals default` printed it, trimmed to the container's pid namespace
 # and container ID. The tests' own verdicts do not stop the recording: a
@@ -8,9 +10,10 @@
 #
 #   e2e/testdata/record.sh            # every scenario
 #   e2e/testdata/record.sh Catatonit  # those whose test name matches
+#   e2e/testdata/record.sh NodeJS     # the name follows TestInit, TestRuntime, ...
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 SIGSCOPE_RECORD_STREAMS="$root/timeline/testdata/streams" \
-	go test -count=1 -v -run "TestInit${1:-}" ./e2e || true
+	go test -p 1 -count=1 -v -run "^(TestInit|TestRuntime|TestDockerStop(ShorterThan|At)StopTimeout)${1:-}" ./e2e || true
 ls -l "$root/timeline/testdata/streams"

@@ -7,6 +7,12 @@
 // machines the tests run on; containers must therefore run with
 // --network none.
 //
+// Language runtimes: HostRuntime names one installed from Debian's packages
+// (NodeJS, Python3, Java17); EnsureHostRuntimes installs the missing ones,
+// HostRuntimeArgs binds the host's /usr (and /usr/lib as /lib, /usr/lib64 as
+// /lib64, and what a runtime reads under /etc) read-only into a container
+// FROM scratch, and BuildAppImage puts the programs they run in /app.
+//
 // CRI: EnsureCRI starts a private containerd (docker.io's binary, its own
 // root, state and socket, apart from dockerd's) with the CRI plugin on and a
 // pause image imported from Docker; RunPod then plays kubelet: a pod

@@ -21,11 +21,18 @@ const busyboxPath = "/bin/busybox"
 // line in extraDockerfileLines gets no network either.
 func BuildBusyboxImage(t testing.TB, tag, extraDockerfileLines string) string {
 	t.Helper()
+	return BuildBusyboxImageWith(t, tag, t.TempDir(), extraDockerfileLines)
+}
+
+// BuildBusyboxImageWith is BuildBusyboxImage with dir as the build
+// context: whatever the caller put there can be COPYed by
+// extraDockerfileLines. dir must not hold rootfs/ or a Dockerfile.
+func BuildBusyboxImageWith(t testing.TB, tag, dir, extraDockerfileLines string) string {
+	t.Helper()
 	d := EnsureDaemon(t)
 	if !IsStatic(busyboxPath) {
 		aptInstall(t, "busybox-static")
 	}
-	dir := t.TempDir()
 	bin := filepath.Join(dir, "rootfs", "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
