@@ -29,17 +29,25 @@ type StopRequest struct {
 // of a container it never asked to stop.
 type StopHistory struct {
 	From, To time.Time
-	// Complete names the runtimes (Info.Runtime values) whose record covers
-	// the whole window.
-	Complete map[string]bool
+	// CompleteSince says, for each runtime that answered (Info.Runtime
+	// values), from when on its record is complete: From or earlier when
+	// it covers the whole window, a later time when it kept too few events
+	// to reach back that far.
+	CompleteSince map[string]time.Time
 	// Requests are the stop signals (not SIGKILL) those runtimes sent in
 	// the window.
 	Requests []StopRequest
 }
 
 // Covers reports whether the history can answer for a container of
-// runtime rt.
-func (h *StopHistory) Covers(rt string) bool { return h != nil && h.Complete[rt] }
+// runtime rt from the time from on.
+func (h *StopHistory) Covers(rt string, from time.Time) bool {
+	if h == nil || from.Before(h.From) {
+		return false
+	}
+	since, ok := h.CompleteSince[rt]
+	return ok && !since.After(from)
+}
 
 // LastRequest is the last stop signal the runtime sent to container id at
 // or after since, within the window; false when there was none.
@@ -59,25 +67,25 @@ func (h *StopHistory) LastRequest(id string, since time.Time) (StopRequest, bool
 
 // StopHistory asks the reachable runtimes which stop signals they sent
 // between from and to. Docker keeps its last 256 events in memory: its
-// record is complete when the oldest of them is older than from, or when
-// it holds fewer (nothing was evicted since the daemon started, and a stop
+// record is complete from its oldest kept event on, or for all time when it
+// holds fewer (nothing was evicted since the daemon started, and a stop
 // begun by a daemon that restarted since then died with it). CRI runtimes
 // keep no such record and are never complete. A runtime that does not
 // answer is left out: the caller then keeps its cautious reading.
 func (r *Resolver) StopHistory(ctx context.Context, from, to time.Time) StopHistory {
-	h := StopHistory{From: from, To: to, Complete: map[string]bool{}}
+	h := StopHistory{From: from, To: to, CompleteSince: map[string]time.Time{}}
 	r.mu.Lock()
 	docker := r.docker
 	r.mu.Unlock()
 	if docker == nil {
 		return h
 	}
-	reqs, complete, err := docker.stopHistory(ctx, from, to)
+	reqs, since, err := docker.stopHistory(ctx, from, to)
 	if err != nil {
 		r.log.Debug("docker: reading the event history before tracing began", "error", err)
 		return h
 	}
-	h.Complete[RuntimeDocker] = complete
+	h.CompleteSince[RuntimeDocker] = since
 	h.Requests = reqs
 	return h
 }
@@ -100,22 +108,22 @@ type dockerEvent struct {
 // stopHistory reads every event the daemon keeps up to `to` and returns the
 // stop signals among them from `from` on ("kill" events whose signal is
 // not SIGKILL: docker stop's first signal; docker kill -s TERM too), and
-// whether its record covers the window.
-func (c *dockerClient) stopHistory(ctx context.Context, from, to time.Time) ([]StopRequest, bool, error) {
+// from when on its record is complete (the zero time: since it started).
+func (c *dockerClient) stopHistory(ctx context.Context, from, to time.Time) ([]StopRequest, time.Time, error) {
 	// since=1: every event kept (0 would mean "from now on" and stream).
 	path := fmt.Sprintf("/events?since=1&until=%d.%09d", to.Unix(), to.Nanosecond())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
 	if err != nil {
-		return nil, false, err
+		return nil, time.Time{}, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, false, fmt.Errorf("docker API %s: %w", c.socket, err)
+		return nil, time.Time{}, fmt.Errorf("docker API %s: %w", c.socket, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, false, fmt.Errorf("docker API GET /events: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+		return nil, time.Time{}, fmt.Errorf("docker API GET /events: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
 	dec := json.NewDecoder(io.LimitReader(resp.Body, maxResponse))
 	var (
@@ -129,7 +137,7 @@ func (c *dockerClient) stopHistory(ctx context.Context, from, to time.Time) ([]S
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			return nil, false, fmt.Errorf("docker API GET /events: decoding: %w", err)
+			return nil, time.Time{}, fmt.Errorf("docker API GET /events: decoding: %w", err)
 		}
 		n++
 		at := time.Unix(0, ev.TimeNano)
@@ -145,8 +153,10 @@ func (c *dockerClient) stopHistory(ctx context.Context, from, to time.Time) ([]S
 		}
 		out = append(out, StopRequest{ID: ev.Actor.ID, At: at, Signal: sig})
 	}
-	complete := n < dockerEventsKept || !oldest.IsZero() && !oldest.After(from)
-	return out, complete, nil
+	if n < dockerEventsKept {
+		return out, time.Time{}, nil
+	}
+	return out, oldest, nil
 }
 
 // parseEventSignal reads a kill event's signal attribute: a number as

@@ -27,7 +27,7 @@ func TestRealDockerStopHistory(t *testing.T) {
 	r := NewResolver(Options{DockerSocket: d.Socket, CRISockets: []string{}, NoCgroupWatch: true})
 	defer r.Close()
 	h := r.StopHistory(context.Background(), before, after)
-	if !h.Covers(RuntimeDocker) {
+	if !h.Covers(RuntimeDocker, before) {
 		t.Errorf("Docker's record of the last seconds is not complete: %+v", h)
 	}
 	req, ok := h.LastRequest(id, before)
@@ -45,7 +45,7 @@ func TestRealDockerStopHistory(t *testing.T) {
 
 	down := NewResolver(Options{DockerSocket: t.TempDir() + "/none.sock", CRISockets: []string{}, NoCgroupWatch: true})
 	defer down.Close()
-	if h := down.StopHistory(context.Background(), before, after); h.Covers(RuntimeDocker) {
+	if h := down.StopHistory(context.Background(), before, after); h.Covers(RuntimeDocker, before) {
 		t.Errorf("an unreachable daemon's record taken for complete")
 	}
 }

@@ -375,8 +375,8 @@ func (e *Engine) beganUnseen(ep *episode) bool {
 	if ep.Start.Sub(e.since) > ep.StopBudget() {
 		return false
 	}
-	if h := e.opts.History; h.Covers(ep.Container.Runtime) {
-		_, asked := h.LastRequest(ep.Container.ID, ep.Start.Add(-ep.StopBudget()))
+	if from := ep.Start.Add(-ep.StopBudget()); e.opts.History.Covers(ep.Container.Runtime, from) {
+		_, asked := e.opts.History.LastRequest(ep.Container.ID, from)
 		return asked
 	}
 	return true

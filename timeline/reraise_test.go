@@ -66,7 +66,7 @@ func TestReraiseDroppedByInit(t *testing.T) {
 			t.Errorf("hint %q lacks %q", ep.Hint, w)
 		}
 	}
-	if sum := ep.Summary(); !strings.Contains(sum, "raised SIGTERM again with the default action, and the kernel dropped that (pid1_ignored)") {
+	if sum := ep.Summary(); !strings.Contains(sum, "re-raised SIGTERM with the default action, and the kernel dropped that (pid1_ignored)") {
 		t.Errorf("summary %q", sum)
 	}
 	b, err := ep.MarshalJSON()

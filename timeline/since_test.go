@@ -168,7 +168,7 @@ func TestStartsBounded(t *testing.T) {
 // SIGTERM) stays unfinished; a record that is not complete, or a runtime
 // that keeps none (CRI), leaves the cautious rule.
 func TestStartUnseenHistory(t *testing.T) {
-	complete := map[string]bool{"docker": true}
+	complete := map[string]time.Time{"docker": {}}
 	cases := []struct {
 		name    string
 		info    *container.Info
@@ -176,17 +176,19 @@ func TestStartUnseenHistory(t *testing.T) {
 		want    Outcome
 	}{
 		{"docker kill, no stop asked", dockerInfo(idA, "web", 10),
-			&container.StopHistory{Complete: complete}, OutcomeKilled},
+			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete}, OutcomeKilled},
 		{"docker stop before tracing began", dockerInfo(idA, "web", 10),
-			&container.StopHistory{Complete: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-8 * time.Second), Signal: tracer.SIGTERM}}}, OutcomeUnfinished},
+			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-8 * time.Second), Signal: tracer.SIGTERM}}}, OutcomeUnfinished},
 		{"another container's stop", dockerInfo(idA, "web", 10),
-			&container.StopHistory{Complete: complete, Requests: []container.StopRequest{{ID: "other", At: base.Add(-8 * time.Second), Signal: tracer.SIGTERM}}}, OutcomeKilled},
+			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: "other", At: base.Add(-8 * time.Second), Signal: tracer.SIGTERM}}}, OutcomeKilled},
 		{"a stop long over (outside its budget)", dockerInfo(idA, "web", 10),
-			&container.StopHistory{Complete: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-5 * time.Minute), Signal: tracer.SIGTERM}}}, OutcomeKilled},
-		{"Docker's record incomplete", dockerInfo(idA, "web", 10),
-			&container.StopHistory{Complete: map[string]bool{"docker": false}}, OutcomeUnfinished},
+			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-5 * time.Minute), Signal: tracer.SIGTERM}}}, OutcomeKilled},
+		{"Docker's record starts within the budget (it kept too few events)", dockerInfo(idA, "web", 10),
+			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: map[string]time.Time{"docker": base.Add(-5 * time.Second)}}, OutcomeUnfinished},
+		{"Docker's record reaches back far enough", dockerInfo(idA, "web", 10),
+			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: map[string]time.Time{"docker": base.Add(-time.Minute)}}, OutcomeKilled},
 		{"a CRI runtime keeps no record", &container.Info{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop", GracePeriod: 30},
-			&container.StopHistory{Complete: complete}, OutcomeUnfinished},
+			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete}, OutcomeUnfinished},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -90,7 +90,7 @@ func (ep *Episode) Summary() string {
 	case OutcomeGraceful:
 		switch {
 		case reraiseDropped:
-			parts = append(parts, fmt.Sprintf("%s ran its %s handler, which raised %s again with the default action; the kernel dropped that, as it drops every signal a namespace init has no handler for, and %s exited by itself with code %d (not %d: a signal cannot end a namespace init that has no handler for it)",
+			parts = append(parts, fmt.Sprintf("%s ran its %s handler, which re-raised %s with the default action; the kernel dropped that, as it drops every signal a namespace init has no handler for, and %s exited by itself with code %d (not %d: a signal cannot end a namespace init that has no handler for it)",
 				who, ep.StopSignal, ep.StopSignal, ep.mainRole(), ep.ExitStatus, 128+int(ep.StopSignal)))
 		case ep.ForwardingInit != "":
 			parts = append(parts, fmt.Sprintf("%s, an init, passed %s on and exited", who, ep.StopSignal))
@@ -101,7 +101,7 @@ func (ep *Episode) Summary() string {
 		}
 	case OutcomeIgnoredByInit, OutcomeIgnored:
 		if reraiseDropped {
-			parts = append(parts, fmt.Sprintf("%s ran its %s handler, which raised %s again with the default action, and the kernel dropped that (%s): a namespace init is not ended by a signal it has no handler for",
+			parts = append(parts, fmt.Sprintf("%s ran its %s handler, which re-raised %s with the default action, and the kernel dropped that (%s): a namespace init is not ended by a signal it has no handler for",
 				who, ep.StopSignal, ep.StopSignal, fateWord(ep.ReraiseVerdict)))
 			break
 		}
