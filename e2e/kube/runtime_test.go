@@ -31,12 +31,14 @@ func requireImage(t *testing.T, c *cluster, ref, hint string) {
 }
 
 // featureGate reports whether gate is on in the API server and in the
-// kubelet, as each says in its own kubernetes_feature_enabled metric.
+// kubelet, as each says in its own kubernetes_feature_enabled metric. The
+// kubelet is asked at its own address (the API server's node proxy refuses
+// its loopback address), with the kubeconfig's credentials.
 func featureGate(t *testing.T, c *cluster, gate string) (apiserver, kubelet bool) {
 	t.Helper()
-	on := func(path string) bool {
+	on := func(args ...string) bool {
 		t.Helper()
-		out, err := c.run(t, "get", "--raw", path)
+		out, err := c.run(t, append(args, "get", "--raw", "/metrics")...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,10 +47,15 @@ func featureGate(t *testing.T, c *cluster, gate string) (apiserver, kubelet bool
 				return strings.HasSuffix(strings.TrimSpace(line), " 1")
 			}
 		}
-		t.Fatalf("%s: no kubernetes_feature_enabled series for %s", path, gate)
+		t.Fatalf("kubectl %s get --raw /metrics: no kubernetes_feature_enabled series for %s", strings.Join(args, " "), gate)
 		return false
 	}
-	return on("/metrics"), on("/api/v1/nodes/" + c.nodeName + "/proxy/metrics")
+	kubeletAt, err := c.run(t, "get", "node", c.nodeName, "-o",
+		`jsonpath={.status.addresses[?(@.type=="InternalIP")].address}:{.status.daemonEndpoints.kubeletEndpoint.Port}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return on(), on("--server", "https://"+kubeletAt)
 }
 
 // requireGate skips t (fails under SIGSCOPE_REQUIRE_CLUSTER=1) unless gate
@@ -187,10 +194,14 @@ func auditStopAndCheck(t *testing.T, c *cluster, agentNS string, l liveTimeline,
 		t.Fatalf("%d episodes of pod %s, want 1: %+v", len(eps), name, eps)
 	}
 	ep := eps[0]
-	t.Logf("episode of %s: outcome %s, stop signal %s, main %s (runtime %q), exit %v; signals from outside: %q",
-		name, ep.Outcome, ep.StopSignal, ep.Main.Comm, ep.Main.Runtime, ep.ExitStatus, stopSignalSteps(ep))
-	if ep.Outcome != w.outcome || ep.StopSignal != w.signal || ep.ExitStatus == nil || *ep.ExitStatus != w.exit {
-		t.Errorf("pod %s: outcome %s stop signal %s exit %v, want %s, %s, %d\n%s", name, ep.Outcome, ep.StopSignal, ep.ExitStatus, w.outcome, w.signal, w.exit, ep.raw)
+	exit := "none"
+	if ep.ExitStatus != nil {
+		exit = fmt.Sprint(*ep.ExitStatus)
+	}
+	t.Logf("episode of %s: outcome %s, stop signal %s, main %s (runtime %q), exit %s; signals from outside: %q",
+		name, ep.Outcome, ep.StopSignal, ep.Main.Comm, ep.Main.Runtime, exit, stopSignalSteps(ep))
+	if ep.Outcome != w.outcome || ep.StopSignal != w.signal || exit != fmt.Sprint(w.exit) {
+		t.Errorf("pod %s: outcome %s stop signal %s exit %s, want %s, %s, %d\n%s", name, ep.Outcome, ep.StopSignal, exit, w.outcome, w.signal, w.exit, ep.raw)
 	}
 	if ep.Main.Comm != w.comm || ep.Main.NsPID != 1 || (w.runtime != "" && ep.Main.Runtime != w.runtime) {
 		t.Errorf("pod %s: main %+v, want PID 1 %s, runtime %q\n%s", name, ep.Main, w.comm, w.runtime, ep.raw)
