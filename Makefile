@@ -70,7 +70,7 @@ test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, boote
 	bash test/kernels/run.sh $(KERNELS)
 
 .PHONY: cluster
-cluster: ## Start a single-node Kubernetes here (root), built the first time into .cache/cluster; then `. .cluster/env` (docs/cluster.md)
+cluster: ## Start a single-node Kubernetes here (root), built the first time into .cache/cluster; then `. .cluster/env` (docs/cluster.md). FEATURE_GATES=Name=true,... for the API server, controller-manager, scheduler and kubelet (default ContainerStopSignals=true; FEATURE_GATES= for none)
 	bash test/cluster/up.sh
 
 .PHONY: cluster-down

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -264,7 +265,14 @@ func verbosePID(verbose map[string]string) int {
 	return v.PID
 }
 
-// criSignal reads a CRI stop signal; the runtime default is 0, as in Info.
+// criSignal reads a CRI stop signal (ContainerStatus.stop_signal: the
+// signal the runtime stops the container with, as containerd 2.x and
+// CRI-O report it: the kubelet's lifecycle.stopSignal, else the image's
+// STOPSIGNAL, else SIGTERM); the runtime default is 0, as in Info. The
+// enum's names are not all the kernel's: SIGRTMINPLUS3 is SIGRTMIN+3
+// (34+3, as runc and the kubelet count them), SIGRTMAXMINUS2 SIGRTMAX-2
+// (64-2), and SIGCLD, SIGIOT and SIGPOLL are other names of SIGCHLD,
+// SIGABRT and SIGIO.
 func criSignal(s runtimeapi.Signal) tracer.Signal {
 	if s == runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
 		return 0
@@ -273,5 +281,29 @@ func criSignal(s runtimeapi.Signal) tracer.Signal {
 	if !ok {
 		return 0
 	}
-	return parseStopSignal(strings.TrimPrefix(name, "SIGNAL_"))
+	name = strings.TrimPrefix(name, "SIGNAL_")
+	if n, ok := strings.CutPrefix(name, "SIGRTMINPLUS"); ok {
+		name = "SIGRTMIN+" + n
+	}
+	if n, ok := strings.CutPrefix(name, "SIGRTMAXMINUS"); ok {
+		name = "SIGRTMAX-" + n
+	}
+	switch name {
+	case "SIGCLD":
+		return tracer.SIGCHLD
+	case "SIGIOT":
+		name = "SIGABRT"
+	case "SIGPOLL":
+		name = "SIGIO"
+	case "SIGRTMAX":
+		return tracer.MaxSignal
+	}
+	if n, ok := strings.CutPrefix(name, "SIGRTMAX-"); ok {
+		k, err := strconv.Atoi(n)
+		if err != nil || k < 1 || k > tracer.MaxSignal-int(parseStopSignal("SIGRTMIN")) {
+			return 0
+		}
+		return tracer.MaxSignal - tracer.Signal(k)
+	}
+	return parseStopSignal(name)
 }

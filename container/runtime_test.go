@@ -394,6 +394,13 @@ func TestInfoFromCRI(t *testing.T) {
 	}{
 		{"kubelet container", kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242),
 			Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60, MainPID: 4242}, false},
+		// ContainerStopSignals: containerd 2.4 reports the kubelet's
+		// lifecycle.stopSignal, which it stops the container with.
+		{"kubelet container with lifecycle.stopSignal", func() *runtimeapi.ContainerStatusResponse {
+			r := kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242)
+			r.Status.StopSignal = runtimeapi.Signal_SIGNAL_SIGUSR1
+			return r
+		}(), Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60, MainPID: 4242, StopSignal: tracer.SIGUSR1}, false},
 		{"created, not started", kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_CREATED, 0),
 			Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60}, true},
 		{"image by ref, stop signal, no verbose info", &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
@@ -548,5 +555,61 @@ func TestParseHook(t *testing.T) {
 		if (got == nil) != (want == nil) || got != nil && (got.Kind != want.Kind || got.URL != want.URL || got.Seconds != want.Seconds || strings.Join(got.Command, " ") != strings.Join(want.Command, " ")) {
 			t.Errorf("ParseHook(%q) = %+v, want %+v", in, got, want)
 		}
+	}
+}
+
+// Every signal CRI can report maps to the kernel's number for it, as runc
+// and the kubelet count them (SIGRTMIN is 34): none is taken for the
+// runtime default (which would make a stop by SIGRTMAX-2 look like a
+// SIGTERM stop), and the enum's aliases and RT names are the kernel's.
+func TestCRISignal(t *testing.T) {
+	want := map[runtimeapi.Signal]tracer.Signal{
+		runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT: 0,
+		runtimeapi.Signal_SIGNAL_SIGABRT:         6,
+		runtimeapi.Signal_SIGNAL_SIGIOT:          6,
+		runtimeapi.Signal_SIGNAL_SIGCHLD:         17,
+		runtimeapi.Signal_SIGNAL_SIGCLD:          17,
+		runtimeapi.Signal_SIGNAL_SIGIO:           29,
+		runtimeapi.Signal_SIGNAL_SIGPOLL:         29,
+		runtimeapi.Signal_SIGNAL_SIGPWR:          30,
+		runtimeapi.Signal_SIGNAL_SIGSTKFLT:       16,
+		runtimeapi.Signal_SIGNAL_SIGSYS:          31,
+		runtimeapi.Signal_SIGNAL_SIGTERM:         tracer.SIGTERM,
+		runtimeapi.Signal_SIGNAL_SIGUSR1:         tracer.SIGUSR1,
+		runtimeapi.Signal_SIGNAL_SIGQUIT:         tracer.SIGQUIT,
+		runtimeapi.Signal_SIGNAL_SIGKILL:         tracer.SIGKILL,
+		runtimeapi.Signal_SIGNAL_SIGRTMIN:        34,
+		runtimeapi.Signal_SIGNAL_SIGRTMINPLUS1:   35,
+		runtimeapi.Signal_SIGNAL_SIGRTMINPLUS15:  49,
+		runtimeapi.Signal_SIGNAL_SIGRTMAXMINUS14: 50,
+		runtimeapi.Signal_SIGNAL_SIGRTMAXMINUS1:  63,
+		runtimeapi.Signal_SIGNAL_SIGRTMAX:        64,
+		runtimeapi.Signal(1000):                  0, // not in the enum
+	}
+	for s, w := range want {
+		if got := criSignal(s); got != w {
+			t.Errorf("criSignal(%v) = %d (%v), want %d (%v)", s, got, got, w, w)
+		}
+	}
+	// Each named signal is a signal, and two enum values share a number
+	// only as aliases.
+	seen := map[tracer.Signal]string{}
+	aliases := map[string]bool{"SIGNAL_SIGIOT": true, "SIGNAL_SIGCLD": true, "SIGNAL_SIGPOLL": true}
+	for v, name := range runtimeapi.Signal_name {
+		if v == 0 {
+			continue
+		}
+		got := criSignal(runtimeapi.Signal(v))
+		if got < 1 || got > tracer.MaxSignal {
+			t.Errorf("%s: %d, want a signal", name, got)
+			continue
+		}
+		if other, dup := seen[got]; dup && !aliases[name] && !aliases[other] {
+			t.Errorf("%s and %s both %v", name, other, got)
+		}
+		seen[got] = name
+	}
+	if len(seen) != 31+31 {
+		t.Errorf("%d distinct signals from CRI's enum, want 62 (1-31 and 34-64)", len(seen))
 	}
 }

@@ -18,6 +18,13 @@ type episode struct {
 		Pod       string `json:"pod"`
 		Namespace string `json:"namespace"`
 	} `json:"container"`
+	// Main is the process the episode follows, with its language runtime.
+	Main struct {
+		PID     int    `json:"pid"`
+		NsPID   int    `json:"ns_pid"`
+		Comm    string `json:"comm"`
+		Runtime string `json:"runtime"`
+	} `json:"main"`
 	Outcome    string   `json:"outcome"`
 	StopReason string   `json:"stop_reason"`
 	StopSignal string   `json:"stop_signal"`

@@ -5,6 +5,9 @@
 # containerd (ctr -n k8s.io images import) when that runs.
 #   sigscope.local/pause:PAUSE_VERSION  the sandbox image: pause/pause.c, static
 #   sigscope.local/busybox:latest       Debian's busybox-static and its applets
+#   sigscope.local/node:host            the host's node (Debian's nodejs) and the
+#                                       shared libraries ldd names, when node is
+#                                       installed
 #   sigscope.local/sigscope:dev         bin/sigscope as deploy/Dockerfile builds it
 #                                       (its go build line, ENTRYPOINT and EXPOSE
 #                                       are read from the Dockerfile)
@@ -20,6 +23,7 @@ IMAGES=$CACHE/images
 PAUSE_IMAGE=sigscope.local/pause:$PAUSE_VERSION
 BUSYBOX_IMAGE=sigscope.local/busybox:latest
 SIGSCOPE_IMAGE=sigscope.local/sigscope:dev
+NODE_IMAGE=sigscope.local/node:host
 DEFAULT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # write_image OUT.tar REF ROOTFS CONFIG: CONFIG is the image config's
@@ -69,6 +73,43 @@ build_busybox() {
 	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
 	printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 	write_image "$IMAGES/busybox.tar" "$BUSYBOX_IMAGE" "$root" "{\"Env\":[\"PATH=$DEFAULT_PATH\"],\"Cmd\":[\"sh\"]}"
+	rm -rf "$root"
+}
+
+# The host's Node.js in an image of its own: /usr/bin/node (the binary the
+# host's node resolves to) with each shared library ldd names, at the path
+# ldd gives (the loader's own default paths: the image has no ld.so.cache),
+# /tmp and /etc/passwd. Nothing else of the host: the e2e tests run it as a
+# pod's PID 1 (`node -e ...`). Built again only when node or one of its
+# libraries changed (their paths, sizes and times: .cache/cluster/images/
+# node.tar.recipe). Without node on the host there is no such image, and
+# the tests that need it say so.
+build_node() {
+	local node root f recipe files=()
+	if ! node=$(command -v node); then
+		rm -f "$IMAGES/node.tar" "$IMAGES/node.tar.id" "$IMAGES/node.tar.recipe"
+		echo "no node on this machine (apt-get install nodejs): no $NODE_IMAGE"
+		return 0
+	fi
+	node=$(readlink -f "$node")
+	# "libx.so => /path (0x...)" and "/lib64/ld-linux-x86-64.so.2 (0x...)".
+	mapfile -t files < <(ldd "$node" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}')
+	[ ${#files[@]} -gt 0 ] || die "ldd $node names no shared library"
+	recipe=$(stat -L -c '%n %s %Y' "$node" "${files[@]}")
+	if [ -f "$IMAGES/node.tar" ] && [ -f "$IMAGES/node.tar.id" ] && [ "$(cat "$IMAGES/node.tar.recipe" 2>/dev/null)" = "$recipe" ]; then
+		return 0
+	fi
+	root=$(mktemp -d)
+	mkdir -p "$root"/{usr/bin,etc,tmp}
+	chmod 1777 "$root/tmp"
+	install -m 0755 "$node" "$root/usr/bin/node"
+	for f in "${files[@]}"; do
+		mkdir -p "$root$(dirname "$f")"
+		cp -L "$f" "$root$f"
+	done
+	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
+	write_image "$IMAGES/node.tar" "$NODE_IMAGE" "$root" "{\"Env\":[\"PATH=$DEFAULT_PATH\"],\"Cmd\":[\"node\"]}"
+	echo "$recipe" >"$IMAGES/node.tar.recipe"
 	rm -rf "$root"
 }
 
@@ -122,17 +163,18 @@ mode=${1:-}
 case $mode in "" | --no-import | --import-only) ;; *) die "usage: images.sh [--no-import | --import-only]" ;; esac
 mkdir -p "$IMAGES"
 if [ "$mode" != --import-only ]; then
-	stage "images: build pause, busybox, sigscope tarballs"
+	stage "images: build pause, busybox, node, sigscope tarballs"
 	[ -x "$BIN/pause" ] || bash "$here/build.sh" pause
 	build_pause
 	build_busybox
+	build_node
 	if ! build_sigscope; then
 		# make cluster goes on without it (or with the last one built): the
 		# cluster is also for work on a tree that does not compile right now.
 		[ "${SIGSCOPE_IMAGE_OPTIONAL:-}" = 1 ] || die "building $SIGSCOPE_IMAGE failed"
 		echo "warning: building $SIGSCOPE_IMAGE failed: $([ -f "$IMAGES/sigscope.tar" ] && echo "the last one built stays" || echo "the cluster has none")" >&2
 	fi
-	for i in pause busybox sigscope; do
+	for i in pause busybox node sigscope; do
 		[ -f "$IMAGES/$i.tar" ] || continue
 		printf '  %-8s %s  %s\n' "$i" "$(cut -c8-19 "$IMAGES/$i.tar.id")" "$(du -h "$IMAGES/$i.tar" | cut -f1)"
 	done
@@ -144,6 +186,7 @@ if [ "$mode" != --no-import ]; then
 		stage "images: import into the cluster's containerd"
 		import_image pause "$PAUSE_IMAGE"
 		import_image busybox "$BUSYBOX_IMAGE"
+		[ ! -f "$IMAGES/node.tar" ] || import_image node "$NODE_IMAGE"
 		[ ! -f "$IMAGES/sigscope.tar" ] || import_image sigscope "$SIGSCOPE_IMAGE"
 		stage_end
 	else

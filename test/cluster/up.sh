@@ -13,6 +13,36 @@ set -euo pipefail
 need_root "make cluster"
 check_owner
 
+# Feature gates for the API server, the controller-manager, the scheduler and
+# the kubelet: FEATURE_GATES (Name=true,Name=false,...) when set, even empty
+# (none); versions.sh's DEFAULT_FEATURE_GATES otherwise. Checked here, before
+# any build, for their form; a gate a component does not know stops that
+# component at start, with the name in its log.
+FEATURE_GATES=${FEATURE_GATES-$DEFAULT_FEATURE_GATES}
+if [ -n "$FEATURE_GATES" ] && ! [[ $FEATURE_GATES =~ ^[A-Za-z0-9]+=(true|false)(,[A-Za-z0-9]+=(true|false))*$ ]]; then
+	die "FEATURE_GATES=$FEATURE_GATES: want Name=true or Name=false, comma-separated (e.g. ContainerStopSignals=true)"
+fi
+# Running daemons keep the gates they were started with: a change needs a
+# fresh start, never half the cluster on the old gates and half on the new.
+if [ -f "$STATE/feature-gates" ] && [ "$(<"$STATE/feature-gates")" != "$FEATURE_GATES" ]; then
+	for d in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+		if running "$d" "$BIN/$d" >/dev/null; then
+			die "the cluster runs with feature gates '$(<"$STATE/feature-gates")', not '$FEATURE_GATES': make cluster-down first"
+		fi
+	done
+fi
+feature_gate_flags=()
+[ -z "$FEATURE_GATES" ] || feature_gate_flags=(--feature-gates "$FEATURE_GATES")
+# kubelet_feature_gates: the KubeletConfiguration's featureGates map.
+kubelet_feature_gates() {
+	local g
+	[ -n "$FEATURE_GATES" ] || return 0
+	echo "featureGates:"
+	for g in ${FEATURE_GATES//,/ }; do
+		echo "  ${g%%=*}: ${g#*=}"
+	done
+}
+
 bash "$here/build.sh"
 SIGSCOPE_IMAGE_OPTIONAL=1 bash "$here/images.sh" --no-import
 _t0=$SECONDS # bring-up time, apart from the builds
@@ -23,6 +53,8 @@ PKI=$STATE/pki
 HOST=$STATE/host # the machine's state before the first bring-up, for cluster-down
 mkdir -p "$PKI" "$HOST" "$STATE/run" "$STATE/logs" "$STATE/bin" "$STATE/cni" "$VARLIB" "$RUNDIR"
 chmod 0700 "$STATE" "$PKI"
+echo "$FEATURE_GATES" >"$STATE/feature-gates"
+echo "feature gates: ${FEATURE_GATES:-none}"
 if [ ! -f "$STATE/node-name" ]; then
 	# The node is named after the machine, as kubeadm does.
 	hostname -s | tr '[:upper:]_' '[:lower:]-' >"$STATE/node-name"
@@ -216,7 +248,7 @@ up kube-apiserver 90 https_ok "https://127.0.0.1:$APISERVER_PORT/readyz" -- \
 	--service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
 	--authorization-mode Node,RBAC \
 	--enable-admission-plugins NodeRestriction \
-	--allow-privileged=true
+	--allow-privileged=true "${feature_gate_flags[@]}"
 
 stage "the API server for pods at https://$BRIDGE_IP:$APISERVER_PORT"
 # In-cluster clients on the pod network (the agent's, with the chart's
@@ -245,12 +277,12 @@ up kube-controller-manager 60 curl_ok -k "https://127.0.0.1:$CONTROLLER_MANAGER_
 	--leader-elect=false --use-service-account-credentials \
 	--service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
 	--cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
-	--flex-volume-plugin-dir "$VARLIB/kubelet-plugins"
+	--flex-volume-plugin-dir "$VARLIB/kubelet-plugins" "${feature_gate_flags[@]}"
 up kube-scheduler 60 curl_ok -k "https://127.0.0.1:$SCHEDULER_PORT/healthz" -- \
 	--kubeconfig "$STATE/scheduler.kubeconfig" \
 	--authentication-kubeconfig "$STATE/scheduler.kubeconfig" \
 	--authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
-	--bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false
+	--bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false "${feature_gate_flags[@]}"
 
 stage "containerd $CONTAINERD_VERSION with CRI, runc $RUNC_VERSION, CNI ($CONTAINERD_SOCKET)"
 # The bridge's pods get an address and no default route (isDefaultGateway
@@ -375,6 +407,8 @@ imageGCLowThresholdPercent: 99
 # (KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY, and KUBE-FIREWALL, which drops
 # packets to 127.0.0.0/8 from other sources for everyone on the machine).
 makeIPTablesUtilChains: false
+# make cluster's feature gates (FEATURE_GATES, versions.sh), as the control plane's.
+$(kubelet_feature_gates)
 EOF
 # The kubelet wants its cgroup root in every v1 hierarchy before it starts
 # (its pods then go to /sigscope-cluster/kubepods/...).
@@ -408,6 +442,7 @@ export KUBECONFIG=$STATE/admin.kubeconfig
 export PATH="$STATE/bin:\$PATH"
 export CRI_SOCKET=$CONTAINERD_SOCKET
 export NODE_NAME=$NODE_NAME
+export CLUSTER_FEATURE_GATES="$FEATURE_GATES"
 EOF
 stage_end
 kubectl get node -o wide
