@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/timeline"
@@ -33,6 +34,20 @@ func TestRecordedStops(t *testing.T) {
 		{"shell_forward", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, true, "", 0, 1},
 		{"fwdinit", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 143, true, "", 0, 1},
 		{"catatonit", timeline.OutcomeGraceful, tracer.FateBlocked, tracer.SIGTERM, 143, true, "catatonit", 0, 1},
+		// Language runtimes as the main process (e2e/runtimes_test.go).
+		{"runtime_node", timeline.OutcomeIgnoredByInit, tracer.FateHandler, tracer.SIGTERM, 137, true, "", 0, 0},
+		{"runtime_node_handler", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, true, "", 0, 0},
+		{"runtime_node_init", timeline.OutcomeGraceful, tracer.FateSigwait, tracer.SIGTERM, 143, true, "docker-init", 0, 1},
+		{"runtime_python", timeline.OutcomeIgnoredByInit, tracer.FateDroppedInit, tracer.SIGTERM, 137, true, "", 0, 0},
+		{"runtime_python_handler", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, true, "", 0, 0},
+		{"runtime_python_init", timeline.OutcomeGraceful, tracer.FateSigwait, tracer.SIGTERM, 143, true, "docker-init", 0, 1},
+		{"runtime_java", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 143, true, "", 0, 0},
+		{"runtime_java_xrs", timeline.OutcomeIgnoredByInit, tracer.FateDroppedInit, tracer.SIGTERM, 137, true, "", 0, 0},
+		{"runtime_java_handler", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, true, "", 0, 0},
+		{"runtime_java_init", timeline.OutcomeGraceful, tracer.FateSigwait, tracer.SIGTERM, 143, true, "docker-init", 0, 1},
+		{"runtime_go", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 2, true, "", 0, 0},
+		{"runtime_go_handler", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, true, "", 0, 0},
+		{"runtime_go_init", timeline.OutcomeGraceful, tracer.FateSigwait, tracer.SIGTERM, 143, true, "docker-init", 0, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -71,5 +86,58 @@ func TestRecordedStops(t *testing.T) {
 				t.Errorf("container %+v", ep.Container)
 			}
 		})
+	}
+}
+
+// replay reads a recorded stream through a fresh engine and returns its
+// only episode.
+func replay(t *testing.T, file string) timeline.Episode {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "timeline", "testdata", "streams", file+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	e := timeline.New(timeline.Options{})
+	var eps []timeline.Episode
+	if err := ReadRecording(f, func(ev *tracer.Event, target, _ *container.Info) error {
+		eps = append(eps, e.Add(ev, target)...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eps = append(eps, e.Flush()...)
+	if len(eps) != 1 {
+		t.Fatalf("%s: %d episodes, want 1", file, len(eps))
+	}
+	return eps[0]
+}
+
+// The handlers that re-raise, as the kernel recorded them: Node.js's
+// one-shot handler (queued while blocked in the handler, dropped when it
+// returned) and the Go runtime's (dropped at once, then exit 2); JVM's
+// handler and a Node.js listener do not re-raise.
+func TestRecordedReraise(t *testing.T) {
+	for file, want := range map[string]tracer.Fate{
+		"runtime_node":         tracer.FateDroppedInit,
+		"runtime_go":           tracer.FateDroppedInit,
+		"runtime_node_handler": tracer.FateUnknown,
+		"runtime_java":         tracer.FateUnknown,
+	} {
+		if ep := replay(t, file); ep.ReraiseVerdict != want {
+			t.Errorf("%s: reraise_verdict %s, want %s; %s", file, ep.ReraiseVerdict, want, ep.Summary())
+		}
+	}
+}
+
+// docker stop -t 3 of a container whose StopTimeout is 10 was given 3 s,
+// not its StopTimeout; docker stop of one with --stop-timeout 2 was given
+// its StopTimeout.
+func TestRecordedAppliedGrace(t *testing.T) {
+	if ep := replay(t, "docker_stop_t3"); ep.GracePeriod != 0 || ep.StopTimeout != 10*time.Second {
+		t.Errorf("docker stop -t 3: grace %v stop timeout %v, want none and 10s; %s", ep.GracePeriod, ep.StopTimeout, ep.Summary())
+	}
+	if ep := replay(t, "docker_stop_timeout2"); ep.GracePeriod != 2*time.Second || ep.StopTimeout != 2*time.Second {
+		t.Errorf("--stop-timeout 2: grace %v stop timeout %v, want 2s 2s; %s", ep.GracePeriod, ep.StopTimeout, ep.Summary())
 	}
 }
