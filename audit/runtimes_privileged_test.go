@@ -106,12 +106,18 @@ func (ri *runtimeInit) stop(t *testing.T, wait time.Duration) string {
 	}
 }
 
-// need skips when a runtime is not installed (CI installs them all).
+// need skips when a runtime is not installed, and fails instead with
+// SIGSCOPE_REQUIRE_PRIVILEGED=1: CI installs them all, and must not pass by
+// skipping.
 func need(t *testing.T, prog, pkg string) string {
 	t.Helper()
 	path, err := exec.LookPath(prog)
 	if err != nil {
-		t.Skipf("%s not installed (apt-get install -y %s): %v", prog, pkg, err)
+		msg := fmt.Sprintf("%s not installed (apt-get install -y %s): %v", prog, pkg, err)
+		if os.Getenv("SIGSCOPE_REQUIRE_PRIVILEGED") == "1" {
+			t.Fatal(msg + "; SIGSCOPE_REQUIRE_PRIVILEGED=1 makes this a failure")
+		}
+		t.Skip(msg)
 	}
 	return path
 }
