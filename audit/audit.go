@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -57,6 +59,10 @@ type PID1 struct {
 	PID     int      `json:"pid"`
 	NSPID   int      `json:"ns_pid,omitempty"` // its pid in its own pid namespace
 	Cmdline []string `json:"cmdline"`
+	// Runtime is its language runtime (langrt.Detect): what it does with
+	// the stop signal beyond what its handler table shows, and the fix a
+	// hint names. Empty when not recognised.
+	Runtime langrt.Runtime `json:"runtime,omitempty"`
 }
 
 // Lister is what Run needs from a container.Resolver.
@@ -147,8 +153,9 @@ func (res *Result) fromKernel(r container.Running, s *tracer.TaskSnapshot, procR
 	// The command line is only for the hint and the table: a process that
 	// is gone by now still has its prediction.
 	cmdline, _ := container.Cmdline(procRoot, r.PID)
+	comm := s.Comm.String()
 	res.finish(r, procRoot, SourceKernel, Facts{
-		Signal: sig, State: s.State(sig), Cmdline: cmdline, Comm: s.Comm.String(),
+		Signal: sig, State: s.State(sig), Cmdline: cmdline, Comm: comm, Runtime: runtimeOf(r, procRoot, comm),
 	}, s.NSPID)
 }
 
@@ -160,8 +167,21 @@ func (res *Result) fromProc(r container.Running, procRoot string) {
 		return
 	}
 	res.finish(r, procRoot, SourceProc, Facts{
-		Signal: sig, State: p.State(sig), Cmdline: p.Cmdline, Comm: p.Comm,
+		Signal: sig, State: p.State(sig), Cmdline: p.Cmdline, Comm: p.Comm, Runtime: runtimeOf(r, procRoot, p.Comm),
 	}, p.NSPID)
+}
+
+// runtimeOf recognises the main process's language runtime: from /proc
+// (its executable, which alone tells a Go binary), else from what the
+// resolver learnt, else from the command name the kernel gave.
+func runtimeOf(r container.Running, procRoot, comm string) langrt.Runtime {
+	if rt := langrt.Detect(procRoot, r.PID); rt != langrt.Unknown {
+		return rt
+	}
+	if langrt.Known(r.Info.MainRuntime) {
+		return r.Info.MainRuntime
+	}
+	return langrt.FromName(comm)
 }
 
 func (res *Result) finish(r container.Running, procRoot, source string, f Facts, nsPID int) {
@@ -172,10 +192,12 @@ func (res *Result) finish(r container.Running, procRoot, source string, f Facts,
 		set, fdErr = container.SignalfdMask(procRoot, r.PID)
 		f.Signalfd = set.Has(f.Signal)
 	}
+	f.Source = source
 	res.Source = source
 	res.StopSignal = f.Signal.String()
 	res.PID1.NSPID = nsPID
 	res.PID1.Cmdline = utf8All(f.Cmdline)
+	res.PID1.Runtime = f.Runtime
 	res.NSInit = f.State.NSInit
 	res.Catches = f.State.Handler == tracer.DispHandler
 	res.Ignores = f.State.Handler == tracer.DispIgnore
@@ -201,6 +223,12 @@ type Facts struct {
 	Signalfd bool             // a signalfd of the process watches Signal
 	Cmdline  []string
 	Comm     string
+	// Runtime is the process's language runtime: whether a handler that
+	// re-raises the signal ends it, and the fix a hint names.
+	Runtime langrt.Runtime
+	// Source is where State came from (SourceKernel when empty).
+	// SourceProc shows no sa_flags: State.OneShot is unknown then.
+	Source string
 }
 
 // Predict says what the runtime's stop signal will do. The kernel's part,
@@ -217,7 +245,8 @@ func Predict(f Facts) (prediction string, fate tracer.Fate, hint string) {
 	case tracer.FateDroppedExiting:
 		return Unknown, fate, fmt.Sprintf("%s is already exiting: the kernel drops every signal sent to it now.", name)
 	case tracer.FateHandler:
-		return Graceful, fate, ""
+		p, hint := handled(f, name)
+		return p, fate, hint
 	case tracer.FateSigwait:
 		if fwd := forwarder(f); fwd != "" {
 			return Graceful, fate, fmt.Sprintf("%s is %s: it waits for %s with sigtimedwait and forwards it.", role(st), fwd, sig)
@@ -226,6 +255,11 @@ func Predict(f Facts) (prediction string, fate tracer.Fate, hint string) {
 	case tracer.FateBlocked:
 		switch {
 		case st.Handler == tracer.DispHandler:
+			// Once unblocked it goes to the handler: what the handler
+			// does decides, as for one that is not blocked.
+			if p, hint := handled(f, name); p != Graceful {
+				return p, fate, hint
+			}
 			return Graceful, fate, fmt.Sprintf("%s blocks %s right now; it is delivered when %s unblocks it.", name, sig, role(st))
 		case f.Signalfd && st.Handler == tracer.DispDefault:
 			if fwd := forwarder(f); fwd != "" {
@@ -236,7 +270,7 @@ func Predict(f Facts) (prediction string, fate tracer.Fate, hint string) {
 			return ignoredSigIgn(name, sig, st, fate)
 		}
 		if st.NSInit {
-			return IgnoredByInit, fate, fmt.Sprintf("%s blocks %s and has no handler and no signalfd for it: it stays pending, and a namespace init discards it even when unblocked, so the stop will wait the whole timeout and end in SIGKILL (exit 137). %s (docker run --init).", name, sig, timeline.FixInit)
+			return IgnoredByInit, fate, fmt.Sprintf("%s blocks %s and has no handler and no signalfd for it: it stays pending, and a namespace init discards it even when unblocked, so the stop will wait the whole timeout and end in SIGKILL (exit 137). %s", name, sig, handleFix(f))
 		}
 		return Ignored, fate, fmt.Sprintf("%s blocks %s and has no handler and no signalfd for it: it stays pending until unblocked, so the stop may wait the whole timeout and end in SIGKILL (exit 137).", name, sig)
 	case tracer.FateDefault:
@@ -250,10 +284,10 @@ func Predict(f Facts) (prediction string, fate tracer.Fate, hint string) {
 		return p, fate, fmt.Sprintf("%s is stopped by %s, not ended: the stop will wait the whole timeout and end in SIGKILL (exit 137). Use SIGTERM as the stop signal.", name, sig)
 	case tracer.FateDroppedInit:
 		shell := ""
-		if len(f.Cmdline) > 0 && isShell(f.Cmdline[0]) {
+		if isShell(f) {
 			shell = " It is a shell: shell-form ENTRYPOINT/CMD (`/bin/sh -c app`) makes the shell PID 1 and it does not forward signals."
 		}
-		return IgnoredByInit, fate, fmt.Sprintf("%s has no %s handler: the kernel drops signals to a namespace init that has none, so the stop will wait the whole timeout and end in SIGKILL (exit 137).%s %s (docker run --init).", name, sig, shell, timeline.FixInit)
+		return IgnoredByInit, fate, fmt.Sprintf("%s has no %s handler: the kernel drops signals to a namespace init that has none, so the stop will wait the whole timeout and end in SIGKILL (exit 137).%s %s", name, sig, shell, handleFix(f))
 	case tracer.FateDroppedSigIgn:
 		return ignoredSigIgn(name, sig, st, fate)
 	case tracer.FateDroppedDefault:
@@ -264,6 +298,77 @@ func Predict(f Facts) (prediction string, fate tracer.Fate, hint string) {
 		return p, fate, fmt.Sprintf("%s has no %s handler and the default action of %s is to ignore it: the stop will wait the whole timeout and end in SIGKILL (exit 137). Use a stop signal the process handles.", name, sig, sig)
 	}
 	return Unknown, fate, ""
+}
+
+// handled predicts the stop of a process whose handler will get the stop
+// signal. A process that is no init is ended by whatever its handler does,
+// a re-raise included (the default action kills it). A namespace init is
+// not: the kernel drops a signal it sends itself with the default action.
+func handled(f Facts, name string) (prediction, hint string) {
+	sig, st, rt := f.Signal, f.State, f.Runtime
+	if !st.NSInit {
+		return Graceful, ""
+	}
+	switch {
+	case st.OneShot && !exitsInHandler(rt):
+		// SA_RESETHAND, read from the kernel: the handler runs once with
+		// the disposition already back to SIG_DFL, and one that re-raises
+		// (Node.js's) sends itself a signal an init drops.
+		return IgnoredByInit, fmt.Sprintf("%s: its %s handler is one-shot (SA_RESETHAND): it re-raises the signal with the default action, and the kernel drops that for PID 1, so the stop will wait the whole timeout and end in SIGKILL (exit 137). %s",
+			name, sig, handleFix(f))
+	case f.Source == SourceProc && reraisesForGood(rt, sig):
+		// /proc has no sa_flags: a handler is all it shows, and the
+		// runtime's own handler (one-shot, re-raising) cannot be told
+		// from one the application registered.
+		return IgnoredByInit, fmt.Sprintf("%s is %s and has a %s handler; /proc does not show whether it is %s's own one-shot handler (SA_RESETHAND), which re-raises the signal with the default action for the kernel to drop at PID 1, or one the application registered. Inferred from the runtime: unless the application handles %s itself, the stop will wait the whole timeout and end in SIGKILL (exit 137). %s",
+			name, rt.Name(), sig, rt.Name(), sig, handleFix(f))
+	case rt.ExitAfterReraise() != 0 && reraised(sig):
+		// The Go runtime: its handler is there whether or not the
+		// application called signal.Notify, which no handler table shows.
+		return Graceful, fmt.Sprintf("%s runs on %s: unless the application handles %s itself, %s re-raises it, the kernel drops that for PID 1, and %s then exits at once with status %d: a stop without cleanup, with exit status %d rather than %d. To shut down cleanly, %s.",
+			name, rt.Name(), sig, rt.Name(), rt.Name(), rt.ExitAfterReraise(), rt.ExitAfterReraise(), 128+int(sig), rt.HandleFix())
+	}
+	return Graceful, ""
+}
+
+// reraised reports whether sig is one a runtime's own handler re-raises
+// (langrt.Runtime.Reraises): SIGTERM and SIGINT.
+func reraised(sig tracer.Signal) bool { return sig == tracer.SIGTERM || sig == tracer.SIGINT }
+
+// reraisesForGood reports whether rt's own handler for sig re-raises it
+// and rt does not exit when an init survives that (Node.js).
+func reraisesForGood(rt langrt.Runtime, sig tracer.Signal) bool {
+	return reraised(sig) && rt.Reraises() && rt.ExitAfterReraise() == 0
+}
+
+// exitsInHandler reports whether a one-shot handler of rt ends the process
+// even at a namespace init: rt exits when its re-raise does not kill it
+// (the Go runtime), or rt is known and does not re-raise at all.
+func exitsInHandler(rt langrt.Runtime) bool {
+	return rt.ExitAfterReraise() != 0 || langrt.Known(rt) && !rt.Reraises()
+}
+
+// handleFix is how a hint ends when the process must act on the stop
+// signal itself: the runtime's own way (a shell's is the exec form), with
+// an init that forwards the signal as the other way out; the generic fix
+// (timeline.FixInit, shared with the timeline's hints) for an unknown
+// runtime.
+func handleFix(f Facts) string {
+	rt := f.Runtime
+	if rt == langrt.Unknown && isShell(f) {
+		rt = langrt.Shell
+	}
+	h := rt.HandleFix()
+	if h == "" {
+		return timeline.FixInit + " (docker run --init)."
+	}
+	return upperFirst(h) + ". Or run an init such as tini (docker run --init), which forwards the signal."
+}
+
+// upperFirst makes s start a sentence.
+func upperFirst(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
 }
 
 func ignoredSigIgn(name string, sig tracer.Signal, st tracer.TaskState, fate tracer.Fate) (string, tracer.Fate, string) {
@@ -298,27 +403,24 @@ func processName(f Facts) string {
 }
 
 // forwarder names a known init that waits for signals and forwards them to
-// its child, from argv[0] or the command name.
+// its child, from argv[0] or the command name (langrt's one list).
 func forwarder(f Facts) string {
 	names := []string{f.Comm}
 	if len(f.Cmdline) > 0 {
 		names = append([]string{filepath.Base(f.Cmdline[0])}, names...)
 	}
 	for _, n := range names {
-		switch n {
-		case "tini", "tini-static", "docker-init", "dumb-init", "catatonit", "s6-svscan":
+		if langrt.ForwardingInit(n) {
 			return n
 		}
 	}
 	return ""
 }
 
-func isShell(arg0 string) bool {
-	switch filepath.Base(strings.TrimSpace(arg0)) {
-	case "sh", "bash", "dash", "ash", "busybox", "zsh", "ksh":
-		return true
-	}
-	return false
+// isShell reports whether the process is a shell, by its runtime or its
+// argv[0] (langrt's one list).
+func isShell(f Facts) bool {
+	return f.Runtime == langrt.Shell || len(f.Cmdline) > 0 && langrt.IsShell(f.Cmdline[0])
 }
 
 // utf8All makes command-line arguments valid UTF-8 for JSON: any process can

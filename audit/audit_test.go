@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/langrt"
+	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -208,6 +211,148 @@ func TestRunPrefersKernel(t *testing.T) {
 	for _, r := range res {
 		if r.Prediction != Unknown || !strings.Contains(r.Error, "CAP_BPF") {
 			t.Errorf("kernel forced: %+v", r)
+		}
+	}
+}
+
+// The runtime and the handler's sa_flags decide what a handler at a
+// namespace init achieves (issue 20).
+func TestPredictRuntime(t *testing.T) {
+	var (
+		handler = tracer.TaskState{Handler: tracer.DispHandler, NSInit: true}
+		oneShot = tracer.TaskState{Handler: tracer.DispHandler, OneShot: true, NSInit: true}
+		noInit  = tracer.TaskState{Handler: tracer.DispHandler, OneShot: true}
+		none    = tracer.TaskState{NSInit: true}
+		blocked = tracer.TaskState{Handler: tracer.DispHandler, OneShot: true, Blocked: true, NSInit: true}
+	)
+	node := []string{"node", "server.js"}
+	cases := []struct {
+		name   string
+		rt     langrt.Runtime
+		source string
+		sig    tracer.Signal
+		st     tracer.TaskState
+		cmd    []string
+		want   string
+		fate   tracer.Fate
+		hint   []string // each in the hint; none: no hint
+	}{
+		{"Node.js without a listener: its one-shot handler re-raises", langrt.NodeJS, SourceKernel, tracer.SIGTERM, oneShot, node, IgnoredByInit, tracer.FateHandler,
+			[]string{"PID 1 (node): its SIGTERM handler is one-shot (SA_RESETHAND): it re-raises the signal with the default action, and the kernel drops that for PID 1", "exit 137", "process.on('SIGTERM'", "tini"}},
+		{"Node.js with process.on('SIGTERM')", langrt.NodeJS, SourceKernel, tracer.SIGTERM, handler, node, Graceful, tracer.FateHandler, nil},
+		{"Node.js, one-shot and blocked now", langrt.NodeJS, SourceKernel, tracer.SIGTERM, blocked, node, IgnoredByInit, tracer.FateBlocked, []string{"one-shot"}},
+		{"Node.js no init: the re-raise kills it", langrt.NodeJS, SourceKernel, tracer.SIGTERM, noInit, node, Graceful, tracer.FateHandler, nil},
+		{"Node.js through /proc: inferred from the runtime", langrt.NodeJS, SourceProc, tracer.SIGTERM, handler, node, IgnoredByInit, tracer.FateHandler,
+			[]string{"PID 1 (node) is Node.js and has a SIGTERM handler", "/proc does not show", "Inferred from the runtime", "process.on('SIGTERM'"}},
+		{"Node.js through /proc, SIGINT", langrt.NodeJS, SourceProc, tracer.SIGINT, handler, node, IgnoredByInit, tracer.FateHandler, []string{"Inferred from the runtime"}},
+		{"Node.js through /proc, SIGQUIT: not one it re-raises", langrt.NodeJS, SourceProc, tracer.SIGQUIT, handler, node, Graceful, tracer.FateHandler, nil},
+		{"Node.js without a handler for the stop signal", langrt.NodeJS, SourceKernel, tracer.SIGQUIT, none, node, IgnoredByInit, tracer.FateDroppedInit, []string{"no SIGQUIT handler", "process.on("}},
+		{"unknown runtime, one-shot handler", langrt.Unknown, SourceKernel, tracer.SIGTERM, oneShot, []string{"/app"}, IgnoredByInit, tracer.FateHandler,
+			[]string{"one-shot (SA_RESETHAND)", timeline.FixInit + " (docker run --init)."}},
+		{"unknown runtime through /proc, handler", langrt.Unknown, SourceProc, tracer.SIGTERM, handler, []string{"/app"}, Graceful, tracer.FateHandler, nil},
+		{"the Go runtime's handler", langrt.Go, SourceKernel, tracer.SIGTERM, handler, []string{"/server"}, Graceful, tracer.FateHandler,
+			[]string{"PID 1 (server) runs on the Go runtime", "exits at once with status 2", "exit status 2 rather than 143", "signal.NotifyContext"}},
+		{"the Go runtime, through /proc", langrt.Go, SourceProc, tracer.SIGTERM, handler, []string{"/server"}, Graceful, tracer.FateHandler, []string{"status 2"}},
+		{"the Go runtime with a one-shot handler still exits", langrt.Go, SourceKernel, tracer.SIGINT, oneShot, []string{"/server"}, Graceful, tracer.FateHandler, []string{"exit status 2 rather than 130"}},
+		{"the Go runtime, SIGUSR1: not re-raised", langrt.Go, SourceKernel, tracer.SIGUSR1, handler, []string{"/server"}, Graceful, tracer.FateHandler, nil},
+		{"the Go runtime no init", langrt.Go, SourceKernel, tracer.SIGTERM, tracer.TaskState{Handler: tracer.DispHandler}, []string{"/server"}, Graceful, tracer.FateHandler, nil},
+		{"CPython leaves SIGTERM at its default", langrt.CPython, SourceKernel, tracer.SIGTERM, none, []string{"python3", "app.py"}, IgnoredByInit, tracer.FateDroppedInit,
+			[]string{"no SIGTERM handler", "Install a handler, `signal.signal(signal.SIGTERM", "tini"}},
+		{"CPython, a one-shot handler that does not re-raise", langrt.CPython, SourceKernel, tracer.SIGTERM, oneShot, []string{"python3"}, Graceful, tracer.FateHandler, nil},
+		{"the JVM with -Xrs", langrt.JVM, SourceKernel, tracer.SIGTERM, none, []string{"java", "-Xrs", "Main"}, IgnoredByInit, tracer.FateDroppedInit, []string{"remove `-Xrs`", "shutdown hook"}},
+		{"the JVM's handler", langrt.JVM, SourceKernel, tracer.SIGTERM, handler, []string{"java", "Main"}, Graceful, tracer.FateHandler, nil},
+		{"a shell keeps the exec form", langrt.Shell, SourceKernel, tracer.SIGTERM, none, []string{"/bin/sh", "-c", "app"}, IgnoredByInit, tracer.FateDroppedInit,
+			[]string{"It is a shell", "Use the exec form of ENTRYPOINT/CMD"}},
+		{"a shell by argv[0], runtime not read", langrt.Unknown, SourceKernel, tracer.SIGTERM, none, []string{"/bin/bash", "-c", "app"}, IgnoredByInit, tracer.FateDroppedInit,
+			[]string{"It is a shell", "Use the exec form of ENTRYPOINT/CMD"}},
+		{"an unknown runtime keeps the generic fix", langrt.Unknown, SourceKernel, tracer.SIGTERM, none, []string{"/app"}, IgnoredByInit, tracer.FateDroppedInit,
+			[]string{timeline.FixInit + " (docker run --init)."}},
+		{"blocked without a handler: the runtime's fix", langrt.CPython, SourceKernel, tracer.SIGTERM, tracer.TaskState{Blocked: true, NSInit: true}, []string{"python3"}, IgnoredByInit, tracer.FateBlocked,
+			[]string{"signal.signal("}},
+	}
+	for _, c := range cases {
+		got, fate, hint := Predict(Facts{Signal: c.sig, State: c.st, Cmdline: c.cmd, Runtime: c.rt, Source: c.source})
+		if got != c.want || fate != c.fate {
+			t.Errorf("%s: %s (%s), want %s (%s); hint %q", c.name, got, fate, c.want, c.fate, hint)
+		}
+		for _, h := range c.hint {
+			if !strings.Contains(hint, h) {
+				t.Errorf("%s: hint %q, want it to say %q", c.name, hint, h)
+			}
+		}
+		if len(c.hint) == 0 && hint != "" {
+			t.Errorf("%s: hint %q, want none", c.name, hint)
+		}
+	}
+}
+
+// Run reads the runtime from /proc (the exe link) and puts it in the
+// result and its JSON; the kernel's one-shot bit makes Node.js's handler
+// ignored_by_init.
+func TestRunRuntime(t *testing.T) {
+	proc := t.TempDir()
+	writeProc(t, proc, "100", "1", none, "0000000000004000", "node server.js")
+	writeProc(t, proc, "200", "1", none, "0000000000004000", "node server.js")
+	writeProc(t, proc, "300", "1", none, "0000000000004000", "/app")
+	for pid, exe := range map[string]string{"100": "/usr/bin/node", "200": "/usr/local/bin/node", "300": "/app"} {
+		if err := os.Symlink(exe, filepath.Join(proc, pid, "exe")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	term := tracer.NewSignalSet(tracer.SIGTERM)
+	l := fakeLister{running: []container.Running{
+		{Info: container.Info{ID: "a", Name: "node-default"}, PID: 100},
+		{Info: container.Info{ID: "b", Name: "node-listener"}, PID: 200},
+		{Info: container.Info{ID: "c", Name: "app"}, PID: 300},
+	}}
+	kernel := func([]int) (map[int]tracer.TaskSnapshot, error) {
+		return map[int]tracer.TaskSnapshot{
+			100: {PID: 100, NSPID: 1, SigFlags: 0x40, Handled: term, OneShot: term},
+			200: {PID: 200, NSPID: 1, SigFlags: 0x40, Handled: term},
+			300: {PID: 300, NSPID: 1, SigFlags: 0x40, Handled: term},
+		}, nil
+	}
+	res, err := RunWith(context.Background(), l, Options{ProcRoot: proc, ReadTaskStates: kernel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Result{}
+	for _, r := range res {
+		got[r.Container.Name] = r
+	}
+	if r := got["node-default"]; r.PID1.Runtime != langrt.NodeJS || r.Prediction != IgnoredByInit || !strings.Contains(r.Hint, "one-shot") {
+		t.Errorf("node without a listener: %+v", r)
+	}
+	if r := got["node-listener"]; r.PID1.Runtime != langrt.NodeJS || r.Prediction != Graceful {
+		t.Errorf("node with a listener: %+v", r)
+	}
+	if r := got["app"]; r.PID1.Runtime != langrt.Unknown || r.Prediction != Graceful {
+		t.Errorf("app: %+v", r)
+	}
+	b, err := json.Marshal(got["node-default"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"pid1":{"pid":100,"ns_pid":1,"cmdline":["node","server.js"],"runtime":"nodejs"}`) {
+		t.Errorf("JSON %s, want pid1.runtime", b)
+	}
+	if b, _ := json.Marshal(got["app"]); !strings.Contains(string(b), `"pid1":{"pid":300,"ns_pid":1,"cmdline":["/app"]}`) {
+		t.Errorf("JSON %s: an unknown runtime is left out", b)
+	}
+
+	// The same through /proc, which shows no sa_flags: Node.js's handler
+	// is taken for its own, from the runtime.
+	res, err = RunWith(context.Background(), l, Options{ProcRoot: proc, Source: SourceProc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		want := IgnoredByInit
+		if r.Container.Name == "app" {
+			want = Graceful
+		}
+		if r.Source != SourceProc || r.Prediction != want {
+			t.Errorf("/proc: %s predicted %s, want %s: %+v", r.Container.Name, r.Prediction, want, r)
 		}
 	}
 }

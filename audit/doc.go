@@ -5,11 +5,21 @@
 // tracer.PredictFate what the kernel will do with the signal, then adds what
 // the process does with a queued one (a handler, a sigtimedwait, a signalfd).
 //
+// A handler is not always a graceful stop. The kernel source also reads
+// whether it is one-shot (SA_RESETHAND), and the main process's language
+// runtime is recognised (internal/langrt): a one-shot handler that
+// re-raises the signal (Node.js's own, when the application registers
+// none) sends a namespace init a signal the kernel drops, so such an init
+// is predicted ignored_by_init; the Go runtime's handler ends an init at
+// once (exit 2) even then. Hints that tell the user to handle the signal
+// name the runtime's own way (langrt's fixes).
+//
 // The state comes from the kernel first (tracer.ReadTaskStates, a BPF task
 // iterator) and from /proc when the iterator cannot load; each result says
 // which. /proc lacks real_blocked: it cannot see a process waiting in
 // sigtimedwait() (tini, docker-init) and predicts such an init drops the
-// signal.
+// signal; and it shows no sa_flags, so for Node.js a handler is taken for
+// the runtime's own (inferred from the runtime, and the hint says so).
 //
 // It owns the prediction and its hint. The kernel's rules are tracer's (fate.go),
 // container listing and /proc parsing are package container's, and the

@@ -7,9 +7,12 @@
  * walks every task once per read(). For the thread-group leader of each
  * process whose tgid user space put in `wanted`, it writes one struct
  * task_state to the seq_file: the masks and flags prepare_signal() decides
- * with. /proc/PID/status cannot give them all: it shows `blocked` but not
- * `real_blocked`, where sigtimedwait() parks the set it waits for, so a tini
- * waiting for SIGTERM looks like a shell that will drop it.
+ * with, and which handlers are one-shot (SA_RESETHAND). /proc/PID/status
+ * cannot give them all: it shows `blocked` but not `real_blocked`, where
+ * sigtimedwait() parks the set it waits for, so a tini waiting for SIGTERM
+ * looks like a shell that will drop it; and it shows no sa_flags, so
+ * Node.js's one-shot SIGTERM handler, which re-raises the signal for the
+ * kernel to drop at a namespace init, looks like a handler that shuts down.
  *
  * Nothing here runs on a hot path: the program runs only when sigscope reads
  * the iterator, and costs one hash look-up per task.
@@ -47,6 +50,20 @@ static __always_inline struct upid *upid_at(struct pid *p, __u32 idx)
 
 	return (void *)p + bpf_core_field_offset(struct pid, numbers) + off;
 }
+
+/* struct sigaction with its sa_flags, for this object alone: the shared
+ * vmlinux_min.h leaves sa_flags out, so that the tracer's object, which
+ * never reads it, stays byte-identical. CO-RE ignores the ___flags suffix
+ * and relocates against the kernel's struct sigaction, where sa_flags is an
+ * unsigned long on every kernel (an unsigned int on mips). */
+struct sigaction___flags {
+	void *sa_handler;
+	unsigned long sa_flags;
+} __attribute__((preserve_access_index));
+
+struct k_sigaction___flags {
+	struct sigaction___flags sa;
+} __attribute__((preserve_access_index));
 
 /* init_pid_ns.ns.inum: every task at level 0 lives there. */
 #define PROC_PID_INIT_INO 0xEFFFFFFCU
@@ -88,23 +105,36 @@ int dump_task_state(struct bpf_iter__task *ctx)
 	rec.real_blocked = t->real_blocked.sig[0];
 	bpf_probe_read_kernel(rec.comm, sizeof(rec.comm), t->comm);
 
-	/* action[] indexed at run time: helper reads, one per signal. The
+	/* action[] indexed at run time: helper reads, one per signal (two
+	 * for a signal with a handler: its sa_flags too). The
 	 * handler table is read without the siglock: a process that changes a
 	 * disposition at this instant may show either value. */
 	sh = t->sighand;
 	if (sh) {
-		void *base = (void *)sh + bpf_core_field_offset(struct sighand_struct, action) +
-			     bpf_core_field_offset(struct k_sigaction, sa.sa_handler);
+		void *action = (void *)sh + bpf_core_field_offset(struct sighand_struct, action);
+		void *base = action + bpf_core_field_offset(struct k_sigaction, sa.sa_handler);
+		/* The low 32 bits of sa_flags (little-endian, bpfel): where
+		 * SA_RESETHAND is, whether the field is 4 or 8 bytes wide. */
+		void *flags = action + bpf_core_field_offset(struct k_sigaction___flags, sa.sa_flags);
 		__u64 stride = bpf_core_type_size(struct k_sigaction);
 
 		for (__u32 i = 0; i < 64; i++) {
 			void *h = NULL;
+			__u32 f = 0;
 
 			bpf_probe_read_kernel(&h, sizeof(h), base + array_off(i, stride));
-			if (h == (void *)1) /* SIG_IGN */
+			if (h == (void *)1) { /* SIG_IGN */
 				rec.ignored |= 1ULL << i;
-			else if (h) /* not SIG_DFL: a user handler */
+			} else if (h) { /* not SIG_DFL: a user handler */
 				rec.handled |= 1ULL << i;
+				/* SA_RESETHAND matters only with a handler: the
+				 * kernel resets the disposition to SIG_DFL as it
+				 * delivers the signal (Node.js's SIGTERM and
+				 * SIGINT handlers re-raise after that). */
+				bpf_probe_read_kernel(&f, sizeof(f), flags + array_off(i, stride));
+				if (f & TASKSTATE_SA_RESETHAND)
+					rec.resethand |= 1ULL << i;
+			}
 		}
 	}
 	bpf_seq_write(seq, &rec, sizeof(rec));

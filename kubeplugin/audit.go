@@ -26,10 +26,11 @@ func (o *options) auditCmd() *cobra.Command {
 		Use:   "audit",
 		Short: "Predict how every running container will take its stop signal, across the cluster",
 		Long: `Asks every node's agent to audit its running containers: how each main
-process (PID 1, or the process the runtime started) takes the stop signal, and
-the prediction: graceful, ignored_by_init (the kernel will drop it: exit 137
-after the grace period), ignored, killed, unknown. --only-bad keeps the ones
-that will not stop gracefully.`,
+process (PID 1, or the process the runtime started) takes the stop signal, its
+language runtime (RUNTIME: nodejs, go, jvm, cpython, ...; "-" when not
+recognised), and the prediction: graceful, ignored_by_init (the kernel will
+drop it: exit 137 after the grace period), ignored, killed, unknown.
+--only-bad keeps the ones that will not stop gracefully.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.runAudit(cmd, onlyBad) },
 	}
@@ -75,7 +76,7 @@ func (o *options) runAudit(cmd *cobra.Command, onlyBad bool) error {
 	}
 	tw := tabwriter.NewWriter(o.stdout, 0, 8, 2, ' ', 0)
 	if len(rows) > 0 {
-		fmt.Fprintln(tw, "NODE\tNAMESPACE\tPOD\tCONTAINER\tPID\tCOMMAND\tSIGNAL\tCATCHES\tPREDICTION")
+		fmt.Fprintln(tw, "NODE\tNAMESPACE\tPOD\tCONTAINER\tPID\tCOMMAND\tRUNTIME\tSIGNAL\tCATCHES\tPREDICTION")
 	}
 	for _, r := range rows {
 		c := &r.Container
@@ -83,8 +84,9 @@ func (o *options) runAudit(cmd *cobra.Command, onlyBad bool) error {
 		if name == "" {
 			name = c.ID
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(r.Node), cell(c.Namespace), cell(c.Pod), cell(name),
-			r.PID1.PID, textsafe.Cell(cell(strings.Join(r.PID1.Cmdline, " ")), 32), cell(r.StopSignal), strconv.FormatBool(r.Catches), cell(r.Prediction))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(r.Node), cell(c.Namespace), cell(c.Pod), cell(name),
+			r.PID1.PID, textsafe.Cell(cell(strings.Join(r.PID1.Cmdline, " ")), 32), textsafe.Cell(cell(string(r.PID1.Runtime)), 16),
+			cell(r.StopSignal), strconv.FormatBool(r.Catches), cell(r.Prediction))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
+	"github.com/sigscope/sigscope/audit"
+	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -215,5 +217,43 @@ func TestReadAgentsThroughProxy(t *testing.T) {
 	_, _, err = runPlugin(t, "--kubeconfig", kc, "audit", "-A")
 	if err == nil || !strings.Contains(err.Error(), `"get" on "pods/proxy" in namespace sigscope`) {
 		t.Errorf("a refused proxy: %v", err)
+	}
+}
+
+// The audit table names each main process's language runtime, escaped as
+// every cell is, and -o json carries it as pid1.runtime.
+func TestAuditTableRuntime(t *testing.T) {
+	agent := http.NewServeMux()
+	agent.HandleFunc("GET /api/v1/audit", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode([]audit.Result{
+			{Container: container.Summary{ID: "n1", Name: "web", Namespace: "shop", Pod: "web-1"}, StopSignal: "SIGTERM", Catches: true,
+				PID1: audit.PID1{PID: 11, Cmdline: []string{"node", "server.js"}, Runtime: "nodejs"}, Prediction: audit.IgnoredByInit,
+				Hint: "PID 1 (node): its SIGTERM handler is one-shot (SA_RESETHAND)"},
+			{Container: container.Summary{ID: "n2", Name: "side", Namespace: "shop", Pod: "web-1"}, StopSignal: "SIGTERM",
+				PID1: audit.PID1{PID: 12, Cmdline: []string{"/x"}, Runtime: "go\tjvm"}, Prediction: audit.Graceful},
+		})
+	})
+	agent.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(apiv1.Info{APIVersion: "v1", Node: "node-a"})
+	})
+	kc := fakeAPIServer(t, map[string]http.Handler{"a": agent}, false)
+	out, errOut, err := runPlugin(t, "--kubeconfig", kc, "audit", "-A")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	t.Logf("\n%s", out)
+	lines := strings.Split(out, "\n")
+	if got := strings.Join(strings.Fields(lines[0]), " "); got != "NODE NAMESPACE POD CONTAINER PID COMMAND RUNTIME SIGNAL CATCHES PREDICTION" {
+		t.Errorf("header %q", got)
+	}
+	if got := strings.Join(strings.Fields(lines[2]), " "); got != "node-a shop web-1 web 11 node server.js nodejs SIGTERM true ignored_by_init" {
+		t.Errorf("node row %q", got)
+	}
+	if got := strings.Join(strings.Fields(lines[1]), " "); got != `node-a shop web-1 side 12 /x go\x09jvm SIGTERM false graceful` {
+		t.Errorf("escaped row %q", got)
+	}
+	out, _, err = runPlugin(t, "--kubeconfig", kc, "audit", "-A", "-o", "json")
+	if err != nil || !strings.Contains(out, `"runtime": "nodejs"`) && !strings.Contains(out, `"runtime":"nodejs"`) {
+		t.Errorf("-o json: %v\n%s", err, out)
 	}
 }

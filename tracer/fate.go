@@ -67,6 +67,11 @@ type TaskState struct {
 	Waited  bool // in real_blocked but not in blocked: the task sleeps in sigtimedwait for it
 	NSInit  bool // SIGNAL_UNKILLABLE: the init of a pid namespace
 	Exiting bool // SIGNAL_GROUP_EXIT: the process is dying
+	// OneShot: the handler has SA_RESETHAND, so it runs once and the
+	// disposition is SIG_DFL from then on. Only the task iterator reads
+	// sa_flags (events and /proc leave it false); it does not change the
+	// signal's fate, only what a handler that re-raises it can achieve.
+	OneShot bool
 }
 
 // PredictFate applies prepare_signal() (kernel/signal.c) to a signal sent

@@ -26,6 +26,12 @@ type TaskSnapshot struct {
 	RealBlocked SignalSet // task->real_blocked: the mask before sigtimedwait(), empty outside it
 	Handled     SignalSet // a user handler is installed
 	Ignored     SignalSet // SIG_IGN is installed
+	// OneShot is the set whose user handler has SA_RESETHAND: the kernel
+	// resets the disposition to SIG_DFL as it delivers the signal, so a
+	// handler that re-raises it (Node.js's for SIGTERM and SIGINT) gets the
+	// default action, which a namespace init never takes. A subset of
+	// Handled.
+	OneShot SignalSet
 }
 
 // NSInit reports whether the process is the init of a pid namespace
@@ -51,6 +57,7 @@ func (s TaskSnapshot) State(sig Signal) TaskState {
 	switch {
 	case s.Handled.Has(sig):
 		st.Handler = DispHandler
+		st.OneShot = s.OneShot.Has(sig)
 	case s.Ignored.Has(sig):
 		st.Handler = DispIgnore
 	}
@@ -68,6 +75,7 @@ func snapshotOf(r *taskstateTaskState) TaskSnapshot {
 		RealBlocked: SignalSet(r.RealBlocked),
 		Handled:     SignalSet(r.Handled),
 		Ignored:     SignalSet(r.Ignored),
+		OneShot:     SignalSet(r.Resethand),
 	}
 }
 

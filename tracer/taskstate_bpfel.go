@@ -23,6 +23,7 @@ type taskstateTaskState struct {
 	RealBlocked uint64
 	Handled     uint64
 	Ignored     uint64
+	Resethand   uint64
 	Comm        [16]int8
 }
 

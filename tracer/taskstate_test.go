@@ -45,6 +45,8 @@ func TestTaskSnapshotState(t *testing.T) {
 		{"blocked and in real_blocked: blocked, not waited", TaskSnapshot{Blocked: term, RealBlocked: term}, TaskState{Blocked: true}},
 		{"exiting", TaskSnapshot{SigFlags: signalGroupExit}, TaskState{Exiting: true}},
 		{"another signal handled", TaskSnapshot{Handled: NewSignalSet(SIGINT)}, TaskState{}},
+		{"one-shot handler", TaskSnapshot{Handled: term, OneShot: term, SigFlags: signalUnkillable}, TaskState{Handler: DispHandler, OneShot: true, NSInit: true}},
+		{"another signal's handler one-shot", TaskSnapshot{Handled: term | NewSignalSet(SIGINT), OneShot: NewSignalSet(SIGINT)}, TaskState{Handler: DispHandler}},
 	}
 	for _, c := range cases {
 		if got := c.s.State(SIGTERM); got != c.want {
@@ -54,7 +56,7 @@ func TestTaskSnapshotState(t *testing.T) {
 }
 
 func TestDecodeTaskStates(t *testing.T) {
-	r := taskstateTaskState{Pid: 42, NsPid: 1, Pidns: 4026532180, SigFlags: 0x40, Blocked: 1 << 14, Handled: 1 << 1, Ignored: 1 << 2}
+	r := taskstateTaskState{Pid: 42, NsPid: 1, Pidns: 4026532180, SigFlags: 0x40, Blocked: 1 << 14, Handled: 1<<1 | 1<<14, Ignored: 1 << 2, Resethand: 1 << 14}
 	copy(r.Comm[:], []int8{'t', 'i', 'n', 'i'})
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&r)), taskStateSize)
 	raw = append(append([]byte{}, raw...), raw...) // the same record twice: one entry
@@ -64,7 +66,8 @@ func TestDecodeTaskStates(t *testing.T) {
 	}
 	s, ok := out[42]
 	if len(out) != 1 || !ok || s.NSPID != 1 || s.PidNS != 4026532180 || s.Comm.String() != "tini" ||
-		s.Blocked != NewSignalSet(SIGTERM) || s.Handled != NewSignalSet(SIGINT) || s.Ignored != NewSignalSet(SIGQUIT) || !s.NSInit() {
+		s.Blocked != NewSignalSet(SIGTERM) || s.Handled != NewSignalSet(SIGINT, SIGTERM) || s.Ignored != NewSignalSet(SIGQUIT) ||
+		s.OneShot != NewSignalSet(SIGTERM) || !s.NSInit() {
 		t.Errorf("decoded %+v", out)
 	}
 	if err := decodeTaskStates(raw[:taskStateSize+3], out); err == nil {
@@ -133,6 +136,67 @@ func init() {
 	for {
 		// No timeout; EINTR (the runtime's own signals) waits again.
 		unix.Syscall6(unix.SYS_RT_SIGTIMEDWAIT, uintptr(unsafe.Pointer(&set)), 0, 0, 8, 0, 0)
+	}
+}
+
+// oneShotHelper makes this test binary, started with
+// SIGSCOPE_TASKSTATE_HELPER=oneshot, a process whose SIGTERM handler is
+// one-shot, as Node.js's is: it reads the Go runtime's own SIGTERM action
+// and installs it again with SA_RESETHAND added (struct sigaction as
+// rt_sigaction(2) takes it on amd64 and arm64: handler, flags, restorer,
+// mask). SIGUSR1 keeps the runtime's handler as it is. Node.js is not in
+// the busybox VMs of `make test-kernels`; this is.
+func init() {
+	if os.Getenv("SIGSCOPE_TASKSTATE_HELPER") != "oneshot" {
+		return
+	}
+	var act [4]uint64
+	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(SIGTERM), 0, uintptr(unsafe.Pointer(&act)), 8, 0, 0); e != 0 {
+		os.Exit(3)
+	}
+	act[1] |= saResetHand
+	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(SIGTERM), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0); e != 0 {
+		os.Exit(4)
+	}
+	os.Stdout.WriteString("ready\n")
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// saResetHand is SA_RESETHAND (include/uapi/asm-generic/signal-defs.h).
+const saResetHand = 0x80000000
+
+// A namespace init whose SIGTERM handler is one-shot: the iterator reads
+// SA_RESETHAND from sa_flags, for that signal alone.
+func TestReadTaskStatesOneShotPrivileged(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := testutil.StartNSInit(t, "exec env SIGSCOPE_TASKSTATE_HELPER=oneshot "+self)
+	got, err := ReadTaskStates([]int{init.PID, os.Getpid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := got[init.PID]
+	t.Logf("helper: handled %s, one-shot %s", s.Handled, s.OneShot)
+	if !s.NSInit() || !s.Handled.Has(SIGTERM) || !s.Handled.Has(SIGUSR1) {
+		t.Fatalf("%+v: want a namespace init with the Go runtime's handlers", s)
+	}
+	if s.OneShot != NewSignalSet(SIGTERM) {
+		t.Errorf("one-shot %s, want SIGTERM alone", s.OneShot)
+	}
+	if st := s.State(SIGTERM); !st.OneShot || st.Handler != DispHandler {
+		t.Errorf("SIGTERM state %+v, want a one-shot handler", st)
+	}
+	if st := s.State(SIGUSR1); st.OneShot {
+		t.Errorf("SIGUSR1 state %+v, want a handler that stays", st)
+	}
+	// The test binary itself: the Go runtime's handlers, none one-shot.
+	if me := got[os.Getpid()]; me.Handled == 0 || me.OneShot != 0 {
+		t.Errorf("this test binary: handled %s, one-shot %s; want handlers, none one-shot", me.Handled, me.OneShot)
 	}
 }
 

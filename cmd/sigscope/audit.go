@@ -33,8 +33,14 @@ container's pid namespace, or another process when it shares one) takes the
 stop signal, and predict the stop: "graceful" when it catches the signal, waits
 for it (sigtimedwait, a signalfd: tini, catatonit) or, not being a namespace
 init, is killed by it; "ignored_by_init" when the kernel will drop it at a
-namespace init (no handler, or SIG_IGN); "ignored" when a process that is no
-init ignores it; "killed" when the stop signal is SIGKILL.
+namespace init (no handler, SIG_IGN, or a one-shot SA_RESETHAND handler that
+re-raises it, as Node.js's own does); "ignored" when a process that is no init
+ignores it; "killed" when the stop signal is SIGKILL.
+
+RUNTIME is the main process's language runtime (nodejs, go, jvm, cpython,
+ruby, perl, shell, init; "-" when not recognised), read from its executable:
+it decides what a handler achieves (the Go runtime's exits with status 2 when
+its re-raise is dropped) and which fix a hint names.
 
 SOURCE says where the masks came from: "kernel", a BPF task iterator that reads
 the kernel's own state (root, or CAP_BPF and CAP_PERFMON); or "proc",
@@ -76,6 +82,12 @@ func runAudit(ctx context.Context, output string, server *serverFlags, opts cont
 			slog.Warn("some runtimes could not be listed", "error", err)
 		}
 	}
+	return writeAudit(stdout, output, results)
+}
+
+// writeAudit prints results as JSON lines or as the table and its hints.
+// Results may come from a remote agent: every string is escaped.
+func writeAudit(stdout io.Writer, output string, results []audit.Result) error {
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	if output == "json" {
@@ -88,12 +100,13 @@ func runAudit(ctx context.Context, output string, server *serverFlags, opts cont
 		}
 		return nil
 	}
-	const format = "%-24s  %-8s  %-32s  %-7s  %-7s  %-6s  %-15s\n"
-	fmt.Fprintf(w, format, "CONTAINER", "PID", "COMMAND", "SIGNAL", "CATCHES", "SOURCE", "PREDICTION")
+	const format = "%-24s  %-8s  %-32s  %-7s  %-7s  %-7s  %-6s  %-15s\n"
+	fmt.Fprintf(w, format, "CONTAINER", "PID", "COMMAND", "RUNTIME", "SIGNAL", "CATCHES", "SOURCE", "PREDICTION")
 	for _, res := range results {
 		cmdline := textsafe.Cell(textsafe.Terminal(strings.Join(res.PID1.Cmdline, " ")), 32)
-		fmt.Fprintf(w, format, containerCell(res.Container.Info()), strconv.Itoa(res.PID1.PID), cmdline,
-			res.StopSignal, strconv.FormatBool(res.Catches), orDash(res.Source), res.Prediction)
+		rt := textsafe.Cell(textsafe.Terminal(string(res.PID1.Runtime)), 16)
+		fmt.Fprintf(w, format, containerCell(res.Container.Info()), strconv.Itoa(res.PID1.PID), cmdline, orDash(rt),
+			textsafe.Terminal(res.StopSignal), strconv.FormatBool(res.Catches), textsafe.Terminal(orDash(res.Source)), textsafe.Terminal(res.Prediction))
 	}
 	for _, res := range results {
 		if res.Hint != "" || res.Error != "" {

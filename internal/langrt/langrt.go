@@ -140,6 +140,9 @@ var forwardingInits = map[string]bool{
 // base name) is a known init that passes the stop signal on.
 func ForwardingInit(name string) bool { return forwardingInits[name] }
 
+// multiCall are executables that run as whichever program argv[0] names.
+var multiCall = map[string]bool{"busybox": true, "toybox": true}
+
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "busybox": true, "zsh": true, "ksh": true, "mksh": true}
 
 // IsShell reports whether name (argv[0] or a command name) is a shell.
@@ -205,7 +208,12 @@ func Detect(procRoot string, pid int) Runtime {
 	dir := filepath.Join(procRoot, strconv.Itoa(pid))
 	var names []string
 	if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil {
-		names = append(names, filepath.Base(strings.TrimSuffix(exe, " (deleted)")))
+		// A multi-call binary's name says nothing: busybox is the
+		// executable of its sleep as of its sh. The command name and
+		// argv[0] name the applet.
+		if base := filepath.Base(strings.TrimSuffix(exe, " (deleted)")); !multiCall[base] {
+			names = append(names, base)
+		}
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "comm")); err == nil {
 		names = append(names, strings.TrimSpace(string(b)))

@@ -3,6 +3,7 @@ package langrt
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -51,6 +52,30 @@ func TestDetect(t *testing.T) {
 	}
 	if got := Detect(t.TempDir(), 1); got != Unknown {
 		t.Errorf("Detect of a missing process = %q", got)
+	}
+	// busybox is the executable of every applet: its sleep is no shell,
+	// its sh is.
+	proc := t.TempDir()
+	for pid, p := range map[string]struct{ exe, comm string }{"10": {"/bin/busybox", "sleep"}, "11": {"/bin/busybox", "sh"}} {
+		dir := filepath.Join(proc, pid)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(p.exe, filepath.Join(dir, "exe")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "comm"), []byte(p.comm+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte(p.comm+"\x001000\x00"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := Detect(proc, 10); got != Unknown {
+		t.Errorf("Detect(busybox sleep) = %q, want unknown", got)
+	}
+	if got := Detect(proc, 11); got != Shell {
+		t.Errorf("Detect(busybox sh) = %q, want shell", got)
 	}
 	for _, c := range []struct {
 		want Runtime
