@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -670,9 +671,10 @@ func merged(old *Info, complete bool, next *Info) *Info {
 		return old
 	}
 	if next.MainPID == 0 && old.MainPID != 0 && next.ID == old.ID {
-		// It has exited since: its main pid was still that one.
+		// It has exited since: its main pid was still that one, and ran
+		// the same program.
 		c := *next
-		c.MainPID = old.MainPID
+		c.MainPID, c.MainRuntime = old.MainPID, old.MainRuntime
 		return &c
 	}
 	return next
@@ -697,8 +699,37 @@ func (r *Resolver) reenrich(m *meta) {
 }
 
 // enrich asks the runtime about a container. Its Info always has the ID
-// and runtime.
+// and runtime, and the main process's language runtime when it has a main
+// pid.
 func (r *Resolver) enrich(id, runtime string) enrichment {
+	en := r.askRuntime(id, runtime)
+	r.detectRuntime(en.info)
+	return en
+}
+
+// detectRuntime sets info.MainRuntime, info being a fresh answer no caller
+// holds yet: what the cached answer for the same main process said, else
+// read from /proc (langrt.Detect, a few small files). So /proc is read once
+// per main process, when the runtime first names it, and again only while
+// it is not recognised (the runtime may name it before its entrypoint has
+// replaced runc's init), never per event.
+func (r *Resolver) detectRuntime(info *Info) {
+	if info == nil || info.MainPID <= 0 {
+		return
+	}
+	r.mu.Lock()
+	m, ok := r.metas.get(info.ID)
+	if ok && m.info.MainPID == info.MainPID && m.info.MainRuntime != langrt.Unknown {
+		info.MainRuntime = m.info.MainRuntime
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	info.MainRuntime = langrt.Detect(r.opts.ProcRoot, info.MainPID)
+}
+
+// askRuntime is enrich without the main process's language runtime.
+func (r *Resolver) askRuntime(id, runtime string) enrichment {
 	bare := &Info{ID: id, Runtime: runtime}
 	r.mu.Lock()
 	docker, cri := r.docker, r.cri
