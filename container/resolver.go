@@ -105,6 +105,7 @@ type Resolver struct {
 	now           func() time.Time
 	retryInterval time.Duration // before asking a failed runtime again
 	cg            *cgroupIndex
+	own           *cgroupOwners // cgroups no pattern names, from the runtimes' main processes (owners.go)
 	watch         *cgroupWatch  // nil with NoCgroupWatch or when inotify failed
 	docker        *dockerClient // nil with NoRuntimeAPI
 	cri           []*criClient
@@ -246,6 +247,7 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 		rechecks:      make(map[string]*recheck),
 		recheckWake:   make(chan struct{}, 1),
 	}
+	r.own = newCgroupOwners(opts.MaxEntries)
 	r.cg = newCgroupIndex(opts.CgroupRoot, opts.MaxEntries, opts.TTL, func() time.Time { return r.now() })
 	if !opts.NoRuntimeAPI {
 		r.docker = newDockerClient(opts.DockerSocket)
@@ -283,7 +285,11 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 func (r *Resolver) queuePrefetch(rel string) {
 	id, runtime, ok := ParseCgroupPath(rel)
 	if !ok {
-		return
+		// Not named by a pattern: a container the owners know restarted
+		// in its cgroup has a new main pid to ask for.
+		if id, runtime, ok = r.ownerOfPath(rel); !ok {
+			return
+		}
 	}
 	select {
 	case r.prefetch <- prefetchItem{id, runtime}:
@@ -401,6 +407,7 @@ func (r *Resolver) runRechecks() {
 func (r *Resolver) Close() error {
 	var errs []error
 	r.closeOnce.Do(func() {
+		r.own.close()
 		if r.watch != nil {
 			errs = append(errs, r.watch.close())
 		}
@@ -508,6 +515,10 @@ func (r *Resolver) resolve(p *tracer.Process, key Key, old *entry) *Info {
 	if !c.found {
 		e := &entry{expires: now.Add(r.opts.TTL)}
 		switch {
+		case !c.retryAt.IsZero():
+			// Container-like, and nothing resolved it yet: looked at again
+			// when its cgroup is due another try (owners.go).
+			e.expires = c.retryAt
 		case c.definite:
 		case old != nil && old.meta != nil && !old.gone:
 			// No trace of it any more: the container has ended. Keep
@@ -550,6 +561,9 @@ type identity struct {
 	// !found && definite is a host process), not from a lack of traces.
 	definite bool
 	goneAt   time.Time // when the answer came from a removed cgroup: its removal
+	// retryAt: a container-like process nothing resolved (owners.go), to be
+	// looked at again then.
+	retryAt time.Time
 }
 
 // identify finds a process's container ID and runtime.
@@ -572,8 +586,7 @@ func (r *Resolver) identify(p *tracer.Process, key Key) identity {
 		if alive {
 			data, err := r.fs.ReadFile(filepath.Join(dir, "cgroup"))
 			if err == nil {
-				id, runtime, found := ParseCgroupFile(string(data))
-				return identity{id: id, runtime: runtime, found: found, definite: true}
+				return r.fromCgroups(p, splitCgroupFile(string(data)), time.Time{})
 			}
 			r.procErr(err)
 		}
@@ -591,8 +604,11 @@ func (r *Resolver) identify(p *tracer.Process, key Key) identity {
 			r.fail(SourceCgroup, "", err)
 		}
 		if ok {
-			id, runtime, found := ParseCgroupPath(path)
-			return identity{id: id, runtime: runtime, found: found, definite: true, goneAt: goneAt}
+			l := cgroupLines{v2: path}
+			if c.v1 {
+				l = cgroupLines{memory: path}
+			}
+			return r.fromCgroups(p, l, goneAt)
 		}
 	}
 	return identity{}
