@@ -55,6 +55,9 @@ func splitCgroupFile(content string) cgroupLines {
 	return l
 }
 
+// splitCgroupPath is one path as a cgroupLines, for parse.
+func splitCgroupPath(path string) cgroupLines { return cgroupLines{v2: path} }
+
 // parse is ParseCgroupFile on the split file; nested reports that the
 // path that named the container has a container-like component (a
 // 64-hex ID) below the one that matched: a container nested in it, laid

@@ -42,6 +42,12 @@ import (
 // however many unknown cgroups come.
 const ownersMinRefresh = time.Second
 
+// ownersFreshWindow is how long the owners are refreshed in the background
+// (once per ownersMinRefresh) after a cgroup no pattern names appeared:
+// runc makes a container's cgroup before its runtime lists it as running,
+// and the stop of a container sigscope never looked up must find it known.
+const ownersFreshWindow = 5 * time.Second
+
 // hostPidNS is the inode of the host's (initial) pid namespace,
 // PROC_PID_INIT_INO.
 const hostPidNS = 0xEFFFFFFC
@@ -90,6 +96,10 @@ type cgroupOwners struct {
 	counted    uint64
 	timer      *time.Timer // a refresh for the cgroups waiting on one
 	closed     bool
+	// freshUntil: refresh in the background until then (the prefetcher
+	// does, woken by wake).
+	freshUntil time.Time
+	wake       chan struct{}
 
 	call flight[struct{}, struct{}]
 }
@@ -100,7 +110,42 @@ func newCgroupOwners(max int) *cgroupOwners {
 		byID:       make(map[string]*owner),
 		byPath:     make(map[cgPath]string),
 		unresolved: newLRU[cgPath, *unresolvedCgroup](max),
+		wake:       make(chan struct{}, 1),
 	}
+}
+
+// noteUnknownCgroup notes that a cgroup no pattern names appeared (or
+// existed when the watch began): the owners are refreshed in the
+// background for ownersFreshWindow, so that a container there is known
+// before its first event, its main pid with it.
+func (r *Resolver) noteUnknownCgroup() {
+	o := r.own
+	o.mu.Lock()
+	o.freshUntil = r.now().Add(ownersFreshWindow)
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// nextBackground says how long until the next background refresh, if one
+// is due: at once for the first, then once per ownersMinRefresh until
+// freshUntil.
+func (o *cgroupOwners) nextBackground(now time.Time) (time.Duration, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.freshUntil.IsZero() {
+		return 0, false
+	}
+	due := now
+	if !o.last.IsZero() {
+		due = o.last.Add(ownersMinRefresh)
+	}
+	if due.After(o.freshUntil) {
+		return 0, false
+	}
+	return max(due.Sub(now), 0), true
 }
 
 // lookupLocked returns the container owning paths: the deepest of each
@@ -403,7 +448,7 @@ func (r *Resolver) listMains(known map[string]bool) (listed map[string]*owner, a
 				listed[id] = nil
 				continue
 			}
-			if budget == 0 {
+			if budget == 0 || r.stopping() {
 				break
 			}
 			budget--
@@ -448,7 +493,7 @@ func (r *Resolver) listMains(known map[string]bool) (listed map[string]*owner, a
 				listed[id] = nil
 				continue
 			}
-			if budget == 0 {
+			if budget == 0 || r.stopping() {
 				break
 			}
 			budget--
@@ -475,6 +520,13 @@ func (r *Resolver) listMains(known map[string]bool) (listed map[string]*owner, a
 		}
 	}
 	return listed, answered
+}
+
+// stopping reports whether Close has begun: a refresh then stops asking.
+func (r *Resolver) stopping() bool {
+	r.own.mu.Lock()
+	defer r.own.mu.Unlock()
+	return r.own.closed
 }
 
 // learnMain makes the owner of a listed container from its main process's

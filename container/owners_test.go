@@ -47,7 +47,7 @@ func TestOwnersCustomCgroupParent(t *testing.T) {
 		id1: dockerInspectJSON(id1, "custom-parent", nil, "", nil, 4321),
 		id2: dockerInspectJSON(id2, "pid-host", nil, "", nil, 5432),
 	})
-	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
+	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}, NoCgroupWatch: true})
 	path1, path2 := "/sigscope-parent/"+id1, "/sigscope-parent/"+id2
 	main1 := h.customProcess(4321, 4026532100, path1)
 	main2 := h.customProcess(5432, hostPidNS, path2) // --pid host
@@ -115,7 +115,7 @@ func TestOwnersArbitraryPath(t *testing.T) {
 	f.set(id1, kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 777))
 	f.setSandbox(id2, sandboxStatus(id2, 666))
 	sock := startFakeCRI(t, f)
-	r := h.resolver(Options{DockerSocket: filepath.Join(t.TempDir(), "none.sock"), CRISockets: []string{sock}})
+	r := h.resolver(Options{DockerSocket: filepath.Join(t.TempDir(), "none.sock"), CRISockets: []string{sock}, NoCgroupWatch: true})
 	h.customProcess(777, 4026532200, "/my-kubelet-root/shop/app")
 	h.customProcess(666, 4026532200, "/my-kubelet-root/shop/sandbox")
 	p := h.customProcess(800, 4026532200, "/my-kubelet-root/shop/app")
@@ -136,7 +136,7 @@ func TestOwnersNested(t *testing.T) {
 	d := startFakeDocker(t, map[string]map[string]any{
 		id2: dockerInspectJSON(id2, "inner", nil, "", nil, 4321),
 	})
-	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
+	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}, NoCgroupWatch: true})
 	inner := "/docker/" + id1 + "/nested-parent/" + id2
 	h.customProcess(4321, 4026532300, inner)
 	if info := r.Lookup(h.customProcess(4322, 4026532300, inner)); info == nil || info.ID != id2 || info.Name != "inner" {
@@ -154,7 +154,7 @@ func TestOwnersNested(t *testing.T) {
 func TestUnresolvedCgroupsCounted(t *testing.T) {
 	h := newFakeHost(t)
 	d := startFakeDocker(t, map[string]map[string]any{})
-	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
+	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}, NoCgroupWatch: true})
 
 	// A pid namespace of its own in a host-looking cgroup; then a host
 	// pid namespace in a cgroup named by a container ID nobody lists.
@@ -256,7 +256,7 @@ func TestOwnersBounded(t *testing.T) {
 		h.customProcess(uint32(2000+i), uint32(4026532600+i), "/p/"+id)
 	}
 	d := startFakeDocker(t, containers)
-	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}, MaxEntries: 3})
+	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}, MaxEntries: 3, NoCgroupWatch: true})
 	for i := 0; i < 6; i++ {
 		h.clock.advance(2 * ownersMinRefresh)
 		r.Lookup(h.customProcess(uint32(3000+i), uint32(4026532700+i), fmt.Sprintf("/q/%d", i)))
@@ -272,5 +272,52 @@ func TestOwnersBounded(t *testing.T) {
 	}
 	if n := r.UnresolvedCgroups(); n != 6 {
 		t.Errorf("%d unresolved, want 6", n)
+	}
+}
+
+// waitOwned waits until the owners know container id.
+func waitOwned(t *testing.T, r *Resolver, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		r.own.mu.Lock()
+		_, ok := r.own.byID[id]
+		r.own.mu.Unlock()
+		if ok {
+			return
+		}
+	}
+	t.Fatalf("the owners never learnt %s", ShortID(id))
+}
+
+// A container started under a custom parent while sigscope runs, and
+// stopped before any of its events was looked up (the usual case: its stop
+// is its first event, read after it ended): the cgroup's appearance has the
+// owners refreshed in the background until the runtime lists it, so its
+// name and main pid are known when the stop is read. Its main process here
+// is no namespace init (--pid host).
+func TestOwnersLearntBeforeFirstEvent(t *testing.T) {
+	h := newFakeHost(t)
+	d := startFakeDocker(t, map[string]map[string]any{})
+	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
+	// runc makes the cgroup and its init; Docker lists the container once
+	// it runs.
+	main := h.customProcess(4321, hostPidNS, "/sigscope-parent/"+id1)
+	time.Sleep(50 * time.Millisecond)
+	d.set(id1, dockerInspectJSON(id1, "late-starter", nil, "", nil, 4321))
+	h.clock.advance(ownersMinRefresh)
+	waitOwned(t, r, id1)
+	if n := r.UnresolvedCgroups(); n != 0 {
+		t.Fatalf("%d unresolved cgroups before any lookup", n)
+	}
+
+	// Stopped and removed before the reader looked anything up.
+	d.set(id1, nil)
+	h.removeProcess(4321)
+	info := r.Lookup(main)
+	if info == nil || info.ID != id1 || info.Name != "late-starter" || info.MainPID != 4321 {
+		t.Fatalf("the stopped container's main process: %+v, want late-starter with main pid 4321", info)
+	}
+	if n := r.UnresolvedCgroups(); n != 0 {
+		t.Fatalf("%d unresolved cgroups", n)
 	}
 }

@@ -283,11 +283,20 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 // queuePrefetch queues the container of the cgroup at rel, if any, for
 // enrichment; when the queue is full it is enriched at its first lookup.
 func (r *Resolver) queuePrefetch(rel string) {
-	id, runtime, ok := ParseCgroupPath(rel)
-	if !ok {
-		// Not named by a pattern: a container the owners know restarted
-		// in its cgroup has a new main pid to ask for.
-		if id, runtime, ok = r.ownerOfPath(rel); !ok {
+	id, runtime, ok, nested := splitCgroupPath(rel).parse()
+	if !ok || nested {
+		// Not named by a pattern (or a container nested in the one it
+		// names): a container the owners know restarted in its cgroup
+		// has a new main pid to ask for; a cgroup named by a container
+		// ID may be a container's that the runtimes list once it runs.
+		oid, oruntime, owned := r.ownerOfPath(rel)
+		if !owned && hasContainerID(rel) {
+			r.noteUnknownCgroup()
+		}
+		if owned {
+			id, runtime, ok = oid, oruntime, true
+		}
+		if !ok {
 			return
 		}
 	}
@@ -305,10 +314,19 @@ func (r *Resolver) prefetcher() {
 	timer.Stop()
 	defer timer.Stop()
 	armed := false
+	// The owners (owners.go) are refreshed here too, in the background,
+	// while cgroups no pattern names keep appearing.
+	otimer := time.NewTimer(time.Hour)
+	otimer.Stop()
+	defer otimer.Stop()
+	oarmed := false
 	for {
-		var due <-chan time.Time
+		var due, odue <-chan time.Time
 		if armed {
 			due = timer.C
+		}
+		if oarmed {
+			odue = otimer.C
 		}
 		select {
 		case <-r.prefetchStop:
@@ -316,14 +334,24 @@ func (r *Resolver) prefetcher() {
 		case it := <-r.prefetch:
 			r.restarted(it.id, it.runtime)
 		case <-r.recheckWake:
+		case <-r.own.wake:
 		case <-due:
 			armed = false
 			r.runRechecks()
+		case <-odue:
+			oarmed = false
+			r.refreshOwners()
 		}
 		if !armed {
 			if d, ok := r.nextRecheck(); ok {
 				timer.Reset(d)
 				armed = true
+			}
+		}
+		if !oarmed {
+			if d, ok := r.own.nextBackground(r.now()); ok {
+				otimer.Reset(d)
+				oarmed = true
 			}
 		}
 	}
