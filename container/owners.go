@@ -23,10 +23,13 @@ import (
 // layout: `docker run --cgroup-parent`, a daemon's --cgroup-parent, a
 // kubelet's custom cgroup root, a runtime nested in a container, paths as
 // a cgroup namespace shows them. The map from those cgroups to containers
-// (the owners) is built on a miss, not per event: a lookup that finds a
-// container-like cgroup nobody owns refreshes it, at most once per
-// ownersMinRefresh, and only the containers it has not seen yet cost an
-// inspect and a /proc read.
+// (the owners) is refreshed, never per event and at most once per
+// ownersMinRefresh: in the background while cgroups named by a container
+// ID that no pattern knows appear (so that a container is known, with its
+// main pid, before its stop, often its first event, is read after it
+// ended), and on a miss for a container-like cgroup nobody owns. A refresh
+// lists each runtime's running containers; only those not seen before,
+// and not named by a pattern, cost an inspect and a /proc read.
 //
 // A process in a container-like cgroup that the refresh does not resolve
 // either is counted once per cgroup ([Resolver.UnresolvedCgroups],
@@ -62,9 +65,8 @@ type cgPath struct {
 type owner struct {
 	id, runtime string
 	source      string // the runtime's socket: its containers are forgotten only when it answers without them
-	// paths are its main process's cgroups when no pattern names them as
-	// this container's; nil when the patterns do (the container is kept so
-	// that it is not inspected again at each refresh).
+	// paths are its main process's cgroups, which no pattern names as this
+	// container's (the others go to patterned).
 	paths  []cgPath
 	listed time.Time // when its runtime last listed it running
 }
@@ -93,7 +95,12 @@ type cgroupOwners struct {
 	last       time.Time         // when the last refresh began
 	refreshes  int               // for tests
 	unresolved *lru[cgPath, *unresolvedCgroup]
-	counted    uint64
+	// patterned: containers whose cgroup a pattern names (seen by the
+	// watch or a lookup): a refresh lists them without inspecting them,
+	// so that the first refresh on a node of many ordinary containers
+	// costs one list per runtime, not an inspect each.
+	patterned *lru[string, struct{}]
+	counted   uint64
 	timer      *time.Timer // a refresh for the cgroups waiting on one
 	closed     bool
 	// freshUntil: refresh in the background until then (the prefetcher
@@ -110,6 +117,7 @@ func newCgroupOwners(max int) *cgroupOwners {
 		byID:       make(map[string]*owner),
 		byPath:     make(map[cgPath]string),
 		unresolved: newLRU[cgPath, *unresolvedCgroup](max),
+		patterned:  newLRU[string, struct{}](max),
 		wake:       make(chan struct{}, 1),
 	}
 }
@@ -127,6 +135,13 @@ func (r *Resolver) noteUnknownCgroup() {
 	case o.wake <- struct{}{}:
 	default:
 	}
+}
+
+// notePatterned notes a container whose cgroup a pattern names.
+func (o *cgroupOwners) notePatterned(id string) {
+	o.mu.Lock()
+	o.patterned.put(id, struct{}{})
+	o.mu.Unlock()
 }
 
 // nextBackground says how long until the next background refresh, if one
@@ -216,6 +231,7 @@ func containerLike(paths []cgPath, pidns uint32) bool {
 func (r *Resolver) fromCgroups(p *tracer.Process, l cgroupLines, goneAt time.Time) identity {
 	id, runtime, ok, nested := l.parse()
 	if ok && !nested {
+		r.own.notePatterned(id)
 		return identity{id: id, runtime: runtime, found: true, definite: true, goneAt: goneAt}
 	}
 	paths := l.owned()
@@ -355,10 +371,11 @@ func (r *Resolver) refreshOwnersNow() {
 	}
 	o.last = now
 	o.refreshes++
-	known := make(map[string]bool, len(o.byID))
+	known := make(map[string]bool, len(o.byID)+o.patterned.len())
 	for id := range o.byID {
 		known[id] = true
 	}
+	o.patterned.each(func(id string, _ struct{}) { known[id] = true })
 	o.mu.Unlock()
 
 	listed, answered := r.listMains(known)
@@ -367,6 +384,8 @@ func (r *Resolver) refreshOwnersNow() {
 	for id, ow := range listed {
 		if old, ok := o.byID[id]; ok {
 			old.listed = now
+		} else if ow != nil && ow.paths == nil {
+			o.patterned.put(id, struct{}{}) // not needed to resolve anything
 		} else if ow != nil {
 			ow.listed = now
 			o.byID[id] = ow
@@ -376,7 +395,7 @@ func (r *Resolver) refreshOwnersNow() {
 		// A container its runtime no longer lists has ended: its cgroups
 		// are kept for the TTL, as the cgroup index keeps removed ones,
 		// so that its late events still resolve.
-		if answered[ow.source] && ow.listed.Before(now) && (ow.paths == nil || now.Sub(ow.listed) >= r.opts.TTL) {
+		if answered[ow.source] && now.Sub(ow.listed) >= r.opts.TTL {
 			delete(o.byID, id)
 		}
 	}

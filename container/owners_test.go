@@ -321,3 +321,43 @@ func TestOwnersLearntBeforeFirstEvent(t *testing.T) {
 		t.Fatalf("%d unresolved cgroups", n)
 	}
 }
+
+// The first refresh on a node of ordinary containers, which the watch has
+// seen, costs one list and no inspect; one whose layout no pattern knows
+// is inspected once.
+func TestOwnersRefreshSkipsPatternContainers(t *testing.T) {
+	h := newFakeHost(t)
+	containers := map[string]map[string]any{}
+	var last *tracer.Process
+	for i := 0; i < 20; i++ {
+		id := fmt.Sprintf("%064x", 0xd0c00+i)
+		containers[id] = dockerInspectJSON(id, fmt.Sprint("c", i), nil, "", nil, 3000+i)
+		last = h.dockerProcess(uint32(3000+i), uint32(4026532800+i), id)
+	}
+	containers[id1] = dockerInspectJSON(id1, "custom", nil, "", nil, 4000)
+	d := startFakeDocker(t, containers)
+	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
+	waitIndexed(t, r, last.CgroupV1ID, true, false)
+	// The watch's prefetch inspects each (that is the ordinary
+	// enrichment); wait for it, then count.
+	waitMeta(t, r, fmt.Sprintf("%064x", 0xd0c00+19), func(i *Info) bool { return i.Name == "c19" })
+	h.customProcess(4000, 4026532900, "/custom/"+id1)
+	time.Sleep(100 * time.Millisecond) // the background refresh the custom cgroup asks for
+	before := d.requests.Load()
+	h.clock.advance(2 * ownersMinRefresh)
+	r.refreshOwners()
+	// One list; id1 was inspected by the background refresh already, or
+	// is now.
+	if n := d.requests.Load() - before; n > 2 {
+		t.Errorf("a refresh made %d requests, want a list (and at most id1's inspect)", n)
+	}
+	if info := r.Lookup(h.customProcess(4001, 4026532900, "/custom/"+id1)); info == nil || info.Name != "custom" {
+		t.Errorf("custom: %+v", info)
+	}
+	r.own.mu.Lock()
+	owners := len(r.own.byID)
+	r.own.mu.Unlock()
+	if owners != 1 {
+		t.Errorf("%d owners, want 1 (the ordinary containers need none)", owners)
+	}
+}

@@ -299,6 +299,8 @@ func (r *Resolver) queuePrefetch(rel string) {
 		if !ok {
 			return
 		}
+	} else {
+		r.own.notePatterned(id)
 	}
 	select {
 	case r.prefetch <- prefetchItem{id, runtime}:
