@@ -101,8 +101,8 @@ type cgroupOwners struct {
 	// costs one list per runtime, not an inspect each.
 	patterned *lru[string, struct{}]
 	counted   uint64
-	timer      *time.Timer // a refresh for the cgroups waiting on one
-	closed     bool
+	timer     *time.Timer // a refresh for the cgroups waiting on one
+	closed    bool
 	// freshUntil: refresh in the background until then (the prefetcher
 	// does, woken by wake).
 	freshUntil time.Time
