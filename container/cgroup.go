@@ -73,13 +73,15 @@ func (l cgroupLines) parse() (id, runtime string, ok, nested bool) {
 }
 
 // owned is the paths the runtimes' main processes are looked up by (see
-// owners.go): the v2 and the v1 memory paths, as events carry ids for those.
+// owners.go): the v2 and the v1 memory paths, as events carry ids for
+// those, but not a hierarchy's root, which is nobody's container (on a
+// hybrid host every process's v2 path may be "/").
 func (l cgroupLines) owned() []cgPath {
 	var out []cgPath
-	if l.v2 != "" {
+	if l.v2 != "" && l.v2 != "/" {
 		out = append(out, cgPath{path: l.v2})
 	}
-	if l.memory != "" {
+	if l.memory != "" && l.memory != "/" {
 		out = append(out, cgPath{v1: true, path: l.memory})
 	}
 	return out

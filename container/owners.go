@@ -34,12 +34,13 @@ import (
 // A process in a container-like cgroup that the refresh does not resolve
 // either is counted once per cgroup ([Resolver.UnresolvedCgroups],
 // sigscope_unresolved_cgroups_total) and logged once, at warn. Container-like
-// means: its pid namespace is not the host's (the timeline keeps episodes
-// for such processes as a container's, so an unnamed one is worth saying),
-// or its cgroup path holds a full container ID (64 hex digits, as every
-// runtime names its containers' cgroups by default). A host process in a
-// host cgroup (a service, a login session) is neither, and costs nothing
-// more than before.
+// means: in a cgroup other than the root (of the v2 or the v1 memory
+// hierarchy), and either its pid namespace is not the host's (the timeline
+// keeps episodes for such processes as a container's, so an unnamed one is
+// worth saying) or its cgroup path holds a full container ID (64 hex
+// digits, as every runtime names its containers' cgroups by default). A
+// host process in a host cgroup (a service, a login session) is neither,
+// and costs nothing more than before.
 
 // ownersMinRefresh is the least time between two refreshes of the owners,
 // however many unknown cgroups come.
@@ -565,11 +566,7 @@ func (r *Resolver) learnMain(info *Info, source string) *owner {
 	l := splitCgroupFile(string(data))
 	ow := &owner{id: info.ID, runtime: info.Runtime, source: source}
 	if id, _, ok, nested := l.parse(); !ok || id != info.ID || nested {
-		for _, p := range l.owned() {
-			if p.path != "/" {
-				ow.paths = append(ow.paths, p)
-			}
-		}
+		ow.paths = l.owned()
 	}
 	r.detectRuntime(info)
 	now := r.now()

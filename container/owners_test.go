@@ -361,3 +361,24 @@ func TestOwnersRefreshSkipsPatternContainers(t *testing.T) {
 		t.Errorf("%d owners, want 1 (the ordinary containers need none)", owners)
 	}
 }
+
+// On a hybrid host every process's v2 path may be the root: the v1 memory
+// cgroup tells unresolved cgroups apart, and a process at both roots is in
+// no container-like cgroup.
+func TestUnresolvedCgroupsHybridRoot(t *testing.T) {
+	h := newFakeHost(t)
+	r := h.resolver(Options{NoCgroupWatch: true})
+	for i, memcg := range []string{"/jobs/a", "/jobs/b"} {
+		h.mkCgroup(true, memcg)
+		h.addProcess(uint32(100+i), uint32(4026533100+i), "4:memory:"+memcg+"\n0::/\n")
+		h.clock.advance(2 * ownersMinRefresh)
+		if info := r.Lookup(&tracer.Process{PID: uint32(100 + i), PidNS: uint32(4026533100 + i)}); info != nil {
+			t.Fatalf("resolved to %+v", info)
+		}
+	}
+	h.addProcess(200, 4026533200, "4:memory:/\n0::/\n")
+	r.Lookup(&tracer.Process{PID: 200, PidNS: 4026533200})
+	if n := r.UnresolvedCgroups(); n != 2 {
+		t.Fatalf("%d unresolved cgroups, want 2 (/jobs/a and /jobs/b; the root is no container's)", n)
+	}
+}
