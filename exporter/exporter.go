@@ -236,7 +236,7 @@ func New(opts Options) *Exporter {
 	e.enrichDesc = prometheus.NewDesc("sigscope_enrichment_errors_total",
 		"Errors naming containers, by source (docker, cri, proc, cgroup).", []string{"source"}, nil)
 	e.unresolvedDesc = prometheus.NewDesc("sigscope_unresolved_cgroups_total",
-		"Distinct container-like cgroups (a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.", nil, nil)
+		"Distinct container-like cgroups (not the root; a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.", nil, nil)
 	e.buildDesc = prometheus.NewDesc("sigscope_build_info",
 		"Always 1; the labels say which sigscope build this is.", []string{"version", "revision", "goversion"}, nil)
 	e.auditDesc = prometheus.NewDesc("sigscope_container_pid1_handles_stop_signal",
