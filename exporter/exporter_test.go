@@ -306,7 +306,7 @@ sigscope_events_missed_total 3
 # TYPE sigscope_enrichment_errors_total counter
 sigscope_enrichment_errors_total{source="docker"} 4
 sigscope_enrichment_errors_total{source="proc"} 1
-# HELP sigscope_unresolved_cgroups_total Distinct container-like cgroups (a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.
+# HELP sigscope_unresolved_cgroups_total Distinct container-like cgroups (not the root; a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.
 # TYPE sigscope_unresolved_cgroups_total counter
 sigscope_unresolved_cgroups_total 2
 # HELP sigscope_build_info Always 1; the labels say which sigscope build this is.
@@ -319,7 +319,7 @@ sigscope_build_info{goversion="`+runtime.Version()+`",revision="ee6f455",version
 	stats.Generate.Emitted, stats.Generate.Dropped = 150, 12
 	unresolved = 3
 	compare(t, reg, `
-# HELP sigscope_unresolved_cgroups_total Distinct container-like cgroups (a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.
+# HELP sigscope_unresolved_cgroups_total Distinct container-like cgroups (not the root; a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.
 # TYPE sigscope_unresolved_cgroups_total counter
 sigscope_unresolved_cgroups_total 3
 `, "sigscope_unresolved_cgroups_total")
