@@ -1,15 +1,36 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
+
+// removeCgroupParent removes, at cleanup, the cgroup parent the runtime
+// made under every hierarchy for the test's containers (empty by then:
+// registered before them, it runs after they are removed), so that the
+// host's cgroup tree is left as it was.
+func removeCgroupParent(t *testing.T, parent string) {
+	t.Helper()
+	testutil.RequirePrivileged(t)
+	t.Cleanup(func() {
+		dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", parent))
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", parent)) // a cgroup2-only host
+		for _, d := range dirs {
+			if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("removing the test's cgroup %s: %v", d, err)
+			}
+		}
+	})
+}
 
 // cgroupOf is a process's v1 memory and cgroup2 paths, for checking that a
 // test's container has the layout it means to cover.
@@ -53,6 +74,7 @@ func checkStopped(t *testing.T, eps []episode, id, name, outcome string, exit in
 func TestDockerCgroupParent(t *testing.T) {
 	img := busyboxImage(t)
 	const parent = "/sigscope-e2e-parent"
+	removeCgroupParent(t, parent)
 	init := runContainer(t, "e2e-cgparent", "--cgroup-parent", parent, img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
 	host := runContainer(t, "e2e-cgparent-pidhost", "--cgroup-parent", parent, "--pid", "host", img, "sleep", "1000")
 	for _, c := range []struct{ name, id string }{{"e2e-cgparent", init}, {"e2e-cgparent-pidhost", host}} {
@@ -84,6 +106,7 @@ func TestDockerCgroupParent(t *testing.T) {
 func TestDockerDaemonCgroupParent(t *testing.T) {
 	img := busyboxImage(t)
 	const parent = "/sigscope-e2e-daemon"
+	removeCgroupParent(t, parent)
 	d := dockertest.StartPrivateDaemon(t, "cgparent", "--cgroup-parent", parent)
 	d.CopyImage(t, dockertest.EnsureDaemon(t), img)
 	init := d.RunContainer(t, "--name", "e2e-daemon-parent", img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
