@@ -151,10 +151,11 @@ func New(opts Options) (*Agent, error) {
 			}
 			return tracer.Stats{}, nil
 		},
-		EnrichmentErrors: a.resolver.Errors,
-		Caches:           a.caches,
-		Version:          opts.Version,
-		Revision:         opts.Revision,
+		EnrichmentErrors:  a.resolver.Errors,
+		UnresolvedCgroups: a.resolver.UnresolvedCgroups,
+		Caches:            a.caches,
+		Version:           opts.Version,
+		Revision:          opts.Revision,
 	})
 	a.reg = prometheus.NewRegistry()
 	// go_gc_heap_live_bytes besides the defaults: the heap the last GC

@@ -19,6 +19,11 @@ func (r *Resolver) Caches() []CacheSize {
 		{"resolver_containers", r.metas.len(), r.opts.MaxEntries},
 	}
 	r.mu.Unlock()
+	r.own.mu.Lock()
+	out = append(out,
+		CacheSize{"resolver_cgroup_owners", len(r.own.byID), r.own.max},
+		CacheSize{"resolver_unresolved_cgroups", r.own.unresolved.len(), r.own.max})
+	r.own.mu.Unlock()
 	r.recheckMu.Lock()
 	out = append(out, CacheSize{"resolver_rechecks", len(r.rechecks), prefetchQueue})
 	r.recheckMu.Unlock()

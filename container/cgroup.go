@@ -22,8 +22,18 @@ const (
 // sigscope's events carry an id for), then any other line: on a hybrid host
 // the v2 line is often just "/" while the v1 lines hold the container.
 func ParseCgroupFile(content string) (id, runtime string, ok bool) {
-	var v2, memory string
-	var others []string
+	id, runtime, ok, _ = splitCgroupFile(content).parse()
+	return id, runtime, ok
+}
+
+// cgroupLines are the paths of one /proc/PID/cgroup file that matter here.
+type cgroupLines struct {
+	v2, memory string   // "" when the file has no such line
+	others     []string // the other v1 controllers' paths
+}
+
+func splitCgroupFile(content string) cgroupLines {
+	var l cgroupLines
 	for _, line := range strings.Split(content, "\n") {
 		hier, rest, found := strings.Cut(strings.TrimSpace(line), ":")
 		if !found {
@@ -35,19 +45,46 @@ func ParseCgroupFile(content string) (id, runtime string, ok bool) {
 		}
 		switch {
 		case hier == "0" && controllers == "":
-			v2 = path
+			l.v2 = path
 		case hasController(controllers, "memory"):
-			memory = path
+			l.memory = path
 		default:
-			others = append(others, path)
+			l.others = append(l.others, path)
 		}
 	}
-	for _, p := range append([]string{v2, memory}, others...) {
-		if id, runtime, ok := ParseCgroupPath(p); ok {
-			return id, runtime, true
+	return l
+}
+
+// splitCgroupPath is one path as a cgroupLines, for parse.
+func splitCgroupPath(path string) cgroupLines { return cgroupLines{v2: path} }
+
+// parse is ParseCgroupFile on the split file; nested reports that the
+// path that named the container has a container-like component (a
+// 64-hex ID) below the one that matched: a container nested in it, laid
+// out as no pattern knows (a runtime inside the container with a cgroup
+// parent of its own).
+func (l cgroupLines) parse() (id, runtime string, ok, nested bool) {
+	for _, p := range append([]string{l.v2, l.memory}, l.others...) {
+		if id, runtime, depth, ok := parseCgroupPath(p); ok {
+			return id, runtime, true, hasContainerID(strings.Join(strings.Split(strings.Trim(p, "/"), "/")[depth+1:], "/"))
 		}
 	}
-	return "", "", false
+	return "", "", false, false
+}
+
+// owned is the paths the runtimes' main processes are looked up by (see
+// owners.go): the v2 and the v1 memory paths, as events carry ids for
+// those, but not a hierarchy's root, which is nobody's container (on a
+// hybrid host every process's v2 path may be "/").
+func (l cgroupLines) owned() []cgPath {
+	var out []cgPath
+	if l.v2 != "" && l.v2 != "/" {
+		out = append(out, cgPath{path: l.v2})
+	}
+	if l.memory != "" && l.memory != "/" {
+		out = append(out, cgPath{v1: true, path: l.memory})
+	}
+	return out
 }
 
 func hasController(list, name string) bool {
@@ -76,6 +113,13 @@ func hasController(list, name string) bool {
 //	podman      .../libpod-<id>.scope              systemd (libpod-conmon-<id> is the monitor)
 //	            /libpod_parent/libpod-<id>         cgroupfs
 func ParseCgroupPath(path string) (id, runtime string, ok bool) {
+	id, runtime, _, ok = parseCgroupPath(path)
+	return id, runtime, ok
+}
+
+// parseCgroupPath is ParseCgroupPath, with the index of the component
+// that matched among path's components.
+func parseCgroupPath(path string) (id, runtime string, depth int, ok bool) {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	for i := len(parts) - 1; i >= 0; i-- {
 		parent := ""
@@ -83,10 +127,29 @@ func ParseCgroupPath(path string) (id, runtime string, ok bool) {
 			parent = parts[i-1]
 		}
 		if id, runtime, ok := parseComponent(parts[i], parent, parts[:i]); ok {
-			return id, runtime, true
+			return id, runtime, i, true
 		}
 	}
-	return "", "", false
+	return "", "", 0, false
+}
+
+// hasContainerID reports whether path holds a full container ID (64
+// lowercase hex digits, alone or within a component, as in
+// "docker-<id>.scope"): every runtime names its containers' cgroups so
+// unless told otherwise, and no other software's cgroups look like that.
+func hasContainerID(path string) bool {
+	run := 0
+	for i := 0; i <= len(path); i++ {
+		if i < len(path) && (path[i] >= '0' && path[i] <= '9' || path[i] >= 'a' && path[i] <= 'f') {
+			run++
+			continue
+		}
+		if run == 64 {
+			return true
+		}
+		run = 0
+	}
+	return false
 }
 
 func parseComponent(c, parent string, ancestors []string) (id, runtime string, ok bool) {

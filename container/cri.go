@@ -307,3 +307,26 @@ func criSignal(s runtimeapi.Signal) tracer.Signal {
 	}
 	return parseStopSignal(name)
 }
+
+// readySandboxes lists the IDs of the pod sandboxes that run; none from a
+// runtime that does not implement the call.
+func (c *criClient) readySandboxes(ctx context.Context) ([]string, error) {
+	rt, err := c.client()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+	}})
+	if status.Code(err) == codes.Unimplemented {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("CRI %s: ListPodSandbox: %w", c.socket, err)
+	}
+	var ids []string
+	for _, s := range resp.GetItems() {
+		ids = append(ids, s.GetId())
+	}
+	return ids, nil
+}

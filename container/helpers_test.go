@@ -181,8 +181,6 @@ func (h *fakeHost) hostProcess(pid uint32, memcg string) *tracer.Process {
 	return &tracer.Process{PID: pid, NsPID: pid, PidNS: hostPidNS, CgroupID: 1, CgroupV1ID: v1}
 }
 
-const hostPidNS = 4026531836
-
 // waitIndexed waits until r's cgroup watch has seen the cgroup id created
 // (gone false) or removed (gone true).
 func waitIndexed(t testing.TB, r *Resolver, id uint64, v1, gone bool) {

@@ -38,6 +38,7 @@ func (r *Resolver) ListRunning(ctx context.Context) ([]Running, error) {
 			return
 		}
 		seen[run.Info.ID] = true
+		r.detectRuntime(&run.Info)
 		out = append(out, run)
 		info := run.Info
 		now := r.now()

@@ -45,3 +45,20 @@ func (c *lru[K, V]) put(k K, v V) {
 }
 
 func (c *lru[K, V]) len() int { return c.ll.Len() }
+
+// remove deletes k.
+func (c *lru[K, V]) remove(k K) {
+	if e, ok := c.m[k]; ok {
+		c.ll.Remove(e)
+		delete(c.m, k)
+	}
+}
+
+// each calls fn for every entry, most recently used first, without marking
+// them used; fn must not change c.
+func (c *lru[K, V]) each(fn func(K, V)) {
+	for e := c.ll.Front(); e != nil; e = e.Next() {
+		it := e.Value.(*lruItem[K, V])
+		fn(it.k, it.v)
+	}
+}

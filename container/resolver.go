@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -104,6 +105,7 @@ type Resolver struct {
 	now           func() time.Time
 	retryInterval time.Duration // before asking a failed runtime again
 	cg            *cgroupIndex
+	own           *cgroupOwners // cgroups no pattern names, from the runtimes' main processes (owners.go)
 	watch         *cgroupWatch  // nil with NoCgroupWatch or when inotify failed
 	docker        *dockerClient // nil with NoRuntimeAPI
 	cri           []*criClient
@@ -245,6 +247,7 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 		rechecks:      make(map[string]*recheck),
 		recheckWake:   make(chan struct{}, 1),
 	}
+	r.own = newCgroupOwners(opts.MaxEntries)
 	r.cg = newCgroupIndex(opts.CgroupRoot, opts.MaxEntries, opts.TTL, func() time.Time { return r.now() })
 	if !opts.NoRuntimeAPI {
 		r.docker = newDockerClient(opts.DockerSocket)
@@ -280,9 +283,24 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 // queuePrefetch queues the container of the cgroup at rel, if any, for
 // enrichment; when the queue is full it is enriched at its first lookup.
 func (r *Resolver) queuePrefetch(rel string) {
-	id, runtime, ok := ParseCgroupPath(rel)
-	if !ok {
-		return
+	id, runtime, ok, nested := splitCgroupPath(rel).parse()
+	if !ok || nested {
+		// Not named by a pattern (or a container nested in the one it
+		// names): a container the owners know restarted in its cgroup
+		// has a new main pid to ask for; a cgroup named by a container
+		// ID may be a container's that the runtimes list once it runs.
+		oid, oruntime, owned := r.ownerOfPath(rel)
+		if !owned && hasContainerID(rel) {
+			r.noteUnknownCgroup()
+		}
+		if owned {
+			id, runtime, ok = oid, oruntime, true
+		}
+		if !ok {
+			return
+		}
+	} else {
+		r.own.notePatterned(id)
 	}
 	select {
 	case r.prefetch <- prefetchItem{id, runtime}:
@@ -298,10 +316,19 @@ func (r *Resolver) prefetcher() {
 	timer.Stop()
 	defer timer.Stop()
 	armed := false
+	// The owners (owners.go) are refreshed here too, in the background,
+	// while cgroups no pattern names keep appearing.
+	otimer := time.NewTimer(time.Hour)
+	otimer.Stop()
+	defer otimer.Stop()
+	oarmed := false
 	for {
-		var due <-chan time.Time
+		var due, odue <-chan time.Time
 		if armed {
 			due = timer.C
+		}
+		if oarmed {
+			odue = otimer.C
 		}
 		select {
 		case <-r.prefetchStop:
@@ -309,14 +336,24 @@ func (r *Resolver) prefetcher() {
 		case it := <-r.prefetch:
 			r.restarted(it.id, it.runtime)
 		case <-r.recheckWake:
+		case <-r.own.wake:
 		case <-due:
 			armed = false
 			r.runRechecks()
+		case <-odue:
+			oarmed = false
+			r.refreshOwners()
 		}
 		if !armed {
 			if d, ok := r.nextRecheck(); ok {
 				timer.Reset(d)
 				armed = true
+			}
+		}
+		if !oarmed {
+			if d, ok := r.own.nextBackground(r.now()); ok {
+				otimer.Reset(d)
+				oarmed = true
 			}
 		}
 	}
@@ -400,6 +437,7 @@ func (r *Resolver) runRechecks() {
 func (r *Resolver) Close() error {
 	var errs []error
 	r.closeOnce.Do(func() {
+		r.own.close()
 		if r.watch != nil {
 			errs = append(errs, r.watch.close())
 		}
@@ -507,6 +545,10 @@ func (r *Resolver) resolve(p *tracer.Process, key Key, old *entry) *Info {
 	if !c.found {
 		e := &entry{expires: now.Add(r.opts.TTL)}
 		switch {
+		case !c.retryAt.IsZero():
+			// Container-like, and nothing resolved it yet: looked at again
+			// when its cgroup is due another try (owners.go).
+			e.expires = c.retryAt
 		case c.definite:
 		case old != nil && old.meta != nil && !old.gone:
 			// No trace of it any more: the container has ended. Keep
@@ -549,6 +591,9 @@ type identity struct {
 	// !found && definite is a host process), not from a lack of traces.
 	definite bool
 	goneAt   time.Time // when the answer came from a removed cgroup: its removal
+	// retryAt: a container-like process nothing resolved (owners.go), to be
+	// looked at again then.
+	retryAt time.Time
 }
 
 // identify finds a process's container ID and runtime.
@@ -571,8 +616,7 @@ func (r *Resolver) identify(p *tracer.Process, key Key) identity {
 		if alive {
 			data, err := r.fs.ReadFile(filepath.Join(dir, "cgroup"))
 			if err == nil {
-				id, runtime, found := ParseCgroupFile(string(data))
-				return identity{id: id, runtime: runtime, found: found, definite: true}
+				return r.fromCgroups(p, splitCgroupFile(string(data)), time.Time{})
 			}
 			r.procErr(err)
 		}
@@ -590,8 +634,11 @@ func (r *Resolver) identify(p *tracer.Process, key Key) identity {
 			r.fail(SourceCgroup, "", err)
 		}
 		if ok {
-			id, runtime, found := ParseCgroupPath(path)
-			return identity{id: id, runtime: runtime, found: found, definite: true, goneAt: goneAt}
+			l := cgroupLines{v2: path}
+			if c.v1 {
+				l = cgroupLines{memory: path}
+			}
+			return r.fromCgroups(p, l, goneAt)
 		}
 	}
 	return identity{}
@@ -670,9 +717,10 @@ func merged(old *Info, complete bool, next *Info) *Info {
 		return old
 	}
 	if next.MainPID == 0 && old.MainPID != 0 && next.ID == old.ID {
-		// It has exited since: its main pid was still that one.
+		// It has exited since: its main pid was still that one, and ran
+		// the same program.
 		c := *next
-		c.MainPID = old.MainPID
+		c.MainPID, c.MainRuntime = old.MainPID, old.MainRuntime
 		return &c
 	}
 	return next
@@ -697,8 +745,37 @@ func (r *Resolver) reenrich(m *meta) {
 }
 
 // enrich asks the runtime about a container. Its Info always has the ID
-// and runtime.
+// and runtime, and the main process's language runtime when it has a main
+// pid.
 func (r *Resolver) enrich(id, runtime string) enrichment {
+	en := r.askRuntime(id, runtime)
+	r.detectRuntime(en.info)
+	return en
+}
+
+// detectRuntime sets info.MainRuntime, info being a fresh answer no caller
+// holds yet: what the cached answer for the same main process said, else
+// read from /proc (langrt.Detect, a few small files). So /proc is read once
+// per main process, when the runtime first names it, and again only while
+// it is not recognised (the runtime may name it before its entrypoint has
+// replaced runc's init), never per event.
+func (r *Resolver) detectRuntime(info *Info) {
+	if info == nil || info.MainPID <= 0 {
+		return
+	}
+	r.mu.Lock()
+	m, ok := r.metas.get(info.ID)
+	if ok && m.info.MainPID == info.MainPID && m.info.MainRuntime != langrt.Unknown {
+		info.MainRuntime = m.info.MainRuntime
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	info.MainRuntime = langrt.Detect(r.opts.ProcRoot, info.MainPID)
+}
+
+// askRuntime is enrich without the main process's language runtime.
+func (r *Resolver) askRuntime(id, runtime string) enrichment {
 	bare := &Info{ID: id, Runtime: runtime}
 	r.mu.Lock()
 	docker, cri := r.docker, r.cri

@@ -51,6 +51,10 @@ type Options struct {
 	// EnrichmentErrors returns the container resolver's error counts per
 	// source (container.Resolver.Errors); read at each scrape. Nil: not exported.
 	EnrichmentErrors func() map[string]uint64
+	// UnresolvedCgroups returns how many distinct container-like cgroups
+	// nothing resolved to a container (container.Resolver.UnresolvedCgroups);
+	// read at each scrape. Nil: not exported.
+	UnresolvedCgroups func() uint64
 	// Caches returns how full the agent's bounded caches and queues are;
 	// read at each scrape, as sigscope_cache_entries and
 	// sigscope_cache_capacity. Nil: only the exporter's own series (with
@@ -83,7 +87,7 @@ type Exporter struct {
 	stopDuration *histFamily
 
 	eventsDesc, droppedDesc, missedDesc, wakeupsDesc, enrichDesc, buildDesc, auditDesc, overflowDesc *prometheus.Desc
-	cacheDesc, cacheCapDesc                                                                          *prometheus.Desc
+	cacheDesc, cacheCapDesc, unresolvedDesc                                                          *prometheus.Desc
 	buildInfo                                                                                        prometheus.Metric
 
 	auditMu     sync.Mutex
@@ -231,6 +235,8 @@ func New(opts Options) *Exporter {
 		"Times the kernel woke the sleeping ring-buffer reader because events came: about one per burst after a quiet time.", nil, nil)
 	e.enrichDesc = prometheus.NewDesc("sigscope_enrichment_errors_total",
 		"Errors naming containers, by source (docker, cri, proc, cgroup).", []string{"source"}, nil)
+	e.unresolvedDesc = prometheus.NewDesc("sigscope_unresolved_cgroups_total",
+		"Distinct container-like cgroups (not the root; a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.", nil, nil)
 	e.buildDesc = prometheus.NewDesc("sigscope_build_info",
 		"Always 1; the labels say which sigscope build this is.", []string{"version", "revision", "goversion"}, nil)
 	e.auditDesc = prometheus.NewDesc("sigscope_container_pid1_handles_stop_signal",
@@ -356,7 +362,7 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 		ch <- f.desc
 	}
 	for _, d := range []*prometheus.Desc{e.stopDuration.desc, e.eventsDesc, e.droppedDesc, e.missedDesc, e.wakeupsDesc,
-		e.enrichDesc, e.buildDesc, e.auditDesc, e.overflowDesc, e.cacheDesc, e.cacheCapDesc} {
+		e.enrichDesc, e.unresolvedDesc, e.buildDesc, e.auditDesc, e.overflowDesc, e.cacheDesc, e.cacheCapDesc} {
 		ch <- d
 	}
 }
@@ -403,6 +409,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		for src, n := range bySource {
 			ch <- constMetric(e.enrichDesc, prometheus.CounterValue, float64(n), src)
 		}
+	}
+	if e.opts.UnresolvedCgroups != nil {
+		ch <- constMetric(e.unresolvedDesc, prometheus.CounterValue, float64(e.opts.UnresolvedCgroups()))
 	}
 	ch <- e.buildInfo
 	for _, c := range e.caches() {

@@ -273,11 +273,13 @@ func TestTracerStatsAndBuildInfo(t *testing.T) {
 		Missed:   3,
 	}
 	var statsErr error
+	unresolved := uint64(2)
 	e := New(Options{
-		Stats:            func() (tracer.Stats, error) { return stats, statsErr },
-		EnrichmentErrors: func() map[string]uint64 { return map[string]uint64{"docker": 4, "proc": 1} },
-		Version:          "v0.3.0",
-		Revision:         "ee6f455",
+		Stats:             func() (tracer.Stats, error) { return stats, statsErr },
+		EnrichmentErrors:  func() map[string]uint64 { return map[string]uint64{"docker": 4, "proc": 1} },
+		UnresolvedCgroups: func() uint64 { return unresolved },
+		Version:           "v0.3.0",
+		Revision:          "ee6f455",
 	})
 	reg := register(t, e)
 	compare(t, reg, `
@@ -304,14 +306,23 @@ sigscope_events_missed_total 3
 # TYPE sigscope_enrichment_errors_total counter
 sigscope_enrichment_errors_total{source="docker"} 4
 sigscope_enrichment_errors_total{source="proc"} 1
+# HELP sigscope_unresolved_cgroups_total Distinct container-like cgroups (not the root; a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.
+# TYPE sigscope_unresolved_cgroups_total counter
+sigscope_unresolved_cgroups_total 2
 # HELP sigscope_build_info Always 1; the labels say which sigscope build this is.
 # TYPE sigscope_build_info gauge
 sigscope_build_info{goversion="`+runtime.Version()+`",revision="ee6f455",version="v0.3.0"} 1
 `, "sigscope_events_total", "sigscope_events_dropped_total", "sigscope_events_missed_total",
-		"sigscope_enrichment_errors_total", "sigscope_build_info")
+		"sigscope_enrichment_errors_total", "sigscope_unresolved_cgroups_total", "sigscope_build_info")
 
 	// Read at scrape time: the next scrape sees the new counts.
 	stats.Generate.Emitted, stats.Generate.Dropped = 150, 12
+	unresolved = 3
+	compare(t, reg, `
+# HELP sigscope_unresolved_cgroups_total Distinct container-like cgroups (not the root; a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.
+# TYPE sigscope_unresolved_cgroups_total counter
+sigscope_unresolved_cgroups_total 3
+`, "sigscope_unresolved_cgroups_total")
 	compare(t, reg, `
 # HELP sigscope_events_dropped_total Events the kernel programs lost because the ring buffer was full, by event kind.
 # TYPE sigscope_events_dropped_total counter
@@ -333,7 +344,8 @@ sigscope_events_dropped_total{event="oom"} 0
 func TestNoStatsNoEnrichment(t *testing.T) {
 	reg := register(t, New(Options{}))
 	n, err := testutil.GatherAndCount(reg, "sigscope_events_total", "sigscope_events_dropped_total",
-		"sigscope_events_missed_total", "sigscope_enrichment_errors_total", "sigscope_series_overflow_total")
+		"sigscope_events_missed_total", "sigscope_enrichment_errors_total", "sigscope_series_overflow_total",
+		"sigscope_unresolved_cgroups_total")
 	if err != nil || n != 0 {
 		t.Errorf("without Stats/EnrichmentErrors/PodLabels: %d series (err %v), want none", n, err)
 	}

@@ -141,6 +141,9 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 		if errs := resolver.Errors(); len(errs) > 0 {
 			fmt.Fprintf(stderr, "sigscope: container enrichment errors %v (IDs still come from cgroup paths)\n", errs)
 		}
+		if n := resolver.UnresolvedCgroups(); n > 0 {
+			fmt.Fprintf(stderr, "sigscope: %d container-like cgroup(s) that no runtime resolved (each logged once): their events have no container\n", n)
+		}
 	}
 	return runErr
 }

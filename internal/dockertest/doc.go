@@ -19,6 +19,11 @@
 // sandbox on the host network and one container with the kubelet's labels,
 // annotations and cgroupfs layout.
 //
+// StartPrivateDaemon starts a second Docker daemon of the test's own (its
+// own data and exec roots, socket, pid file and containerd) with extra
+// flags such as --cgroup-parent, and stops it at cleanup; CopyImage gives
+// it an image of the shared daemon's.
+//
 // Restart stops dockerd (with a service manager's SIGTERM, or a crash's
 // SIGKILL) and starts it again, for the fault tests.
 //

@@ -128,10 +128,17 @@ func startDockerd() error {
 // startDaemon starts the dockerd command line args and waits until it
 // answers on Socket.
 func startDaemon(args []string) error {
+	_, err := startDaemonAt(args, Socket, logPath())
+	return err
+}
+
+// startDaemonAt starts the dockerd command line args, logging to log, and
+// waits until it answers on socket; it returns the daemon's pid.
+func startDaemonAt(args []string, socket, log string) (int, error) {
 	bin := args[0]
-	logf, err := os.OpenFile(logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer logf.Close()
 	closeInheritedFiles()
@@ -141,22 +148,22 @@ func startDaemon(args []string) error {
 	// in the test's terminal must not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", bin, err)
+		return 0, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if Ping(Socket) == nil {
-			return nil
+		if Ping(socket) == nil {
+			return cmd.Process.Pid, nil
 		}
 		select {
 		case err := <-exited:
-			return fmt.Errorf("dockerd exited early (%v); log: %s\n%s", err, logPath(), tail(logPath()))
+			return 0, fmt.Errorf("dockerd exited early (%v); log: %s\n%s", err, log, tail(log))
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("dockerd did not answer on %s within 60s; log: %s\n%s", Socket, logPath(), tail(logPath()))
+			return 0, fmt.Errorf("dockerd did not answer on %s within 60s; log: %s\n%s", socket, log, tail(log))
 		}
 	}
 }
