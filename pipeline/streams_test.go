@@ -3,10 +3,12 @@ package pipeline
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -127,6 +129,16 @@ func TestRecordedReraise(t *testing.T) {
 		if ep := replay(t, file); ep.ReraiseVerdict != want {
 			t.Errorf("%s: reraise_verdict %s, want %s; %s", file, ep.ReraiseVerdict, want, ep.Summary())
 		}
+	}
+	// The Go binary's runtime comes from the recording's main_runtime (the
+	// resolver read its executable); Node.js's from its command name.
+	for file, want := range map[string]langrt.Runtime{"runtime_go": langrt.Go, "runtime_node": langrt.NodeJS, "runtime_java": langrt.JVM, "runtime_python": langrt.CPython} {
+		if ep := replay(t, file); ep.Main.Runtime != want {
+			t.Errorf("%s: main runtime %q, want %q", file, ep.Main.Runtime, want)
+		}
+	}
+	if ep := replay(t, "runtime_go"); !strings.Contains(ep.Hint, "signal.NotifyContext") {
+		t.Errorf("runtime_go: hint %q does not name signal.NotifyContext", ep.Hint)
 	}
 }
 
