@@ -105,8 +105,8 @@ int dump_task_state(struct bpf_iter__task *ctx)
 	rec.real_blocked = t->real_blocked.sig[0];
 	bpf_probe_read_kernel(rec.comm, sizeof(rec.comm), t->comm);
 
-	/* action[] indexed at run time: helper reads, one per signal (two
-	 * for a signal with a handler: its sa_flags too). The
+	/* action[] indexed at run time: helper reads, two per signal (its
+	 * handler and its sa_flags). The
 	 * handler table is read without the siglock: a process that changes a
 	 * disposition at this instant may show either value. */
 	sh = t->sighand;
@@ -123,18 +123,21 @@ int dump_task_state(struct bpf_iter__task *ctx)
 			__u32 f = 0;
 
 			bpf_probe_read_kernel(&h, sizeof(h), base + array_off(i, stride));
-			if (h == (void *)1) { /* SIG_IGN */
+			if (h == (void *)1) /* SIG_IGN */
 				rec.ignored |= 1ULL << i;
-			} else if (h) { /* not SIG_DFL: a user handler */
+			else if (h) /* not SIG_DFL: a user handler */
 				rec.handled |= 1ULL << i;
-				/* SA_RESETHAND matters only with a handler: the
-				 * kernel resets the disposition to SIG_DFL as it
-				 * delivers the signal (Node.js's SIGTERM and
-				 * SIGINT handlers re-raise after that). */
-				bpf_probe_read_kernel(&f, sizeof(f), flags + array_off(i, stride));
-				if (f & TASKSTATE_SA_RESETHAND)
-					rec.resethand |= 1ULL << i;
-			}
+			/* SA_RESETHAND matters only with a handler (user space
+			 * masks it with handled): the kernel resets the
+			 * disposition to SIG_DFL as it delivers the signal
+			 * (Node.js's SIGTERM and SIGINT handlers re-raise after
+			 * that). Read for every signal and added without a
+			 * branch: a read under the handler's branch made the
+			 * 6.1 verifier walk the dispositions' combinations past
+			 * its million instructions. SA_RESETHAND is bit 31. */
+			bpf_probe_read_kernel(&f, sizeof(f), flags + array_off(i, stride));
+			rec.resethand |= (__u64)(f >> 31) << i;
+			_Static_assert(TASKSTATE_SA_RESETHAND == 1U << 31, "SA_RESETHAND is bit 31");
 		}
 	}
 	bpf_seq_write(seq, &rec, sizeof(rec));

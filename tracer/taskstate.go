@@ -75,7 +75,7 @@ func snapshotOf(r *taskstateTaskState) TaskSnapshot {
 		RealBlocked: SignalSet(r.RealBlocked),
 		Handled:     SignalSet(r.Handled),
 		Ignored:     SignalSet(r.Ignored),
-		OneShot:     SignalSet(r.Resethand),
+		OneShot:     SignalSet(r.Resethand & r.Handled), // the program reads sa_flags for every signal
 	}
 }
 
