@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"sort"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -207,7 +206,7 @@ func New(opts Options) *Exporter {
 	e.stopDuration = &histFamily{
 		name: "sigscope_container_stop_duration_seconds",
 		desc: prometheus.NewDesc("sigscope_container_stop_duration_seconds",
-			"Seconds from the stop signal to PID 1's exit (from the episode's start when there was no stop signal), by outcome.",
+			"Seconds the stop took: from the preStop hook's start, else the stop signal, else the episode's start (no stop signal), to the main process's exit, by outcome.",
 			append([]string{"outcome"}, pod...), nil),
 		values: func(a, b uint8) []string { return []string{outcomeNames[a]} },
 		pod:    opts.PodLabels,
@@ -304,26 +303,9 @@ func (e *Exporter) ObserveEpisode(ep *timeline.Episode) {
 		k.namespace, k.pod, k.container = episodeLabels(&ep.Container)
 	}
 	e.stops.inc(k)
-	if d, ok := stopDuration(ep); ok {
+	if d, ok := ep.StopDuration(); ok {
 		e.stopDuration.observe(k, d.Seconds())
 	}
-}
-
-// stopDuration is the stop signal (else the episode's start) to PID 1's exit;
-// none for a stop that may have begun before tracing did, whose start is
-// not known.
-func stopDuration(ep *timeline.Episode) (time.Duration, bool) {
-	if ep.ExitAt.IsZero() || ep.StartUnseen {
-		return 0, false
-	}
-	from := ep.StopAt
-	if from.IsZero() {
-		from = ep.Start
-	}
-	if from.IsZero() || ep.ExitAt.Before(from) {
-		return 0, false
-	}
-	return ep.ExitAt.Sub(from), true
 }
 
 // SetAudit replaces the sigscope_container_pid1_handles_stop_signal series

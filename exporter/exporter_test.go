@@ -60,7 +60,7 @@ const (
 	helpExits    = "# HELP sigscope_process_exits_total Process exits the tracer reported: exited (an exit code) or signaled (killed by signal).\n# TYPE sigscope_process_exits_total counter\n"
 	helpOOM      = "# HELP sigscope_oom_kills_total Processes the kernel's OOM killer chose as victims.\n# TYPE sigscope_oom_kills_total counter\n"
 	helpStops    = "# HELP sigscope_container_stops_total Container stop episodes, by outcome.\n# TYPE sigscope_container_stops_total counter\n"
-	helpDuration = "# HELP sigscope_container_stop_duration_seconds Seconds from the stop signal to PID 1's exit (from the episode's start when there was no stop signal), by outcome.\n# TYPE sigscope_container_stop_duration_seconds histogram\n"
+	helpDuration = "# HELP sigscope_container_stop_duration_seconds Seconds the stop took: from the preStop hook's start, else the stop signal, else the episode's start (no stop signal), to the main process's exit, by outcome.\n# TYPE sigscope_container_stop_duration_seconds histogram\n"
 	helpAudit    = "# HELP sigscope_container_pid1_handles_stop_signal 1 when the last audit predicts the container's main process will act on its stop signal (graceful: a handler, a forwarding init, the default action of a non-init), 0 when it will not (dropped, kept blocked, SIG_IGN, or the stop signal is SIGKILL).\n# TYPE sigscope_container_pid1_handles_stop_signal gauge\n"
 	helpOverflow = "# HELP sigscope_series_overflow_total Observations counted in a metric's overflow series because it had reached its series cap.\n# TYPE sigscope_series_overflow_total counter\n"
 )

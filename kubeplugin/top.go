@@ -38,20 +38,6 @@ type Slowest struct {
 	At        time.Time        `json:"at"`
 }
 
-// StopDuration is how long a stop took, as a user waits for it: from the
-// preStop hook's start (or the stop signal) to the main process's exit.
-// false when the episode has no stop or no exit.
-func StopDuration(ep *timeline.Episode) (time.Duration, bool) {
-	begin := ep.StopAt
-	if p := ep.PreStop; p != nil && !p.StartAt.IsZero() && (begin.IsZero() || p.StartAt.Before(begin)) {
-		begin = p.StartAt
-	}
-	if begin.IsZero() || ep.ExitAt.IsZero() {
-		return 0, false
-	}
-	return ep.ExitAt.Sub(begin), true
-}
-
 // workloadOf names the group an episode counts in.
 func workloadOf(ep *timeline.Episode) timeline.Owner {
 	switch c := &ep.Container; {
@@ -87,7 +73,7 @@ func Top(eps []timeline.Episode) []WorkloadStops {
 		if !ep.ExitAt.IsZero() && ep.ExitStatus == 137 {
 			w.Exit137++
 		}
-		if d, ok := StopDuration(ep); ok && (w.Slowest == nil || d.Seconds() > w.Slowest.Seconds) {
+		if d, ok := ep.StopDuration(); ok && (w.Slowest == nil || d.Seconds() > w.Slowest.Seconds) {
 			w.Slowest = &Slowest{Seconds: d.Seconds(), Pod: ep.Container.Pod, Container: ep.Container.Name, Outcome: ep.Outcome, At: ep.Start}
 		}
 		if ep.Node != "" && !slices.Contains(w.Nodes, ep.Node) {
@@ -124,8 +110,9 @@ func (o *options) topCmd() *cobra.Command {
 Deployment, StatefulSet, DaemonSet, Job, ...; Pod/NAME for a bare pod): the
 stops, their outcomes, how many need a fix in the container (ignored_by_init,
 ignored, handler_timeout, prestop_timeout, oom_killed), how many ended in
-exit 137, and the slowest stop (from the preStop hook or the stop signal to
-the exit). Worst first: the list of workloads to fix.
+exit 137, and the slowest stop (stop_duration_s: from the preStop hook, else the
+stop signal, else the episode's start, to the exit). Worst first: the list of
+workloads to fix.
 
 An agent that started within the window, or whose episode ring no longer
 reaches back to its start, is named: its count is short.`,

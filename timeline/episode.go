@@ -259,6 +259,30 @@ func (ep *Episode) StopBudget() time.Duration {
 	return DefaultStopBudget + stopSlack
 }
 
+// StopDuration is how long the stop took, as the user waited for it: from
+// the first thing of it, the preStop hook's start (Kubernetes), else the
+// stop signal, else the episode's start (a SIGKILL or an OOM kill with no
+// stop signal), to the main process's exit. False without the exit, and
+// for a stop that may have begun before tracing did (its start is not
+// known). This is the one definition: the duration histogram, `kubectl
+// sigscope top` and the API's stop_duration_s all use it.
+func (ep *Episode) StopDuration() (time.Duration, bool) {
+	if ep.ExitAt.IsZero() || ep.StartUnseen {
+		return 0, false
+	}
+	begin := ep.StopAt
+	if begin.IsZero() {
+		begin = ep.Start
+	}
+	if p := ep.PreStop; p != nil && !p.StartAt.IsZero() && p.StartAt.Before(begin) {
+		begin = p.StartAt
+	}
+	if begin.IsZero() || ep.ExitAt.Before(begin) {
+		return 0, false
+	}
+	return ep.ExitAt.Sub(begin), true
+}
+
 // ExitAfter is the time from the stop signal to PID 1's exit; false without both.
 func (ep *Episode) ExitAfter() (time.Duration, bool) {
 	if ep.StopAt.IsZero() || ep.ExitAt.IsZero() {
@@ -316,6 +340,7 @@ type jsonEpisode struct {
 	StopTimeout    *float64     `json:"stop_timeout_s,omitempty"`
 	KillAfter      *float64     `json:"kill_after_s,omitempty"`
 	ExitAfter      *float64     `json:"exit_after_s,omitempty"`
+	StopDuration   *float64     `json:"stop_duration_s,omitempty"`
 	ExitStatus     *int         `json:"exit_status,omitempty"`
 	ExitSignal     string       `json:"exit_signal,omitempty"`
 	CascadeKills   []Proc       `json:"cascade_kills"`
@@ -442,6 +467,9 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 	if d, ok := ep.ExitAfter(); ok {
 		j.ExitAfter = seconds(d)
 	}
+	if d, ok := ep.StopDuration(); ok {
+		j.StopDuration = seconds(d)
+	}
 	if !ep.ExitAt.IsZero() {
 		st := ep.ExitStatus
 		j.ExitStatus = &st
@@ -470,7 +498,8 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads an episode written by MarshalJSON (the CLI's tests and
 // tools that post-process `sigscope timeline -o json`). Derived fields
-// (kill_after_s, exit_after_s) are not read back: they follow from the times.
+// (kill_after_s, exit_after_s, stop_duration_s) are not read back: they
+// follow from the times.
 func (ep *Episode) UnmarshalJSON(b []byte) error {
 	var j jsonEpisode
 	if err := json.Unmarshal(b, &j); err != nil {

@@ -48,7 +48,7 @@ func TestEpisodeJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantKeys := []string{"cascade_kills", "container", "exit_after_s", "exit_at", "exit_signal", "exit_status", "grace_period_s",
-		"hint", "kill_after_s", "kill_at", "kill_sender", "main", "main_is_init", "outcome", "start", "steps", "stop_at", "stop_sender",
+		"hint", "kill_after_s", "kill_at", "kill_sender", "main", "main_is_init", "outcome", "start", "steps", "stop_at", "stop_duration_s", "stop_sender",
 		"stop_signal", "stop_timeout_s", "stop_verdict"}
 	if got := keys(m); !slices.Equal(got, wantKeys) {
 		t.Errorf("keys\n %v\nwant\n %v", got, wantKeys)
