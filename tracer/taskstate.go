@@ -92,16 +92,41 @@ var taskIterLoad struct {
 
 // ReadTaskStates reads the signal state of each process in pids (host pids)
 // from the kernel with a BPF task iterator, loaded for this call and closed
-// after it. A pid that names no live process is absent from the map.
+// after it: for a single audit (`sigscope audit`). A caller that audits
+// again and again (the agent) keeps a [TaskIter] loaded instead. A pid that
+// names no live process is absent from the map.
 //
 // Errors that come from the environment (no BTF, a missing capability, a
 // kernel without task iterators) wrap [ErrUnsupported], say what is
 // missing, and are kept: later calls return the same error at once, and the
 // caller is expected to fall back to /proc.
 func ReadTaskStates(pids []int) (map[int]TaskSnapshot, error) {
+	var it TaskIter
+	defer it.Close()
+	return it.Read(pids)
+}
+
+// TaskIter is the task iterator, loaded at its first Read and kept until
+// Close: loading it parses the kernel's BTF and verifies the program
+// (milliseconds and megabytes of garbage), which an agent auditing every
+// 30 s would otherwise pay each time. It grows its map of wanted pids when
+// a Read asks for more than it holds. Safe for concurrent use.
+type TaskIter struct {
+	mu   sync.Mutex
+	coll *ebpf.Collection
+	it   *link.Iter
+	room int      // the wanted map's size
+	put  []uint32 // the pids the map holds now
+	// loads counts the loads (one for many Reads).
+	loads int
+}
+
+// Read is [ReadTaskStates] with the iterator kept loaded.
+func (t *TaskIter) Read(pids []int) (map[int]TaskSnapshot, error) {
 	taskIterLoad.mu.Lock()
-	defer taskIterLoad.mu.Unlock()
-	if err := taskIterLoad.err; err != nil {
+	err := taskIterLoad.err
+	taskIterLoad.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	want := make(map[uint32]bool, len(pids))
@@ -114,22 +139,39 @@ func ReadTaskStates(pids []int) (map[int]TaskSnapshot, error) {
 	if len(want) == 0 {
 		return out, nil
 	}
-	coll, it, err := loadTaskIter(len(want))
-	if err != nil {
-		taskIterLoad.err = err
-		return nil, err
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.coll == nil || len(want) > t.room {
+		t.closeLocked()
+		room := max(2*len(want), minTaskIterRoom)
+		coll, it, err := loadTaskIter(room)
+		if err != nil {
+			taskIterLoad.mu.Lock()
+			taskIterLoad.err = err
+			taskIterLoad.mu.Unlock()
+			return nil, err
+		}
+		t.coll, t.it, t.room = coll, it, room
+		t.loads++
 	}
-	defer coll.Close()
-	defer it.Close()
-
-	wanted := coll.Maps[taskstateMapWanted]
+	wanted := t.coll.Maps[taskstateMapWanted]
+	// The map holds the last Read's pids: take out those not wanted now.
+	for _, p := range t.put {
+		if !want[p] {
+			if err := wanted.Delete(p); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return nil, fmt.Errorf("task iterator: removing pid %d: %w", p, err)
+			}
+		}
+	}
+	t.put = t.put[:0]
 	one := uint8(1)
 	for p := range want {
 		if err := wanted.Put(p, one); err != nil {
 			return nil, fmt.Errorf("task iterator: adding pid %d: %w", p, err)
 		}
+		t.put = append(t.put, p)
 	}
-	rd, err := it.Open()
+	rd, err := t.it.Open()
 	if err != nil {
 		return nil, fmt.Errorf("task iterator: open: %w", explainLoadError(err))
 	}
@@ -142,6 +184,29 @@ func ReadTaskStates(pids []int) (map[int]TaskSnapshot, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// minTaskIterRoom is the least room the wanted map is loaded with, so that
+// a node whose containers come and go does not reload it for a few more.
+const minTaskIterRoom = 256
+
+// Close unloads the iterator; the next Read loads it again. Idempotent.
+func (t *TaskIter) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closeLocked()
+}
+
+func (t *TaskIter) closeLocked() error {
+	var errs []error
+	if t.it != nil {
+		errs = append(errs, t.it.Close())
+	}
+	if t.coll != nil {
+		t.coll.Close()
+	}
+	t.coll, t.it, t.room, t.put = nil, nil, 0, nil
+	return errors.Join(errs...)
 }
 
 // loadTaskIter loads the iterator with room for n pids and attaches it.

@@ -3,6 +3,7 @@ package tracer
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -250,5 +251,63 @@ func BenchmarkReadTaskStates(b *testing.B) {
 		if _, err := ReadTaskStates(pids); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The agent audits every 30 s with one iterator kept loaded: a hundred
+// reads load it once, each read answers for its own pids only (the last
+// read's are taken out of the map), it grows when asked for more pids
+// than it holds, and the heap after a hundred reads is what it was after
+// one.
+func TestTaskIterKeptLoadedPrivileged(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	a := testutil.StartNSInit(t, "echo ready; exec sleep 1000")
+	b := testutil.StartNSInit(t, "echo ready; exec sleep 1000")
+	var it TaskIter
+	defer it.Close()
+
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	read := func(pids ...int) map[int]TaskSnapshot {
+		t.Helper()
+		got, err := it.Read(pids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := read(a.PID); len(got) != 1 || got[a.PID].PID != a.PID {
+		t.Fatalf("first read: %+v", got)
+	}
+	after1 := heap()
+	for i := 0; i < 100; i++ {
+		pid := []int{a.PID, b.PID}[i%2]
+		if got := read(pid); len(got) != 1 || got[pid].PID != pid {
+			t.Fatalf("read %d of pid %d: %+v (the last read's pid left in the map?)", i, pid, got)
+		}
+	}
+	after100 := heap()
+	if it.loads != 1 {
+		t.Errorf("%d loads for 101 reads, want 1", it.loads)
+	}
+	t.Logf("heap after 1 read %d B, after 101 reads %d B", after1, after100)
+	if after100 > after1+512<<10 {
+		t.Errorf("heap grew by %d B over 100 reads: the iterator is reloaded, or a read leaks", after100-after1)
+	}
+
+	// More pids than the map holds: it is loaded again, larger.
+	many := []int{a.PID, b.PID}
+	for p := 1 << 21; len(many) < minTaskIterRoom+10; p++ {
+		many = append(many, p) // no such processes: absent from the answer
+	}
+	if got := read(many...); len(got) != 2 {
+		t.Errorf("read of %d pids: %d snapshots, want 2", len(many), len(got))
+	}
+	if it.loads != 2 || it.room < len(many) {
+		t.Errorf("loads %d room %d after asking for %d pids", it.loads, it.room, len(many))
 	}
 }
