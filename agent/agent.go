@@ -526,7 +526,7 @@ func (a *Agent) currentAudit(ctx context.Context, maxAge time.Duration) ([]audit
 	if a.audits != nil && time.Since(a.auditAt) < maxAge {
 		return a.audits, nil
 	}
-	res, err := audit.Run(ctx, a.resolver, a.opts.ProcRoot)
+	res, err := audit.RunWith(ctx, a.resolver, audit.Options{ProcRoot: a.opts.ProcRoot, ReadTaskStates: tracer.ReadTaskStates})
 	if err != nil && len(res) == 0 {
 		return nil, err
 	}

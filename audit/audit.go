@@ -14,9 +14,9 @@ import (
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/langrt"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/timeline"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // Predictions, in the words of the stop timelines' outcomes where one fits.
@@ -45,7 +45,7 @@ type Result struct {
 	Ignores    bool              `json:"ignores"`          // SIG_IGN for it
 	Blocks     bool              `json:"blocks"`           // blocked (not counting a sigtimedwait() in progress)
 	Signalfd   bool              `json:"signalfd"`         // a signalfd of the process watches it
-	Fate       string            `json:"fate"`             // tracer.Fate: what the kernel will do with it
+	Fate       string            `json:"fate"`             // sigvocab.Fate: what the kernel will do with it
 	Prediction string            `json:"prediction"`
 	Hint       string            `json:"hint,omitempty"`
 	Error      string            `json:"error,omitempty"`
@@ -65,7 +65,7 @@ type PID1 struct {
 	Runtime langrt.Runtime `json:"runtime,omitempty"`
 }
 
-// Lister is what Run needs from a container.Resolver.
+// Lister is what RunWith needs from a container.Resolver.
 type Lister interface {
 	ListRunning(ctx context.Context) ([]container.Running, error)
 }
@@ -76,27 +76,24 @@ type Options struct {
 	// Source forces one source: SourceProc never loads the iterator,
 	// SourceKernel never falls back. "" tries the kernel, then /proc.
 	Source string
-	// ReadTaskStates reads the kernel's state; nil means
-	// tracer.ReadTaskStates. Tests replace it.
-	ReadTaskStates func(pids []int) (map[int]tracer.TaskSnapshot, error)
+	// ReadTaskStates reads the kernel's state: tracer.ReadTaskStates, or
+	// a test's. The package links no BPF loader (kubectl-sigscope imports
+	// it for Result), so the caller that may load one passes it; nil
+	// reads /proc only, and fails every container under SourceKernel.
+	ReadTaskStates func(pids []int) (map[int]sigvocab.TaskSnapshot, error)
 	Logger         *slog.Logger // nil: slog.Default()
 }
 
-// Run audits every running container the reachable runtimes report, from
-// the kernel when the task iterator loads, else from procRoot.
-func Run(ctx context.Context, l Lister, procRoot string) ([]Result, error) {
-	return RunWith(ctx, l, Options{ProcRoot: procRoot})
-}
+// errNoKernelReader is the kernel's error when Options has no reader.
+var errNoKernelReader = errors.New("audit: no reader of the kernel's task state (Options.ReadTaskStates)")
 
 // fallbackLogged makes the first fallback to /proc a warning and the next
 // ones (the agent audits every 30 s) debug lines.
 var fallbackLogged atomic.Bool
 
-// RunWith is Run with options.
+// RunWith audits every running container the reachable runtimes report,
+// from the kernel when opts.ReadTaskStates can read it, else from /proc.
 func RunWith(ctx context.Context, l Lister, opts Options) ([]Result, error) {
-	if opts.ReadTaskStates == nil {
-		opts.ReadTaskStates = tracer.ReadTaskStates
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -105,10 +102,13 @@ func RunWith(ctx context.Context, l Lister, opts Options) ([]Result, error) {
 		return nil, err
 	}
 	var (
-		snaps     map[int]tracer.TaskSnapshot
+		snaps     map[int]sigvocab.TaskSnapshot
 		kerr      error
-		useKernel = opts.Source != SourceProc
+		useKernel = opts.Source != SourceProc && opts.ReadTaskStates != nil
 	)
+	if opts.Source == SourceKernel && opts.ReadTaskStates == nil {
+		kerr = errNoKernelReader
+	}
 	if useKernel {
 		pids := make([]int, 0, len(running))
 		for _, r := range running {
@@ -127,11 +127,11 @@ func RunWith(ctx context.Context, l Lister, opts Options) ([]Result, error) {
 		res := Result{Container: r.Info.Summary(), PID1: PID1{PID: r.PID}, StopSignal: r.Info.StopSignalOrDefault().String()}
 		switch s, ok := snaps[r.PID]; {
 		case r.PID <= 0:
-			res.Prediction, res.Fate, res.Error = Unknown, tracer.FateUnknown.String(), "the runtime did not report the container's main process"
+			res.Prediction, res.Fate, res.Error = Unknown, sigvocab.FateUnknown.String(), "the runtime did not report the container's main process"
 		case ok:
 			res.fromKernel(r, &s, opts.ProcRoot)
 		case opts.Source == SourceKernel && kerr != nil:
-			res.Prediction, res.Fate, res.Error = Unknown, tracer.FateUnknown.String(), kerr.Error()
+			res.Prediction, res.Fate, res.Error = Unknown, sigvocab.FateUnknown.String(), kerr.Error()
 		default:
 			// Not seen by the iterator (it failed, or the process is gone).
 			res.fromProc(r, opts.ProcRoot)
@@ -148,7 +148,7 @@ func RunWith(ctx context.Context, l Lister, opts Options) ([]Result, error) {
 	return out, err
 }
 
-func (res *Result) fromKernel(r container.Running, s *tracer.TaskSnapshot, procRoot string) {
+func (res *Result) fromKernel(r container.Running, s *sigvocab.TaskSnapshot, procRoot string) {
 	sig := r.Info.StopSignalOrDefault()
 	// The command line is only for the hint and the table: a process that
 	// is gone by now still has its prediction.
@@ -163,7 +163,7 @@ func (res *Result) fromProc(r container.Running, procRoot string) {
 	sig := r.Info.StopSignalOrDefault()
 	p, err := container.ReadProcSignals(procRoot, r.PID)
 	if err != nil {
-		res.Prediction, res.Fate, res.Error = Unknown, tracer.FateUnknown.String(), err.Error()
+		res.Prediction, res.Fate, res.Error = Unknown, sigvocab.FateUnknown.String(), err.Error()
 		return
 	}
 	res.finish(r, procRoot, SourceProc, Facts{
@@ -188,7 +188,7 @@ func (res *Result) finish(r container.Running, procRoot, source string, f Facts,
 	var fdErr error
 	if f.State.Blocked {
 		// Only a blocked signal can be read from a signalfd.
-		var set tracer.SignalSet
+		var set sigvocab.SignalSet
 		set, fdErr = container.SignalfdMask(procRoot, r.PID)
 		f.Signalfd = set.Has(f.Signal)
 	}
@@ -199,14 +199,14 @@ func (res *Result) finish(r container.Running, procRoot, source string, f Facts,
 	res.PID1.Cmdline = utf8All(f.Cmdline)
 	res.PID1.Runtime = f.Runtime
 	res.NSInit = f.State.NSInit
-	res.Catches = f.State.Handler == tracer.DispHandler
-	res.Ignores = f.State.Handler == tracer.DispIgnore
+	res.Catches = f.State.Handler == sigvocab.DispHandler
+	res.Ignores = f.State.Handler == sigvocab.DispIgnore
 	res.Blocks = f.State.Blocked
 	res.Signalfd = f.Signalfd
-	var fate tracer.Fate
+	var fate sigvocab.Fate
 	res.Prediction, fate, res.Hint = Predict(f)
 	res.Fate = fate.String()
-	if errors.Is(fdErr, fs.ErrPermission) && fate == tracer.FateBlocked && f.State.Handler == tracer.DispDefault {
+	if errors.Is(fdErr, fs.ErrPermission) && fate == sigvocab.FateBlocked && f.State.Handler == sigvocab.DispDefault {
 		// Blocked with no handler: a signalfd decides between a graceful
 		// stop and a SIGKILL after the timeout. Guessing "none" calls
 		// catatonit a shell; say what could not be read instead.
@@ -218,9 +218,9 @@ func (res *Result) finish(r container.Running, procRoot, source string, f Facts,
 // Facts are what a prediction is made from: the stop signal and the main
 // process's state for it, as the kernel or /proc showed it.
 type Facts struct {
-	Signal   tracer.Signal
-	State    tracer.TaskState // for Signal
-	Signalfd bool             // a signalfd of the process watches Signal
+	Signal   sigvocab.Signal
+	State    sigvocab.TaskState // for Signal
+	Signalfd bool               // a signalfd of the process watches Signal
 	Cmdline  []string
 	Comm     string
 	// Runtime is the process's language runtime: whether a handler that
@@ -232,48 +232,48 @@ type Facts struct {
 }
 
 // Predict says what the runtime's stop signal will do. The kernel's part,
-// the signal's fate, is tracer.PredictFate's (with force: the runtime sends
+// the signal's fate, is sigvocab.PredictFate's (with force: the runtime sends
 // from the host); this adds what the process does with a queued signal.
-func Predict(f Facts) (prediction string, fate tracer.Fate, hint string) {
+func Predict(f Facts) (prediction string, fate sigvocab.Fate, hint string) {
 	sig, st := f.Signal, f.State
-	fate = tracer.PredictFate(sig, st, true)
+	fate = sigvocab.PredictFate(sig, st, true)
 	name := processName(f)
-	if sig == tracer.SIGKILL {
+	if sig == sigvocab.SIGKILL {
 		return Killed, fate, fmt.Sprintf("The stop signal is SIGKILL: %s gets no chance to shut down. Use SIGTERM (or the signal the app handles) as the stop signal.", name)
 	}
 	switch fate {
-	case tracer.FateDroppedExiting:
+	case sigvocab.FateDroppedExiting:
 		return Unknown, fate, fmt.Sprintf("%s is already exiting: the kernel drops every signal sent to it now.", name)
-	case tracer.FateHandler:
+	case sigvocab.FateHandler:
 		p, hint := handled(f, name)
 		return p, fate, hint
-	case tracer.FateSigwait:
+	case sigvocab.FateSigwait:
 		if fwd := forwarder(f); fwd != "" {
 			return Graceful, fate, fmt.Sprintf("%s is %s: it waits for %s with sigtimedwait and forwards it.", role(st), fwd, sig)
 		}
 		return Graceful, fate, fmt.Sprintf("%s waits for %s with sigtimedwait or sigwaitinfo: the kernel queues it for the wait.", name, sig)
-	case tracer.FateBlocked:
+	case sigvocab.FateBlocked:
 		switch {
-		case st.Handler == tracer.DispHandler:
+		case st.Handler == sigvocab.DispHandler:
 			// Once unblocked it goes to the handler: what the handler
 			// does decides, as for one that is not blocked.
 			if p, hint := handled(f, name); p != Graceful {
 				return p, fate, hint
 			}
 			return Graceful, fate, fmt.Sprintf("%s blocks %s right now; it is delivered when %s unblocks it.", name, sig, role(st))
-		case f.Signalfd && st.Handler == tracer.DispDefault:
+		case f.Signalfd && st.Handler == sigvocab.DispDefault:
 			if fwd := forwarder(f); fwd != "" {
 				return Graceful, fate, fmt.Sprintf("%s is %s: it reads %s from a signalfd and forwards it.", role(st), fwd, sig)
 			}
 			return Graceful, fate, fmt.Sprintf("%s blocks %s and reads it from a signalfd.", name, sig)
-		case st.Handler == tracer.DispIgnore:
+		case st.Handler == sigvocab.DispIgnore:
 			return ignoredSigIgn(name, sig, st, fate)
 		}
 		if st.NSInit {
 			return IgnoredByInit, fate, fmt.Sprintf("%s blocks %s and has no handler and no signalfd for it: it stays pending, and a namespace init discards it even when unblocked, so the stop will wait the whole timeout and end in SIGKILL (exit 137). %s", name, sig, handleFix(f))
 		}
 		return Ignored, fate, fmt.Sprintf("%s blocks %s and has no handler and no signalfd for it: it stays pending until unblocked, so the stop may wait the whole timeout and end in SIGKILL (exit 137).", name, sig)
-	case tracer.FateDefault:
+	case sigvocab.FateDefault:
 		if fate.Kills(sig) {
 			return Graceful, fate, fmt.Sprintf("%s is not a namespace init and has no %s handler: the default action ends it at once, with no cleanup.", name, sig)
 		}
@@ -282,15 +282,15 @@ func Predict(f Facts) (prediction string, fate tracer.Fate, hint string) {
 			p = IgnoredByInit
 		}
 		return p, fate, fmt.Sprintf("%s is stopped by %s, not ended: the stop will wait the whole timeout and end in SIGKILL (exit 137). Use SIGTERM as the stop signal.", name, sig)
-	case tracer.FateDroppedInit:
+	case sigvocab.FateDroppedInit:
 		shell := ""
 		if isShell(f) {
 			shell = " It is a shell: shell-form ENTRYPOINT/CMD (`/bin/sh -c app`) makes the shell PID 1 and it does not forward signals."
 		}
 		return IgnoredByInit, fate, fmt.Sprintf("%s has no %s handler: the kernel drops signals to a namespace init that has none, so the stop will wait the whole timeout and end in SIGKILL (exit 137).%s %s", name, sig, shell, handleFix(f))
-	case tracer.FateDroppedSigIgn:
+	case sigvocab.FateDroppedSigIgn:
 		return ignoredSigIgn(name, sig, st, fate)
-	case tracer.FateDroppedDefault:
+	case sigvocab.FateDroppedDefault:
 		p := Ignored
 		if st.NSInit {
 			p = IgnoredByInit
@@ -333,11 +333,11 @@ func handled(f Facts, name string) (prediction, hint string) {
 
 // reraised reports whether sig is one a runtime's own handler re-raises
 // (langrt.Runtime.Reraises): SIGTERM and SIGINT.
-func reraised(sig tracer.Signal) bool { return sig == tracer.SIGTERM || sig == tracer.SIGINT }
+func reraised(sig sigvocab.Signal) bool { return sig == sigvocab.SIGTERM || sig == sigvocab.SIGINT }
 
 // reraisesForGood reports whether rt's own handler for sig re-raises it
 // and rt does not exit when an init survives that (Node.js).
-func reraisesForGood(rt langrt.Runtime, sig tracer.Signal) bool {
+func reraisesForGood(rt langrt.Runtime, sig sigvocab.Signal) bool {
 	return reraised(sig) && rt.Reraises() && rt.ExitAfterReraise() == 0
 }
 
@@ -371,7 +371,7 @@ func upperFirst(s string) string {
 	return string(unicode.ToUpper(r)) + s[n:]
 }
 
-func ignoredSigIgn(name string, sig tracer.Signal, st tracer.TaskState, fate tracer.Fate) (string, tracer.Fate, string) {
+func ignoredSigIgn(name string, sig sigvocab.Signal, st sigvocab.TaskState, fate sigvocab.Fate) (string, sigvocab.Fate, string) {
 	p := Ignored
 	if st.NSInit {
 		p = IgnoredByInit
@@ -380,7 +380,7 @@ func ignoredSigIgn(name string, sig tracer.Signal, st tracer.TaskState, fate tra
 }
 
 // role is how hints call the main process.
-func role(st tracer.TaskState) string {
+func role(st sigvocab.TaskState) string {
 	if st.NSInit {
 		return "PID 1"
 	}

@@ -11,61 +11,61 @@ import (
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/langrt"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 func TestPredict(t *testing.T) {
 	var (
-		dfl     = tracer.DispDefault
-		ign     = tracer.DispIgnore
-		handler = tracer.DispHandler
+		dfl     = sigvocab.DispDefault
+		ign     = sigvocab.DispIgnore
+		handler = sigvocab.DispHandler
 	)
 	shell := []string{"/bin/sh", "-c", "app"}
 	app := []string{"/app"}
 	cases := []struct {
 		name     string
-		sig      tracer.Signal
-		st       tracer.TaskState
+		sig      sigvocab.Signal
+		st       sigvocab.TaskState
 		signalfd bool
 		cmd      []string
 		comm     string
 		want     string
-		fate     tracer.Fate
+		fate     sigvocab.Fate
 		hintHas  string
 	}{
 		// A namespace init.
-		{"shell without trap", tracer.SIGTERM, tracer.TaskState{Handler: dfl, NSInit: true}, false, shell, "sh", IgnoredByInit, tracer.FateDroppedInit, "shell-form"},
-		{"app without handler", tracer.SIGTERM, tracer.TaskState{NSInit: true}, false, app, "app", IgnoredByInit, tracer.FateDroppedInit, "tini"},
-		{"handler", tracer.SIGTERM, tracer.TaskState{Handler: handler, NSInit: true}, false, app, "app", Graceful, tracer.FateHandler, ""},
-		{"handler, blocked now", tracer.SIGTERM, tracer.TaskState{Handler: handler, Blocked: true, NSInit: true}, false, app, "app", Graceful, tracer.FateBlocked, "unblocks"},
-		{"SIG_IGN (trap '' TERM)", tracer.SIGTERM, tracer.TaskState{Handler: ign, NSInit: true}, false, shell, "sh", IgnoredByInit, tracer.FateDroppedSigIgn, "SIG_IGN"},
-		{"SIG_IGN, blocked now", tracer.SIGTERM, tracer.TaskState{Handler: ign, Blocked: true, NSInit: true}, false, app, "app", IgnoredByInit, tracer.FateBlocked, "SIG_IGN"},
-		{"stop signal SIGKILL", tracer.SIGKILL, tracer.TaskState{NSInit: true}, false, app, "app", Killed, tracer.FateDefault, "SIGKILL"},
-		{"SIGQUIT handled by nginx", tracer.SIGQUIT, tracer.TaskState{Handler: handler, NSInit: true}, false, []string{"nginx"}, "nginx", Graceful, tracer.FateHandler, ""},
-		{"tini in sigtimedwait", tracer.SIGTERM, tracer.TaskState{Waited: true, NSInit: true}, false, []string{"/usr/bin/tini", "-s", "--", "app"}, "tini", Graceful, tracer.FateSigwait,
+		{"shell without trap", sigvocab.SIGTERM, sigvocab.TaskState{Handler: dfl, NSInit: true}, false, shell, "sh", IgnoredByInit, sigvocab.FateDroppedInit, "shell-form"},
+		{"app without handler", sigvocab.SIGTERM, sigvocab.TaskState{NSInit: true}, false, app, "app", IgnoredByInit, sigvocab.FateDroppedInit, "tini"},
+		{"handler", sigvocab.SIGTERM, sigvocab.TaskState{Handler: handler, NSInit: true}, false, app, "app", Graceful, sigvocab.FateHandler, ""},
+		{"handler, blocked now", sigvocab.SIGTERM, sigvocab.TaskState{Handler: handler, Blocked: true, NSInit: true}, false, app, "app", Graceful, sigvocab.FateBlocked, "unblocks"},
+		{"SIG_IGN (trap '' TERM)", sigvocab.SIGTERM, sigvocab.TaskState{Handler: ign, NSInit: true}, false, shell, "sh", IgnoredByInit, sigvocab.FateDroppedSigIgn, "SIG_IGN"},
+		{"SIG_IGN, blocked now", sigvocab.SIGTERM, sigvocab.TaskState{Handler: ign, Blocked: true, NSInit: true}, false, app, "app", IgnoredByInit, sigvocab.FateBlocked, "SIG_IGN"},
+		{"stop signal SIGKILL", sigvocab.SIGKILL, sigvocab.TaskState{NSInit: true}, false, app, "app", Killed, sigvocab.FateDefault, "SIGKILL"},
+		{"SIGQUIT handled by nginx", sigvocab.SIGQUIT, sigvocab.TaskState{Handler: handler, NSInit: true}, false, []string{"nginx"}, "nginx", Graceful, sigvocab.FateHandler, ""},
+		{"tini in sigtimedwait", sigvocab.SIGTERM, sigvocab.TaskState{Waited: true, NSInit: true}, false, []string{"/usr/bin/tini", "-s", "--", "app"}, "tini", Graceful, sigvocab.FateSigwait,
 			"PID 1 is tini: it waits for SIGTERM with sigtimedwait and forwards it"},
-		{"docker-init, named by comm", tracer.SIGTERM, tracer.TaskState{Waited: true, NSInit: true}, false, nil, "docker-init", Graceful, tracer.FateSigwait, "PID 1 is docker-init"},
-		{"an unknown waiter", tracer.SIGTERM, tracer.TaskState{Waited: true, NSInit: true}, false, app, "app", Graceful, tracer.FateSigwait, "sigwaitinfo"},
+		{"docker-init, named by comm", sigvocab.SIGTERM, sigvocab.TaskState{Waited: true, NSInit: true}, false, nil, "docker-init", Graceful, sigvocab.FateSigwait, "PID 1 is docker-init"},
+		{"an unknown waiter", sigvocab.SIGTERM, sigvocab.TaskState{Waited: true, NSInit: true}, false, app, "app", Graceful, sigvocab.FateSigwait, "sigwaitinfo"},
 		// tini as /proc sees it while it waits: SigBlk 0, no handler. The
 		// kernel-side rule is right, the facts are not: why the kernel source comes first.
-		{"tini seen through /proc", tracer.SIGTERM, tracer.TaskState{NSInit: true}, false, []string{"tini"}, "tini", IgnoredByInit, tracer.FateDroppedInit, "no SIGTERM handler"},
-		{"catatonit and its signalfd", tracer.SIGTERM, tracer.TaskState{Blocked: true, NSInit: true}, true, []string{"catatonit", "--", "app"}, "catatonit", Graceful, tracer.FateBlocked,
+		{"tini seen through /proc", sigvocab.SIGTERM, sigvocab.TaskState{NSInit: true}, false, []string{"tini"}, "tini", IgnoredByInit, sigvocab.FateDroppedInit, "no SIGTERM handler"},
+		{"catatonit and its signalfd", sigvocab.SIGTERM, sigvocab.TaskState{Blocked: true, NSInit: true}, true, []string{"catatonit", "--", "app"}, "catatonit", Graceful, sigvocab.FateBlocked,
 			"PID 1 is catatonit: it reads SIGTERM from a signalfd and forwards it"},
-		{"a signalfd reader", tracer.SIGTERM, tracer.TaskState{Blocked: true, NSInit: true}, true, app, "app", Graceful, tracer.FateBlocked, "signalfd"},
-		{"blocked, no handler, no signalfd", tracer.SIGTERM, tracer.TaskState{Blocked: true, NSInit: true}, false, shell, "sh", IgnoredByInit, tracer.FateBlocked, "no signalfd"},
-		{"default-ignored stop signal", tracer.SIGWINCH, tracer.TaskState{NSInit: true}, false, app, "app", IgnoredByInit, tracer.FateDroppedDefault, "default action of SIGWINCH"},
-		{"exiting", tracer.SIGTERM, tracer.TaskState{Exiting: true}, false, app, "app", Unknown, tracer.FateDroppedExiting, "exiting"},
+		{"a signalfd reader", sigvocab.SIGTERM, sigvocab.TaskState{Blocked: true, NSInit: true}, true, app, "app", Graceful, sigvocab.FateBlocked, "signalfd"},
+		{"blocked, no handler, no signalfd", sigvocab.SIGTERM, sigvocab.TaskState{Blocked: true, NSInit: true}, false, shell, "sh", IgnoredByInit, sigvocab.FateBlocked, "no signalfd"},
+		{"default-ignored stop signal", sigvocab.SIGWINCH, sigvocab.TaskState{NSInit: true}, false, app, "app", IgnoredByInit, sigvocab.FateDroppedDefault, "default action of SIGWINCH"},
+		{"exiting", sigvocab.SIGTERM, sigvocab.TaskState{Exiting: true}, false, app, "app", Unknown, sigvocab.FateDroppedExiting, "exiting"},
 
 		// The main process of a container sharing a pid namespace: no init.
-		{"no init, no handler: the default action kills", tracer.SIGTERM, tracer.TaskState{}, false, []string{"sleep", "1000"}, "sleep", Graceful, tracer.FateDefault, "default action ends it"},
-		{"no init, handler", tracer.SIGTERM, tracer.TaskState{Handler: handler}, false, app, "app", Graceful, tracer.FateHandler, ""},
-		{"no init, SIG_IGN", tracer.SIGTERM, tracer.TaskState{Handler: ign}, false, []string{"nohup"}, "nohup", Ignored, tracer.FateDroppedSigIgn, "The main process (nohup) ignores SIGTERM (SIG_IGN)"},
-		{"no init, blocked without handler", tracer.SIGTERM, tracer.TaskState{Blocked: true}, false, app, "app", Ignored, tracer.FateBlocked, "stays pending"},
-		{"no init, blocked with handler", tracer.SIGTERM, tracer.TaskState{Blocked: true, Handler: handler}, false, app, "app", Graceful, tracer.FateBlocked, "the main process unblocks it"},
-		{"no init, default-ignored", tracer.SIGCHLD, tracer.TaskState{}, false, app, "app", Ignored, tracer.FateDroppedDefault, "ignore it"},
-		{"no init, stop signal SIGTSTP", tracer.Signal(20), tracer.TaskState{}, false, app, "app", Ignored, tracer.FateDefault, "stopped by SIGTSTP"},
-		{"no init, SIGKILL", tracer.SIGKILL, tracer.TaskState{}, false, app, "app", Killed, tracer.FateDefault, "The main process (app)"},
+		{"no init, no handler: the default action kills", sigvocab.SIGTERM, sigvocab.TaskState{}, false, []string{"sleep", "1000"}, "sleep", Graceful, sigvocab.FateDefault, "default action ends it"},
+		{"no init, handler", sigvocab.SIGTERM, sigvocab.TaskState{Handler: handler}, false, app, "app", Graceful, sigvocab.FateHandler, ""},
+		{"no init, SIG_IGN", sigvocab.SIGTERM, sigvocab.TaskState{Handler: ign}, false, []string{"nohup"}, "nohup", Ignored, sigvocab.FateDroppedSigIgn, "The main process (nohup) ignores SIGTERM (SIG_IGN)"},
+		{"no init, blocked without handler", sigvocab.SIGTERM, sigvocab.TaskState{Blocked: true}, false, app, "app", Ignored, sigvocab.FateBlocked, "stays pending"},
+		{"no init, blocked with handler", sigvocab.SIGTERM, sigvocab.TaskState{Blocked: true, Handler: handler}, false, app, "app", Graceful, sigvocab.FateBlocked, "the main process unblocks it"},
+		{"no init, default-ignored", sigvocab.SIGCHLD, sigvocab.TaskState{}, false, app, "app", Ignored, sigvocab.FateDroppedDefault, "ignore it"},
+		{"no init, stop signal SIGTSTP", sigvocab.Signal(20), sigvocab.TaskState{}, false, app, "app", Ignored, sigvocab.FateDefault, "stopped by SIGTSTP"},
+		{"no init, SIGKILL", sigvocab.SIGKILL, sigvocab.TaskState{}, false, app, "app", Killed, sigvocab.FateDefault, "The main process (app)"},
 	}
 	for _, c := range cases {
 		got, fate, hint := Predict(Facts{Signal: c.sig, State: c.st, Signalfd: c.signalfd, Cmdline: c.cmd, Comm: c.comm})
@@ -117,11 +117,11 @@ func TestRunReadsProc(t *testing.T) {
 		{Info: container.Info{ID: "b", Name: "shell"}, PID: 200},
 		{Info: container.Info{ID: "a", Name: "app"}, PID: 100},
 		{Info: container.Info{ID: "c", Name: "gone"}, PID: 300},
-		{Info: container.Info{ID: "d", Name: "quitter", StopSignal: tracer.SIGQUIT}, PID: 100},
+		{Info: container.Info{ID: "d", Name: "quitter", StopSignal: sigvocab.SIGQUIT}, PID: 100},
 		{Info: container.Info{ID: "e", Name: "shared"}, PID: 400},
 		{Info: container.Info{ID: "f", Name: "nopid"}},
 	}}
-	kernel := func([]int) (map[int]tracer.TaskSnapshot, error) {
+	kernel := func([]int) (map[int]sigvocab.TaskSnapshot, error) {
 		t.Error("the kernel was read with Source proc")
 		return nil, nil
 	}
@@ -156,7 +156,7 @@ func TestRunReadsProc(t *testing.T) {
 	if r := got["shared"]; r.Prediction != Graceful || r.NSInit || r.Fate != "delivered" || r.PID1.NSPID != 7 {
 		t.Errorf("shared (ns pid 7, no handler: the default action kills it): %+v", r)
 	}
-	if _, err := Run(context.Background(), fakeLister{err: errors.New("no runtime")}, proc); err == nil {
+	if _, err := RunWith(context.Background(), fakeLister{err: errors.New("no runtime")}, Options{ProcRoot: proc}); err == nil {
 		t.Error("no runtime and no containers: want the error")
 	}
 }
@@ -174,10 +174,10 @@ func TestRunPrefersKernel(t *testing.T) {
 		{Info: container.Info{ID: "b", Name: "shell"}, PID: 200},
 	}}
 	var asked []int
-	kernel := func(pids []int) (map[int]tracer.TaskSnapshot, error) {
+	kernel := func(pids []int) (map[int]sigvocab.TaskSnapshot, error) {
 		asked = pids
-		return map[int]tracer.TaskSnapshot{
-			100: {PID: 100, NSPID: 1, SigFlags: 0x40, RealBlocked: 0xfffffffe3fcbfa07, Comm: tracer.Comm{'t', 'i', 'n', 'i'}},
+		return map[int]sigvocab.TaskSnapshot{
+			100: {PID: 100, NSPID: 1, SigFlags: 0x40, RealBlocked: 0xfffffffe3fcbfa07, Comm: sigvocab.Comm{'t', 'i', 'n', 'i'}},
 		}, nil
 	}
 	res, err := RunWith(context.Background(), l, Options{ProcRoot: proc, ReadTaskStates: kernel})
@@ -195,7 +195,7 @@ func TestRunPrefersKernel(t *testing.T) {
 		t.Errorf("shell, not seen by the iterator: %+v", r)
 	}
 
-	failing := func([]int) (map[int]tracer.TaskSnapshot, error) {
+	failing := func([]int) (map[int]sigvocab.TaskSnapshot, error) {
 		return nil, errors.New("cannot trace: this process lacks CAP_BPF")
 	}
 	res, err = RunWith(context.Background(), l, Options{ProcRoot: proc, ReadTaskStates: failing})
@@ -219,55 +219,55 @@ func TestRunPrefersKernel(t *testing.T) {
 // namespace init achieves (issue 20).
 func TestPredictRuntime(t *testing.T) {
 	var (
-		handler = tracer.TaskState{Handler: tracer.DispHandler, NSInit: true}
-		oneShot = tracer.TaskState{Handler: tracer.DispHandler, OneShot: true, NSInit: true}
-		noInit  = tracer.TaskState{Handler: tracer.DispHandler, OneShot: true}
-		none    = tracer.TaskState{NSInit: true}
-		blocked = tracer.TaskState{Handler: tracer.DispHandler, OneShot: true, Blocked: true, NSInit: true}
+		handler = sigvocab.TaskState{Handler: sigvocab.DispHandler, NSInit: true}
+		oneShot = sigvocab.TaskState{Handler: sigvocab.DispHandler, OneShot: true, NSInit: true}
+		noInit  = sigvocab.TaskState{Handler: sigvocab.DispHandler, OneShot: true}
+		none    = sigvocab.TaskState{NSInit: true}
+		blocked = sigvocab.TaskState{Handler: sigvocab.DispHandler, OneShot: true, Blocked: true, NSInit: true}
 	)
 	node := []string{"node", "server.js"}
 	cases := []struct {
 		name   string
 		rt     langrt.Runtime
 		source string
-		sig    tracer.Signal
-		st     tracer.TaskState
+		sig    sigvocab.Signal
+		st     sigvocab.TaskState
 		cmd    []string
 		want   string
-		fate   tracer.Fate
+		fate   sigvocab.Fate
 		hint   []string // each in the hint; none: no hint
 	}{
-		{"Node.js without a listener: its one-shot handler re-raises", langrt.NodeJS, SourceKernel, tracer.SIGTERM, oneShot, node, IgnoredByInit, tracer.FateHandler,
+		{"Node.js without a listener: its one-shot handler re-raises", langrt.NodeJS, SourceKernel, sigvocab.SIGTERM, oneShot, node, IgnoredByInit, sigvocab.FateHandler,
 			[]string{"PID 1 (node): its SIGTERM handler is one-shot (SA_RESETHAND): it re-raises the signal with the default action, and the kernel drops that for PID 1", "exit 137", "process.on('SIGTERM'", "tini"}},
-		{"Node.js with process.on('SIGTERM')", langrt.NodeJS, SourceKernel, tracer.SIGTERM, handler, node, Graceful, tracer.FateHandler, nil},
-		{"Node.js, one-shot and blocked now", langrt.NodeJS, SourceKernel, tracer.SIGTERM, blocked, node, IgnoredByInit, tracer.FateBlocked, []string{"one-shot"}},
-		{"Node.js no init: the re-raise kills it", langrt.NodeJS, SourceKernel, tracer.SIGTERM, noInit, node, Graceful, tracer.FateHandler, nil},
-		{"Node.js through /proc: inferred from the runtime", langrt.NodeJS, SourceProc, tracer.SIGTERM, handler, node, IgnoredByInit, tracer.FateHandler,
+		{"Node.js with process.on('SIGTERM')", langrt.NodeJS, SourceKernel, sigvocab.SIGTERM, handler, node, Graceful, sigvocab.FateHandler, nil},
+		{"Node.js, one-shot and blocked now", langrt.NodeJS, SourceKernel, sigvocab.SIGTERM, blocked, node, IgnoredByInit, sigvocab.FateBlocked, []string{"one-shot"}},
+		{"Node.js no init: the re-raise kills it", langrt.NodeJS, SourceKernel, sigvocab.SIGTERM, noInit, node, Graceful, sigvocab.FateHandler, nil},
+		{"Node.js through /proc: inferred from the runtime", langrt.NodeJS, SourceProc, sigvocab.SIGTERM, handler, node, IgnoredByInit, sigvocab.FateHandler,
 			[]string{"PID 1 (node) is Node.js and has a SIGTERM handler", "/proc does not show", "Inferred from the runtime", "process.on('SIGTERM'"}},
-		{"Node.js through /proc, SIGINT", langrt.NodeJS, SourceProc, tracer.SIGINT, handler, node, IgnoredByInit, tracer.FateHandler, []string{"Inferred from the runtime"}},
-		{"Node.js through /proc, SIGQUIT: not one it re-raises", langrt.NodeJS, SourceProc, tracer.SIGQUIT, handler, node, Graceful, tracer.FateHandler, nil},
-		{"Node.js without a handler for the stop signal", langrt.NodeJS, SourceKernel, tracer.SIGQUIT, none, node, IgnoredByInit, tracer.FateDroppedInit, []string{"no SIGQUIT handler", "process.on("}},
-		{"unknown runtime, one-shot handler", langrt.Unknown, SourceKernel, tracer.SIGTERM, oneShot, []string{"/app"}, IgnoredByInit, tracer.FateHandler,
+		{"Node.js through /proc, SIGINT", langrt.NodeJS, SourceProc, sigvocab.SIGINT, handler, node, IgnoredByInit, sigvocab.FateHandler, []string{"Inferred from the runtime"}},
+		{"Node.js through /proc, SIGQUIT: not one it re-raises", langrt.NodeJS, SourceProc, sigvocab.SIGQUIT, handler, node, Graceful, sigvocab.FateHandler, nil},
+		{"Node.js without a handler for the stop signal", langrt.NodeJS, SourceKernel, sigvocab.SIGQUIT, none, node, IgnoredByInit, sigvocab.FateDroppedInit, []string{"no SIGQUIT handler", "process.on("}},
+		{"unknown runtime, one-shot handler", langrt.Unknown, SourceKernel, sigvocab.SIGTERM, oneShot, []string{"/app"}, IgnoredByInit, sigvocab.FateHandler,
 			[]string{"one-shot (SA_RESETHAND)", timeline.FixInit + " (docker run --init)."}},
-		{"unknown runtime through /proc, handler", langrt.Unknown, SourceProc, tracer.SIGTERM, handler, []string{"/app"}, Graceful, tracer.FateHandler, nil},
-		{"the Go runtime's handler", langrt.Go, SourceKernel, tracer.SIGTERM, handler, []string{"/server"}, Graceful, tracer.FateHandler,
+		{"unknown runtime through /proc, handler", langrt.Unknown, SourceProc, sigvocab.SIGTERM, handler, []string{"/app"}, Graceful, sigvocab.FateHandler, nil},
+		{"the Go runtime's handler", langrt.Go, SourceKernel, sigvocab.SIGTERM, handler, []string{"/server"}, Graceful, sigvocab.FateHandler,
 			[]string{"PID 1 (server) runs on the Go runtime", "exits at once with status 2", "exit status 2 rather than 143", "signal.NotifyContext"}},
-		{"the Go runtime, through /proc", langrt.Go, SourceProc, tracer.SIGTERM, handler, []string{"/server"}, Graceful, tracer.FateHandler, []string{"status 2"}},
-		{"the Go runtime with a one-shot handler still exits", langrt.Go, SourceKernel, tracer.SIGINT, oneShot, []string{"/server"}, Graceful, tracer.FateHandler, []string{"exit status 2 rather than 130"}},
-		{"the Go runtime, SIGUSR1: not re-raised", langrt.Go, SourceKernel, tracer.SIGUSR1, handler, []string{"/server"}, Graceful, tracer.FateHandler, nil},
-		{"the Go runtime no init", langrt.Go, SourceKernel, tracer.SIGTERM, tracer.TaskState{Handler: tracer.DispHandler}, []string{"/server"}, Graceful, tracer.FateHandler, nil},
-		{"CPython leaves SIGTERM at its default", langrt.CPython, SourceKernel, tracer.SIGTERM, none, []string{"python3", "app.py"}, IgnoredByInit, tracer.FateDroppedInit,
+		{"the Go runtime, through /proc", langrt.Go, SourceProc, sigvocab.SIGTERM, handler, []string{"/server"}, Graceful, sigvocab.FateHandler, []string{"status 2"}},
+		{"the Go runtime with a one-shot handler still exits", langrt.Go, SourceKernel, sigvocab.SIGINT, oneShot, []string{"/server"}, Graceful, sigvocab.FateHandler, []string{"exit status 2 rather than 130"}},
+		{"the Go runtime, SIGUSR1: not re-raised", langrt.Go, SourceKernel, sigvocab.SIGUSR1, handler, []string{"/server"}, Graceful, sigvocab.FateHandler, nil},
+		{"the Go runtime no init", langrt.Go, SourceKernel, sigvocab.SIGTERM, sigvocab.TaskState{Handler: sigvocab.DispHandler}, []string{"/server"}, Graceful, sigvocab.FateHandler, nil},
+		{"CPython leaves SIGTERM at its default", langrt.CPython, SourceKernel, sigvocab.SIGTERM, none, []string{"python3", "app.py"}, IgnoredByInit, sigvocab.FateDroppedInit,
 			[]string{"no SIGTERM handler", "Install a handler, `signal.signal(signal.SIGTERM", "tini"}},
-		{"CPython, a one-shot handler that does not re-raise", langrt.CPython, SourceKernel, tracer.SIGTERM, oneShot, []string{"python3"}, Graceful, tracer.FateHandler, nil},
-		{"the JVM with -Xrs", langrt.JVM, SourceKernel, tracer.SIGTERM, none, []string{"java", "-Xrs", "Main"}, IgnoredByInit, tracer.FateDroppedInit, []string{"remove `-Xrs`", "shutdown hook"}},
-		{"the JVM's handler", langrt.JVM, SourceKernel, tracer.SIGTERM, handler, []string{"java", "Main"}, Graceful, tracer.FateHandler, nil},
-		{"a shell keeps the exec form", langrt.Shell, SourceKernel, tracer.SIGTERM, none, []string{"/bin/sh", "-c", "app"}, IgnoredByInit, tracer.FateDroppedInit,
+		{"CPython, a one-shot handler that does not re-raise", langrt.CPython, SourceKernel, sigvocab.SIGTERM, oneShot, []string{"python3"}, Graceful, sigvocab.FateHandler, nil},
+		{"the JVM with -Xrs", langrt.JVM, SourceKernel, sigvocab.SIGTERM, none, []string{"java", "-Xrs", "Main"}, IgnoredByInit, sigvocab.FateDroppedInit, []string{"remove `-Xrs`", "shutdown hook"}},
+		{"the JVM's handler", langrt.JVM, SourceKernel, sigvocab.SIGTERM, handler, []string{"java", "Main"}, Graceful, sigvocab.FateHandler, nil},
+		{"a shell keeps the exec form", langrt.Shell, SourceKernel, sigvocab.SIGTERM, none, []string{"/bin/sh", "-c", "app"}, IgnoredByInit, sigvocab.FateDroppedInit,
 			[]string{"It is a shell", "Use the exec form of ENTRYPOINT/CMD"}},
-		{"a shell by argv[0], runtime not read", langrt.Unknown, SourceKernel, tracer.SIGTERM, none, []string{"/bin/bash", "-c", "app"}, IgnoredByInit, tracer.FateDroppedInit,
+		{"a shell by argv[0], runtime not read", langrt.Unknown, SourceKernel, sigvocab.SIGTERM, none, []string{"/bin/bash", "-c", "app"}, IgnoredByInit, sigvocab.FateDroppedInit,
 			[]string{"It is a shell", "Use the exec form of ENTRYPOINT/CMD"}},
-		{"an unknown runtime keeps the generic fix", langrt.Unknown, SourceKernel, tracer.SIGTERM, none, []string{"/app"}, IgnoredByInit, tracer.FateDroppedInit,
+		{"an unknown runtime keeps the generic fix", langrt.Unknown, SourceKernel, sigvocab.SIGTERM, none, []string{"/app"}, IgnoredByInit, sigvocab.FateDroppedInit,
 			[]string{timeline.FixInit + " (docker run --init)."}},
-		{"blocked without a handler: the runtime's fix", langrt.CPython, SourceKernel, tracer.SIGTERM, tracer.TaskState{Blocked: true, NSInit: true}, []string{"python3"}, IgnoredByInit, tracer.FateBlocked,
+		{"blocked without a handler: the runtime's fix", langrt.CPython, SourceKernel, sigvocab.SIGTERM, sigvocab.TaskState{Blocked: true, NSInit: true}, []string{"python3"}, IgnoredByInit, sigvocab.FateBlocked,
 			[]string{"signal.signal("}},
 	}
 	for _, c := range cases {
@@ -299,14 +299,14 @@ func TestRunRuntime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	term := tracer.NewSignalSet(tracer.SIGTERM)
+	term := sigvocab.NewSignalSet(sigvocab.SIGTERM)
 	l := fakeLister{running: []container.Running{
 		{Info: container.Info{ID: "a", Name: "node-default"}, PID: 100},
 		{Info: container.Info{ID: "b", Name: "node-listener"}, PID: 200},
 		{Info: container.Info{ID: "c", Name: "app"}, PID: 300},
 	}}
-	kernel := func([]int) (map[int]tracer.TaskSnapshot, error) {
-		return map[int]tracer.TaskSnapshot{
+	kernel := func([]int) (map[int]sigvocab.TaskSnapshot, error) {
+		return map[int]sigvocab.TaskSnapshot{
 			100: {PID: 100, NSPID: 1, SigFlags: 0x40, Handled: term, OneShot: term},
 			200: {PID: 200, NSPID: 1, SigFlags: 0x40, Handled: term},
 			300: {PID: 300, NSPID: 1, SigFlags: 0x40, Handled: term},

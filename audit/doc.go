@@ -2,7 +2,7 @@
 // react to its stop signal. It reads the state of the container's main
 // process (the one the runtime signals: the pid-namespace init, or another
 // process when the container shares a pid namespace) and asks
-// tracer.PredictFate what the kernel will do with the signal, then adds what
+// sigvocab.PredictFate what the kernel will do with the signal, then adds what
 // the process does with a queued one (a handler, a sigtimedwait, a signalfd).
 //
 // A handler is not always a graceful stop. The kernel source also reads
@@ -15,13 +15,16 @@
 // name the runtime's own way (langrt's fixes).
 //
 // The state comes from the kernel first (tracer.ReadTaskStates, a BPF task
-// iterator) and from /proc when the iterator cannot load; each result says
-// which. /proc lacks real_blocked: it cannot see a process waiting in
-// sigtimedwait() (tini, docker-init) and predicts such an init drops the
-// signal; and it shows no sa_flags, so for Node.js a handler is taken for
-// the runtime's own (inferred from the runtime, and the hint says so).
+// iterator, which the caller passes in [Options]: this package links no
+// BPF loader, so that kubectl-sigscope can read its [Result]) and from
+// /proc when the iterator cannot load; each result says which. /proc lacks
+// real_blocked: it cannot see a process waiting in sigtimedwait() (tini,
+// docker-init) and predicts such an init drops the signal; and it shows no
+// sa_flags, so for Node.js a handler is taken for the runtime's own
+// (inferred from the runtime, and the hint says so).
 //
-// It owns the prediction and its hint. The kernel's rules are tracer's (fate.go),
-// container listing and /proc parsing are package container's, and the
-// outcome words are the timeline's.
+// It owns the prediction and its hint. The kernel's rules are
+// internal/sigvocab's (fate.go), reading the kernel is tracer's, container
+// listing and /proc parsing are package container's, and the outcome words
+// are the timeline's.
 package audit

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -71,7 +72,7 @@ func commOf(pid int) string {
 func auditOne(t *testing.T, pid int, source string) Result {
 	t.Helper()
 	l := fakeLister{running: []container.Running{{Info: container.Info{ID: "c", Name: "c"}, PID: pid}}}
-	res, err := RunWith(context.Background(), l, Options{Source: source})
+	res, err := RunWith(context.Background(), l, Options{Source: source, ReadTaskStates: tracer.ReadTaskStates})
 	if err != nil || len(res) != 1 {
 		t.Fatalf("audit: %v, %+v", err, res)
 	}
@@ -150,7 +151,7 @@ func TestAuditCatatonitPrivileged(t *testing.T) {
 		t.Errorf("catatonit: blocks %v signalfd %v catches %v, want blocked, watched, no handler", r.Blocks, r.Signalfd, r.Catches)
 	}
 	set, err := container.SignalfdMask("", init)
-	if err != nil || !set.Has(tracer.SIGTERM) {
+	if err != nil || !set.Has(sigvocab.SIGTERM) {
 		t.Errorf("fdinfo: signalfd watches %s (%v), want SIGTERM among them", set, err)
 	}
 	// Here /proc agrees: the signal is blocked, not waited for.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/langrt"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -228,11 +229,11 @@ func TestAuditRuntimesPrivileged(t *testing.T) {
 			}
 			s := snaps[init.pid]
 			t.Logf("pid %d: ns init %v, handled %s, one-shot %s", init.pid, s.NSInit(), s.Handled, s.OneShot)
-			if !s.NSInit() || s.Handled.Has(tracer.SIGTERM) != c.handled || s.OneShot.Has(tracer.SIGTERM) != c.oneShot {
-				t.Errorf("SIGTERM: handler %v, one-shot %v; want %v, %v", s.Handled.Has(tracer.SIGTERM), s.OneShot.Has(tracer.SIGTERM), c.handled, c.oneShot)
+			if !s.NSInit() || s.Handled.Has(sigvocab.SIGTERM) != c.handled || s.OneShot.Has(sigvocab.SIGTERM) != c.oneShot {
+				t.Errorf("SIGTERM: handler %v, one-shot %v; want %v, %v", s.Handled.Has(sigvocab.SIGTERM), s.OneShot.Has(sigvocab.SIGTERM), c.handled, c.oneShot)
 			}
 			l := fakeLister{running: []container.Running{{Info: container.Info{ID: "c", Name: "c"}, PID: init.pid}}}
-			res, err := RunWith(context.Background(), l, Options{Source: SourceKernel})
+			res, err := RunWith(context.Background(), l, Options{Source: SourceKernel, ReadTaskStates: tracer.ReadTaskStates})
 			if err != nil || len(res) != 1 {
 				t.Fatalf("audit: %v, %+v", err, res)
 			}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // Caches reports each bounded cache against its bound, and a resolver fed
@@ -14,7 +14,7 @@ func TestCachesReportBounds(t *testing.T) {
 	h := newFakeHost(t)
 	r := h.resolver(Options{MaxEntries: 3})
 	ids := make([]string, 5)
-	procs := make([]*tracer.Process, len(ids))
+	procs := make([]*sigvocab.Process, len(ids))
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%064x", 0xc0ffee00+i)
 		p := h.dockerProcess(uint32(700+i), uint32(4026532700+i), ids[i])

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // A container created after the resolver started, whose processes and
@@ -39,7 +39,7 @@ func TestWatchResolvesContainerGoneBeforeLookup(t *testing.T) {
 			h.rmCgroup(c.v1, strings.SplitN(c.path, "/", 3)[1]) // the whole subtree
 			waitIndexed(t, r, id, c.v1, true)
 
-			p := &tracer.Process{PID: 4242, NsPID: 1, PidNS: 4026533100}
+			p := &sigvocab.Process{PID: 4242, NsPID: 1, PidNS: 4026533100}
 			if c.v1 {
 				p.CgroupV1ID = id
 			} else {
@@ -92,7 +92,7 @@ func TestWatchForgetsRemovedAfterTTL(t *testing.T) {
 	waitIndexed(t, r, id, false, false)
 	h.rmCgroup(false, "/docker/"+id2)
 	waitIndexed(t, r, id, false, true)
-	p := &tracer.Process{PID: 4243, PidNS: 4026533101, CgroupID: id}
+	p := &sigvocab.Process{PID: 4243, PidNS: 4026533101, CgroupID: id}
 	h.clock.advance(ttl - time.Second)
 	if info := r.Lookup(p); info == nil || info.ID != id2 {
 		t.Fatalf("within the TTL: %+v", info)

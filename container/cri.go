@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // criClient asks one CRI endpoint (containerd, CRI-O) about containers.
@@ -273,7 +273,7 @@ func verbosePID(verbose map[string]string) int {
 // (34+3, as runc and the kubelet count them), SIGRTMAXMINUS2 SIGRTMAX-2
 // (64-2), and SIGCLD, SIGIOT and SIGPOLL are other names of SIGCHLD,
 // SIGABRT and SIGIO.
-func criSignal(s runtimeapi.Signal) tracer.Signal {
+func criSignal(s runtimeapi.Signal) sigvocab.Signal {
 	if s == runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
 		return 0
 	}
@@ -290,20 +290,20 @@ func criSignal(s runtimeapi.Signal) tracer.Signal {
 	}
 	switch name {
 	case "SIGCLD":
-		return tracer.SIGCHLD
+		return sigvocab.SIGCHLD
 	case "SIGIOT":
 		name = "SIGABRT"
 	case "SIGPOLL":
 		name = "SIGIO"
 	case "SIGRTMAX":
-		return tracer.MaxSignal
+		return sigvocab.MaxSignal
 	}
 	if n, ok := strings.CutPrefix(name, "SIGRTMAX-"); ok {
 		k, err := strconv.Atoi(n)
-		if err != nil || k < 1 || k > tracer.MaxSignal-int(parseStopSignal("SIGRTMIN")) {
+		if err != nil || k < 1 || k > sigvocab.MaxSignal-int(parseStopSignal("SIGRTMIN")) {
 			return 0
 		}
-		return tracer.MaxSignal - tracer.Signal(k)
+		return sigvocab.MaxSignal - sigvocab.Signal(k)
 	}
 	return parseStopSignal(name)
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/internal/dockertest"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // TestRealCRI plays kubelet against a real containerd: a pod with the
@@ -47,7 +47,7 @@ func TestRealCRI(t *testing.T) {
 		t.Errorf("ListRunning Info %+v", run.Info)
 	}
 	caught, _, _, _, err := PID1Signals("", run.PID)
-	if err != nil || !caught.Has(tracer.SIGTERM) {
+	if err != nil || !caught.Has(sigvocab.SIGTERM) {
 		t.Errorf("PID1Signals: caught %s, err %v; want SIGTERM caught", caught, err)
 	}
 

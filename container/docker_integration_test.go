@@ -13,13 +13,13 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/internal/dockertest"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // processOf builds what a tracer event carries for a live host pid: its pid
 // namespace inode and the ids (inodes) of its cgroup v2 and v1 memory
 // directories, read independently of the resolver.
-func processOf(t *testing.T, pid int) *tracer.Process {
+func processOf(t *testing.T, pid int) *sigvocab.Process {
 	t.Helper()
 	link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	if err != nil {
@@ -29,7 +29,7 @@ func processOf(t *testing.T, pid int) *tracer.Process {
 	if err != nil {
 		t.Fatalf("ns link %q: %v", link, err)
 	}
-	p := &tracer.Process{PID: uint32(pid), TID: uint32(pid), PidNS: uint32(ns)}
+	p := &sigvocab.Process{PID: uint32(pid), TID: uint32(pid), PidNS: uint32(ns)}
 	inode := func(dir string) uint64 {
 		var st syscall.Stat_t
 		if dir == "" || syscall.Stat(dir, &st) != nil {
@@ -114,7 +114,7 @@ func TestRealDockerLookup(t *testing.T) {
 	check("Runtime", info.Runtime, RuntimeDocker)
 	check("Name", info.Name, name)
 	check("Image", info.Image, img)
-	check("StopSignal", info.StopSignal, tracer.SIGTERM)
+	check("StopSignal", info.StopSignal, sigvocab.SIGTERM)
 	check("MainPID", info.MainPID, pid)
 	check("Sandbox", info.Sandbox, false)
 	check("StopTimeout", info.StopTimeout, 7)
@@ -131,7 +131,7 @@ func TestRealDockerLookup(t *testing.T) {
 
 	// A process of the container that is already gone resolves through its
 	// cgroup id alone, in either hierarchy, on a resolver that never saw it.
-	for _, q := range []*tracer.Process{
+	for _, q := range []*sigvocab.Process{
 		{PID: deadPID(t), PidNS: p.PidNS, CgroupID: p.CgroupID},
 		{PID: deadPID(t), PidNS: p.PidNS, CgroupV1ID: p.CgroupV1ID},
 	} {
@@ -214,7 +214,7 @@ func TestRealDockerRemovedBeforeLookup(t *testing.T) {
 			t.Fatalf("%s still exists after docker rm -f", dir)
 		}
 	}
-	for _, q := range []*tracer.Process{
+	for _, q := range []*sigvocab.Process{
 		{PID: uint32(pid), PidNS: p.PidNS, CgroupID: p.CgroupID},
 		{PID: uint32(pid), PidNS: p.PidNS, CgroupV1ID: p.CgroupV1ID},
 	} {
@@ -273,10 +273,10 @@ func TestRealDockerListRunningAndPID1Signals(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%s: PID 1 %v caught=%s ignored=%s blocked=%s", c.name, cmdline, caught, ignored, blocked)
-		if caught.Has(tracer.SIGTERM) != c.caught {
-			t.Errorf("%s: SIGTERM caught = %v, want %v (SigCgt %s)", c.name, caught.Has(tracer.SIGTERM), c.caught, caught)
+		if caught.Has(sigvocab.SIGTERM) != c.caught {
+			t.Errorf("%s: SIGTERM caught = %v, want %v (SigCgt %s)", c.name, caught.Has(sigvocab.SIGTERM), c.caught, caught)
 		}
-		if ignored.Has(tracer.SIGTERM) {
+		if ignored.Has(sigvocab.SIGTERM) {
 			t.Errorf("%s: SIGTERM ignored", c.name)
 		}
 		if len(cmdline) == 0 || filepath.Base(cmdline[0]) != c.argv0 {

@@ -11,7 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // fastRechecks shortens the resolver's rechecks for one test; call it
@@ -26,16 +26,16 @@ func fastRechecks(t *testing.T, every time.Duration, tries int) {
 // kubepodsProcess sets up a process of a pod's container or sandbox in the
 // kubelet's cgroupfs layout on a hybrid host (the v1 memory cgroup holds
 // it) and returns what an event would carry for it.
-func (h *fakeHost) kubepodsProcess(pid, pidns uint32, id string) *tracer.Process {
+func (h *fakeHost) kubepodsProcess(pid, pidns uint32, id string) *sigvocab.Process {
 	h.t.Helper()
 	path := "/kubepods/besteffort/pod" + uid + "/" + id
 	v1 := h.mkCgroup(true, path)
 	h.addProcess(pid, pidns, "4:memory:"+path+"\n0::/\n")
-	return &tracer.Process{PID: pid, NsPID: 1, PidNS: pidns, CgroupID: 1, CgroupV1ID: v1}
+	return &sigvocab.Process{PID: pid, NsPID: 1, PidNS: pidns, CgroupID: 1, CgroupV1ID: v1}
 }
 
 // waitInfo polls Lookup (each a cache hit) until ok accepts the answer.
-func waitInfo(t *testing.T, r *Resolver, p *tracer.Process, what string, ok func(*Info) bool) *Info {
+func waitInfo(t *testing.T, r *Resolver, p *sigvocab.Process, what string, ok func(*Info) bool) *Info {
 	t.Helper()
 	var info *Info
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // countingFS counts every /proc access the resolver makes.
@@ -162,23 +162,23 @@ func (h *fakeHost) cgroupDir(v1 bool, path string) string {
 }
 
 // dockerProcess sets up a process of a docker (cgroupfs, hybrid) container
-// and returns the tracer.Process an event would carry for it.
-func (h *fakeHost) dockerProcess(pid, pidns uint32, id string) *tracer.Process {
+// and returns the sigvocab.Process an event would carry for it.
+func (h *fakeHost) dockerProcess(pid, pidns uint32, id string) *sigvocab.Process {
 	h.t.Helper()
 	path := "/docker/" + id
 	v2 := h.mkCgroup(false, path)
 	v1 := h.mkCgroup(true, path)
 	h.addProcess(pid, pidns, "4:memory:"+path+"\n1:name=systemd:"+path+"\n0::"+path+"\n")
-	return &tracer.Process{PID: pid, NsPID: 1, PidNS: pidns, CgroupID: v2, CgroupV1ID: v1}
+	return &sigvocab.Process{PID: pid, NsPID: 1, PidNS: pidns, CgroupID: v2, CgroupV1ID: v1}
 }
 
 // hostProcess sets up a process outside containers, in its own v1 memory
 // cgroup and at the v2 root (a hybrid host).
-func (h *fakeHost) hostProcess(pid uint32, memcg string) *tracer.Process {
+func (h *fakeHost) hostProcess(pid uint32, memcg string) *sigvocab.Process {
 	h.t.Helper()
 	v1 := h.mkCgroup(true, memcg)
 	h.addProcess(pid, hostPidNS, "4:memory:"+memcg+"\n0::/\n")
-	return &tracer.Process{PID: pid, NsPID: pid, PidNS: hostPidNS, CgroupID: 1, CgroupV1ID: v1}
+	return &sigvocab.Process{PID: pid, NsPID: pid, PidNS: hostPidNS, CgroupID: 1, CgroupV1ID: v1}
 }
 
 // waitIndexed waits until r's cgroup watch has seen the cgroup id created

@@ -11,14 +11,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // StopRequest is a stop signal a runtime says it sent to a container.
 type StopRequest struct {
 	ID     string
 	At     time.Time
-	Signal tracer.Signal
+	Signal sigvocab.Signal
 }
 
 // StopHistory is what the runtimes recorded of the stop signals they sent
@@ -148,7 +148,7 @@ func (c *dockerClient) stopHistory(ctx context.Context, from, to time.Time) ([]S
 			continue
 		}
 		sig := parseEventSignal(ev.Actor.Attributes["signal"])
-		if sig == 0 || sig == tracer.SIGKILL {
+		if sig == 0 || sig == sigvocab.SIGKILL {
 			continue
 		}
 		out = append(out, StopRequest{ID: ev.Actor.ID, At: at, Signal: sig})
@@ -161,11 +161,11 @@ func (c *dockerClient) stopHistory(ctx context.Context, from, to time.Time) ([]S
 
 // parseEventSignal reads a kill event's signal attribute: a number as
 // Docker writes it, or a name; 0 when it is neither.
-func parseEventSignal(s string) tracer.Signal {
+func parseEventSignal(s string) sigvocab.Signal {
 	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
-		return tracer.Signal(n)
+		return sigvocab.Signal(n)
 	}
-	if sig, err := tracer.ParseSignal(s); err == nil {
+	if sig, err := sigvocab.ParseSignal(s); err == nil {
 		return sig
 	}
 	return 0

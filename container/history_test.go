@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/internal/dockertest"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // The real daemon's record: `docker kill -s TERM` is a stop signal the
@@ -31,11 +31,11 @@ func TestRealDockerStopHistory(t *testing.T) {
 		t.Errorf("Docker's record of the last seconds is not complete: %+v", h)
 	}
 	req, ok := h.LastRequest(id, before)
-	if !ok || req.Signal != tracer.SIGTERM || req.At.Before(before) || req.At.After(after) {
+	if !ok || req.Signal != sigvocab.SIGTERM || req.At.Before(before) || req.At.After(after) {
 		t.Fatalf("last request %+v (found %v), want SIGTERM between %v and %v; all: %+v", req, ok, before, after, h.Requests)
 	}
 	for _, q := range h.Requests {
-		if q.Signal == tracer.SIGKILL {
+		if q.Signal == sigvocab.SIGKILL {
 			t.Errorf("SIGKILL taken for a stop request: %+v", q)
 		}
 	}

@@ -2,7 +2,7 @@ package container
 
 import (
 	"github.com/sigscope/sigscope/internal/langrt"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // Info identifies the container a process belongs to, with what the runtime
@@ -36,10 +36,10 @@ type Info struct {
 	Sandbox bool
 
 	// Stop configuration, when the runtime reports it.
-	StopSignal  tracer.Signal // 0 means the runtime default (SIGTERM)
-	StopTimeout int           // seconds the runtime waits before SIGKILL (docker StopTimeout, 0: unknown)
-	GracePeriod int           // Kubernetes terminationGracePeriodSeconds (0: unknown)
-	PreStop     *Hook         // Kubernetes preStop hook, from the kubelet's annotation; nil: none
+	StopSignal  sigvocab.Signal // 0 means the runtime default (SIGTERM)
+	StopTimeout int             // seconds the runtime waits before SIGKILL (docker StopTimeout, 0: unknown)
+	GracePeriod int             // Kubernetes terminationGracePeriodSeconds (0: unknown)
+	PreStop     *Hook           // Kubernetes preStop hook, from the kubelet's annotation; nil: none
 
 	Labels      map[string]string
 	Annotations map[string]string // CRI only; Docker has no annotations
@@ -54,11 +54,11 @@ type Key struct {
 }
 
 // StopSignalOrDefault is the signal the runtime sends to stop the container.
-func (i *Info) StopSignalOrDefault() tracer.Signal {
+func (i *Info) StopSignalOrDefault() sigvocab.Signal {
 	if i.StopSignal != 0 {
 		return i.StopSignal
 	}
-	return tracer.SIGTERM
+	return sigvocab.SIGTERM
 }
 
 // ShortID is the 12-character ID docker ps and crictl show.

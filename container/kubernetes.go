@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // The kubelet's labels and annotations on every container it creates
@@ -57,11 +57,11 @@ func applyKubernetes(info *Info, labels, annotations map[string]string) {
 // parseStopSignal reads a configured stop signal ("TERM", "15",
 // "SIGTERM"); 0 (the runtime default, SIGTERM) for "" or a name it cannot
 // read.
-func parseStopSignal(s string) tracer.Signal {
+func parseStopSignal(s string) sigvocab.Signal {
 	if s == "" {
 		return 0
 	}
-	sig, err := tracer.ParseSignal(s)
+	sig, err := sigvocab.ParseSignal(s)
 	if err != nil {
 		return 0
 	}

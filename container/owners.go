@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // Cgroups that no path pattern names (ParseCgroupPath) are resolved from the
@@ -229,7 +229,7 @@ func containerLike(paths []cgPath, pidns uint32) bool {
 // (or when the pattern named an outer container of a nested one) by the
 // owners, else it is unresolved. goneAt is passed through for a removed
 // cgroup.
-func (r *Resolver) fromCgroups(p *tracer.Process, l cgroupLines, goneAt time.Time) identity {
+func (r *Resolver) fromCgroups(p *sigvocab.Process, l cgroupLines, goneAt time.Time) identity {
 	id, runtime, ok, nested := l.parse()
 	if ok && !nested {
 		r.own.notePatterned(id)
@@ -263,7 +263,7 @@ func (r *Resolver) fromCgroups(p *tracer.Process, l cgroupLines, goneAt time.Tim
 // nor the owners resolve: it refreshes the owners when allowed and due for
 // its cgroup, and counts the cgroup once a refresh begun after it was first
 // seen has not resolved it. The identity's retryAt says when to look again.
-func (r *Resolver) unresolvedCgroup(p *tracer.Process, paths []cgPath, goneAt time.Time) identity {
+func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt time.Time) identity {
 	o := r.own
 	key := paths[0]
 	now := r.now()

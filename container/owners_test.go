@@ -10,7 +10,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // ListPodSandbox lists the fake's sandboxes, all ready.
@@ -27,12 +27,12 @@ func (f *fakeCRI) ListPodSandbox(_ context.Context, _ *runtimeapi.ListPodSandbox
 // customProcess sets up a process in the cgroup at path of both
 // hierarchies (a hybrid host whose runtime uses cgroupfs, as Docker here)
 // and returns what its events carry.
-func (h *fakeHost) customProcess(pid, pidns uint32, path string) *tracer.Process {
+func (h *fakeHost) customProcess(pid, pidns uint32, path string) *sigvocab.Process {
 	h.t.Helper()
 	v2 := h.mkCgroup(false, path)
 	v1 := h.mkCgroup(true, path)
 	h.addProcess(pid, pidns, "4:memory:"+path+"\n1:name=systemd:"+path+"\n0::"+path+"\n")
-	return &tracer.Process{PID: pid, NsPID: 1, PidNS: pidns, CgroupID: v2, CgroupV1ID: v1}
+	return &sigvocab.Process{PID: pid, NsPID: 1, PidNS: pidns, CgroupID: v2, CgroupV1ID: v1}
 }
 
 // `docker run --cgroup-parent /custom` and a dockerd started with
@@ -54,7 +54,7 @@ func TestOwnersCustomCgroupParent(t *testing.T) {
 	child := h.customProcess(4400, 4026532100, path1+"/sub")
 
 	for _, c := range []struct {
-		p          *tracer.Process
+		p          *sigvocab.Process
 		name       string
 		id         string
 		mainPID    int
@@ -81,7 +81,7 @@ func TestOwnersCustomCgroupParent(t *testing.T) {
 	host := h.customProcess(900, hostPidNS, "/sigscope-parent")
 	svc := h.hostProcess(901, "/system.slice/ssh.service")
 	h.clock.advance(2 * ownersMinRefresh)
-	for _, p := range []*tracer.Process{host, svc} {
+	for _, p := range []*sigvocab.Process{host, svc} {
 		if info := r.Lookup(p); info != nil {
 			t.Errorf("host process %d resolved to %+v", p.PID, info)
 		}
@@ -328,7 +328,7 @@ func TestOwnersLearntBeforeFirstEvent(t *testing.T) {
 func TestOwnersRefreshSkipsPatternContainers(t *testing.T) {
 	h := newFakeHost(t)
 	containers := map[string]map[string]any{}
-	var last *tracer.Process
+	var last *sigvocab.Process
 	for i := 0; i < 20; i++ {
 		id := fmt.Sprintf("%064x", 0xd0c00+i)
 		containers[id] = dockerInspectJSON(id, fmt.Sprint("c", i), nil, "", nil, 3000+i)
@@ -372,12 +372,12 @@ func TestUnresolvedCgroupsHybridRoot(t *testing.T) {
 		h.mkCgroup(true, memcg)
 		h.addProcess(uint32(100+i), uint32(4026533100+i), "4:memory:"+memcg+"\n0::/\n")
 		h.clock.advance(2 * ownersMinRefresh)
-		if info := r.Lookup(&tracer.Process{PID: uint32(100 + i), PidNS: uint32(4026533100 + i)}); info != nil {
+		if info := r.Lookup(&sigvocab.Process{PID: uint32(100 + i), PidNS: uint32(4026533100 + i)}); info != nil {
 			t.Fatalf("resolved to %+v", info)
 		}
 	}
 	h.addProcess(200, 4026533200, "4:memory:/\n0::/\n")
-	r.Lookup(&tracer.Process{PID: 200, PidNS: 4026533200})
+	r.Lookup(&sigvocab.Process{PID: 200, PidNS: 4026533200})
 	if n := r.UnresolvedCgroups(); n != 2 {
 		t.Fatalf("%d unresolved cgroups, want 2 (/jobs/a and /jobs/b; the root is no container's)", n)
 	}

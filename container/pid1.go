@@ -9,40 +9,40 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // ProcSignals is what procRoot/<pid>/status and cmdline say about how a
 // process takes signals. The kernel's masks have bit n-1 for signal n, the
-// layout of tracer.SignalSet.
+// layout of sigvocab.SignalSet.
 //
 // It is the fallback of the audit, which prefers the kernel's own state
 // (tracer.ReadTaskStates): /proc shows `blocked` but not `real_blocked`, so
 // a process waiting in sigtimedwait() for a signal (tini, docker-init) looks
 // here as if it had no use for it.
 type ProcSignals struct {
-	Caught  tracer.SignalSet // SigCgt: a user handler is installed
-	Ignored tracer.SignalSet // SigIgn: SIG_IGN
-	Blocked tracer.SignalSet // SigBlk of the main thread
-	NSPID   int              // last NSpid field: the pid in its own pid namespace; 0 when status has no NSpid (before Linux 4.1)
-	Comm    string           // Name
-	Cmdline []string         // nil for a zombie or a kernel thread
+	Caught  sigvocab.SignalSet // SigCgt: a user handler is installed
+	Ignored sigvocab.SignalSet // SigIgn: SIG_IGN
+	Blocked sigvocab.SignalSet // SigBlk of the main thread
+	NSPID   int                // last NSpid field: the pid in its own pid namespace; 0 when status has no NSpid (before Linux 4.1)
+	Comm    string             // Name
+	Cmdline []string           // nil for a zombie or a kernel thread
 }
 
 // NSInit reports whether the process is the init of its pid namespace:
 // its pid there is 1.
 func (p *ProcSignals) NSInit() bool { return p.NSPID == 1 }
 
-// State is the tracer.TaskState /proc can show for sig: the disposition,
+// State is the sigvocab.TaskState /proc can show for sig: the disposition,
 // blocked and whether the process is an init. Waited is always false
 // (real_blocked is not shown) and so is Exiting.
-func (p *ProcSignals) State(sig tracer.Signal) tracer.TaskState {
-	st := tracer.TaskState{Blocked: p.Blocked.Has(sig), NSInit: p.NSInit()}
+func (p *ProcSignals) State(sig sigvocab.Signal) sigvocab.TaskState {
+	st := sigvocab.TaskState{Blocked: p.Blocked.Has(sig), NSInit: p.NSInit()}
 	switch {
 	case p.Caught.Has(sig):
-		st.Handler = tracer.DispHandler
+		st.Handler = sigvocab.DispHandler
 	case p.Ignored.Has(sig):
-		st.Handler = tracer.DispIgnore
+		st.Handler = sigvocab.DispIgnore
 	}
 	return st
 }
@@ -64,7 +64,7 @@ func ReadProcSignals(procRoot string, pid int) (*ProcSignals, error) {
 			continue
 		}
 		val = strings.TrimSpace(val)
-		var dst *tracer.SignalSet
+		var dst *sigvocab.SignalSet
 		switch name {
 		case "Name":
 			p.Comm = val
@@ -91,7 +91,7 @@ func ReadProcSignals(procRoot string, pid int) (*ProcSignals, error) {
 		if perr != nil {
 			return nil, fmt.Errorf("%s: %s: %w", path, name, perr)
 		}
-		*dst = tracer.SignalSet(mask)
+		*dst = sigvocab.SignalSet(mask)
 		found++
 	}
 	if found != 3 {
@@ -108,7 +108,7 @@ func ReadProcSignals(procRoot string, pid int) (*ProcSignals, error) {
 // stop signal that is neither caught nor ignored is dropped by the kernel
 // (a namespace init has no default action), unless the init waits for it
 // with sigtimedwait(), which /proc does not show.
-func PID1Signals(procRoot string, pid int) (caught, ignored, blocked tracer.SignalSet, cmdline []string, err error) {
+func PID1Signals(procRoot string, pid int) (caught, ignored, blocked sigvocab.SignalSet, cmdline []string, err error) {
 	p, err := ReadProcSignals(procRoot, pid)
 	if err != nil {
 		return 0, 0, 0, nil, err
@@ -140,13 +140,13 @@ const signalfdLink = "anon_inode:[signalfd]"
 // handler. Reading another process's fds needs ptrace read access: a
 // permission error says so (NeedsPtrace), rather than reading as no
 // signalfd.
-func SignalfdMask(procRoot string, pid int) (tracer.SignalSet, error) {
+func SignalfdMask(procRoot string, pid int) (sigvocab.SignalSet, error) {
 	dir := procDir(procRoot, pid)
 	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
 	if err != nil {
 		return 0, NeedsPtrace(err)
 	}
-	var set tracer.SignalSet
+	var set sigvocab.SignalSet
 	for _, fd := range fds {
 		// An fd closed since ReadDir is simply not counted. Listing the
 		// directory needs no ptrace access, reading its links does.
@@ -167,7 +167,7 @@ func SignalfdMask(procRoot string, pid int) (tracer.SignalSet, error) {
 				if err != nil {
 					return 0, fmt.Errorf("%s: sigmask: %w", filepath.Join(dir, "fdinfo", fd.Name()), err)
 				}
-				set |= tracer.SignalSet(mask)
+				set |= sigvocab.SignalSet(mask)
 			}
 		}
 	}

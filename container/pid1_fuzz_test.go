@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // procStatusSh is a real /proc/PID/status of busybox sh with a TERM trap,
@@ -59,7 +59,7 @@ func FuzzReadProcSignals(f *testing.F) {
 			if strings.Join(p.Cmdline, "\x00") != args || (args == "") != (p.Cmdline == nil) {
 				t.Fatalf("cmdline %q read as %q", cmdline, p.Cmdline)
 			}
-			for sig := tracer.Signal(1); sig <= tracer.MaxSignal; sig++ {
+			for sig := sigvocab.Signal(1); sig <= sigvocab.MaxSignal; sig++ {
 				st := p.State(sig)
 				if st.Blocked != p.Blocked.Has(sig) || st.NSInit != (p.NSPID == 1) || st.Waited || st.Exiting {
 					t.Fatalf("%s: state %+v of %+v", sig, st, p)

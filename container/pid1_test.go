@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 func TestPID1SignalsFromStatus(t *testing.T) {
@@ -33,13 +33,13 @@ func TestPID1SignalsFromStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := tracer.NewSignalSet(tracer.SIGINT, tracer.SIGTERM, tracer.SIGCHLD); caught != want {
+	if want := sigvocab.NewSignalSet(sigvocab.SIGINT, sigvocab.SIGTERM, sigvocab.SIGCHLD); caught != want {
 		t.Errorf("caught %s, want %s", caught, want)
 	}
-	if want := tracer.NewSignalSet(tracer.SIGQUIT); ignored != want {
+	if want := sigvocab.NewSignalSet(sigvocab.SIGQUIT); ignored != want {
 		t.Errorf("ignored %s, want %s", ignored, want)
 	}
-	if want := tracer.NewSignalSet(tracer.SIGTERM); blocked != want { // 0x4000: bit 14, signal 15
+	if want := sigvocab.NewSignalSet(sigvocab.SIGTERM); blocked != want { // 0x4000: bit 14, signal 15
 		t.Errorf("blocked %s, want %s", blocked, want)
 	}
 	if want := []string{"sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"}; !reflect.DeepEqual(cmdline, want) {
@@ -71,7 +71,7 @@ func TestPID1SignalsSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !caught.Has(tracer.SIGURG) || !caught.Has(tracer.SIGTERM) {
+	if !caught.Has(sigvocab.SIGURG) || !caught.Has(sigvocab.SIGTERM) {
 		t.Errorf("caught %s: the Go runtime handles SIGURG and SIGTERM", caught)
 	}
 	if !reflect.DeepEqual(cmdline, os.Args) {
@@ -102,7 +102,7 @@ func TestReadProcSignals(t *testing.T) {
 		t.Errorf("%+v: want ns pid 1, comm tini, 3 arguments", p)
 	}
 	// What /proc cannot show: the waited SIGTERM. The state is an init with SIG_DFL.
-	if st := p.State(tracer.SIGTERM); st != (tracer.TaskState{NSInit: true}) {
+	if st := p.State(sigvocab.SIGTERM); st != (sigvocab.TaskState{NSInit: true}) {
 		t.Errorf("state %+v", st)
 	}
 	status = "Name:\tsleep\nNSpid:\t42\t7\nSigBlk:\t0000000000004000\nSigIgn:\t0000000000004000\nSigCgt:\t0000000000000000\n"
@@ -112,7 +112,7 @@ func TestReadProcSignals(t *testing.T) {
 	if p, err = ReadProcSignals(root, 42); err != nil || p.NSInit() || p.NSPID != 7 {
 		t.Fatalf("%+v, %v: want ns pid 7, no init", p, err)
 	}
-	if st := p.State(tracer.SIGTERM); st != (tracer.TaskState{Handler: tracer.DispIgnore, Blocked: true}) {
+	if st := p.State(sigvocab.SIGTERM); st != (sigvocab.TaskState{Handler: sigvocab.DispIgnore, Blocked: true}) {
 		t.Errorf("state %+v", st)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "status"), []byte("Name:\tx\nNSpid:\t\nSigBlk:\t0\nSigIgn:\t0\nSigCgt:\t0\n"), 0o644); err != nil {
@@ -150,7 +150,7 @@ func TestSignalfdMask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := tracer.NewSignalSet(tracer.SIGHUP, tracer.SIGINT, tracer.SIGTERM); set != want {
+	if want := sigvocab.NewSignalSet(sigvocab.SIGHUP, sigvocab.SIGINT, sigvocab.SIGTERM); set != want {
 		t.Errorf("watched %s, want %s", set, want)
 	}
 	if _, err := SignalfdMask(root, 43); err == nil {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/internal/langrt"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // Defaults for [Options].
@@ -462,7 +462,7 @@ func (r *Resolver) Close() error {
 // KeyOf returns the cache key an event's process carries. A cgroup v2 id
 // of 1 (the root, what every task has on a host whose v2 tree is unused)
 // identifies nothing and is dropped.
-func KeyOf(p *tracer.Process) Key {
+func KeyOf(p *sigvocab.Process) Key {
 	k := Key{PidNS: p.PidNS, CgroupV1ID: p.CgroupV1ID}
 	if p.CgroupID > 1 {
 		k.CgroupID = p.CgroupID
@@ -479,7 +479,7 @@ func KeyOf(p *tracer.Process) Key {
 // --pid=host containers share the host's, and a hybrid host gives every
 // task the same v2 id). A process that carries no key at all is resolved
 // from /proc every time.
-func (r *Resolver) Lookup(p *tracer.Process) *Info {
+func (r *Resolver) Lookup(p *sigvocab.Process) *Info {
 	return r.LookupAt(p, r.now())
 }
 
@@ -489,7 +489,7 @@ func (r *Resolver) Lookup(p *tracer.Process) *Info {
 // two per signal at a million signals a second. now may be a little stale
 // (a cached answer then lives that much longer); a miss reads the clock
 // itself.
-func (r *Resolver) LookupAt(p *tracer.Process, now time.Time) *Info {
+func (r *Resolver) LookupAt(p *sigvocab.Process, now time.Time) *Info {
 	if p == nil {
 		return nil
 	}
@@ -539,7 +539,7 @@ func (r *Resolver) LookupAt(p *tracer.Process, now time.Time) *Info {
 
 // resolve handles a miss: identify the container, enrich it, cache both.
 // old is the expired entry for key, if any.
-func (r *Resolver) resolve(p *tracer.Process, key Key, old *entry) *Info {
+func (r *Resolver) resolve(p *sigvocab.Process, key Key, old *entry) *Info {
 	c := r.identify(p, key)
 	now := r.now()
 	if !c.found {
@@ -597,7 +597,7 @@ type identity struct {
 }
 
 // identify finds a process's container ID and runtime.
-func (r *Resolver) identify(p *tracer.Process, key Key) identity {
+func (r *Resolver) identify(p *sigvocab.Process, key Key) identity {
 	if p.PID != 0 {
 		dir := filepath.Join(r.opts.ProcRoot, strconv.FormatUint(uint64(p.PID), 10))
 		alive := true

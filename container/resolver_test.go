@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 func TestLookupHitDoesNoIO(t *testing.T) {
@@ -65,7 +65,7 @@ func TestLookupGoneProcessResolvesByCgroupID(t *testing.T) {
 			h.mkCgroup(c.v1, "/docker/"+id2)
 			id := h.mkCgroup(c.v1, "/docker/"+id1)
 			waitIndexed(t, r, id, c.v1, false)
-			p := &tracer.Process{PID: 300, NsPID: 5, PidNS: 4026532999}
+			p := &sigvocab.Process{PID: 300, NsPID: 5, PidNS: 4026532999}
 			if c.v1 {
 				p.CgroupV1ID = id
 			} else {
@@ -88,7 +88,7 @@ func TestCgroupWalkIsCachedAndRateLimited(t *testing.T) {
 	a := h.mkCgroup(false, "/docker/"+id1)
 	b := h.mkCgroup(false, "/docker/"+id2)
 	for i, id := range []uint64{a, b} {
-		if info := r.Lookup(&tracer.Process{PID: 9999, PidNS: uint32(4026533000 + i), CgroupID: id}); info == nil {
+		if info := r.Lookup(&sigvocab.Process{PID: 9999, PidNS: uint32(4026533000 + i), CgroupID: id}); info == nil {
 			t.Fatalf("cgroup %d did not resolve", id)
 		}
 	}
@@ -97,7 +97,7 @@ func TestCgroupWalkIsCachedAndRateLimited(t *testing.T) {
 	}
 	// Unknown ids within the rewalk interval cost no walk.
 	for i := 0; i < 50; i++ {
-		r.Lookup(&tracer.Process{PID: 9999, PidNS: 1, CgroupID: uint64(1<<40 + i)})
+		r.Lookup(&sigvocab.Process{PID: 9999, PidNS: 1, CgroupID: uint64(1<<40 + i)})
 	}
 	if r.cg.walks != 1 {
 		t.Fatalf("%d walks after unknown ids within a second, want 1", r.cg.walks)
@@ -105,7 +105,7 @@ func TestCgroupWalkIsCachedAndRateLimited(t *testing.T) {
 	// A cgroup created later is found once the interval has passed.
 	h.clock.advance(2 * time.Second)
 	c := h.mkCgroup(false, "/system.slice/docker-"+strings.Repeat("ab", 32)+".scope")
-	if info := r.Lookup(&tracer.Process{PID: 9999, PidNS: 2, CgroupID: c}); info == nil || info.ID != strings.Repeat("ab", 32) {
+	if info := r.Lookup(&sigvocab.Process{PID: 9999, PidNS: 2, CgroupID: c}); info == nil || info.ID != strings.Repeat("ab", 32) {
 		t.Fatalf("new cgroup resolved to %+v", info)
 	}
 	if r.cg.walks != 2 {
@@ -121,7 +121,7 @@ func TestLookupReusedPid(t *testing.T) {
 	h.hostProcess(400, "/user.slice")
 	cg := h.mkCgroup(false, "/docker/"+id1)
 	waitIndexed(t, r, cg, false, false)
-	info := r.Lookup(&tracer.Process{PID: 400, NsPID: 3, PidNS: 4026532500, CgroupID: cg})
+	info := r.Lookup(&sigvocab.Process{PID: 400, NsPID: 3, PidNS: 4026532500, CgroupID: cg})
 	if info == nil || info.ID != id1 {
 		t.Fatalf("Lookup = %+v, want %s through the cgroup id", info, id1)
 	}
@@ -130,7 +130,7 @@ func TestLookupReusedPid(t *testing.T) {
 func TestLookupLRUBound(t *testing.T) {
 	h := newFakeHost(t)
 	r := h.resolver(Options{MaxEntries: 3})
-	var procs []*tracer.Process
+	var procs []*sigvocab.Process
 	for i := 0; i < 10; i++ {
 		procs = append(procs, h.hostProcess(uint32(500+i), fmt.Sprintf("/svc%d", i)))
 	}
@@ -204,12 +204,12 @@ func TestLookupNoKey(t *testing.T) {
 	h := newFakeHost(t)
 	r := h.resolver(Options{})
 	h.dockerProcess(700, 4026532700, id1)
-	if r.Lookup(nil) != nil || r.Lookup(&tracer.Process{}) != nil {
+	if r.Lookup(nil) != nil || r.Lookup(&sigvocab.Process{}) != nil {
 		t.Fatal("nil and empty processes must resolve to nil")
 	}
 	// No ids at all: resolved from /proc, not cached under the zero key.
 	for i := 1; i <= 2; i++ {
-		if info := r.Lookup(&tracer.Process{PID: 700}); info == nil || info.ID != id1 {
+		if info := r.Lookup(&sigvocab.Process{PID: 700}); info == nil || info.ID != id1 {
 			t.Fatalf("Lookup by pid only = %+v", info)
 		}
 		if got := h.fs.reads.Load(); got != int64(i) {
@@ -224,7 +224,7 @@ func TestLookupNoKey(t *testing.T) {
 func TestLookupConcurrent(t *testing.T) {
 	h := newFakeHost(t)
 	r := h.resolver(Options{MaxEntries: 8})
-	var procs []*tracer.Process
+	var procs []*sigvocab.Process
 	for i := 0; i < 4; i++ {
 		id := strings.Repeat(fmt.Sprintf("%x", i+1), 64)
 		procs = append(procs, h.dockerProcess(uint32(800+i), uint32(4026532800+i), id))

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/mem"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // Fuzz targets for what the container runtimes answer: Docker's inspect
@@ -27,7 +27,7 @@ import (
 // the grace period is not negative; a hook is of a known kind.
 func checkInfo(t *testing.T, info *Info) {
 	t.Helper()
-	if info.StopSignal < 0 || info.StopSignal > tracer.MaxSignal {
+	if info.StopSignal < 0 || info.StopSignal > sigvocab.MaxSignal {
 		t.Fatalf("stop signal %d", info.StopSignal)
 	}
 	if info.GracePeriod < 0 {

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // socketPath returns a unix socket path short enough for sun_path (108
@@ -138,7 +138,7 @@ func TestDockerEnrichment(t *testing.T) {
 	p := h.dockerProcess(100, 4026532100, id1)
 	info := r.Lookup(p)
 	want := Info{ID: id1, Runtime: RuntimeDocker, Name: "web\x1b[31m", Image: "sigscope-test:latest",
-		Pod: "web-0", Namespace: "shop", PodUID: uid, StopSignal: tracer.SIGTERM, StopTimeout: 7, GracePeriod: 45, MainPID: 1234}
+		Pod: "web-0", Namespace: "shop", PodUID: uid, StopSignal: sigvocab.SIGTERM, StopTimeout: 7, GracePeriod: 45, MainPID: 1234}
 	if info == nil {
 		t.Fatal("no Info")
 	}
@@ -400,13 +400,13 @@ func TestInfoFromCRI(t *testing.T) {
 			r := kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242)
 			r.Status.StopSignal = runtimeapi.Signal_SIGNAL_SIGUSR1
 			return r
-		}(), Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60, MainPID: 4242, StopSignal: tracer.SIGUSR1}, false},
+		}(), Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGUSR1}, false},
 		{"created, not started", kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_CREATED, 0),
 			Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60}, true},
 		{"image by ref, stop signal, no verbose info", &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
 			Id: id2, Metadata: &runtimeapi.ContainerMetadata{Name: "side"}, ImageRef: "sha256:ff", State: runtimeapi.ContainerState_CONTAINER_EXITED,
 			StopSignal: runtimeapi.Signal_SIGNAL_SIGQUIT,
-		}}, Info{ID: id2, Name: "side", Image: "sha256:ff", StopSignal: tracer.SIGQUIT}, false},
+		}}, Info{ID: id2, Name: "side", Image: "sha256:ff", StopSignal: sigvocab.SIGQUIT}, false},
 		{"grace period as a label, garbage verbose info", &runtimeapi.ContainerStatusResponse{
 			Status: &runtimeapi.ContainerStatus{Id: id2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: map[string]string{AnnotationGracePeriod: "5"}},
 			Info:   map[string]string{"info": "{not json"},
@@ -443,7 +443,7 @@ func TestCRIEnrichment(t *testing.T) {
 	path := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f9b4b6e_6b1c.slice/cri-containerd-" + id1 + ".scope"
 	cg := h.mkCgroup(false, path)
 	h.addProcess(100, 4026532100, "0::"+path+"\n")
-	info := r.Lookup(&tracer.Process{PID: 100, PidNS: 4026532100, CgroupID: cg})
+	info := r.Lookup(&sigvocab.Process{PID: 100, PidNS: 4026532100, CgroupID: cg})
 	if info == nil || info.Runtime != RuntimeContainerd || info.Pod != "app-7d9f-xk2" || info.Namespace != "prod" ||
 		info.Name != "app" || info.GracePeriod != 60 || info.PodUID != uid || info.Annotations["io.kubernetes.container.hash"] != "1a2b" {
 		t.Fatalf("Info %+v", info)
@@ -461,7 +461,7 @@ func TestCRIUnreachable(t *testing.T) {
 	path := "/kubepods/besteffort/pod" + uid + "/crio-" + id1
 	cg := h.mkCgroup(true, path)
 	h.addProcess(100, 4026532100, "4:memory:"+path+"\n")
-	info := r.Lookup(&tracer.Process{PID: 100, PidNS: 4026532100, CgroupV1ID: cg})
+	info := r.Lookup(&sigvocab.Process{PID: 100, PidNS: 4026532100, CgroupV1ID: cg})
 	if info == nil || info.ID != id1 || info.Runtime != RuntimeCRIO {
 		t.Fatalf("Info %+v", info)
 	}
@@ -483,7 +483,7 @@ func TestKubepodsBareIDFoundInDocker(t *testing.T) {
 	path := "/kubepods/burstable/pod" + uid + "/" + id1
 	cg := h.mkCgroup(true, path)
 	h.addProcess(100, 4026532100, "4:memory:"+path+"\n0::/\n")
-	info := r.Lookup(&tracer.Process{PID: 100, PidNS: 4026532100, CgroupV1ID: cg})
+	info := r.Lookup(&sigvocab.Process{PID: 100, PidNS: 4026532100, CgroupV1ID: cg})
 	if info == nil || info.Runtime != RuntimeDocker || info.Name != "app" || info.Pod != "web-0" || info.GracePeriod != 30 {
 		t.Fatalf("Info %+v", info)
 	}
@@ -518,7 +518,7 @@ func TestListRunningDockerAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 2 || runs[0].Info.Name != "a" || runs[0].PID != 12 || runs[1].Info.StopSignal != tracer.SIGQUIT || runs[1].PID != 11 {
+	if len(runs) != 2 || runs[0].Info.Name != "a" || runs[0].PID != 12 || runs[1].Info.StopSignal != sigvocab.SIGQUIT || runs[1].PID != 11 {
 		t.Fatalf("ListRunning = %+v", runs)
 	}
 	// ListRunning filled the metadata cache: a lookup asks nothing more.
@@ -563,7 +563,7 @@ func TestParseHook(t *testing.T) {
 // runtime default (which would make a stop by SIGRTMAX-2 look like a
 // SIGTERM stop), and the enum's aliases and RT names are the kernel's.
 func TestCRISignal(t *testing.T) {
-	want := map[runtimeapi.Signal]tracer.Signal{
+	want := map[runtimeapi.Signal]sigvocab.Signal{
 		runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT: 0,
 		runtimeapi.Signal_SIGNAL_SIGABRT:         6,
 		runtimeapi.Signal_SIGNAL_SIGIOT:          6,
@@ -574,10 +574,10 @@ func TestCRISignal(t *testing.T) {
 		runtimeapi.Signal_SIGNAL_SIGPWR:          30,
 		runtimeapi.Signal_SIGNAL_SIGSTKFLT:       16,
 		runtimeapi.Signal_SIGNAL_SIGSYS:          31,
-		runtimeapi.Signal_SIGNAL_SIGTERM:         tracer.SIGTERM,
-		runtimeapi.Signal_SIGNAL_SIGUSR1:         tracer.SIGUSR1,
-		runtimeapi.Signal_SIGNAL_SIGQUIT:         tracer.SIGQUIT,
-		runtimeapi.Signal_SIGNAL_SIGKILL:         tracer.SIGKILL,
+		runtimeapi.Signal_SIGNAL_SIGTERM:         sigvocab.SIGTERM,
+		runtimeapi.Signal_SIGNAL_SIGUSR1:         sigvocab.SIGUSR1,
+		runtimeapi.Signal_SIGNAL_SIGQUIT:         sigvocab.SIGQUIT,
+		runtimeapi.Signal_SIGNAL_SIGKILL:         sigvocab.SIGKILL,
 		runtimeapi.Signal_SIGNAL_SIGRTMIN:        34,
 		runtimeapi.Signal_SIGNAL_SIGRTMINPLUS1:   35,
 		runtimeapi.Signal_SIGNAL_SIGRTMINPLUS15:  49,
@@ -593,14 +593,14 @@ func TestCRISignal(t *testing.T) {
 	}
 	// Each named signal is a signal, and two enum values share a number
 	// only as aliases.
-	seen := map[tracer.Signal]string{}
+	seen := map[sigvocab.Signal]string{}
 	aliases := map[string]bool{"SIGNAL_SIGIOT": true, "SIGNAL_SIGCLD": true, "SIGNAL_SIGPOLL": true}
 	for v, name := range runtimeapi.Signal_name {
 		if v == 0 {
 			continue
 		}
 		got := criSignal(runtimeapi.Signal(v))
-		if got < 1 || got > tracer.MaxSignal {
+		if got < 1 || got > sigvocab.MaxSignal {
 			t.Errorf("%s: %d, want a signal", name, got)
 			continue
 		}

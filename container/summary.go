@@ -5,8 +5,8 @@ import (
 
 	"github.com/sigscope/sigscope/internal/langrt"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // Summary is a container's identity as sigscope's JSON outputs show it: the
@@ -47,7 +47,7 @@ func (s Summary) Info() *Info {
 		MainPID: s.MainPID, MainRuntime: s.MainRuntime, Sandbox: s.Sandbox, PreStop: s.PreStop}
 }
 
-func stopSignalName(s tracer.Signal) string {
+func stopSignalName(s sigvocab.Signal) string {
 	if s == 0 {
 		return ""
 	}

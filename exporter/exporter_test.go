@@ -266,11 +266,13 @@ sigscope_container_stop_duration_seconds_count{outcome="unknown"} 1
 
 func TestTracerStatsAndBuildInfo(t *testing.T) {
 	stats := tracer.Stats{
-		Generate: tracer.KindStats{Seen: 110, Emitted: 100, Dropped: 10},
-		Deliver:  tracer.KindStats{Seen: 5, Emitted: 5},
-		Exit:     tracer.KindStats{Seen: 42, Emitted: 40, Dropped: 2},
-		OOM:      tracer.KindStats{Seen: 1, Emitted: 1},
-		Missed:   3,
+		PerKind: tracer.PerKind{
+			tracer.KindGenerate: {Seen: 110, Emitted: 100, Dropped: 10},
+			tracer.KindDeliver:  {Seen: 5, Emitted: 5},
+			tracer.KindExit:     {Seen: 42, Emitted: 40, Dropped: 2},
+			tracer.KindOOM:      {Seen: 1, Emitted: 1},
+		},
+		Missed: 3,
 	}
 	var statsErr error
 	unresolved := uint64(2)
@@ -316,7 +318,7 @@ sigscope_build_info{goversion="`+runtime.Version()+`",revision="ee6f455",version
 		"sigscope_enrichment_errors_total", "sigscope_unresolved_cgroups_total", "sigscope_build_info")
 
 	// Read at scrape time: the next scrape sees the new counts.
-	stats.Generate.Emitted, stats.Generate.Dropped = 150, 12
+	stats.PerKind[tracer.KindGenerate].Emitted, stats.PerKind[tracer.KindGenerate].Dropped = 150, 12
 	unresolved = 3
 	compare(t, reg, `
 # HELP sigscope_unresolved_cgroups_total Distinct container-like cgroups (not the root; a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.

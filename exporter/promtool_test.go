@@ -54,7 +54,7 @@ func exposition(t *testing.T, podLabels bool) []byte {
 		PodLabels: podLabels,
 		MaxSeries: 2,
 		Stats: func() (tracer.Stats, error) {
-			return tracer.Stats{Generate: tracer.KindStats{Seen: 3, Emitted: 2, Dropped: 1}}, nil
+			return tracer.Stats{PerKind: tracer.PerKind{tracer.KindGenerate: {Seen: 3, Emitted: 2, Dropped: 1}}}, nil
 		},
 		EnrichmentErrors: func() map[string]uint64 { return map[string]uint64{"docker": 1} },
 		Caches:           func() []Cache { return []Cache{{Name: "episodes", Entries: 1, Capacity: 1000}} },

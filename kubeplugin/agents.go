@@ -14,10 +14,8 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
 )
@@ -40,7 +38,7 @@ type Agent struct {
 // network path to the nodes, and no credentials but the user's (list pods
 // and get pods/proxy in the agents' namespace).
 type Fleet struct {
-	Client    kubernetes.Interface
+	API       *apiServer
 	HTTP      *http.Client // from the same rest.Config: the user's credentials
 	Namespace string       // the agents' namespace
 	Selector  string       // the agents' pods
@@ -73,7 +71,7 @@ func (e *PermissionError) Unwrap() error { return e.Err }
 // Discover lists the agent pods, one entry per pod; pods that do not run
 // carry their Error already. An error when none can be listed.
 func (f *Fleet) Discover(ctx context.Context) ([]Agent, error) {
-	list, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: f.Selector})
+	pods, err := f.API.pods(ctx, f.Namespace, f.Selector)
 	if err != nil {
 		if apierrors.IsForbidden(err) {
 			return nil, &PermissionError{Verb: "list", Resource: "pods", Namespace: f.Namespace, Err: err}
@@ -81,21 +79,21 @@ func (f *Fleet) Discover(ctx context.Context) ([]Agent, error) {
 		return nil, fmt.Errorf("listing the agent pods in namespace %s (%s): %w", f.Namespace, f.Selector, err)
 	}
 	var out []Agent
-	for i := range list.Items {
-		p := &list.Items[i]
-		a := Agent{Node: p.Spec.NodeName, Pod: p.Namespace + "/" + p.Name, name: p.Name, namespace: p.Namespace, port: f.Port}
+	for i := range pods {
+		p := &pods[i]
+		a := Agent{Node: p.Spec.NodeName, Pod: p.Metadata.Namespace + "/" + p.Metadata.Name, name: p.Metadata.Name, namespace: p.Metadata.Namespace, port: f.Port}
 		if a.port == "" {
 			a.port = metricsPort(p)
 		}
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			if c.Type == "Ready" && c.Status == "True" {
 				a.ready = true
 			}
 		}
 		switch {
-		case p.DeletionTimestamp != nil:
+		case p.Metadata.DeletionTimestamp != nil:
 			a.Error = "agent pod is terminating"
-		case p.Status.Phase != corev1.PodRunning:
+		case p.Status.Phase != "Running":
 			a.Error = fmt.Sprintf("agent pod is %s%s", p.Status.Phase, waitingReason(p))
 		case a.port == "":
 			a.Error = "agent pod has no container port named metrics (set --agent-port)"
@@ -126,19 +124,19 @@ func (f *Fleet) Discover(ctx context.Context) ([]Agent, error) {
 // "list nodes", which the readers' ClusterRole does not grant: without it
 // (or on any error) it says nothing, and ok is false.
 func (f *Fleet) NodesWithoutAgent(ctx context.Context, agents []Agent) (nodes []string, ok bool) {
-	list, err := f.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	list, err := f.API.nodes(ctx)
 	if err != nil {
 		return nil, false
 	}
-	for _, n := range list.Items {
-		if !slices.ContainsFunc(agents, func(a Agent) bool { return a.Node == n.Name }) {
-			nodes = append(nodes, n.Name)
+	for _, n := range list {
+		if !slices.ContainsFunc(agents, func(a Agent) bool { return a.Node == n.Metadata.Name }) {
+			nodes = append(nodes, n.Metadata.Name)
 		}
 	}
 	return nodes, true
 }
 
-func metricsPort(p *corev1.Pod) string {
+func metricsPort(p *pod) string {
 	for _, c := range p.Spec.Containers {
 		for _, cp := range c.Ports {
 			if cp.Name == "metrics" {
@@ -149,7 +147,7 @@ func metricsPort(p *corev1.Pod) string {
 	return ""
 }
 
-func waitingReason(p *corev1.Pod) string {
+func waitingReason(p *pod) string {
 	for _, cs := range p.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil && w.Reason != "" {
 			return " (" + w.Reason + ")"
@@ -166,8 +164,7 @@ func (f *Fleet) get(ctx context.Context, a *Agent, path string, query url.Values
 	if f.Scheme == "https" {
 		name = "https:" + name
 	}
-	base := f.Client.CoreV1().RESTClient().Get().Namespace(a.namespace).Resource("pods").
-		SubResource("proxy").Name(name).Suffix(path).URL()
+	base := f.API.proxyURL(a.namespace, name, path)
 	base.RawQuery = query.Encode()
 	next := base
 	for page := 0; next != nil; page++ {

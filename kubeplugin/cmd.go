@@ -12,8 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
@@ -122,15 +120,15 @@ func (o *options) session() (*session, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "kubectl-sigscope/" + o.version
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &session{namespace: ns, fleet: &Fleet{Client: client, HTTP: hc, Namespace: o.agentNamespace,
+	api, err := newAPIServer(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	return &session{namespace: ns, fleet: &Fleet{API: api, HTTP: hc, Namespace: o.agentNamespace,
 		Selector: o.agentSelector, Port: o.agentPort, Scheme: o.agentScheme, Timeout: o.agentTimeout, Parallel: 16}}, nil
 }
 
@@ -157,7 +155,7 @@ func (o *options) podSet(ctx context.Context, s *session) (map[string]bool, erro
 	if o.selector == "" {
 		return nil, nil
 	}
-	list, err := s.fleet.Client.CoreV1().Pods(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: o.selector})
+	pods, err := s.fleet.API.pods(ctx, s.namespace, o.selector)
 	if err != nil {
 		if apierrors.IsForbidden(err) {
 			return nil, fmt.Errorf("-l needs list pods in %s: %w", orAll(s.namespace), err)
@@ -165,8 +163,8 @@ func (o *options) podSet(ctx context.Context, s *session) (map[string]bool, erro
 		return nil, fmt.Errorf("-l %s: %w", o.selector, err)
 	}
 	set := map[string]bool{}
-	for _, p := range list.Items {
-		set[p.Namespace+"/"+p.Name] = true
+	for _, p := range pods {
+		set[p.Metadata.Namespace+"/"+p.Metadata.Name] = true
 	}
 	return set, nil
 }

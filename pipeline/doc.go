@@ -7,6 +7,6 @@
 //
 // It owns the order of things (resolve, then show the event, then feed the
 // engine; complete quiet episodes when the ring is drained; flush at the
-// end), not their rules: the fate of a signal is tracer's, a container's
-// identity container's, an outcome timeline's.
+// end), not their rules: the fate of a signal is internal/sigvocab's, a
+// container's identity container's, an outcome timeline's.
 package pipeline

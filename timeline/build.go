@@ -8,7 +8,7 @@ import (
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/langrt"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // episode is an Episode in progress, with the facts its outcome is decided on.
@@ -25,28 +25,28 @@ type episode struct {
 
 	hasInfo        bool
 	infoFromInit   bool
-	configuredStop tracer.Signal  // the container's StopSignal, 0 when not configured
-	graceSource    string         // "kubernetes", "docker" or "": which knob sets StopTimeout
-	infoRuntime    langrt.Runtime // the resolver's reading of the main process's executable
+	configuredStop sigvocab.Signal // the container's StopSignal, 0 when not configured
+	graceSource    string          // "kubernetes", "docker" or "": which knob sets StopTimeout
+	infoRuntime    langrt.Runtime  // the resolver's reading of the main process's executable
 
 	mainKnown   bool
-	mainNS      uint32             // the main process's pid namespace, once known
-	stopHandler tracer.Disposition // the main process's disposition for the first stop signal when it was sent
-	stopBlocked bool               // the main process had the first stop signal blocked when it was sent
-	handled     bool               // a stop signal reached a handler in the main process
-	reraised    bool               // after its handler ran, the main process sent the stop signal to itself with the default action
-	forwarded   bool               // after the stop signal, the main process signalled another process
-	killed      bool               // a SIGKILL was delivered to the main process
-	killKernel  bool               // that SIGKILL was raised by the kernel (SI_KERNEL), e.g. the OOM killer
-	exited      bool               // the main process's exit was seen
-	oomFirst    bool               // an OOM kill came before any stop signal, SIGKILL or exit
-	oomMain     bool               // the OOM killer picked the main process
+	mainNS      uint32               // the main process's pid namespace, once known
+	stopHandler sigvocab.Disposition // the main process's disposition for the first stop signal when it was sent
+	stopBlocked bool                 // the main process had the first stop signal blocked when it was sent
+	handled     bool                 // a stop signal reached a handler in the main process
+	reraised    bool                 // after its handler ran, the main process sent the stop signal to itself with the default action
+	forwarded   bool                 // after the stop signal, the main process signalled another process
+	killed      bool                 // a SIGKILL was delivered to the main process
+	killKernel  bool                 // that SIGKILL was raised by the kernel (SI_KERNEL), e.g. the OOM killer
+	exited      bool                 // the main process's exit was seen
+	oomFirst    bool                 // an OOM kill came before any stop signal, SIGKILL or exit
+	oomMain     bool                 // the OOM killer picked the main process
 }
 
 // stopped reports whether a stop signal counts: one dropped because PID 1
 // was already exiting asked nothing of it.
 func (ep *episode) stopped() bool {
-	return ep.StopSignal != 0 && ep.StopVerdict != tracer.FateDroppedExiting
+	return ep.StopSignal != 0 && ep.StopVerdict != sigvocab.FateDroppedExiting
 }
 
 // waitsForMain reports whether the episode can only end with the main
@@ -90,7 +90,7 @@ func (ep *episode) noteInfo(c *container.Info, aboutMain bool) {
 	}
 }
 
-func (ep *episode) noteMain(t *tracer.Process) {
+func (ep *episode) noteMain(t *sigvocab.Process) {
 	if !ep.mainKnown {
 		ep.Main, ep.mainKnown, ep.mainNS = proc(t), true, t.PidNS
 		ep.MainIsInit = t.NsPID == 1
@@ -118,12 +118,12 @@ func (ep *episode) mainRuntime() langrt.Runtime {
 	return langrt.Unknown
 }
 
-func proc(p *tracer.Process) Proc {
+func proc(p *sigvocab.Process) Proc {
 	return Proc{PID: p.PID, NsPID: p.NsPID, Comm: p.Comm.String()}
 }
 
-func sender(ev *tracer.Event) *Sender {
-	s := &Sender{PID: ev.Sender.PID, Comm: ev.Sender.Comm.String(), Kernel: ev.Code == tracer.CodeKernel}
+func sender(ev *sigvocab.Event) *Sender {
+	s := &Sender{PID: ev.Sender.PID, Comm: ev.Sender.Comm.String(), Kernel: ev.Code == sigvocab.CodeKernel}
 	for _, a := range ev.SenderAncestors() {
 		s.Ancestors = append(s.Ancestors, Ancestor{PID: a.PID, Comm: a.Comm.String()})
 	}
@@ -143,16 +143,16 @@ func (ep *episode) add(s Step, important bool, limit int) {
 }
 
 // generateStep is the common part of a step made from a generate event.
-func generateStep(ev *tracer.Event, kind StepKind, text string) Step {
+func generateStep(ev *sigvocab.Event, kind StepKind, text string) Step {
 	snd := proc(&ev.Sender)
 	return Step{Time: ev.Time, Kind: kind, Signal: ev.Signal, Sender: &snd, Target: proc(&ev.Target), Flags: ev.Flags, Text: text}
 }
 
-func (ep *episode) stopSignal(ev *tracer.Event, limit int) {
+func (ep *episode) stopSignal(ev *sigvocab.Event, limit int) {
 	first := ep.StopSignal == 0
 	if first {
 		ep.StopSignal, ep.StopAt, ep.StopSender = ev.Signal, ev.Time, sender(ev)
-		ep.stopHandler, ep.stopBlocked = ev.Handler, ev.Flags.Has(tracer.FlagBlocked)
+		ep.stopHandler, ep.stopBlocked = ev.Handler, ev.Flags.Has(sigvocab.FlagBlocked)
 	}
 	ep.add(generateStep(ev, StepStopSignal, fmt.Sprintf("%s sends %s to %s", senderText(ev), ev.Signal, targetText(ev))), first, limit)
 	v := ev.Fate
@@ -163,28 +163,28 @@ func (ep *episode) stopSignal(ev *tracer.Event, limit int) {
 		Verdict: v, Text: "kernel: " + verdictText(v, ev.Signal, ev.Handler, ep.mainName())}, first, limit)
 }
 
-func verdictText(v tracer.Fate, sig tracer.Signal, h tracer.Disposition, who string) string {
+func verdictText(v sigvocab.Fate, sig sigvocab.Signal, h sigvocab.Disposition, who string) string {
 	switch v {
-	case tracer.FateDroppedInit:
+	case sigvocab.FateDroppedInit:
 		return fmt.Sprintf("ignored — %s has no %s handler", who, sig)
-	case tracer.FateDroppedSigIgn:
+	case sigvocab.FateDroppedSigIgn:
 		return fmt.Sprintf("ignored — %s has set %s to SIG_IGN", who, sig)
-	case tracer.FateDroppedDefault:
+	case sigvocab.FateDroppedDefault:
 		return fmt.Sprintf("ignored — the default action of %s is to do nothing", sig)
-	case tracer.FateDroppedExiting:
+	case sigvocab.FateDroppedExiting:
 		return fmt.Sprintf("ignored — %s is already exiting", who)
-	case tracer.FateHandler:
+	case sigvocab.FateHandler:
 		return fmt.Sprintf("delivered — %s has a %s handler", who, sig)
-	case tracer.FateSigwait:
+	case sigvocab.FateSigwait:
 		return fmt.Sprintf("queued — %s waits for %s (sigtimedwait)", who, sig)
-	case tracer.FateBlocked:
-		if h == tracer.DispHandler {
+	case sigvocab.FateBlocked:
+		if h == sigvocab.DispHandler {
 			return fmt.Sprintf("queued — %s has %s blocked (it has a handler)", who, sig)
 		}
 		return fmt.Sprintf("queued — %s has %s blocked (and no handler)", who, sig)
-	case tracer.FateAlreadyPending:
+	case sigvocab.FateAlreadyPending:
 		return fmt.Sprintf("merged — %s is already pending at %s, blocked", sig, who)
-	case tracer.FateDefault:
+	case sigvocab.FateDefault:
 		if v.Kills(sig) {
 			return fmt.Sprintf("delivered — its default action ends %s", who)
 		}
@@ -192,32 +192,32 @@ func verdictText(v tracer.Fate, sig tracer.Signal, h tracer.Disposition, who str
 	return "delivered"
 }
 
-func (ep *episode) deliver(ev *tracer.Event, main, stop bool, limit int) {
+func (ep *episode) deliver(ev *sigvocab.Event, main, stop bool, limit int) {
 	who := targetText(ev)
 	switch {
-	case ev.Fate == tracer.FateHandler:
+	case ev.Fate == sigvocab.FateHandler:
 		first := stop && !ep.handled
 		if stop {
 			ep.handled = true
-			if ev.Signal == ep.StopSignal && (ep.StopVerdict == tracer.FateBlocked || ep.StopVerdict == tracer.FateAlreadyPending) {
-				ep.StopVerdict = tracer.FateHandler // unblocked, then handled
+			if ev.Signal == ep.StopSignal && (ep.StopVerdict == sigvocab.FateBlocked || ep.StopVerdict == sigvocab.FateAlreadyPending) {
+				ep.StopVerdict = sigvocab.FateHandler // unblocked, then handled
 			}
 		}
 		ep.add(Step{Time: ev.Time, Kind: StepDeliver, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
 			Text: fmt.Sprintf("%s runs its %s handler", who, ev.Signal)}, first, limit)
-	case main && (ev.Fate == tracer.FateDroppedInit || ev.Fate == tracer.FateDroppedSigIgn):
+	case main && (ev.Fate == sigvocab.FateDroppedInit || ev.Fate == sigvocab.FateDroppedSigIgn):
 		// The drop of a signal that was blocked at generation: the kernel
 		// discards it when the init dequeues it (docs/kernel.md).
 		why := "it has no handler"
-		if ev.Fate == tracer.FateDroppedSigIgn {
+		if ev.Fate == sigvocab.FateDroppedSigIgn {
 			why = "it has set it to SIG_IGN"
 		}
-		first := stop && ev.Signal == ep.StopSignal && (ep.StopVerdict == tracer.FateBlocked || ep.StopVerdict == tracer.FateAlreadyPending)
+		first := stop && ev.Signal == ep.StopSignal && (ep.StopVerdict == sigvocab.FateBlocked || ep.StopVerdict == sigvocab.FateAlreadyPending)
 		what := ev.Signal.String()
 		switch {
 		case first:
 			ep.StopVerdict = ev.Fate
-		case ep.reraised && ev.Signal == ep.StopSignal && (ep.ReraiseVerdict == tracer.FateBlocked || ep.ReraiseVerdict == tracer.FateAlreadyPending):
+		case ep.reraised && ev.Signal == ep.StopSignal && (ep.ReraiseVerdict == sigvocab.FateBlocked || ep.ReraiseVerdict == sigvocab.FateAlreadyPending):
 			// A handler raises its own signal while the kernel keeps
 			// it blocked (no SA_NODEFER): the re-raise is queued, and
 			// dropped when the handler returns and unblocks it.
@@ -229,15 +229,15 @@ func (ep *episode) deliver(ev *tracer.Event, main, stop bool, limit int) {
 	}
 }
 
-func (ep *episode) sigkill(ev *tracer.Event, main bool, limit int) {
-	delivered := ev.Result == tracer.ResultDelivered
+func (ep *episode) sigkill(ev *sigvocab.Event, main bool, limit int) {
+	delivered := ev.Result == sigvocab.ResultDelivered
 	first := main && delivered && !ep.killed
 	if first {
 		ep.killed, ep.KillAt, ep.KillSender = true, ev.Time, sender(ev)
-		ep.killKernel = ev.Code == tracer.CodeKernel
+		ep.killKernel = ev.Code == sigvocab.CodeKernel
 	}
 	how := "sends SIGKILL to"
-	if ev.Flags.Has(tracer.FlagCgroupKill) {
+	if ev.Flags.Has(sigvocab.FlagCgroupKill) {
 		how = "kills through cgroup.kill:"
 	}
 	ep.add(generateStep(ev, StepSIGKILL, fmt.Sprintf("%s %s %s%s", senderText(ev), how, targetText(ev), resultSuffix(ev))), first, limit)
@@ -249,14 +249,14 @@ func (ep *episode) sigkill(ev *tracer.Event, main bool, limit int) {
 // namespace init cannot die so: the kernel drops it (FateDroppedInit), and
 // the stop then waits for the SIGKILL unless the process exits by itself
 // (the Go runtime exits 2 at once).
-func (ep *episode) reraise(ev *tracer.Event, limit int) {
+func (ep *episode) reraise(ev *sigvocab.Event, limit int) {
 	first := !ep.reraised
 	if first {
 		ep.reraised, ep.ReraiseVerdict = true, ev.Fate
 	}
 	ep.add(generateStep(ev, StepReraise, fmt.Sprintf("%s re-raises %s with the default action (its handler ran)", targetText(ev), ev.Signal)), first, limit)
 	text := "kernel: " + verdictText(ev.Fate, ev.Signal, ev.Handler, ep.mainName())
-	if ev.Fate == tracer.FateDroppedInit {
+	if ev.Fate == sigvocab.FateDroppedInit {
 		text = fmt.Sprintf("kernel: ignored — %s cannot be ended by a signal it has no handler for, its own included", ep.mainName())
 	}
 	ep.add(Step{Time: ev.Time, Kind: StepKernelVerdict, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
@@ -267,18 +267,18 @@ func (ep *episode) reraise(ev *tracer.Event, limit int) {
 // to itself with the default action after the stop signal reached its
 // handler (or found one installed): a one-shot handler that restores the
 // default and raises again.
-func (ep *episode) isReraise(ev *tracer.Event) bool {
+func (ep *episode) isReraise(ev *sigvocab.Event) bool {
 	return ep.mainKnown && ep.stopped() && !ep.killed && !ep.exited &&
 		ev.Sender.PID == ep.Main.PID && ev.Target.PID == ep.Main.PID &&
-		ev.Signal == ep.StopSignal && ev.Handler == tracer.DispDefault &&
-		(ep.handled || ep.stopHandler == tracer.DispHandler)
+		ev.Signal == ep.StopSignal && ev.Handler == sigvocab.DispDefault &&
+		(ep.handled || ep.stopHandler == sigvocab.DispHandler)
 }
 
 // forward records the main process passing a signal on to another process
 // after the stop: what an init such as tini, dumb-init or a shell trap
 // does. It counts as acting on the stop signal.
-func (ep *episode) forward(ev *tracer.Event, limit int) {
-	if !ep.stopped() || ep.killed || ev.Signal == tracer.SIGKILL {
+func (ep *episode) forward(ev *sigvocab.Event, limit int) {
+	if !ep.stopped() || ep.killed || ev.Signal == sigvocab.SIGKILL {
 		ep.signal(ev, limit)
 		return
 	}
@@ -289,28 +289,28 @@ func (ep *episode) forward(ev *tracer.Event, limit int) {
 
 // signal records any other signal to a process of the namespace: a repeated
 // stop signal, a reload, an init forwarding the stop signal to its children.
-func (ep *episode) signal(ev *tracer.Event, limit int) {
+func (ep *episode) signal(ev *sigvocab.Event, limit int) {
 	ep.add(generateStep(ev, StepSignal, fmt.Sprintf("%s sends %s to %s%s", senderText(ev), ev.Signal, targetText(ev), resultSuffix(ev))), false, limit)
 }
 
-func resultSuffix(ev *tracer.Event) string {
+func resultSuffix(ev *sigvocab.Event) string {
 	switch {
-	case ev.Result == tracer.ResultDelivered:
+	case ev.Result == sigvocab.ResultDelivered:
 		return ""
-	case ev.Flags.Has(tracer.FlagPID1Ignored):
-		if ev.Signal == tracer.SIGKILL {
+	case ev.Flags.Has(sigvocab.FlagPID1Ignored):
+		if ev.Signal == sigvocab.SIGKILL {
 			return " — ignored: PID 1 cannot be killed from inside its namespace"
 		}
 		return " — ignored: PID 1 has no handler"
-	case ev.Flags.Has(tracer.FlagSigIgn):
+	case ev.Flags.Has(sigvocab.FlagSigIgn):
 		return " — ignored: SIG_IGN"
-	case ev.Flags.Has(tracer.FlagTargetExiting):
+	case ev.Flags.Has(sigvocab.FlagTargetExiting):
 		return " — ignored: already exiting"
 	}
 	return " — " + ev.Result.String()
 }
 
-func (ep *episode) cascadeKill(ev *tracer.Event, limit int) {
+func (ep *episode) cascadeKill(ev *sigvocab.Event, limit int) {
 	p := proc(&ev.Target)
 	if len(ep.CascadeKills) < limit {
 		ep.CascadeKills = append(ep.CascadeKills, p)
@@ -322,21 +322,21 @@ func (ep *episode) cascadeKill(ev *tracer.Event, limit int) {
 
 // cascadeVictim shows, in the episode of a process's own container, the
 // cascade SIGKILL that another container's init sent it.
-func (ep *episode) cascadeVictim(ev *tracer.Event, limit int) {
+func (ep *episode) cascadeVictim(ev *sigvocab.Event, limit int) {
 	ep.add(generateStep(ev, StepCascadeKill, fmt.Sprintf("kernel: namespace cascade — PID 1 %s (host %d) exited, SIGKILL to %s",
 		ev.Sender.Comm.String(), ev.Sender.PID, targetText(ev))), false, limit)
 }
 
 // sandbox shows the end of the pod's sandbox (pause) container.
-func (ep *episode) sandbox(ev *tracer.Event, limit int) {
+func (ep *episode) sandbox(ev *sigvocab.Event, limit int) {
 	text := "the pod's sandbox is torn down: " + exitText(ev, fmt.Sprintf("%s (host %d)", ev.Target.Comm.String(), ev.Target.PID))
-	if ev.Kind == tracer.KindGenerate {
+	if ev.Kind == sigvocab.KindGenerate {
 		text = fmt.Sprintf("%s sends SIGKILL to the pod's sandbox (%s, host %d): the pod's teardown", senderText(ev), ev.Target.Comm.String(), ev.Target.PID)
 	}
 	ep.add(Step{Time: ev.Time, Kind: StepSandbox, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags, Text: text}, false, limit)
 }
 
-func (ep *episode) oomKill(ev *tracer.Event, main bool, limit int) {
+func (ep *episode) oomKill(ev *sigvocab.Event, main bool, limit int) {
 	first := len(ep.OOMVictims) == 0
 	if first && !ep.stopped() && !ep.killed && !ep.exited {
 		ep.oomFirst = true
@@ -355,14 +355,14 @@ func (ep *episode) oomKill(ev *tracer.Event, main bool, limit int) {
 
 // exitStatus is the status a container runtime reports: the exit code, or
 // 128 + the signal that killed the process.
-func exitStatus(ev *tracer.Event) int {
+func exitStatus(ev *sigvocab.Event) int {
 	if ev.Signaled() {
 		return 128 + int(ev.Signal)
 	}
 	return ev.ExitCode
 }
 
-func exitText(ev *tracer.Event, who string) string {
+func exitText(ev *sigvocab.Event, who string) string {
 	st := exitStatus(ev)
 	switch {
 	case ev.Signaled() && ev.CoreDumped:
@@ -373,13 +373,13 @@ func exitText(ev *tracer.Event, who string) string {
 	return fmt.Sprintf("%s exits with code %d", who, st)
 }
 
-func (ep *episode) processExit(ev *tracer.Event, limit int) {
+func (ep *episode) processExit(ev *sigvocab.Event, limit int) {
 	st := exitStatus(ev)
 	ep.add(Step{Time: ev.Time, Kind: StepProcessExit, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
 		Exit: &st, Text: exitText(ev, targetText(ev))}, false, limit)
 }
 
-func (ep *episode) mainExit(ev *tracer.Event) {
+func (ep *episode) mainExit(ev *sigvocab.Event) {
 	st := exitStatus(ev)
 	ep.exited, ep.ExitAt, ep.ExitStatus = true, ev.Time, st
 	if ev.Signaled() {
@@ -399,9 +399,9 @@ func procText(p Proc) string {
 	return fmt.Sprintf("%s (ns pid %d, host %d)", p.Comm, p.NsPID, p.PID)
 }
 
-func targetText(ev *tracer.Event) string {
+func targetText(ev *sigvocab.Event) string {
 	p := proc(&ev.Target)
-	if ev.Flags.Has(tracer.FlagNSInit) {
+	if ev.Flags.Has(sigvocab.FlagNSInit) {
 		p.NsPID = 1
 	}
 	return procText(p)
@@ -419,12 +419,12 @@ func (ep *episode) mainName() string {
 // senderText names a sender: a process of the target's namespace by its
 // place there, one outside (runc, kubelet, a shell on the host) by its host
 // pid, and a kernel-raised signal as the kernel's, running in that task.
-func senderText(ev *tracer.Event) string {
+func senderText(ev *sigvocab.Event) string {
 	s := &ev.Sender
 	switch {
-	case ev.Code == tracer.CodeKernel:
+	case ev.Code == sigvocab.CodeKernel:
 		return fmt.Sprintf("the kernel (in %s, host %d)", s.Comm.String(), s.PID)
-	case s.PidNS == ev.Target.PidNS && s.PidNS != hostPidNS && !ev.Flags.Has(tracer.FlagCrossNS):
+	case s.PidNS == ev.Target.PidNS && s.PidNS != hostPidNS && !ev.Flags.Has(sigvocab.FlagCrossNS):
 		return procText(proc(s))
 	}
 	return fmt.Sprintf("%s (%d)", s.Comm.String(), s.PID)

@@ -1,6 +1,6 @@
 // Package timeline turns sigscope's event stream into stop episodes, one per
 // container stop: the stop signal sent to the container's main process,
-// what the kernel did with it (tracer.Fate), the SIGKILL escalation, the main
+// what the kernel did with it (sigvocab.Fate), the SIGKILL escalation, the main
 // process's exit, the namespace cascade and the other processes' fates, with
 // an outcome (graceful, ignored_by_init, ignored, handler_timeout, killed,
 // oom_killed, exited; unfinished when a recording ends mid-stop, or when the

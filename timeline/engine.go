@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // hostPidNS is the inode of the host's (initial) pid namespace,
@@ -36,7 +36,7 @@ type Options struct {
 	// collecting the other processes' exits and late signals before it
 	// completes (default 1s), when the kernel cannot say that it is over:
 	// an episode whose main process is its namespace's init completes at
-	// once when the namespace is empty ([tracer.KindNSEmpty]), with the
+	// once when the namespace is empty ([sigvocab.KindNSEmpty]), with the
 	// cascade and every exit in it. The settle applies to a main process
 	// that is no init (a pod sharing one pid namespace, --pid host), whose
 	// container's other processes the runtime kills after it, and when the
@@ -112,7 +112,7 @@ type epKey struct {
 	ns uint32
 }
 
-func keyOf(c *container.Info, p *tracer.Process) epKey {
+func keyOf(c *container.Info, p *sigvocab.Process) epKey {
 	if c != nil && c.ID != "" {
 		return epKey{id: c.ID}
 	}
@@ -145,7 +145,7 @@ func (e *Engine) Stats() Stats {
 // process or an unresolved one), and returns the episodes that completed by
 // the event's time, oldest deadline first. It keeps neither ev nor c: the
 // tracer reuses its Event, and the resolver may update its Info.
-func (e *Engine) Add(ev *tracer.Event, c *container.Info) []Episode {
+func (e *Engine) Add(ev *sigvocab.Event, c *container.Info) []Episode {
 	var out []Episode
 	if e.since.IsZero() {
 		e.since = ev.Time
@@ -155,17 +155,17 @@ func (e *Engine) Add(ev *tracer.Event, c *container.Info) []Episode {
 		e.expire(&out)
 	}
 	switch ev.Kind {
-	case tracer.KindGenerate:
+	case sigvocab.KindGenerate:
 		e.addGenerate(ev, c, &out)
-	case tracer.KindDeliver:
+	case sigvocab.KindDeliver:
 		e.addDeliver(ev, c)
-	case tracer.KindExit:
+	case sigvocab.KindExit:
 		e.addExit(ev, c, &out)
-	case tracer.KindOOM:
+	case sigvocab.KindOOM:
 		e.addOOM(ev, c, &out)
-	case tracer.KindExec:
+	case sigvocab.KindExec:
 		e.addExec(ev, c, &out)
-	case tracer.KindNSEmpty:
+	case sigvocab.KindNSEmpty:
 		e.addNSEmpty(ev, &out)
 	}
 	return out
@@ -223,7 +223,7 @@ func inContainer(ns uint32) bool { return ns != 0 && ns != hostPidNS }
 // container (docker-in-docker, unshare in an entrypoint) has an init of its
 // own that is not the container's main process. The resolver asks again
 // when a container restarts, so the pid is not a stale one.
-func isMain(p *tracer.Process, c *container.Info) bool {
+func isMain(p *sigvocab.Process, c *container.Info) bool {
 	if c != nil && c.MainPID > 0 {
 		return int(p.PID) == c.MainPID
 	}
@@ -238,7 +238,7 @@ func isMain(p *tracer.Process, c *container.Info) bool {
 // process other than the episode's means the container was restarted (or
 // its ID or namespace reused, or the old main process's exit lost): the old
 // episode is completed first.
-func (e *Engine) episodeOf(p *tracer.Process, c *container.Info, main bool, out *[]Episode) *episode {
+func (e *Engine) episodeOf(p *sigvocab.Process, c *container.Info, main bool, out *[]Episode) *episode {
 	key := keyOf(c, p)
 	ep := e.open[key]
 	if ep == nil {
@@ -265,11 +265,11 @@ func (e *Engine) episodeOf(p *tracer.Process, c *container.Info, main bool, out 
 // tracked reports whether events about p in container c can belong to an
 // episode: processes of the host belong to none, unless a runtime said they
 // are a container's.
-func tracked(p *tracer.Process, c *container.Info) bool {
+func tracked(p *sigvocab.Process, c *container.Info) bool {
 	return c != nil && c.ID != "" || inContainer(p.PidNS)
 }
 
-func (e *Engine) begin(p *tracer.Process, c *container.Info, t time.Time) *episode {
+func (e *Engine) begin(p *sigvocab.Process, c *container.Info, t time.Time) *episode {
 	if len(e.open) >= e.opts.MaxOpen {
 		e.remove(e.order.Front().Value.(*episode))
 		e.stats.Evicted++
@@ -318,7 +318,7 @@ func (e *Engine) HasOpen(namespace, pod string) bool {
 }
 
 // noteMain records the episode's main process and indexes it.
-func (e *Engine) noteMain(ep *episode, p *tracer.Process) {
+func (e *Engine) noteMain(ep *episode, p *sigvocab.Process) {
 	if ep.mainKnown {
 		return
 	}
@@ -414,22 +414,22 @@ func (e *Engine) expire(out *[]Episode) {
 // runtime said, else SIGTERM (the runtimes' default), SIGINT or SIGQUIT
 // (the usual STOPSIGNAL choices). Other signals (SIGHUP, SIGUSR1: reloads;
 // SIGWINCH from a terminal resize) begin no episode.
-func isStopSignal(sig tracer.Signal, c *container.Info, ep *episode) bool {
+func isStopSignal(sig sigvocab.Signal, c *container.Info, ep *episode) bool {
 	switch sig {
-	case 0, tracer.SIGKILL, tracer.SIGSTOP:
+	case 0, sigvocab.SIGKILL, sigvocab.SIGSTOP:
 		return false
 	}
 	if c != nil && c.StopSignal != 0 && c.StopSignal == sig || ep != nil && ep.configuredStop == sig {
 		return true
 	}
-	return sig == tracer.SIGTERM || sig == tracer.SIGINT || sig == tracer.SIGQUIT
+	return sig == sigvocab.SIGTERM || sig == sigvocab.SIGINT || sig == sigvocab.SIGQUIT
 }
 
-func (e *Engine) addGenerate(ev *tracer.Event, c *container.Info, out *[]Episode) {
-	if ev.Signal == tracer.SIGCHLD {
+func (e *Engine) addGenerate(ev *sigvocab.Event, c *container.Info, out *[]Episode) {
+	if ev.Signal == sigvocab.SIGCHLD {
 		return // every exit sends one to its parent: noise in a stop story
 	}
-	if ev.Flags.Has(tracer.FlagNSCascade) {
+	if ev.Flags.Has(sigvocab.FlagNSCascade) {
 		e.addCascade(ev, c)
 		return
 	}
@@ -439,7 +439,7 @@ func (e *Engine) addGenerate(ev *tracer.Event, c *container.Info, out *[]Episode
 	}
 	main := isMain(t, c)
 	if c != nil && c.Sandbox {
-		if main && ev.Signal == tracer.SIGKILL && ev.Result == tracer.ResultDelivered {
+		if main && ev.Signal == sigvocab.SIGKILL && ev.Result == sigvocab.ResultDelivered {
 			e.sandboxStep(ev, c)
 		}
 		return
@@ -451,13 +451,13 @@ func (e *Engine) addGenerate(ev *tracer.Event, c *container.Info, out *[]Episode
 	// host is still cross_ns there, except in the host's namespace, where
 	// any other sender counts.
 	stop := main && isStopSignal(ev.Signal, c, ep) &&
-		(ev.Flags.Has(tracer.FlagCrossNS) || t.NsPID != 1 && ev.Sender.PID != t.PID)
-	kill := main && ev.Signal == tracer.SIGKILL && ev.Result == tracer.ResultDelivered
+		(ev.Flags.Has(sigvocab.FlagCrossNS) || t.NsPID != 1 && ev.Sender.PID != t.PID)
+	kill := main && ev.Signal == sigvocab.SIGKILL && ev.Result == sigvocab.ResultDelivered
 	if ep == nil {
 		// A signal to a process already gone (a zombie not yet reaped: a
 		// runtime's late stop or kill) begins nothing: its end was seen,
 		// and its episode may have completed at once (addNSEmpty).
-		if !stop && !kill || ev.Flags.Has(tracer.FlagTargetGone) {
+		if !stop && !kill || ev.Flags.Has(sigvocab.FlagTargetGone) {
 			return
 		}
 		ep = e.begin(t, c, ev.Time)
@@ -469,7 +469,7 @@ func (e *Engine) addGenerate(ev *tracer.Event, c *container.Info, out *[]Episode
 	switch {
 	case stop && !ep.killed && !ep.exited:
 		ep.stopSignal(ev, e.opts.MaxSteps)
-	case ev.Signal == tracer.SIGKILL:
+	case ev.Signal == sigvocab.SIGKILL:
 		ep.sigkill(ev, main, e.opts.MaxSteps)
 	case main && ep.isReraise(ev):
 		ep.reraise(ev, e.opts.MaxSteps)
@@ -487,7 +487,7 @@ func (e *Engine) addGenerate(ev *tracer.Event, c *container.Info, out *[]Episode
 // episode of the init whose exit sent it, and is shown in the victim's
 // container's episode too when that is another (a pod sharing one pid
 // namespace, whose init is the sandbox's pause).
-func (e *Engine) addCascade(ev *tracer.Event, c *container.Info) {
+func (e *Engine) addCascade(ev *sigvocab.Event, c *container.Info) {
 	ep := e.byMain[ev.Sender.PID]
 	if ep == nil {
 		ep = e.byNS[ev.Sender.PidNS]
@@ -509,7 +509,7 @@ func (e *Engine) addCascade(ev *tracer.Event, c *container.Info) {
 // sandboxStep shows the end of a pod's sandbox (pause) container in the
 // episodes of its pod's containers still open: the last step of the pod's
 // teardown, never an episode of its own.
-func (e *Engine) sandboxStep(ev *tracer.Event, c *container.Info) {
+func (e *Engine) sandboxStep(ev *sigvocab.Event, c *container.Info) {
 	e.stats.SandboxStops++
 	if c.Pod == "" {
 		return
@@ -522,9 +522,9 @@ func (e *Engine) sandboxStep(ev *tracer.Event, c *container.Info) {
 	}
 }
 
-func (e *Engine) addDeliver(ev *tracer.Event, c *container.Info) {
+func (e *Engine) addDeliver(ev *sigvocab.Event, c *container.Info) {
 	t := &ev.Target
-	if ev.Signal == tracer.SIGCHLD || !tracked(t, c) || c != nil && c.Sandbox {
+	if ev.Signal == sigvocab.SIGCHLD || !tracked(t, c) || c != nil && c.Sandbox {
 		return
 	}
 	ep := e.open[keyOf(c, t)]
@@ -540,7 +540,7 @@ func (e *Engine) addDeliver(ev *tracer.Event, c *container.Info) {
 	ep.deliver(ev, main, main && isStopSignal(ev.Signal, c, ep), e.opts.MaxSteps)
 }
 
-func (e *Engine) addExit(ev *tracer.Event, c *container.Info, out *[]Episode) {
+func (e *Engine) addExit(ev *sigvocab.Event, c *container.Info, out *[]Episode) {
 	t := &ev.Target
 	if !tracked(t, c) {
 		return
@@ -593,7 +593,7 @@ func (e *Engine) addExit(ev *tracer.Event, c *container.Info, out *[]Episode) {
 // word on why it stopped (the kubelet's Killing event for a failed probe or
 // an eviction), which the annotation at completion reads and which can
 // arrive after the exit.
-func (e *Engine) addNSEmpty(ev *tracer.Event, out *[]Episode) {
+func (e *Engine) addNSEmpty(ev *sigvocab.Event, out *[]Episode) {
 	t := &ev.Target
 	ep := e.byNS[t.PidNS]
 	if ep == nil || !ep.exited || !ep.mainKnown || ep.Main.PID != t.PID || ep.Container.Pod != "" {
@@ -606,7 +606,7 @@ func (e *Engine) addNSEmpty(ev *tracer.Event, out *[]Episode) {
 // SIGKILL to the victim. A victim whose namespace the tracer could not learn
 // (PidNS 0: the tracepoint gave only a thread id and /proc had no entry left)
 // and whose container is unknown cannot be placed and is skipped.
-func (e *Engine) addOOM(ev *tracer.Event, c *container.Info, out *[]Episode) {
+func (e *Engine) addOOM(ev *sigvocab.Event, c *container.Info, out *[]Episode) {
 	t := &ev.Target
 	if !tracked(t, c) || c != nil && c.Sandbox {
 		return

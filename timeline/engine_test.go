@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 const (
@@ -46,10 +46,10 @@ func only(t *testing.T, e *Engine, in []input) Episode {
 func TestOutcomes(t *testing.T) {
 	type want struct {
 		outcome     Outcome
-		stopSignal  tracer.Signal
-		stopVerdict tracer.Fate
+		stopSignal  sigvocab.Signal
+		stopVerdict sigvocab.Fate
 		exitStatus  int // -1: no exit
-		exitSignal  tracer.Signal
+		exitSignal  sigvocab.Signal
 		cascade     int
 		killAfter   time.Duration // 0: none
 		steps       []StepKind
@@ -67,15 +67,15 @@ func TestOutcomes(t *testing.T) {
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
 				k1, k2 := s.kid(5152, 7, "sleep"), s.kid(5153, 8, "sleep")
-				return s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).
 					kill(10003*ms, runc).
-					initExit(10003*ms+28*time.Microsecond, tracer.SIGKILL, 0).
+					initExit(10003*ms+28*time.Microsecond, sigvocab.SIGKILL, 0).
 					cascade(10003*ms+120*time.Microsecond, k1).
 					cascade(10003*ms+134*time.Microsecond, k2).
-					kidExit(10003*ms+141*time.Microsecond, k1, tracer.SIGKILL, 0).
-					kidExit(10003*ms+236*time.Microsecond, k2, tracer.SIGKILL, 0)
+					kidExit(10003*ms+141*time.Microsecond, k1, sigvocab.SIGKILL, 0).
+					kidExit(10003*ms+236*time.Microsecond, k2, sigvocab.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateDroppedInit, 137, tracer.SIGKILL, 2, 10003 * ms,
+			want: want{OutcomeIgnoredByInit, sigvocab.SIGTERM, sigvocab.FateDroppedInit, 137, sigvocab.SIGKILL, 2, 10003 * ms,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepSIGKILL, StepMainExit, StepCascadeKill, StepCascadeKill, StepProcessExit, StepProcessExit},
 				"PID 1 (sh) has no SIGTERM handler: the kernel drops SIGTERM sent to a namespace init. Use the exec form of ENTRYPOINT/CMD, `exec` the app in the entrypoint script, or run an init such as tini (docker run --init)."},
 		},
@@ -83,11 +83,11 @@ func TestOutcomes(t *testing.T) {
 			name: "TERM trap that exits 0",
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
-				return s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-					deliver(150*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+					deliver(150*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispHandler).
 					initExit(205*ms, 0, 0)
 			},
-			want: want{OutcomeGraceful, tracer.SIGTERM, tracer.FateHandler, 0, 0, 0, 0,
+			want: want{OutcomeGraceful, sigvocab.SIGTERM, sigvocab.FateHandler, 0, 0, 0, 0,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepMainExit}, ""},
 		},
 		{
@@ -96,13 +96,13 @@ func TestOutcomes(t *testing.T) {
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
 				k := s.kid(5152, 7, "sleep")
-				return s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-					deliver(100*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+					deliver(100*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispHandler).
 					initExit(3*ms, 0, 143).
 					cascade(3*ms+100*time.Microsecond, k).
-					kidExit(3*ms+200*time.Microsecond, k, tracer.SIGKILL, 0)
+					kidExit(3*ms+200*time.Microsecond, k, sigvocab.SIGKILL, 0)
 			},
-			want: want{OutcomeGraceful, tracer.SIGTERM, tracer.FateHandler, 143, 0, 1, 0,
+			want: want{OutcomeGraceful, sigvocab.SIGTERM, sigvocab.FateHandler, 143, 0, 1, 0,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepMainExit, StepCascadeKill, StepProcessExit},
 				"exited while 1 other process(es) still ran"},
 		},
@@ -111,26 +111,26 @@ func TestOutcomes(t *testing.T) {
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "tini", dockerInfo(idA, "web", 10))
 				app := s.kid(5152, 7, "app")
-				return s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-					deliver(100*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
-					forward(200*time.Microsecond, tracer.SIGTERM, app, tracer.DispHandler).
-					kidDeliver(300*time.Microsecond, tracer.SIGTERM, app).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+					deliver(100*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispHandler).
+					forward(200*time.Microsecond, sigvocab.SIGTERM, app, sigvocab.DispHandler).
+					kidDeliver(300*time.Microsecond, sigvocab.SIGTERM, app).
 					kidExit(1500*ms, app, 0, 0).
 					initExit(1501*ms, 0, 0)
 			},
-			want: want{OutcomeGraceful, tracer.SIGTERM, tracer.FateHandler, 0, 0, 0, 0,
+			want: want{OutcomeGraceful, sigvocab.SIGTERM, sigvocab.FateHandler, 0, 0, 0, 0,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepForward, StepDeliver, StepProcessExit, StepMainExit}, ""},
 		},
 		{
 			name: "handler slower than the grace period",
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "app", dockerInfo(idA, "slow", 2))
-				return s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-					deliver(80*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+					deliver(80*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispHandler).
 					kill(2001*ms, runc).
-					initExit(2001*ms+30*time.Microsecond, tracer.SIGKILL, 0)
+					initExit(2001*ms+30*time.Microsecond, sigvocab.SIGKILL, 0)
 			},
-			want: want{OutcomeHandlerTimeout, tracer.SIGTERM, tracer.FateHandler, 137, tracer.SIGKILL, 0, 2001 * ms,
+			want: want{OutcomeHandlerTimeout, sigvocab.SIGTERM, sigvocab.FateHandler, 137, sigvocab.SIGKILL, 0, 2001 * ms,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepSIGKILL, StepMainExit},
 				"PID 1 (app) handled SIGTERM but was still running 2.0s later, when the SIGKILL came (grace period 2s): make its shutdown faster, or raise the grace period (docker stop -t"},
 		},
@@ -140,11 +140,11 @@ func TestOutcomes(t *testing.T) {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
 				k := s.kid(5152, 7, "sleep")
 				return s.kill(0, runc).
-					initExit(25*time.Microsecond, tracer.SIGKILL, 0).
+					initExit(25*time.Microsecond, sigvocab.SIGKILL, 0).
 					cascade(120*time.Microsecond, k).
-					kidExit(140*time.Microsecond, k, tracer.SIGKILL, 0)
+					kidExit(140*time.Microsecond, k, sigvocab.SIGKILL, 0)
 			},
-			want: want{OutcomeKilled, 0, tracer.FateUnknown, 137, tracer.SIGKILL, 1, 0,
+			want: want{OutcomeKilled, 0, sigvocab.FateUnknown, 137, sigvocab.SIGKILL, 1, 0,
 				[]StepKind{StepSIGKILL, StepMainExit, StepCascadeKill, StepProcessExit},
 				"was SIGKILLed with no stop signal before it"},
 		},
@@ -156,9 +156,9 @@ func TestOutcomes(t *testing.T) {
 				s := newSim(t, nsA, 5151, "hog", dockerInfo(idA, "hog", 10))
 				return s.oomKernelKill(0, s.init, s.init).
 					oom(10*time.Microsecond, s.init).
-					initExit(900*time.Microsecond, tracer.SIGKILL, 0)
+					initExit(900*time.Microsecond, sigvocab.SIGKILL, 0)
 			},
-			want: want{OutcomeOOMKilled, 0, tracer.FateUnknown, 137, tracer.SIGKILL, 0, 0,
+			want: want{OutcomeOOMKilled, 0, sigvocab.FateUnknown, 137, sigvocab.SIGKILL, 0, 0,
 				[]StepKind{StepSIGKILL, StepOOMKill, StepMainExit},
 				"The kernel's OOM killer killed PID 1 hog (host 5151): the container ran out of memory"},
 		},
@@ -169,10 +169,10 @@ func TestOutcomes(t *testing.T) {
 				hog := s.kid(5152, 7, "hog")
 				return s.oomKernelKill(0, hog, hog).
 					oom(10*time.Microsecond, hog).
-					kidExit(700*time.Microsecond, hog, tracer.SIGKILL, 0).
+					kidExit(700*time.Microsecond, hog, sigvocab.SIGKILL, 0).
 					initExit(2*ms, 0, 137)
 			},
-			want: want{OutcomeOOMKilled, 0, tracer.FateUnknown, 137, 0, 0, 0,
+			want: want{OutcomeOOMKilled, 0, sigvocab.FateUnknown, 137, 0, 0, 0,
 				[]StepKind{StepOOMKill, StepProcessExit, StepMainExit},
 				"OOM killer killed hog (ns pid 7, host 5152)"},
 		},
@@ -183,9 +183,9 @@ func TestOutcomes(t *testing.T) {
 				k := s.kid(5152, 2, "sleep")
 				return s.initExit(0, 0, 7).
 					cascade(93*time.Microsecond, k).
-					kidExit(100*time.Microsecond, k, tracer.SIGKILL, 0)
+					kidExit(100*time.Microsecond, k, sigvocab.SIGKILL, 0)
 			},
-			want: want{OutcomeExited, 0, tracer.FateUnknown, 7, 0, 1, 0,
+			want: want{OutcomeExited, 0, sigvocab.FateUnknown, 7, 0, 1, 0,
 				[]StepKind{StepMainExit, StepCascadeKill, StepProcessExit},
 				"exited on its own with code 7"},
 		},
@@ -195,7 +195,7 @@ func TestOutcomes(t *testing.T) {
 				s := newSim(t, nsA, 5151, "app", nil)
 				return s.initExit(0, 11, 0)
 			},
-			want: want{OutcomeExited, 0, tracer.FateUnknown, 139, 11, 0, 0, []StepKind{StepMainExit}, "killed by SIGSEGV"},
+			want: want{OutcomeExited, 0, sigvocab.FateUnknown, 139, 11, 0, 0, []StepKind{StepMainExit}, "killed by SIGSEGV"},
 		},
 		{
 			// dash as PID 1 blocks SIGTERM while it waits for a foreground
@@ -205,13 +205,13 @@ func TestOutcomes(t *testing.T) {
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "dash", 10))
 				fg := s.kid(5152, 7, "sleep")
-				return s.stop(0, tracer.SIGTERM, tracer.DispDefault, true).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, true).
 					kidExit(3*time.Second, fg, 0, 0).
-					deliver(3*time.Second+50*time.Microsecond, tracer.SIGTERM, tracer.DispDefault).
+					deliver(3*time.Second+50*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispDefault).
 					kill(10002*ms, runc).
-					initExit(10002*ms+20*time.Microsecond, tracer.SIGKILL, 0)
+					initExit(10002*ms+20*time.Microsecond, sigvocab.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateDroppedInit, 137, tracer.SIGKILL, 0, 10002 * ms,
+			want: want{OutcomeIgnoredByInit, sigvocab.SIGTERM, sigvocab.FateDroppedInit, 137, sigvocab.SIGKILL, 0, 10002 * ms,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepProcessExit, StepKernelVerdict, StepSIGKILL, StepMainExit},
 				"PID 1 (sh) had SIGTERM blocked and has no handler for it"},
 		},
@@ -219,11 +219,11 @@ func TestOutcomes(t *testing.T) {
 			name: "blocked for the whole grace period",
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "dash", 10))
-				return s.stop(0, tracer.SIGTERM, tracer.DispDefault, true).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, true).
 					kill(10002*ms, runc).
-					initExit(10002*ms+20*time.Microsecond, tracer.SIGKILL, 0)
+					initExit(10002*ms+20*time.Microsecond, sigvocab.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateBlocked, 137, tracer.SIGKILL, 0, 10002 * ms,
+			want: want{OutcomeIgnoredByInit, sigvocab.SIGTERM, sigvocab.FateBlocked, 137, sigvocab.SIGKILL, 0, 10002 * ms,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepSIGKILL, StepMainExit},
 				"kept SIGTERM blocked until the SIGKILL"},
 		},
@@ -231,22 +231,22 @@ func TestOutcomes(t *testing.T) {
 			name: "blocked, then handled: graceful",
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "dash", 10))
-				return s.stop(0, tracer.SIGTERM, tracer.DispHandler, true).
-					deliver(2*time.Second, tracer.SIGTERM, tracer.DispHandler).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, true).
+					deliver(2*time.Second, sigvocab.SIGTERM, sigvocab.DispHandler).
 					initExit(2*time.Second+ms, 0, 0)
 			},
-			want: want{OutcomeGraceful, tracer.SIGTERM, tracer.FateHandler, 0, 0, 0, 0,
+			want: want{OutcomeGraceful, sigvocab.SIGTERM, sigvocab.FateHandler, 0, 0, 0, 0,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepMainExit}, ""},
 		},
 		{
 			name: "SIG_IGN for SIGTERM",
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "nohup", 10))
-				return s.stop(0, tracer.SIGTERM, tracer.DispIgnore, false).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispIgnore, false).
 					kill(10*time.Second, runc).
-					initExit(10*time.Second+ms, tracer.SIGKILL, 0)
+					initExit(10*time.Second+ms, sigvocab.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateDroppedSigIgn, 137, tracer.SIGKILL, 0, 10 * time.Second,
+			want: want{OutcomeIgnoredByInit, sigvocab.SIGTERM, sigvocab.FateDroppedSigIgn, 137, sigvocab.SIGKILL, 0, 10 * time.Second,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepSIGKILL, StepMainExit}, "ignores SIGTERM (SIG_IGN: `trap '' TERM`"},
 		},
 		{
@@ -256,12 +256,12 @@ func TestOutcomes(t *testing.T) {
 			name: "SIGKILL races an exit already under way",
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "app", dockerInfo(idA, "web", 10))
-				return s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-					deliver(100*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+					deliver(100*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispHandler).
 					kill(10*time.Second, runc).
 					initExit(10*time.Second+10*time.Microsecond, 0, 0)
 			},
-			want: want{OutcomeGraceful, tracer.SIGTERM, tracer.FateHandler, 0, 0, 0, 10 * time.Second,
+			want: want{OutcomeGraceful, sigvocab.SIGTERM, sigvocab.FateHandler, 0, 0, 0, 10 * time.Second,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepSIGKILL, StepMainExit}, ""},
 		},
 		{
@@ -270,42 +270,42 @@ func TestOutcomes(t *testing.T) {
 			name: "killed with the SIGKILL not recorded",
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
-				return s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
-					initExit(10*time.Second, tracer.SIGKILL, 0)
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).
+					initExit(10*time.Second, sigvocab.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateDroppedInit, 137, tracer.SIGKILL, 0, 0,
+			want: want{OutcomeIgnoredByInit, sigvocab.SIGTERM, sigvocab.FateDroppedInit, 137, sigvocab.SIGKILL, 0, 0,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepMainExit}, "has no SIGTERM handler"},
 		},
 		{
 			name: "SIGTERM dropped, PID 1 exits on its own",
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "sh", nil)
-				return s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).
 					initExit(4*time.Second, 0, 0)
 			},
-			want: want{OutcomeExited, tracer.SIGTERM, tracer.FateDroppedInit, 0, 0, 0, 0,
+			want: want{OutcomeExited, sigvocab.SIGTERM, sigvocab.FateDroppedInit, 0, 0, 0, 0,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepMainExit}, "has no SIGTERM handler"},
 		},
 		{
 			name: "recording ends during the grace period",
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 30))
-				return s.stop(0, tracer.SIGTERM, tracer.DispDefault, false)
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false)
 			},
-			want: want{OutcomeUnfinished, tracer.SIGTERM, tracer.FateDroppedInit, -1, 0, 0, 0,
+			want: want{OutcomeUnfinished, sigvocab.SIGTERM, sigvocab.FateDroppedInit, -1, 0, 0, 0,
 				[]StepKind{StepStopSignal, StepKernelVerdict}, "the runtime will SIGKILL it at the end of the grace period"},
 		},
 		{
 			name: "repeated stop signal and a reload signal are steps, not episodes",
 			build: func(t *testing.T) *sim {
 				s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
-				return s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
-					stop(time.Second, tracer.SIGHUP, tracer.DispDefault, false).
-					stop(2*time.Second, tracer.SIGTERM, tracer.DispDefault, false).
+				return s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).
+					stop(time.Second, sigvocab.SIGHUP, sigvocab.DispDefault, false).
+					stop(2*time.Second, sigvocab.SIGTERM, sigvocab.DispDefault, false).
 					kill(10*time.Second, runc).
-					initExit(10*time.Second+ms, tracer.SIGKILL, 0)
+					initExit(10*time.Second+ms, sigvocab.SIGKILL, 0)
 			},
-			want: want{OutcomeIgnoredByInit, tracer.SIGTERM, tracer.FateDroppedInit, 137, tracer.SIGKILL, 0, 10 * time.Second,
+			want: want{OutcomeIgnoredByInit, sigvocab.SIGTERM, sigvocab.FateDroppedInit, 137, sigvocab.SIGKILL, 0, 10 * time.Second,
 				[]StepKind{StepStopSignal, StepKernelVerdict, StepSignal, StepStopSignal, StepKernelVerdict, StepSIGKILL, StepMainExit},
 				"has no SIGTERM handler"},
 		},
@@ -360,13 +360,13 @@ func TestOutcomes(t *testing.T) {
 func TestDockerStopShellForm(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
 	k1, k2 := s.kid(5152, 7, "sleep"), s.kid(5153, 8, "sleep")
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).
 		kill(10003*ms, runc).
-		initExit(10003*ms+28*time.Microsecond, tracer.SIGKILL, 0).
+		initExit(10003*ms+28*time.Microsecond, sigvocab.SIGKILL, 0).
 		cascade(10003*ms+120*time.Microsecond, k1).
 		cascade(10003*ms+134*time.Microsecond, k2).
-		kidExit(10003*ms+141*time.Microsecond, k1, tracer.SIGKILL, 0).
-		kidExit(10003*ms+236*time.Microsecond, k2, tracer.SIGKILL, 0)
+		kidExit(10003*ms+141*time.Microsecond, k1, sigvocab.SIGKILL, 0).
+		kidExit(10003*ms+236*time.Microsecond, k2, sigvocab.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
 
 	if ep.Container.ID != idA || ep.Container.Name != "web" || ep.Container.Runtime != "docker" || ep.Container.Image != "sigscope/web:test" {
@@ -395,7 +395,7 @@ func TestDockerStopShellForm(t *testing.T) {
 	if got := ep.Steps[2].At; got != 10003*ms {
 		t.Errorf("SIGKILL step at %v, want 10.003s", got)
 	}
-	if st := ep.Steps[1]; st.Verdict != tracer.FateDroppedInit || !st.Flags.Has(tracer.FlagPID1Ignored|tracer.FlagCrossNS|tracer.FlagNSInit) {
+	if st := ep.Steps[1]; st.Verdict != sigvocab.FateDroppedInit || !st.Flags.Has(sigvocab.FlagPID1Ignored|sigvocab.FlagCrossNS|sigvocab.FlagNSInit) {
 		t.Errorf("verdict step %+v", st)
 	}
 	if st := ep.Steps[0]; st.Text != "runc (4242) sends SIGTERM to PID 1 sh (host 5151)" {
@@ -414,18 +414,18 @@ func TestDockerStopShellForm(t *testing.T) {
 func TestInterleavedContainers(t *testing.T) {
 	a := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "a", 10))
 	ka := a.kid(5152, 7, "sleep")
-	a.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
+	a.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).
 		kill(10*time.Second, runc).
-		initExit(10*time.Second+10*time.Microsecond, tracer.SIGKILL, 0).
+		initExit(10*time.Second+10*time.Microsecond, sigvocab.SIGKILL, 0).
 		cascade(10*time.Second+20*time.Microsecond, ka).
-		kidExit(10*time.Second+30*time.Microsecond, ka, tracer.SIGKILL, 0)
+		kidExit(10*time.Second+30*time.Microsecond, ka, sigvocab.SIGKILL, 0)
 
 	b := newSim(t, nsB, 6161, "app", dockerInfo(idB, "b", 10))
 	kb := b.kid(6162, 9, "worker")
-	b.stop(5*ms, tracer.SIGTERM, tracer.DispHandler, false).
-		deliver(5*ms+40*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
-		forward(6*ms, tracer.SIGTERM, kb, tracer.DispDefault).
-		kidExit(7*ms, kb, tracer.SIGTERM, 0).
+	b.stop(5*ms, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+		deliver(5*ms+40*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispHandler).
+		forward(6*ms, sigvocab.SIGTERM, kb, sigvocab.DispDefault).
+		kidExit(7*ms, kb, sigvocab.SIGTERM, 0).
 		initExit(10*time.Second+15*time.Microsecond, 0, 0)
 
 	done, flushed := feed(newEngine(Options{}), merge(a.in, b.in))
@@ -461,13 +461,13 @@ func TestSettle(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", nil)
 	k1, k2, k3 := s.kid(5152, 2, "sleep"), s.kid(5153, 3, "sleep"), s.kid(5154, 4, "slow")
 	s.kill(0, kubectl).
-		initExit(10*time.Microsecond, tracer.SIGKILL, 0).
+		initExit(10*time.Microsecond, sigvocab.SIGKILL, 0).
 		cascade(20*time.Microsecond, k1).
 		cascade(30*time.Microsecond, k2).
 		cascade(40*time.Microsecond, k3).
-		kidExit(50*time.Microsecond, k1, tracer.SIGKILL, 0).
-		kidExit(400*ms, k2, tracer.SIGKILL, 0). // within Settle
-		kidExit(501*ms, k3, tracer.SIGKILL, 0)  // past it
+		kidExit(50*time.Microsecond, k1, sigvocab.SIGKILL, 0).
+		kidExit(400*ms, k2, sigvocab.SIGKILL, 0). // within Settle
+		kidExit(501*ms, k3, sigvocab.SIGKILL, 0)  // past it
 
 	e := newEngine(Options{Settle: 500 * ms})
 	var done []Episode
@@ -524,7 +524,7 @@ func TestOOMChildInitSurvives(t *testing.T) {
 	hog := s.kid(5152, 7, "hog")
 	s.oomKernelKill(0, hog, hog).
 		oom(10*time.Microsecond, hog).
-		kidExit(800*time.Microsecond, hog, tracer.SIGKILL, 0)
+		kidExit(800*time.Microsecond, hog, sigvocab.SIGKILL, 0)
 	e := newEngine(Options{})
 	done, _ := feed(e, s.in)
 	if len(done) != 0 {
@@ -551,21 +551,21 @@ func TestOOMChildInitSurvives(t *testing.T) {
 // child after the stop signal does not.
 func TestOOMPrecedence(t *testing.T) {
 	s := newSim(t, nsA, 5151, "app", dockerInfo(idA, "hog", 10))
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-		deliver(ms, tracer.SIGTERM, tracer.DispHandler).
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+		deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
 		oomKernelKill(2*ms, s.init, s.init).
 		oom(2*ms+10*time.Microsecond, s.init).
-		initExit(3*ms, tracer.SIGKILL, 0)
+		initExit(3*ms, sigvocab.SIGKILL, 0)
 	if ep := only(t, newEngine(Options{}), s.in); ep.Outcome != OutcomeOOMKilled {
 		t.Errorf("PID 1 OOM-killed during its shutdown: %s, want oom_killed", ep.Outcome)
 	}
 
 	s = newSim(t, nsA, 5151, "tini", dockerInfo(idA, "hog", 10))
 	kid := s.kid(5152, 7, "app")
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-		deliver(ms, tracer.SIGTERM, tracer.DispHandler).
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+		deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
 		oom(2*ms, kid).
-		kidExit(3*ms, kid, tracer.SIGKILL, 0).
+		kidExit(3*ms, kid, sigvocab.SIGKILL, 0).
 		initExit(4*ms, 0, 137)
 	if ep := only(t, newEngine(Options{}), s.in); ep.Outcome != OutcomeGraceful || len(ep.OOMVictims) != 1 {
 		t.Errorf("child OOM-killed after the stop: %s victims %d, want graceful with the victim recorded", ep.Outcome, len(ep.OOMVictims))
@@ -574,8 +574,8 @@ func TestOOMPrecedence(t *testing.T) {
 
 // The precedence of decide over mixed facts.
 func TestDecidePrecedence(t *testing.T) {
-	K, T, S := tracer.SIGKILL, tracer.SIGTERM, tracer.Signal(11)
-	H, D, W, B, F := tracer.FateHandler, tracer.FateDroppedInit, tracer.FateSigwait, tracer.FateBlocked, tracer.FateDefault
+	K, T, S := sigvocab.SIGKILL, sigvocab.SIGTERM, sigvocab.Signal(11)
+	H, D, W, B, F := sigvocab.FateHandler, sigvocab.FateDroppedInit, sigvocab.FateSigwait, sigvocab.FateBlocked, sigvocab.FateDefault
 	cases := []struct {
 		name string
 		f    facts
@@ -603,7 +603,7 @@ func TestDecidePrecedence(t *testing.T) {
 		{"blocked then read (signalfd), exit code", facts{stop: true, stopSignal: T, stopFate: B, mainIsInit: true, exit: true}, OutcomeGraceful},
 		{"blocked, forwarded, exit code", facts{stop: true, stopSignal: T, stopFate: B, acted: true, mainIsInit: true, exit: true}, OutcomeGraceful},
 		{"non-init main, default action", facts{stop: true, stopSignal: T, stopFate: F, exit: true, exitSignal: T}, OutcomeGraceful},
-		{"non-init main, SIG_IGN, killed", facts{stop: true, stopSignal: T, stopFate: tracer.FateDroppedSigIgn, kill: true, exit: true, exitSignal: K}, OutcomeIgnored},
+		{"non-init main, SIG_IGN, killed", facts{stop: true, stopSignal: T, stopFate: sigvocab.FateDroppedSigIgn, kill: true, exit: true, exitSignal: K}, OutcomeIgnored},
 	}
 	for _, c := range cases {
 		if got := decide(c.f); got != c.want {
@@ -616,7 +616,7 @@ func TestDecidePrecedence(t *testing.T) {
 // namespace; host processes and the host's own PID 1 make nothing.
 func TestIdentity(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", nil)
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).kill(time.Second, kubectl).initExit(time.Second+ms, tracer.SIGKILL, 0)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).kill(time.Second, kubectl).initExit(time.Second+ms, sigvocab.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
 	if ep.Container != (Container{PidNS: nsA}) || ep.Outcome != OutcomeIgnoredByInit {
 		t.Errorf("container %+v outcome %s", ep.Container, ep.Outcome)
@@ -626,7 +626,7 @@ func TestIdentity(t *testing.T) {
 	plain := record(t, "TestSigIgnPlainProcess__sig_ign") // a host process
 	e.Add(&plain, nil)
 	hostInit := newSim(t, hostPidNS, 1, "systemd", nil)
-	hostInit.stop(0, tracer.SIGTERM, tracer.DispDefault, false).initExit(ms, 0, 0)
+	hostInit.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).initExit(ms, 0, 0)
 	for i := range hostInit.in {
 		e.Add(&hostInit.in[i].ev, nil)
 	}
@@ -634,7 +634,7 @@ func TestIdentity(t *testing.T) {
 	// between its processes, a non-stop signal to its PID 1.
 	c := newSim(t, nsB, 6161, "app", dockerInfo(idB, "b", 10))
 	kid := c.kid(6162, 5, "worker")
-	c.kidExit(0, kid, 0, 0).forward(ms, tracer.SIGUSR1, kid, tracer.DispHandler).stop(2*ms, tracer.SIGHUP, tracer.DispHandler, false)
+	c.kidExit(0, kid, 0, 0).forward(ms, sigvocab.SIGUSR1, kid, sigvocab.DispHandler).stop(2*ms, sigvocab.SIGHUP, sigvocab.DispHandler, false)
 	for i := range c.in {
 		e.Add(&c.in[i].ev, c.in[i].c)
 	}
@@ -644,9 +644,9 @@ func TestIdentity(t *testing.T) {
 
 	// Info learnt late joins the same episode, named by the later Info.
 	s = newSim(t, nsA, 5151, "sh", nil)
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false)
 	s.info = dockerInfo(idA, "web", 10)
-	s.kill(10*time.Second, runc).initExit(10*time.Second+ms, tracer.SIGKILL, 0)
+	s.kill(10*time.Second, runc).initExit(10*time.Second+ms, sigvocab.SIGKILL, 0)
 	ep = only(t, newEngine(Options{}), s.in)
 	if ep.Container.ID != idA || ep.Container.PidNS != nsA || len(ep.Steps) != 4 {
 		t.Errorf("container %+v steps %v", ep.Container, stepKinds(&ep))
@@ -657,14 +657,14 @@ func TestIdentity(t *testing.T) {
 // Kubernetes grace period wins over StopTimeout.
 func TestConfiguredStopSignalAndGrace(t *testing.T) {
 	info := &container.Info{ID: idA, Runtime: "containerd", Name: "httpd", Pod: "web-0", Namespace: "shop",
-		StopSignal: tracer.SIGWINCH, StopTimeout: 10, GracePeriod: 30}
+		StopSignal: sigvocab.SIGWINCH, StopTimeout: 10, GracePeriod: 30}
 	s := newSim(t, nsA, 5151, "httpd", info)
-	s.stop(0, tracer.SIGWINCH, tracer.DispHandler, false).
-		deliver(ms, tracer.SIGWINCH, tracer.DispHandler).
+	s.stop(0, sigvocab.SIGWINCH, sigvocab.DispHandler, false).
+		deliver(ms, sigvocab.SIGWINCH, sigvocab.DispHandler).
 		kill(30*time.Second, runc).
-		initExit(30*time.Second+ms, tracer.SIGKILL, 0)
+		initExit(30*time.Second+ms, sigvocab.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
-	if ep.Outcome != OutcomeHandlerTimeout || ep.StopSignal != tracer.SIGWINCH || ep.GracePeriod != 30*time.Second {
+	if ep.Outcome != OutcomeHandlerTimeout || ep.StopSignal != sigvocab.SIGWINCH || ep.GracePeriod != 30*time.Second {
 		t.Errorf("outcome %s stop %s grace %v", ep.Outcome, ep.StopSignal, ep.GracePeriod)
 	}
 	if !strings.Contains(ep.Hint, "terminationGracePeriodSeconds") {
@@ -683,7 +683,7 @@ func TestBounds(t *testing.T) {
 	for i, ns := range []uint32{nsA, nsA + 1, nsA + 2} {
 		s := newSim(t, ns, 5000+uint32(i), "sh", nil)
 		s.base = base.Add(time.Duration(i) * ms)
-		in = append(in, s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).in...)
+		in = append(in, s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).in...)
 	}
 	done, flushed := feed(e, in)
 	if len(done) != 0 || len(flushed) != 2 {
@@ -697,11 +697,11 @@ func TestBounds(t *testing.T) {
 	}
 
 	s := newSim(t, nsA, 5151, "sh", nil)
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false)
 	for i := range 20 {
 		s.kidExit(time.Duration(i+1)*ms, s.kid(6000+uint32(i), uint32(i+2), "w"), 0, 0)
 	}
-	s.kill(10*time.Second, runc).initExit(10*time.Second+ms, tracer.SIGKILL, 0)
+	s.kill(10*time.Second, runc).initExit(10*time.Second+ms, sigvocab.SIGKILL, 0)
 	for i := range 20 {
 		s.cascade(10*time.Second+2*ms, s.kid(7000+uint32(i), uint32(i+30), "c"))
 	}
@@ -724,10 +724,10 @@ func TestBounds(t *testing.T) {
 // still settling: the old one completes, the new one begins.
 func TestPidNSReuse(t *testing.T) {
 	old := newSim(t, nsA, 5151, "sh", nil)
-	old.kill(0, runc).initExit(ms, tracer.SIGKILL, 0)
+	old.kill(0, runc).initExit(ms, sigvocab.SIGKILL, 0)
 	next := newSim(t, nsA, 8181, "app", nil)
 	next.base = base.Add(2 * ms)
-	next.stop(0, tracer.SIGTERM, tracer.DispHandler, false).initExit(ms, 0, 0)
+	next.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).initExit(ms, 0, 0)
 	done, flushed := feed(newEngine(Options{}), append(old.in, next.in...))
 	if len(done) != 1 || len(flushed) != 1 || done[0].Main.PID != 5151 || flushed[0].Main.PID != 8181 ||
 		done[0].Outcome != OutcomeKilled || flushed[0].Outcome != OutcomeGraceful {
@@ -738,14 +738,14 @@ func TestPidNSReuse(t *testing.T) {
 // The engine copies what it keeps: the tracer reuses its Event.
 func TestAddKeepsNoReference(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).kill(time.Second, runc).initExit(time.Second+ms, tracer.SIGKILL, 0)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).kill(time.Second, runc).initExit(time.Second+ms, sigvocab.SIGKILL, 0)
 	e := newEngine(Options{})
-	var ev tracer.Event
+	var ev sigvocab.Event
 	info := *s.info
 	for i := range s.in {
 		ev = s.in[i].ev
 		e.Add(&ev, &info)
-		ev = tracer.Event{}
+		ev = sigvocab.Event{}
 		info.Name = "changed"
 	}
 	ep := e.Flush()[0]
@@ -772,7 +772,7 @@ func BenchmarkAddNoEpisode(b *testing.B) {
 // outcome is the same and the steps are told in time order.
 func TestOutOfOrderArrival(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", nil)
-	s.initExit(20*time.Microsecond, tracer.SIGKILL, 0).kill(0, runc)
+	s.initExit(20*time.Microsecond, sigvocab.SIGKILL, 0).kill(0, runc)
 	ep := only(t, newEngine(Options{}), s.in)
 	if ep.Outcome != OutcomeKilled || ep.KillSender == nil || !ep.Start.Equal(base) {
 		t.Errorf("outcome %s kill sender %+v start %v", ep.Outcome, ep.KillSender, ep.Start)
@@ -785,7 +785,7 @@ func TestOutOfOrderArrival(t *testing.T) {
 // An OOM victim the tracer could not place (no pid namespace) is skipped.
 func TestOOMVictimWithoutNamespace(t *testing.T) {
 	e := newEngine(Options{})
-	ev := tracer.Event{Kind: tracer.KindOOM, Time: base, Target: tracer.Process{PID: 4243, TID: 4243}}
+	ev := sigvocab.Event{Kind: sigvocab.KindOOM, Time: base, Target: sigvocab.Process{PID: 4243, TID: 4243}}
 	if got := e.Add(&ev, nil); len(got) != 0 || e.Stats().Started != 0 {
 		t.Errorf("episode from an unplaced victim: %+v %+v", got, e.Stats())
 	}
@@ -839,7 +839,7 @@ func TestNoteDroppedMarksOpenEpisodes(t *testing.T) {
 	e := newEngine(Options{})
 	e.NoteDropped(5) // lost before anything was open: no episode's
 	before := newSim(t, nsA, 100, "sh", dockerInfo(idA, "before", 10)).
-		stop(0, tracer.SIGTERM, tracer.DispDefault, false).initExit(10*ms, tracer.SIGTERM, 0)
+		stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).initExit(10*ms, sigvocab.SIGTERM, 0)
 	var done []Episode
 	for i := range before.in {
 		done = append(done, e.Add(&before.in[i].ev, before.in[i].c)...)
@@ -847,14 +847,14 @@ func TestNoteDroppedMarksOpenEpisodes(t *testing.T) {
 	done = append(done, e.Advance(base.Add(5*time.Second))...)
 	open := newSim(t, nsB, 200, "sh", dockerInfo(idB, "open", 10))
 	open.base = base.Add(6 * time.Second)
-	open.stop(0, tracer.SIGTERM, tracer.DispDefault, false)
+	open.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false)
 	for i := range open.in {
 		done = append(done, e.Add(&open.in[i].ev, open.in[i].c)...)
 	}
 	e.NoteDropped(12) // 7 lost while "open" is open
 	e.NoteDropped(12) // no change
 	open.in = nil
-	open.initExit(100*ms, tracer.SIGTERM, 0)
+	open.initExit(100*ms, sigvocab.SIGTERM, 0)
 	for i := range open.in {
 		done = append(done, e.Add(&open.in[i].ev, open.in[i].c)...)
 	}
@@ -880,18 +880,18 @@ func TestNoteDroppedMarksOpenEpisodes(t *testing.T) {
 func TestNSEmptyCompletesAtOnce(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
 	k1, k2 := s.kid(5152, 7, "sleep"), s.kid(5153, 8, "sleep")
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).
 		kill(10003*ms, runc).
-		initExit(10003*ms+28*time.Microsecond, tracer.SIGKILL, 0).
+		initExit(10003*ms+28*time.Microsecond, sigvocab.SIGKILL, 0).
 		cascade(10003*ms+120*time.Microsecond, k1).
 		cascade(10003*ms+134*time.Microsecond, k2).
-		kidExit(10003*ms+141*time.Microsecond, k1, tracer.SIGKILL, 0).
-		kidExit(10003*ms+236*time.Microsecond, k2, tracer.SIGKILL, 0).
+		kidExit(10003*ms+141*time.Microsecond, k1, sigvocab.SIGKILL, 0).
+		kidExit(10003*ms+236*time.Microsecond, k2, sigvocab.SIGKILL, 0).
 		nsEmpty(10003*ms + 300*time.Microsecond)
 	late := s.in[1].ev // the SIGTERM again, now to a process that is gone
 	late.Facts |= factTargetGone
-	late.Flags = tracer.Classify(&late)
-	if !late.Flags.Has(tracer.FlagTargetGone) {
+	late.Flags = sigvocab.Classify(&late)
+	if !late.Flags.Has(sigvocab.FlagTargetGone) {
 		t.Fatalf("flags %s: no target_gone", late.Flags)
 	}
 	s.push(10003*ms+400*time.Microsecond, late)
@@ -900,7 +900,7 @@ func TestNSEmptyCompletesAtOnce(t *testing.T) {
 	var done []Episode
 	for i := range s.in {
 		got := e.Add(&s.in[i].ev, s.in[i].c)
-		if len(got) != 0 && s.in[i].ev.Kind != tracer.KindNSEmpty {
+		if len(got) != 0 && s.in[i].ev.Kind != sigvocab.KindNSEmpty {
 			t.Fatalf("episode completed at event %d (%s), want at the ns_empty", i, s.in[i].ev.Kind)
 		}
 		done = append(done, got...)
@@ -929,7 +929,7 @@ func TestNSEmptyCompletesAtOnce(t *testing.T) {
 	// nothing: the episode waits for its settle as before.
 	e = newEngine(Options{})
 	for i, in := range s.in {
-		if in.ev.Kind == tracer.KindExit && in.ev.Target.PID == 5151 {
+		if in.ev.Kind == sigvocab.KindExit && in.ev.Target.PID == 5151 {
 			continue
 		}
 		if got := e.Add(&s.in[i].ev, s.in[i].c); len(got) != 0 {
@@ -946,7 +946,7 @@ func TestNSEmptyCompletesAtOnce(t *testing.T) {
 func TestNSEmptyPodWaitsForSettle(t *testing.T) {
 	pod := &container.Info{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop", GracePeriod: 30}
 	s := newSim(t, nsA, 5151, "sh", pod)
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
 		initExit(2*ms, 0, 0).
 		nsEmpty(3 * ms)
 	e := newEngine(Options{Settle: 500 * ms})

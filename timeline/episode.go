@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/internal/langrt"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // Outcome is how a stop episode ended; docs/timelines.md gives the rules.
@@ -149,13 +149,13 @@ type Step struct {
 	At      time.Duration // since the episode's start (its stop signal when it has one)
 	Time    time.Time
 	Kind    StepKind
-	Signal  tracer.Signal // 0 for exits without a signal and OOM kills
-	Sender  *Proc         // generate steps
-	Target  Proc          // the process the step is about
-	Flags   tracer.Flags  // the event's verdict flags
-	Verdict tracer.Fate   // kernel_verdict steps: the kernel's decision
-	Exit    *int          // exit steps: the status as a runtime reports it (code, or 128+signal)
-	Text    string        // human description, quoting untrusted comms unescaped
+	Signal  sigvocab.Signal // 0 for exits without a signal and OOM kills
+	Sender  *Proc           // generate steps
+	Target  Proc            // the process the step is about
+	Flags   sigvocab.Flags  // the event's verdict flags
+	Verdict sigvocab.Fate   // kernel_verdict steps: the kernel's decision
+	Exit    *int            // exit steps: the status as a runtime reports it (code, or 128+signal)
+	Text    string          // human description, quoting untrusted comms unescaped
 }
 
 // Episode is the story of one container stop. Times are zero when absent.
@@ -172,23 +172,23 @@ type Episode struct {
 	Outcome        Outcome
 	Start          time.Time
 
-	StopSignal  tracer.Signal // the first stop signal; 0 when there was none
+	StopSignal  sigvocab.Signal // the first stop signal; 0 when there was none
 	StopSender  *Sender
-	StopVerdict tracer.Fate // the kernel's final decision on the first stop signal
+	StopVerdict sigvocab.Fate // the kernel's final decision on the first stop signal
 	StopAt      time.Time
 	// ReraiseVerdict is the kernel's decision on the stop signal the main
 	// process's handler sent to itself again with the default action
 	// (Node.js's and the Go runtime's default handlers do): dropped for a
 	// namespace init (FateDroppedInit), which then lives on; FateUnknown
 	// when it did not.
-	ReraiseVerdict tracer.Fate
+	ReraiseVerdict sigvocab.Fate
 
 	KillSender *Sender // who sent the SIGKILL that counted
 	KillAt     time.Time
 
-	ExitAt     time.Time     // the main process's exit
-	ExitStatus int           // with ExitAt: the status as a runtime reports it (code, or 128+signal)
-	ExitSignal tracer.Signal // with ExitAt: the signal that killed PID 1, 0 when it exited
+	ExitAt     time.Time       // the main process's exit
+	ExitStatus int             // with ExitAt: the status as a runtime reports it (code, or 128+signal)
+	ExitSignal sigvocab.Signal // with ExitAt: the signal that killed PID 1, 0 when it exited
 
 	PreStop *PreStop // the container's preStop hook (Kubernetes), nil: none
 	// StopReason is why the kubelet stopped the container (deleted,
@@ -358,7 +358,7 @@ func jsonTime(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.Format(tracer.TimeFormat)
+	return t.Format(sigvocab.TimeFormat)
 }
 
 func seconds(d time.Duration) *float64 {
@@ -366,7 +366,7 @@ func seconds(d time.Duration) *float64 {
 	return &s
 }
 
-func signalName(s tracer.Signal) string {
+func signalName(s sigvocab.Signal) string {
 	if s == 0 {
 		return ""
 	}
@@ -584,7 +584,7 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 			return err
 		}
 		for _, w := range js.Flags {
-			f, ok := tracer.ParseFlag(w)
+			f, ok := sigvocab.ParseFlag(w)
 			if !ok {
 				return fmt.Errorf("step flags: unknown flag %q", w)
 			}
@@ -613,24 +613,24 @@ func parseTime(s string) (time.Time, error) {
 	return t, nil
 }
 
-func parseSignal(s string) (tracer.Signal, error) {
+func parseSignal(s string) (sigvocab.Signal, error) {
 	if s == "" {
 		return 0, nil
 	}
-	return tracer.ParseSignal(s)
+	return sigvocab.ParseSignal(s)
 }
 
 // fateWord writes a verdict; "" for none.
-func fateWord(f tracer.Fate) string {
-	if f == tracer.FateUnknown {
+func fateWord(f sigvocab.Fate) string {
+	if f == sigvocab.FateUnknown {
 		return ""
 	}
 	return f.String()
 }
 
-func parseFate(s string) (tracer.Fate, error) {
+func parseFate(s string) (sigvocab.Fate, error) {
 	if s == "" {
-		return tracer.FateUnknown, nil
+		return sigvocab.FateUnknown, nil
 	}
-	return tracer.ParseFate(s)
+	return sigvocab.ParseFate(s)
 }

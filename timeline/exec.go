@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // Exec sessions are processes that entered a container from outside and
@@ -30,7 +30,7 @@ type execSession struct {
 	start  time.Time
 	end    time.Time // zero while it runs
 	exit   int       // with end: the status as a runtime reports it
-	signal tracer.Signal
+	signal sigvocab.Signal
 }
 
 // execLog is the recent sessions of a container with no open episode.
@@ -72,7 +72,7 @@ func (x *execs) add(key epKey, s execSession) {
 }
 
 // ended records the end of a session; false when pid is none of key's.
-func (x *execs) ended(key epKey, ev *tracer.Event) bool {
+func (x *execs) ended(key epKey, ev *sigvocab.Event) bool {
 	l := x.logs[key]
 	if l == nil {
 		return false
@@ -105,7 +105,7 @@ func (x *execs) take(key epKey, t time.Time) []execSession {
 }
 
 // addExec takes a process that entered its container from outside.
-func (e *Engine) addExec(ev *tracer.Event, c *container.Info, out *[]Episode) {
+func (e *Engine) addExec(ev *sigvocab.Event, c *container.Info, out *[]Episode) {
 	t := &ev.Target
 	if !tracked(t, c) || c != nil && c.Sandbox {
 		return
@@ -170,7 +170,7 @@ func (ep *episode) isHookSession(s execSession) bool {
 
 // execEnded records the end of one of the episode's exec sessions; false
 // when pid is none of them.
-func (ep *episode) execEnded(ev *tracer.Event) bool {
+func (ep *episode) execEnded(ev *sigvocab.Event) bool {
 	for i := range ep.execs {
 		if s := &ep.execs[i]; s.proc.PID == ev.Target.PID && s.end.IsZero() {
 			s.end, s.exit, s.signal = ev.Time, exitStatus(ev), ev.Signal

@@ -4,24 +4,24 @@ import (
 	"fmt"
 
 	"github.com/sigscope/sigscope/internal/langrt"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // facts are what an outcome is decided on, apart from the steps.
 type facts struct {
-	stop         bool          // a stop signal was sent to the main process (and it was not already exiting)
-	stopSignal   tracer.Signal //
-	stopFate     tracer.Fate   // the kernel's final decision on the first stop signal
-	acted        bool          // the main process acted on it: a handler ran, or it forwarded a signal
-	reraiseDrop  bool          // its handler re-raised it with the default action, and the kernel dropped that
-	mainIsInit   bool          // the main process is its pid namespace's init
-	kill         bool          // a SIGKILL was delivered to the main process
-	exit         bool          // the main process's exit was seen
-	exitSignal   tracer.Signal // the signal that ended it, 0 for an exit code
-	oomMain      bool          // the OOM killer picked the main process
-	oomFirst     bool          // an OOM kill came before any stop signal, SIGKILL or exit
-	hookTimedOut bool          // the preStop hook used up the grace period
-	startUnseen  bool          // the stop may have begun before tracing did (Episode.StartUnseen)
+	stop         bool            // a stop signal was sent to the main process (and it was not already exiting)
+	stopSignal   sigvocab.Signal //
+	stopFate     sigvocab.Fate   // the kernel's final decision on the first stop signal
+	acted        bool            // the main process acted on it: a handler ran, or it forwarded a signal
+	reraiseDrop  bool            // its handler re-raised it with the default action, and the kernel dropped that
+	mainIsInit   bool            // the main process is its pid namespace's init
+	kill         bool            // a SIGKILL was delivered to the main process
+	exit         bool            // the main process's exit was seen
+	exitSignal   sigvocab.Signal // the signal that ended it, 0 for an exit code
+	oomMain      bool            // the OOM killer picked the main process
+	oomFirst     bool            // an OOM kill came before any stop signal, SIGKILL or exit
+	hookTimedOut bool            // the preStop hook used up the grace period
+	startUnseen  bool            // the stop may have begun before tracing did (Episode.StartUnseen)
 }
 
 func (ep *episode) facts() facts {
@@ -48,7 +48,7 @@ func (ep *episode) facts() facts {
 // default action and the kernel dropped that (a namespace init: Node.js's
 // one-shot handler).
 func (f facts) ignoredStop() bool {
-	return f.stopFate.Dropped() || f.stopFate == tracer.FateBlocked && !f.acted || f.reraiseDrop
+	return f.stopFate.Dropped() || f.stopFate == sigvocab.FateBlocked && !f.acted || f.reraiseDrop
 }
 
 // decide gives the outcome. The first rule that applies wins:
@@ -100,7 +100,7 @@ func (f facts) ignoredStop() bool {
 func decide(f facts) Outcome {
 	killed := f.kill
 	if f.exit {
-		killed = f.exitSignal == tracer.SIGKILL
+		killed = f.exitSignal == sigvocab.SIGKILL
 	}
 	switch {
 	case f.oomMain:
@@ -194,27 +194,27 @@ func (ep *episode) droppedHint() string {
 			who, sig, sig, fix)
 	}
 	switch ep.StopVerdict {
-	case tracer.FateDroppedInit:
+	case sigvocab.FateDroppedInit:
 		if ep.stopBlocked {
 			return fmt.Sprintf("%s had %s blocked and has no handler for it: when it unblocked it the kernel dropped it, as it drops every signal a namespace init has no handler for (a shell blocks it while it waits for a foreground command). %s",
 				who, sig, fix)
 		}
-		if ep.configuredStop != 0 && sig != tracer.SIGTERM {
+		if ep.configuredStop != 0 && sig != sigvocab.SIGTERM {
 			return fmt.Sprintf("%s has no %s handler: the kernel drops %s sent to a namespace init. The container's stop signal is %s: handle it, or stop with a signal the application handles (STOPSIGNAL, --stop-signal, lifecycle.stopSignal). %s",
 				who, sig, sig, sig, fix)
 		}
 		return fmt.Sprintf("%s has no %s handler: the kernel drops %s sent to a namespace init. %s", who, sig, sig, fix)
-	case tracer.FateDroppedSigIgn:
+	case sigvocab.FateDroppedSigIgn:
 		return fmt.Sprintf("%s ignores %s (SIG_IGN: `trap '' %s`, nohup, or an ignore inherited across exec): remove it, or set the stop signal (STOPSIGNAL) to one the application handles.",
 			who, sig, shortName(sig))
-	case tracer.FateDroppedDefault:
+	case sigvocab.FateDroppedDefault:
 		return fmt.Sprintf("The default action of %s is to do nothing and %s has no handler for it: set the stop signal (STOPSIGNAL) to one the application handles, or handle %s.",
 			sig, who, sig)
-	case tracer.FateBlocked, tracer.FateAlreadyPending:
+	case sigvocab.FateBlocked, sigvocab.FateAlreadyPending:
 		if ep.handled || ep.forwarded {
 			return ""
 		}
-		if ep.stopHandler == tracer.DispHandler {
+		if ep.stopHandler == sigvocab.DispHandler {
 			return fmt.Sprintf("%s has a %s handler but kept %s blocked until the SIGKILL, so the handler never ran: unblock it while the application runs (a shell blocks it while it waits for a foreground command). %s",
 				who, sig, sig, fix)
 		}
@@ -224,7 +224,7 @@ func (ep *episode) droppedHint() string {
 	return ""
 }
 
-func shortName(s tracer.Signal) string {
+func shortName(s sigvocab.Signal) string {
 	n := s.String()
 	if len(n) > 3 && n[:3] == "SIG" {
 		return n[3:]

@@ -10,19 +10,19 @@ import (
 	"unicode/utf8"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 func dockerStopEpisode(t *testing.T) Episode {
 	s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
 	k1, k2 := s.kid(5152, 7, "sleep"), s.kid(5153, 8, "sleep")
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).
 		kill(10003*ms, runc).
-		initExit(10003*ms+28*time.Microsecond, tracer.SIGKILL, 0).
+		initExit(10003*ms+28*time.Microsecond, sigvocab.SIGKILL, 0).
 		cascade(10003*ms+120*time.Microsecond, k1).
 		cascade(10003*ms+134*time.Microsecond, k2).
-		kidExit(10003*ms+141*time.Microsecond, k1, tracer.SIGKILL, 0).
-		kidExit(10003*ms+236*time.Microsecond, k2, tracer.SIGKILL, 0)
+		kidExit(10003*ms+141*time.Microsecond, k1, sigvocab.SIGKILL, 0).
+		kidExit(10003*ms+236*time.Microsecond, k2, sigvocab.SIGKILL, 0)
 	return only(t, newEngine(Options{}), s.in)
 }
 
@@ -101,7 +101,7 @@ func TestEpisodeJSON(t *testing.T) {
 	if !bytes.Equal(b, b2) {
 		t.Errorf("round trip changed the JSON:\n%s\n%s", b, b2)
 	}
-	if back.Steps[2].At != 10003*ms || back.GracePeriod != 10*time.Second || back.ExitSignal != tracer.SIGKILL {
+	if back.Steps[2].At != 10003*ms || back.GracePeriod != 10*time.Second || back.ExitSignal != sigvocab.SIGKILL {
 		t.Errorf("read back: at %v grace %v exit signal %s", back.Steps[2].At, back.GracePeriod, back.ExitSignal)
 	}
 }
@@ -110,7 +110,7 @@ func TestEpisodeJSON(t *testing.T) {
 // namespace without Info is {"pidns": N}.
 func TestEpisodeJSONOmits(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", nil)
-	s.kill(0, runc).initExit(ms, tracer.SIGKILL, 0)
+	s.kill(0, runc).initExit(ms, sigvocab.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
 	b, _ := json.Marshal(ep)
 	var m map[string]any
@@ -136,7 +136,7 @@ func TestUntrustedStrings(t *testing.T) {
 	evil := "a\xff\x1b[2J\nb"
 	info := &container.Info{ID: idA, Runtime: "docker", Name: "n\xfe\x07", Image: "i\x1b]0;x\x07"}
 	s := newSim(t, nsA, 5151, evil, info)
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).kill(time.Second, runc).initExit(time.Second+ms, tracer.SIGKILL, 0)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).kill(time.Second, runc).initExit(time.Second+ms, sigvocab.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
 
 	b, err := json.Marshal(ep)
@@ -195,7 +195,7 @@ hint: PID 1 (sh) has no SIGTERM handler: the kernel drops SIGTERM sent to a name
 func TestTextPerOutcome(t *testing.T) {
 	info := &container.Info{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop", GracePeriod: 30}
 	s := newSim(t, nsA, 5151, "app", info)
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).deliver(ms, tracer.SIGTERM, tracer.DispHandler).initExit(2*ms, 0, 0)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).initExit(2*ms, 0, 0)
 	ep := only(t, newEngine(Options{}), s.in)
 	var b bytes.Buffer
 	if err := ep.WriteText(&b); err != nil {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // PodStop is the stop of a whole pod: the episodes of its containers, in
@@ -128,7 +128,7 @@ func (ps *PodStop) WriteText(w io.Writer) error {
 		on = " on node " + textsafe.Terminal(strings.Join(nodes, ", "))
 	}
 	fmt.Fprintf(&b, "pod %s/%s%s: %d container(s) stopped, from %s\n", textsafe.Terminal(ps.Namespace), textsafe.Terminal(ps.Pod), on,
-		len(ps.Episodes), start.Format(tracer.TimeFormat))
+		len(ps.Episodes), start.Format(sigvocab.TimeFormat))
 	type line struct {
 		at   time.Time
 		name string

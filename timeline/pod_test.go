@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // Two containers of one pod (the app, then a native sidecar stopped after
@@ -20,9 +20,9 @@ func TestPodGrouper(t *testing.T) {
 	// period; then the kubelet stops its native sidecar, which handles it;
 	// then the sandbox goes, while both episodes are still settling.
 	a := newSim(t, nsA, 5151, "app", app)
-	a.stop(0, tracer.SIGTERM, tracer.DispDefault, false).kill(5*time.Second, runc).initExit(5*time.Second+30*time.Microsecond, tracer.SIGKILL, 0)
+	a.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).kill(5*time.Second, runc).initExit(5*time.Second+30*time.Microsecond, sigvocab.SIGKILL, 0)
 	s := newSim(t, nsB, 6161, "envoy", side)
-	s.stop(5*time.Second+ms, tracer.SIGTERM, tracer.DispHandler, false).deliver(5*time.Second+2*ms, tracer.SIGTERM, tracer.DispHandler).
+	s.stop(5*time.Second+ms, sigvocab.SIGTERM, sigvocab.DispHandler, false).deliver(5*time.Second+2*ms, sigvocab.SIGTERM, sigvocab.DispHandler).
 		initExit(5*time.Second+3*ms, 0, 0)
 	pause := &container.Info{ID: idSandbox, Runtime: "containerd", Pod: "web-0", Namespace: "shop", Sandbox: true, MainPID: 4900}
 	p := newSim(t, 4026532999, 4900, "pause", pause)

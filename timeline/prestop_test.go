@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // execIn is runc exec starting p in the container (a preStop hook).
-func (s *sim) execIn(at time.Duration, p tracer.Process) *sim {
-	ev := tracer.Event{Kind: tracer.KindExec, Target: p, Sender: runc, Flags: 0}
+func (s *sim) execIn(at time.Duration, p sigvocab.Process) *sim {
+	ev := sigvocab.Event{Kind: sigvocab.KindExec, Target: p, Sender: runc, Flags: 0}
 	ev.Ancestors, ev.AncestorsCount = ancestors("containerd-shim", "systemd")
 	return s.push(at, ev)
 }
@@ -30,9 +30,9 @@ func TestPreStopExec(t *testing.T) {
 	hook := s.kid(5160, 10, "sleep")
 	s.execIn(0, hook).
 		kidExit(3002*ms, hook, 0, 0).
-		stop(3017*ms, tracer.SIGTERM, tracer.DispDefault, false).
+		stop(3017*ms, sigvocab.SIGTERM, sigvocab.DispDefault, false).
 		kill(6025*ms, runc).
-		initExit(6025*ms+30*time.Microsecond, tracer.SIGKILL, 0)
+		initExit(6025*ms+30*time.Microsecond, sigvocab.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
 	if ep.Outcome != OutcomeIgnoredByInit || ep.PreStop == nil || ep.PreStop.Kind != "exec" {
 		t.Fatalf("%s prestop %+v", ep.Outcome, ep.PreStop)
@@ -54,12 +54,12 @@ func TestPreStopTimeout(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", podInfo(4, &container.Hook{Kind: "exec", Command: []string{"/bin/sleep", "20"}}))
 	hook := s.kid(5160, 10, "sleep")
 	s.execIn(0, hook).
-		stop(4010*ms, tracer.SIGTERM, tracer.DispHandler, false).
-		deliver(4011*ms, tracer.SIGTERM, tracer.DispHandler).
+		stop(4010*ms, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+		deliver(4011*ms, sigvocab.SIGTERM, sigvocab.DispHandler).
 		kill(6020*ms, runc).
-		initExit(6020*ms+30*time.Microsecond, tracer.SIGKILL, 0).
+		initExit(6020*ms+30*time.Microsecond, sigvocab.SIGKILL, 0).
 		cascade(6020*ms+50*time.Microsecond, hook).
-		kidExit(6020*ms+90*time.Microsecond, hook, tracer.SIGKILL, 0)
+		kidExit(6020*ms+90*time.Microsecond, hook, sigvocab.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
 	if ep.Outcome != OutcomePreStopTimeout || !ep.PreStop.EndAt.IsZero() {
 		t.Fatalf("%s prestop %+v", ep.Outcome, ep.PreStop)
@@ -71,8 +71,8 @@ func TestPreStopTimeout(t *testing.T) {
 	// A sleep hook is not a process: a SIGKILL at the 2 s minimum after
 	// the stop signal, with a longer grace, tells the same story.
 	s = newSim(t, nsA, 5151, "app", podInfo(4, &container.Hook{Kind: "sleep", Seconds: 20}))
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).deliver(ms, tracer.SIGTERM, tracer.DispHandler).
-		kill(2010*ms, runc).initExit(2010*ms+30*time.Microsecond, tracer.SIGKILL, 0)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+		kill(2010*ms, runc).initExit(2010*ms+30*time.Microsecond, sigvocab.SIGKILL, 0)
 	ep = only(t, newEngine(Options{}), s.in)
 	if ep.Outcome != OutcomePreStopTimeout || !ep.PreStop.Estimated || !strings.Contains(ep.Summary(), "preStop sleep 2.0s (estimated)") {
 		t.Errorf("sleep hook: %s %+v %q", ep.Outcome, ep.PreStop, ep.Summary())
@@ -86,7 +86,7 @@ func TestExecSessionsWindow(t *testing.T) {
 	probe := s.kid(5170, 20, "cat")
 	s.execIn(0, s.init).
 		execIn(time.Second, probe).kidExit(time.Second+5*ms, probe, 0, 0).
-		stop(time.Hour, tracer.SIGTERM, tracer.DispHandler, false).deliver(time.Hour+ms, tracer.SIGTERM, tracer.DispHandler).
+		stop(time.Hour, sigvocab.SIGTERM, sigvocab.DispHandler, false).deliver(time.Hour+ms, sigvocab.SIGTERM, sigvocab.DispHandler).
 		initExit(time.Hour+2*ms, 0, 0)
 	ep := only(t, newEngine(Options{}), s.in)
 	for _, st := range ep.Steps {

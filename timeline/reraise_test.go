@@ -7,32 +7,32 @@ import (
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/langrt"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // reraise is PID 1 sending sig to itself after its handler ran, with the
 // default action restored (a one-shot handler): the kernel's verdict follows
 // from that, dropped for a namespace init.
-func (s *sim) reraise(at time.Duration, sig tracer.Signal) *sim {
+func (s *sim) reraise(at time.Duration, sig sigvocab.Signal) *sim {
 	ev := record(s.t, "TestPID1IgnoresSIGTERM__inside")
-	ev.Signal, ev.Sender, ev.Target, ev.Handler = sig, s.init, s.init, tracer.DispDefault
+	ev.Signal, ev.Sender, ev.Target, ev.Handler = sig, s.init, s.init, sigvocab.DispDefault
 	ev.Ancestors, ev.AncestorsCount = ancestors("containerd-shim", "systemd")
-	ev.Flags = tracer.Classify(&ev)
+	ev.Flags = sigvocab.Classify(&ev)
 	return s.push(at, ev)
 }
 
 // reraiseBlocked is the re-raise as the kernel showed it for Node.js: the
 // handler raises while the kernel keeps the signal blocked in it, so it is
 // queued (blocked), and dropped at dequeue when the handler returns.
-func (s *sim) reraiseBlocked(at, handlerReturns time.Duration, sig tracer.Signal) *sim {
+func (s *sim) reraiseBlocked(at, handlerReturns time.Duration, sig sigvocab.Signal) *sim {
 	ev := record(s.t, "TestPID1HandlerDelivery__generate")
 	ev.Facts |= factBlocked
-	ev.Signal, ev.Sender, ev.Target, ev.Handler = sig, s.init, s.init, tracer.DispDefault
+	ev.Signal, ev.Sender, ev.Target, ev.Handler = sig, s.init, s.init, sigvocab.DispDefault
 	ev.Facts |= factSenderInTargetNS
 	ev.Ancestors, ev.AncestorsCount = ancestors("containerd-shim", "systemd")
-	ev.Flags = tracer.Classify(&ev)
+	ev.Flags = sigvocab.Classify(&ev)
 	s.push(at, ev)
-	return s.deliver(handlerReturns, sig, tracer.DispDefault)
+	return s.deliver(handlerReturns, sig, sigvocab.DispDefault)
 }
 
 // Node.js as PID 1 with no process.on('SIGTERM'): its one-shot handler
@@ -41,13 +41,13 @@ func (s *sim) reraiseBlocked(at, handlerReturns time.Duration, sig tracer.Signal
 // handler ran, yet the stop is the init's drop, not a slow handler.
 func TestReraiseDroppedByInit(t *testing.T) {
 	s := newSim(t, nsA, 5151, "node", dockerInfo(idA, "web", 2))
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-		deliver(1885*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
-		reraiseBlocked(1911*time.Microsecond, 1914*time.Microsecond, tracer.SIGTERM).
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+		deliver(1885*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispHandler).
+		reraiseBlocked(1911*time.Microsecond, 1914*time.Microsecond, sigvocab.SIGTERM).
 		kill(2012*ms, runc).
-		initExit(2012*ms+260*time.Microsecond, tracer.SIGKILL, 0)
+		initExit(2012*ms+260*time.Microsecond, sigvocab.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
-	if ep.Outcome != OutcomeIgnoredByInit || ep.StopVerdict != tracer.FateHandler || ep.ReraiseVerdict != tracer.FateDroppedInit {
+	if ep.Outcome != OutcomeIgnoredByInit || ep.StopVerdict != sigvocab.FateHandler || ep.ReraiseVerdict != sigvocab.FateDroppedInit {
 		t.Fatalf("outcome %s stop verdict %s reraise %s, want ignored_by_init, handler, pid1_ignored", ep.Outcome, ep.StopVerdict, ep.ReraiseVerdict)
 	}
 	if ep.Main.Runtime != langrt.NodeJS {
@@ -79,7 +79,7 @@ func TestReraiseDroppedByInit(t *testing.T) {
 		}
 	}
 	var back Episode
-	if err := back.UnmarshalJSON(b); err != nil || back.ReraiseVerdict != tracer.FateDroppedInit || back.Main.Runtime != langrt.NodeJS {
+	if err := back.UnmarshalJSON(b); err != nil || back.ReraiseVerdict != sigvocab.FateDroppedInit || back.Main.Runtime != langrt.NodeJS {
 		t.Errorf("read back: %v reraise %s runtime %q", err, back.ReraiseVerdict, back.Main.Runtime)
 	}
 }
@@ -91,12 +91,12 @@ func TestReraiseThenExit(t *testing.T) {
 	info := dockerInfo(idA, "api", 10)
 	info.MainRuntime = langrt.Go
 	s := newSim(t, nsA, 5151, "api-server", info)
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-		deliver(60*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
-		reraise(200*time.Microsecond, tracer.SIGTERM).
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+		deliver(60*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispHandler).
+		reraise(200*time.Microsecond, sigvocab.SIGTERM).
 		initExit(300*time.Microsecond, 0, 2)
 	ep := only(t, newEngine(Options{}), s.in)
-	if ep.Outcome != OutcomeGraceful || ep.ExitStatus != 2 || ep.ReraiseVerdict != tracer.FateDroppedInit {
+	if ep.Outcome != OutcomeGraceful || ep.ExitStatus != 2 || ep.ReraiseVerdict != sigvocab.FateDroppedInit {
 		t.Fatalf("outcome %s exit %d reraise %s, want graceful 2 pid1_ignored", ep.Outcome, ep.ExitStatus, ep.ReraiseVerdict)
 	}
 	if ep.Main.Runtime != langrt.Go {
@@ -114,13 +114,13 @@ func TestReraiseThenExit(t *testing.T) {
 // kernel drops it at once.
 func TestReraiseDroppedAtOnce(t *testing.T) {
 	s := newSim(t, nsA, 5151, "node", dockerInfo(idA, "web", 2))
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-		deliver(90*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
-		reraise(400*time.Microsecond, tracer.SIGTERM).
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+		deliver(90*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispHandler).
+		reraise(400*time.Microsecond, sigvocab.SIGTERM).
 		kill(2004*ms, runc).
-		initExit(2004*ms+30*time.Microsecond, tracer.SIGKILL, 0)
+		initExit(2004*ms+30*time.Microsecond, sigvocab.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
-	if ep.Outcome != OutcomeIgnoredByInit || ep.ReraiseVerdict != tracer.FateDroppedInit {
+	if ep.Outcome != OutcomeIgnoredByInit || ep.ReraiseVerdict != sigvocab.FateDroppedInit {
 		t.Fatalf("outcome %s reraise %s, want ignored_by_init, pid1_ignored", ep.Outcome, ep.ReraiseVerdict)
 	}
 }
@@ -131,8 +131,8 @@ func TestMainRuntimeStale(t *testing.T) {
 	info := dockerInfo(idA, "web", 10)
 	info.MainRuntime = langrt.Shell
 	s := newSim(t, nsA, 5151, "app", info)
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).
-		deliver(60*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+		deliver(60*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispHandler).
 		initExit(300*time.Microsecond, 0, 0)
 	if ep := only(t, newEngine(Options{}), s.in); ep.Main.Runtime != langrt.Unknown {
 		t.Errorf("main runtime %q, want unknown", ep.Main.Runtime)
@@ -143,11 +143,11 @@ func TestMainRuntimeStale(t *testing.T) {
 func TestReraiseKillsNonInit(t *testing.T) {
 	s := newSim(t, nsA, 5151, "node", &container.Info{ID: idA, Runtime: "docker", Name: "web", MainPID: 5151})
 	s.init.NsPID = 7 // a main process in another container's namespace
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false)
 	s.in[0].ev.Facts &^= factTargetNSInit
-	s.in[0].ev.Flags = tracer.Classify(&s.in[0].ev)
-	s.deliver(60*time.Microsecond, tracer.SIGTERM, tracer.DispHandler).
-		initExit(300*time.Microsecond, tracer.SIGTERM, 0)
+	s.in[0].ev.Flags = sigvocab.Classify(&s.in[0].ev)
+	s.deliver(60*time.Microsecond, sigvocab.SIGTERM, sigvocab.DispHandler).
+		initExit(300*time.Microsecond, sigvocab.SIGTERM, 0)
 	ep := only(t, newEngine(Options{}), s.in)
 	if ep.Outcome != OutcomeGraceful || ep.MainIsInit || ep.ExitStatus != 143 {
 		t.Errorf("outcome %s init %v exit %d, want graceful, no init, 143", ep.Outcome, ep.MainIsInit, ep.ExitStatus)
@@ -170,9 +170,9 @@ func TestAppliedGrace(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
-			s.stop(0, tracer.SIGTERM, tracer.DispDefault, false).
+			s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).
 				kill(c.killAt, runc).
-				initExit(c.killAt+30*time.Microsecond, tracer.SIGKILL, 0)
+				initExit(c.killAt+30*time.Microsecond, sigvocab.SIGKILL, 0)
 			ep := only(t, newEngine(Options{}), s.in)
 			if ep.GracePeriod != c.grace || ep.StopTimeout != 10*time.Second {
 				t.Errorf("grace %v stop timeout %v, want %v 10s", ep.GracePeriod, ep.StopTimeout, c.grace)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 const (
@@ -20,27 +20,27 @@ const (
 // namespace init, with disposition disp. The kernel's state at the event is
 // what it would be: a fatal signal has set SIGNAL_GROUP_EXIT by the time the
 // tracepoint fires.
-func (s *sim) toMain(at time.Duration, sig tracer.Signal, main tracer.Process, disp tracer.Disposition) *sim {
+func (s *sim) toMain(at time.Duration, sig sigvocab.Signal, main sigvocab.Process, disp sigvocab.Disposition) *sim {
 	ev := record(s.t, "TestPID1HandlerDelivery__generate")
 	ev.Signal, ev.Handler, ev.Target = sig, disp, main
 	ev.Facts &^= factTargetNSInit | factBlocked
 	ev.SigFlags = 0
-	if disp == tracer.DispDefault {
+	if disp == sigvocab.DispDefault {
 		ev.SigFlags = 0x4
 	}
 	fromHost(&ev, runc, "containerd-shim", "systemd")
-	ev.Flags = tracer.Classify(&ev)
+	ev.Flags = sigvocab.Classify(&ev)
 	return s.push(at, ev)
 }
 
 // cgroupKill is runc writing cgroup.kill: the kernel's thread-directed
 // SIGKILL with SEND_SIG_NOINFO to p.
-func (s *sim) cgroupKill(at time.Duration, p tracer.Process) *sim {
+func (s *sim) cgroupKill(at time.Duration, p sigvocab.Process) *sim {
 	ev := record(s.t, "TestHostSIGKILLToInit__kill")
 	ev.Target, ev.Group = p, false
 	ev.Facts = (ev.Facts | factInfoNoinfo) &^ (factTargetNSInit | factInfoPriv)
 	fromHost(&ev, runc, "containerd-shim", "systemd")
-	ev.Flags = tracer.Classify(&ev)
+	ev.Flags = sigvocab.Classify(&ev)
 	return s.push(at, ev)
 }
 
@@ -54,23 +54,23 @@ func TestSharedPidNamespace(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sleep", joiner)
 	main := s.kid(7001, 2, "sleep")
 	other := s.kid(7002, 3, "worker")
-	s.toMain(0, tracer.SIGTERM, main, tracer.DispDefault).
-		kidExit(200*time.Microsecond, main, tracer.SIGTERM, 0).
+	s.toMain(0, sigvocab.SIGTERM, main, sigvocab.DispDefault).
+		kidExit(200*time.Microsecond, main, sigvocab.SIGTERM, 0).
 		cgroupKill(3*ms, other).
-		kidExit(3*ms+100*time.Microsecond, other, tracer.SIGKILL, 0)
+		kidExit(3*ms+100*time.Microsecond, other, sigvocab.SIGKILL, 0)
 	in := merge(owner.in, s.in)
 	ep := only(t, newEngine(Options{}), in)
 	if ep.Container.ID != idB || ep.Outcome != OutcomeGraceful || ep.ExitStatus != 143 || ep.MainIsInit || ep.Main.PID != 7001 {
 		t.Fatalf("episode %s %s exit %d main %+v init %v", ep.Container.ID[:4], ep.Outcome, ep.ExitStatus, ep.Main, ep.MainIsInit)
 	}
-	if ep.StopVerdict != tracer.FateDefault || !strings.Contains(ep.Summary(), "ended by SIGTERM's default action") {
+	if ep.StopVerdict != sigvocab.FateDefault || !strings.Contains(ep.Summary(), "ended by SIGTERM's default action") {
 		t.Errorf("verdict %s summary %q", ep.StopVerdict, ep.Summary())
 	}
 	want := []StepKind{StepStopSignal, StepKernelVerdict, StepMainExit, StepSIGKILL, StepProcessExit}
 	if got := stepKinds(&ep); !slices.Equal(got, want) {
 		t.Errorf("steps %v, want %v", got, want)
 	}
-	if st := ep.Steps[3]; !st.Flags.Has(tracer.FlagCgroupKill) || !strings.Contains(st.Text, "cgroup.kill") {
+	if st := ep.Steps[3]; !st.Flags.Has(sigvocab.FlagCgroupKill) || !strings.Contains(st.Text, "cgroup.kill") {
 		t.Errorf("cgroup.kill step %+v", st)
 	}
 	if strings.Contains(ep.Steps[1].Text, "PID 1") || !strings.Contains(ep.Steps[1].Text, "default action ends the main process") {
@@ -80,19 +80,19 @@ func TestSharedPidNamespace(t *testing.T) {
 	// The same, with SIG_IGN at the main process: the stop is ignored
 	// (not ignored_by_init: it is no init), then killed.
 	s = newSim(t, nsA, 5151, "sleep", joiner)
-	s.toMain(0, tracer.SIGTERM, main, tracer.DispIgnore)
-	s.in[0].ev.Result = tracer.ResultIgnored
-	s.in[0].ev.Flags = tracer.Classify(&s.in[0].ev)
-	s.push(10*time.Second, func() tracer.Event {
+	s.toMain(0, sigvocab.SIGTERM, main, sigvocab.DispIgnore)
+	s.in[0].ev.Result = sigvocab.ResultIgnored
+	s.in[0].ev.Flags = sigvocab.Classify(&s.in[0].ev)
+	s.push(10*time.Second, func() sigvocab.Event {
 		ev := record(t, "TestHostSIGKILLToInit__kill")
 		ev.Target = main
 		ev.Facts &^= factTargetNSInit
 		fromHost(&ev, runc, "containerd-shim")
-		ev.Flags = tracer.Classify(&ev)
+		ev.Flags = sigvocab.Classify(&ev)
 		return ev
-	}()).kidExit(10*time.Second+ms, main, tracer.SIGKILL, 0)
+	}()).kidExit(10*time.Second+ms, main, sigvocab.SIGKILL, 0)
 	ep = only(t, newEngine(Options{}), s.in)
-	if ep.Outcome != OutcomeIgnored || ep.StopVerdict != tracer.FateDroppedSigIgn || !strings.Contains(ep.Hint, "The main process (sleep) ignores SIGTERM") {
+	if ep.Outcome != OutcomeIgnored || ep.StopVerdict != sigvocab.FateDroppedSigIgn || !strings.Contains(ep.Hint, "The main process (sleep) ignores SIGTERM") {
 		t.Errorf("SIG_IGN: %s %s hint %q", ep.Outcome, ep.StopVerdict, ep.Hint)
 	}
 }
@@ -103,16 +103,16 @@ func TestSharedPidNamespace(t *testing.T) {
 func TestForwardingInitSigwait(t *testing.T) {
 	s := newSim(t, nsA, 5151, "docker-init", dockerInfo(idA, "web", 10))
 	app := s.kid(5152, 7, "sleep")
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false)
 	ev := &s.in[0].ev
-	ev.Result = tracer.ResultDelivered
+	ev.Result = sigvocab.ResultDelivered
 	ev.Facts |= factSigwaited
-	ev.Flags = tracer.Classify(ev)
-	s.forward(300*time.Microsecond, tracer.SIGTERM, app, tracer.DispDefault).
-		kidExit(400*time.Microsecond, app, tracer.SIGTERM, 0).
+	ev.Flags = sigvocab.Classify(ev)
+	s.forward(300*time.Microsecond, sigvocab.SIGTERM, app, sigvocab.DispDefault).
+		kidExit(400*time.Microsecond, app, sigvocab.SIGTERM, 0).
 		initExit(600*time.Microsecond, 0, 143)
 	ep := only(t, newEngine(Options{}), s.in)
-	if ep.Outcome != OutcomeGraceful || ep.StopVerdict != tracer.FateSigwait || ep.ExitStatus != 143 || ep.ForwardingInit != "docker-init" || ep.Hint != "" {
+	if ep.Outcome != OutcomeGraceful || ep.StopVerdict != sigvocab.FateSigwait || ep.ExitStatus != 143 || ep.ForwardingInit != "docker-init" || ep.Hint != "" {
 		t.Fatalf("%s verdict %s exit %d init %q hint %q", ep.Outcome, ep.StopVerdict, ep.ExitStatus, ep.ForwardingInit, ep.Hint)
 	}
 	want := []StepKind{StepStopSignal, StepKernelVerdict, StepForward, StepProcessExit, StepMainExit}
@@ -126,11 +126,11 @@ func TestForwardingInitSigwait(t *testing.T) {
 	// The same init whose child outlives the grace period: it took the
 	// signal and passed it on, so the SIGKILL ends a handler_timeout.
 	s = newSim(t, nsA, 5151, "tini", dockerInfo(idA, "web", 10))
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false)
 	ev = &s.in[0].ev
-	ev.Result, ev.Facts = tracer.ResultDelivered, ev.Facts|factSigwaited
-	ev.Flags = tracer.Classify(ev)
-	s.forward(ms, tracer.SIGTERM, app, tracer.DispHandler).kill(10*time.Second, runc).initExit(10*time.Second+ms, tracer.SIGKILL, 0)
+	ev.Result, ev.Facts = sigvocab.ResultDelivered, ev.Facts|factSigwaited
+	ev.Flags = sigvocab.Classify(ev)
+	s.forward(ms, sigvocab.SIGTERM, app, sigvocab.DispHandler).kill(10*time.Second, runc).initExit(10*time.Second+ms, sigvocab.SIGKILL, 0)
 	if ep := only(t, newEngine(Options{}), s.in); ep.Outcome != OutcomeHandlerTimeout || !strings.Contains(ep.Hint, "passed on SIGTERM") {
 		t.Errorf("slow child: %s hint %q", ep.Outcome, ep.Hint)
 	}
@@ -138,8 +138,8 @@ func TestForwardingInitSigwait(t *testing.T) {
 	// A PID 1 that keeps SIGTERM blocked (sigprocmask) with no handler and
 	// never reads it: queued, never acted on: ignored_by_init.
 	s = newSim(t, nsA, 5151, "sigblock", dockerInfo(idA, "web", 2))
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, true).kill(2*time.Second, runc).initExit(2*time.Second+ms, tracer.SIGKILL, 0)
-	if ep := only(t, newEngine(Options{}), s.in); ep.Outcome != OutcomeIgnoredByInit || ep.StopVerdict != tracer.FateBlocked ||
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, true).kill(2*time.Second, runc).initExit(2*time.Second+ms, sigvocab.SIGKILL, 0)
+	if ep := only(t, newEngine(Options{}), s.in); ep.Outcome != OutcomeIgnoredByInit || ep.StopVerdict != sigvocab.FateBlocked ||
 		!strings.Contains(ep.Hint, "kept SIGTERM blocked until the SIGKILL") {
 		t.Errorf("blocked: %s %s hint %q", ep.Outcome, ep.StopVerdict, ep.Hint)
 	}
@@ -150,10 +150,10 @@ func TestForwardingInitSigwait(t *testing.T) {
 func TestSandboxIsNoEpisode(t *testing.T) {
 	app := &container.Info{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop", GracePeriod: 30}
 	s := newSim(t, nsA, 5151, "app", app)
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).deliver(ms, tracer.SIGTERM, tracer.DispHandler).initExit(2*ms, 0, 0)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).initExit(2*ms, 0, 0)
 	pause := &container.Info{ID: idSandbox, Runtime: "containerd", Pod: "web-0", Namespace: "shop", Sandbox: true, MainPID: 4900}
 	p := newSim(t, nsB, 4900, "pause", pause)
-	p.kill(50*ms, runc).initExit(50*ms+100*time.Microsecond, tracer.SIGKILL, 0)
+	p.kill(50*ms, runc).initExit(50*ms+100*time.Microsecond, sigvocab.SIGKILL, 0)
 	e := newEngine(Options{})
 	done, flushed := feed(e, merge(s.in, p.in))
 	all := append(done, flushed...)
@@ -176,11 +176,11 @@ func TestSandboxIsNoEpisode(t *testing.T) {
 // ID when a later event names it; events whose lookup failed still join.
 func TestLateIdentityRekeys(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", nil)
-	s.stop(0, tracer.SIGTERM, tracer.DispDefault, false)
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false)
 	s.info = dockerInfo(idA, "web", 10)
 	s.kill(10*time.Second, runc)
 	s.info = nil
-	s.initExit(10*time.Second+ms, tracer.SIGKILL, 0)
+	s.initExit(10*time.Second+ms, sigvocab.SIGKILL, 0)
 	e := newEngine(Options{})
 	ep := only(t, e, s.in)
 	if ep.Container.ID != idA || ep.Outcome != OutcomeIgnoredByInit || len(ep.Steps) != 4 || e.Stats().Started != 1 {
@@ -195,9 +195,9 @@ func TestNestedNamespaceInit(t *testing.T) {
 	info := dockerInfo(idA, "dind", 10)
 	info.MainPID = 5151
 	s := newSim(t, nsA, 5151, "sh", info)
-	nested := tracer.Process{PID: 9000, TID: 9000, NsPID: 1, PidNS: nsB, CgroupID: 1, CgroupV1ID: 2595, Comm: comm("inner")}
-	s.stop(0, tracer.SIGTERM, tracer.DispHandler, false).deliver(ms, tracer.SIGTERM, tracer.DispHandler).
-		kidExit(2*ms, nested, tracer.SIGKILL, 0).
+	nested := sigvocab.Process{PID: 9000, TID: 9000, NsPID: 1, PidNS: nsB, CgroupID: 1, CgroupV1ID: 2595, Comm: comm("inner")}
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+		kidExit(2*ms, nested, sigvocab.SIGKILL, 0).
 		initExit(3*ms, 0, 0)
 	e := newEngine(Options{})
 	ep := only(t, e, s.in)

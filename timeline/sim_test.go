@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -17,7 +18,7 @@ import (
 // real record, decoded by tracer.Decode, and only its identities and time are
 // changed. Where a shape was not captured (a blocked SIGTERM, a dash-style
 // drop on dequeue, an OOM-killer SIGKILL), the raw facts are changed and
-// tracer.Classify derives the flags, as it does for live events.
+// sigvocab.Classify derives the flags, as it does for live events.
 // The oom event is built by hand (see sim.oom).
 
 // Raw facts (enum fact in bpf/sigscope.h) that some shapes need changed.
@@ -41,9 +42,9 @@ func newEngine(opts Options) *Engine {
 
 var longAgo = time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)
 
-var recordCache = map[string]tracer.Event{}
+var recordCache = map[string]sigvocab.Event{}
 
-func record(t *testing.T, name string) tracer.Event {
+func record(t *testing.T, name string) sigvocab.Event {
 	t.Helper()
 	if ev, ok := recordCache[name]; ok {
 		return ev
@@ -56,7 +57,7 @@ func record(t *testing.T, name string) tracer.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ev tracer.Event
+	var ev sigvocab.Event
 	if err := tracer.Decode(raw, tracer.Clock{}, &ev); err != nil {
 		t.Fatal(err)
 	}
@@ -65,28 +66,28 @@ func record(t *testing.T, name string) tracer.Event {
 	return ev
 }
 
-func comm(s string) tracer.Comm {
-	var c tracer.Comm
+func comm(s string) sigvocab.Comm {
+	var c sigvocab.Comm
 	copy(c[:15], s)
 	return c
 }
 
-func ancestors(names ...string) ([tracer.MaxAncestors]tracer.Ancestor, int) {
-	var a [tracer.MaxAncestors]tracer.Ancestor
+func ancestors(names ...string) ([sigvocab.MaxAncestors]sigvocab.Ancestor, int) {
+	var a [sigvocab.MaxAncestors]sigvocab.Ancestor
 	for i, n := range names {
-		a[i] = tracer.Ancestor{PID: uint32(4000 - 100*i), Comm: comm(n)}
+		a[i] = sigvocab.Ancestor{PID: uint32(4000 - 100*i), Comm: comm(n)}
 	}
 	return a, len(names)
 }
 
 // A host-side sender: runc as containerd's shim runs it for docker stop.
 var (
-	runc    = tracer.Process{PID: 4242, TID: 4242, NsPID: 4242, PidNS: hostPidNS, CgroupID: 1, Comm: comm("runc")}
-	kubectl = tracer.Process{PID: 4343, TID: 4343, NsPID: 4343, PidNS: hostPidNS, CgroupID: 1, Comm: comm("kill")}
+	runc    = sigvocab.Process{PID: 4242, TID: 4242, NsPID: 4242, PidNS: hostPidNS, CgroupID: 1, Comm: comm("runc")}
+	kubectl = sigvocab.Process{PID: 4343, TID: 4343, NsPID: 4343, PidNS: hostPidNS, CgroupID: 1, Comm: comm("kill")}
 )
 
 type input struct {
-	ev tracer.Event
+	ev sigvocab.Event
 	c  *container.Info
 }
 
@@ -95,7 +96,7 @@ type sim struct {
 	t     *testing.T
 	base  time.Time
 	pidns uint32
-	init  tracer.Process
+	init  sigvocab.Process
 	info  *container.Info
 	in    []input
 }
@@ -104,54 +105,54 @@ var base = time.Date(2026, 11, 21, 20, 16, 59, 95361713, time.UTC)
 
 func newSim(t *testing.T, pidns, initPID uint32, initComm string, info *container.Info) *sim {
 	return &sim{t: t, base: base, pidns: pidns, info: info,
-		init: tracer.Process{PID: initPID, TID: initPID, NsPID: 1, PidNS: pidns, CgroupID: 1, CgroupV1ID: 2595, Comm: comm(initComm)}}
+		init: sigvocab.Process{PID: initPID, TID: initPID, NsPID: 1, PidNS: pidns, CgroupID: 1, CgroupV1ID: 2595, Comm: comm(initComm)}}
 }
 
-func (s *sim) kid(pid, nsPID uint32, name string) tracer.Process {
-	return tracer.Process{PID: pid, TID: pid, NsPID: nsPID, PidNS: s.pidns, CgroupID: 1, CgroupV1ID: 2595, Comm: comm(name)}
+func (s *sim) kid(pid, nsPID uint32, name string) sigvocab.Process {
+	return sigvocab.Process{PID: pid, TID: pid, NsPID: nsPID, PidNS: s.pidns, CgroupID: 1, CgroupV1ID: 2595, Comm: comm(name)}
 }
 
-func (s *sim) push(at time.Duration, ev tracer.Event) *sim {
+func (s *sim) push(at time.Duration, ev sigvocab.Event) *sim {
 	ev.Time = s.base.Add(at)
 	ev.BootNS = uint64(at)
 	s.in = append(s.in, input{ev: ev, c: s.info})
 	return s
 }
 
-func fromHost(ev *tracer.Event, p tracer.Process, anc ...string) {
+func fromHost(ev *sigvocab.Event, p sigvocab.Process, anc ...string) {
 	ev.Sender = p
 	ev.Ancestors, ev.AncestorsCount = ancestors(anc...)
 }
 
 // stop sends sig from runc to PID 1, with PID 1's disposition and mask as
 // given: the kernel's verdict follows from them as it would live.
-func (s *sim) stop(at time.Duration, sig tracer.Signal, disp tracer.Disposition, blocked bool) *sim {
-	var ev tracer.Event
+func (s *sim) stop(at time.Duration, sig sigvocab.Signal, disp sigvocab.Disposition, blocked bool) *sim {
+	var ev sigvocab.Event
 	switch {
 	case blocked:
 		ev = record(s.t, "TestPID1HandlerDelivery__generate")
 		ev.Facts |= factBlocked
-	case disp == tracer.DispHandler:
+	case disp == sigvocab.DispHandler:
 		ev = record(s.t, "TestPID1HandlerDelivery__generate")
 	default: // no handler, or SIG_IGN: dropped at generation
 		ev = record(s.t, "TestPID1IgnoresSIGTERM__host")
 	}
 	ev.Signal, ev.Handler, ev.Target = sig, disp, s.init
 	fromHost(&ev, runc, "containerd-shim", "systemd")
-	ev.Flags = tracer.Classify(&ev)
+	ev.Flags = sigvocab.Classify(&ev)
 	return s.push(at, ev)
 }
 
 // deliver is PID 1 dequeuing sig with disposition disp.
-func (s *sim) deliver(at time.Duration, sig tracer.Signal, disp tracer.Disposition) *sim {
+func (s *sim) deliver(at time.Duration, sig sigvocab.Signal, disp sigvocab.Disposition) *sim {
 	ev := record(s.t, "TestPID1HandlerDelivery__deliver")
 	ev.Signal, ev.Handler, ev.Target = sig, disp, s.init
-	ev.Flags = tracer.Classify(&ev)
+	ev.Flags = sigvocab.Classify(&ev)
 	return s.push(at, ev)
 }
 
 // kill is a SIGKILL to PID 1 from sender on the host.
-func (s *sim) kill(at time.Duration, sender tracer.Process) *sim {
+func (s *sim) kill(at time.Duration, sender sigvocab.Process) *sim {
 	ev := record(s.t, "TestHostSIGKILLToInit__kill")
 	ev.Target = s.init
 	fromHost(&ev, sender, "containerd-shim", "systemd")
@@ -160,31 +161,31 @@ func (s *sim) kill(at time.Duration, sender tracer.Process) *sim {
 
 // oomKernelKill is the OOM killer's SIGKILL to victim, raised in the
 // allocating task inside the container.
-func (s *sim) oomKernelKill(at time.Duration, allocator, victim tracer.Process) *sim {
+func (s *sim) oomKernelKill(at time.Duration, allocator, victim sigvocab.Process) *sim {
 	ev := record(s.t, "TestHostSIGKILLToInit__kill")
 	ev.Target, ev.Sender, ev.AncestorsCount = victim, allocator, 0
-	ev.Code, ev.SiCode = tracer.CodeKernel, 128
+	ev.Code, ev.SiCode = sigvocab.CodeKernel, 128
 	ev.Facts |= factInfoPriv | factSenderInTargetNS
 	if victim.NsPID != 1 {
 		ev.Facts &^= factTargetNSInit
 	}
-	ev.Flags = tracer.Classify(&ev)
+	ev.Flags = sigvocab.Classify(&ev)
 	return s.push(at, ev)
 }
 
 // oom is the oom:mark_victim event; no record of it was captured yet, so it
 // is built as docs/events.md describes it: the victim as target, nothing else.
-func (s *sim) oom(at time.Duration, victim tracer.Process) *sim {
-	ev := tracer.Event{Kind: tracer.KindOOM, Target: victim}
+func (s *sim) oom(at time.Duration, victim sigvocab.Process) *sim {
+	ev := sigvocab.Event{Kind: sigvocab.KindOOM, Target: victim}
 	if victim.NsPID == 1 {
-		ev.Flags = tracer.FlagNSInit
+		ev.Flags = sigvocab.FlagNSInit
 	}
 	return s.push(at, ev)
 }
 
 // initExit ends PID 1 by sig, or with code when sig is 0.
-func (s *sim) initExit(at time.Duration, sig tracer.Signal, code int) *sim {
-	var ev tracer.Event
+func (s *sim) initExit(at time.Duration, sig sigvocab.Signal, code int) *sim {
+	var ev sigvocab.Event
 	if sig != 0 {
 		ev = record(s.t, "TestHostSIGKILLToInit__exit")
 		ev.Signal = sig
@@ -197,7 +198,7 @@ func (s *sim) initExit(at time.Duration, sig tracer.Signal, code int) *sim {
 }
 
 // cascade is the exiting PID 1's SIGKILL to kid.
-func (s *sim) cascade(at time.Duration, kid tracer.Process) *sim {
+func (s *sim) cascade(at time.Duration, kid sigvocab.Process) *sim {
 	ev := record(s.t, "TestNamespaceCascade__cascade-3")
 	ev.Sender, ev.Target = s.init, kid
 	ev.Ancestors, ev.AncestorsCount = ancestors("containerd-shim", "systemd")
@@ -205,7 +206,7 @@ func (s *sim) cascade(at time.Duration, kid tracer.Process) *sim {
 }
 
 // kidExit ends kid by sig, or with code when sig is 0.
-func (s *sim) kidExit(at time.Duration, kid tracer.Process, sig tracer.Signal, code int) *sim {
+func (s *sim) kidExit(at time.Duration, kid sigvocab.Process, sig sigvocab.Signal, code int) *sim {
 	ev := record(s.t, "TestNamespaceCascade__child-exit")
 	ev.Target, ev.Signal, ev.ExitCode = kid, sig, -1
 	if sig == 0 {
@@ -219,28 +220,28 @@ func (s *sim) kidExit(at time.Duration, kid tracer.Process, sig tracer.Signal, c
 func (s *sim) nsEmpty(at time.Duration) *sim {
 	ev := record(s.t, "TestNamespaceCascade__ns-empty")
 	ev.Target = s.init
-	ev.Sender = tracer.Process{PID: 4100, TID: 4100, NsPID: 4100, PidNS: hostPidNS, CgroupID: 1, Comm: comm("containerd-shim")}
+	ev.Sender = sigvocab.Process{PID: 4100, TID: 4100, NsPID: 4100, PidNS: hostPidNS, CgroupID: 1, Comm: comm("containerd-shim")}
 	return s.push(at, ev)
 }
 
 // forward is PID 1 sending sig to kid (an init forwarding the stop signal),
 // kid having disposition disp.
-func (s *sim) forward(at time.Duration, sig tracer.Signal, kid tracer.Process, disp tracer.Disposition) *sim {
+func (s *sim) forward(at time.Duration, sig sigvocab.Signal, kid sigvocab.Process, disp sigvocab.Disposition) *sim {
 	ev := record(s.t, "TestPID1IgnoresSIGTERM__inside")
 	ev.Signal, ev.Sender, ev.Target, ev.Handler = sig, s.init, kid, disp
-	ev.Result, ev.SigFlags = tracer.ResultDelivered, 0
+	ev.Result, ev.SigFlags = sigvocab.ResultDelivered, 0
 	ev.Facts &^= factTargetNSInit
 	ev.Ancestors, ev.AncestorsCount = ancestors("containerd-shim", "systemd")
-	ev.Flags = tracer.Classify(&ev)
+	ev.Flags = sigvocab.Classify(&ev)
 	return s.push(at, ev)
 }
 
 // kidDeliver is kid dequeuing sig into its handler.
-func (s *sim) kidDeliver(at time.Duration, sig tracer.Signal, kid tracer.Process) *sim {
+func (s *sim) kidDeliver(at time.Duration, sig sigvocab.Signal, kid sigvocab.Process) *sim {
 	ev := record(s.t, "TestPID1HandlerDelivery__deliver")
 	ev.Signal, ev.Target, ev.SigFlags = sig, kid, 0
 	ev.Facts &^= factTargetNSInit
-	ev.Flags = tracer.Classify(&ev)
+	ev.Flags = sigvocab.Classify(&ev)
 	return s.push(at, ev)
 }
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // An agent SIGKILLed during a docker stop of a shell-form container and
@@ -19,7 +19,7 @@ import (
 func TestStartUnseenAgentRestartedMidStop(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
 	kid := s.kid(5152, 2, "sleep")
-	s.kill(2500*ms, runc).initExit(2500*ms+100*time.Microsecond, tracer.SIGKILL, 0).cascade(2500*ms+200*time.Microsecond, kid)
+	s.kill(2500*ms, runc).initExit(2500*ms+100*time.Microsecond, sigvocab.SIGKILL, 0).cascade(2500*ms+200*time.Microsecond, kid)
 	ep := only(t, newEngine(Options{Since: base}), s.in)
 	if ep.Outcome != OutcomeUnfinished || !ep.StartUnseen || !ep.TracedSince.Equal(base) || ep.Hint != "" {
 		t.Fatalf("outcome %s start_unseen %v since %v hint %q", ep.Outcome, ep.StartUnseen, ep.TracedSince, ep.Hint)
@@ -45,7 +45,7 @@ func TestStartUnseenAgentRestartedMidStop(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m["outcome"] != "unfinished" || m["start_unseen"] != true || m["traced_since"] != base.Format(tracer.TimeFormat) {
+	if m["outcome"] != "unfinished" || m["start_unseen"] != true || m["traced_since"] != base.Format(sigvocab.TimeFormat) {
 		t.Errorf("JSON %s", b)
 	}
 	var back Episode
@@ -59,7 +59,7 @@ func TestStartUnseenAgentRestartedMidStop(t *testing.T) {
 // whole, and its verdict stands.
 func TestStartUnseenRule(t *testing.T) {
 	kill := func(s *sim, at time.Duration) *sim {
-		return s.kill(at, runc).initExit(at+ms, tracer.SIGKILL, 0)
+		return s.kill(at, runc).initExit(at+ms, sigvocab.SIGKILL, 0)
 	}
 	cases := []struct {
 		name   string
@@ -89,13 +89,13 @@ func TestStartUnseenRule(t *testing.T) {
 		{"PID 1 exits on its own, started after tracing began", dockerInfo(idA, "web", 10),
 			func(s *sim) { s.execIn(100*ms, s.init).initExit(time.Second, 0, 3) }, OutcomeExited, false},
 		{"a stop signal seen: the stop is whole", dockerInfo(idA, "web", 10),
-			func(s *sim) { kill(s.stop(100*ms, tracer.SIGTERM, tracer.DispDefault, false), 4100*ms) }, OutcomeIgnoredByInit, false},
+			func(s *sim) { kill(s.stop(100*ms, sigvocab.SIGTERM, sigvocab.DispDefault, false), 4100*ms) }, OutcomeIgnoredByInit, false},
 		{"OOM kill of PID 1 stands", dockerInfo(idA, "web", 10),
-			func(s *sim) { s.oom(time.Second, s.init).initExit(time.Second+ms, tracer.SIGKILL, 0) }, OutcomeOOMKilled, true},
+			func(s *sim) { s.oom(time.Second, s.init).initExit(time.Second+ms, sigvocab.SIGKILL, 0) }, OutcomeOOMKilled, true},
 		{"OOM kill of another process may follow an unseen stop", dockerInfo(idA, "web", 10),
 			func(s *sim) {
 				hog := s.kid(5152, 7, "hog")
-				s.oom(time.Second, hog).kidExit(time.Second+ms, hog, tracer.SIGKILL, 0)
+				s.oom(time.Second, hog).kidExit(time.Second+ms, hog, sigvocab.SIGKILL, 0)
 			}, OutcomeUnfinished, true},
 	}
 	for _, c := range cases {
@@ -120,13 +120,13 @@ func TestStartUnseenOffline(t *testing.T) {
 	other := newSim(t, nsB, 6161, "app", dockerInfo(idB, "other", 10))
 	other.execIn(0, other.init)
 	early := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
-	early.kill(5*time.Second, runc).initExit(5*time.Second+ms, tracer.SIGKILL, 0)
+	early.kill(5*time.Second, runc).initExit(5*time.Second+ms, sigvocab.SIGKILL, 0)
 	ep := only(t, New(Options{}), merge(other.in, early.in))
 	if ep.Outcome != OutcomeUnfinished || !ep.StartUnseen || !ep.TracedSince.Equal(base) {
 		t.Errorf("5 s into the recording: outcome %s start_unseen %v since %v", ep.Outcome, ep.StartUnseen, ep.TracedSince)
 	}
 	late := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "web", 10))
-	late.kill(20*time.Second, runc).initExit(20*time.Second+ms, tracer.SIGKILL, 0)
+	late.kill(20*time.Second, runc).initExit(20*time.Second+ms, sigvocab.SIGKILL, 0)
 	if ep := only(t, New(Options{}), merge(other.in, late.in)); ep.Outcome != OutcomeKilled || ep.StartUnseen {
 		t.Errorf("20 s into the recording: outcome %s start_unseen %v", ep.Outcome, ep.StartUnseen)
 	}
@@ -142,7 +142,7 @@ func TestStartsBounded(t *testing.T) {
 		s.execIn(time.Duration(i)*ms, s.init)
 		// One after the other: MaxOpen bounds the open episodes too.
 		at := time.Second + time.Duration(i)*3*time.Second
-		s.kill(at, runc).initExit(at+100*time.Microsecond, tracer.SIGKILL, 0)
+		s.kill(at, runc).initExit(at+100*time.Microsecond, sigvocab.SIGKILL, 0)
 		in = append(in, s.in...)
 	}
 	done, flushed := feed(newEngine(Options{Since: base, MaxOpen: 2}), merge(in))
@@ -178,11 +178,11 @@ func TestStartUnseenHistory(t *testing.T) {
 		{"docker kill, no stop asked", dockerInfo(idA, "web", 10),
 			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete}, OutcomeKilled},
 		{"docker stop before tracing began", dockerInfo(idA, "web", 10),
-			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-8 * time.Second), Signal: tracer.SIGTERM}}}, OutcomeUnfinished},
+			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-8 * time.Second), Signal: sigvocab.SIGTERM}}}, OutcomeUnfinished},
 		{"another container's stop", dockerInfo(idA, "web", 10),
-			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: "other", At: base.Add(-8 * time.Second), Signal: tracer.SIGTERM}}}, OutcomeKilled},
+			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: "other", At: base.Add(-8 * time.Second), Signal: sigvocab.SIGTERM}}}, OutcomeKilled},
 		{"a stop long over (outside its budget)", dockerInfo(idA, "web", 10),
-			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-5 * time.Minute), Signal: tracer.SIGTERM}}}, OutcomeKilled},
+			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-5 * time.Minute), Signal: sigvocab.SIGTERM}}}, OutcomeKilled},
 		{"Docker's record starts within the budget (it kept too few events)", dockerInfo(idA, "web", 10),
 			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: map[string]time.Time{"docker": base.Add(-5 * time.Second)}}, OutcomeUnfinished},
 		{"Docker's record reaches back far enough", dockerInfo(idA, "web", 10),
@@ -193,7 +193,7 @@ func TestStartUnseenHistory(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSim(t, nsA, 5151, "sh", c.info)
-			s.kill(time.Second, runc).initExit(time.Second+ms, tracer.SIGKILL, 0)
+			s.kill(time.Second, runc).initExit(time.Second+ms, sigvocab.SIGKILL, 0)
 			ep := only(t, newEngine(Options{Since: base, History: c.history}), s.in)
 			if ep.Outcome != c.want || ep.StartUnseen != (c.want == OutcomeUnfinished) {
 				t.Errorf("outcome %s start_unseen %v, want %s", ep.Outcome, ep.StartUnseen, c.want)

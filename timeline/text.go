@@ -8,8 +8,8 @@ import (
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/langrt"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // WriteText writes the episode as a readable timeline: a header naming the
@@ -70,7 +70,7 @@ func (ep *Episode) title() string {
 	default:
 		who = "pid namespace (no container resolved)"
 	}
-	return fmt.Sprintf("%s (%s) at %s", who, strings.Join(parts, ", "), ep.Start.Format(tracer.TimeFormat))
+	return fmt.Sprintf("%s (%s) at %s", who, strings.Join(parts, ", "), ep.Start.Format(sigvocab.TimeFormat))
 }
 
 // Summary is the outcome in one sentence: what PID 1 did with the stop

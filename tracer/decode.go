@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"fmt"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"time"
 	"unsafe"
 )
@@ -30,7 +31,7 @@ func Decode(raw []byte, clk Clock, e *Event) error {
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), RecordSize), raw)
 
 	kind := Kind(r.Type)
-	if kind != KindGenerate && kind != KindDeliver && kind != KindExit && kind != KindOOM && kind != KindExec && kind != KindNSEmpty {
+	if !kind.Valid() {
 		return fmt.Errorf("unknown event type %d", r.Type)
 	}
 	*e = Event{
@@ -40,7 +41,7 @@ func Decode(raw []byte, clk Clock, e *Event) error {
 		Result:   Result(r.Result),
 		Group:    r.Group != 0,
 		SiCode:   r.SiCode,
-		Code:     codeClass(r.SiCode),
+		Code:     sigvocab.CodeOf(r.SiCode),
 		Handler:  Disposition(r.Handler),
 		Facts:    r.Facts,
 		SigFlags: r.SigFlags,

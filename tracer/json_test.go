@@ -14,6 +14,44 @@ import (
 	"github.com/sigscope/sigscope/internal/textsafe"
 )
 
+// The reference form: the structs sigscope encoded events from with
+// encoding/json before AppendJSON (sigvocab's UnmarshalJSON still reads
+// through the same), kept here so that the encoder is held to them.
+type jsonAncestor struct {
+	PID  uint32 `json:"pid"`
+	Comm string `json:"comm"`
+}
+
+type jsonProc struct {
+	PID        uint32         `json:"pid"`
+	TID        uint32         `json:"tid"`
+	Comm       string         `json:"comm"`
+	NsPID      uint32         `json:"ns_pid"`
+	PidNS      uint32         `json:"pidns"`
+	CgroupID   uint64         `json:"cgroup_id"`
+	CgroupV1ID uint64         `json:"cgroup_v1_id"`
+	Exiting    bool           `json:"exiting,omitempty"`
+	Ancestors  []jsonAncestor `json:"ancestors,omitempty"`
+}
+
+type jsonEvent struct {
+	Time       string    `json:"time"`
+	Event      string    `json:"event"`
+	Signal     string    `json:"signal,omitempty"`
+	Signo      int32     `json:"signo,omitempty"`
+	Result     string    `json:"result,omitempty"`
+	Flags      []string  `json:"flags"`
+	Fate       string    `json:"fate,omitempty"`
+	Code       string    `json:"code,omitempty"`
+	SiCode     *int32    `json:"si_code,omitempty"`
+	Group      *bool     `json:"group,omitempty"`
+	Handler    string    `json:"handler,omitempty"`
+	Sender     *jsonProc `json:"sender,omitempty"`
+	Target     jsonProc  `json:"target"`
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	CoreDumped *bool     `json:"core_dumped,omitempty"`
+}
+
 // referenceJSON is the event's JSON as sigscope wrote it with encoding/json
 // before AppendJSON: the reference AppendJSON must match byte for byte.
 func referenceJSON(e *Event) ([]byte, error) {

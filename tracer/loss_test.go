@@ -54,7 +54,7 @@ func TestLossAccounting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := s.Generate
+	g := s.PerKind[KindGenerate]
 	t.Logf("sent %d: seen %d emitted %d dropped %d read %d missed %d", sent, g.Seen, g.Emitted, g.Dropped, read, s.Missed)
 	if g.Seen+s.Missed != sent {
 		t.Errorf("seen %d + missed %d, want %d signals sent", g.Seen, s.Missed, sent)
@@ -68,7 +68,7 @@ func TestLossAccounting(t *testing.T) {
 	if read != g.Emitted || s.Read != read {
 		t.Errorf("read %d (stats %d), want every emitted record (%d)", read, s.Read, g.Emitted)
 	}
-	if s.Deliver.Seen != 0 || s.Exit.Seen != 0 {
-		t.Errorf("unexpected deliver/exit events: %+v %+v", s.Deliver, s.Exit)
+	if s.PerKind[KindDeliver].Seen != 0 || s.PerKind[KindExit].Seen != 0 {
+		t.Errorf("unexpected deliver/exit events: %+v %+v", s.PerKind[KindDeliver], s.PerKind[KindExit])
 	}
 }

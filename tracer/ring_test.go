@@ -84,7 +84,7 @@ func reconcile(t *testing.T, tr *Tracer, sent int, read uint64) Stats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := s.Generate
+	g := s.PerKind[KindGenerate]
 	t.Logf("sent %d: seen %d emitted %d dropped %d read %d missed %d; reader wakeups %d, polls %d, wrapped records %d",
 		sent, g.Seen, g.Emitted, g.Dropped, read, s.Missed, s.Wakeups, tr.rd.polls.Load(), tr.rd.wrapped.Load())
 	if g.Seen+s.Missed != uint64(sent) {
@@ -155,8 +155,8 @@ func TestReaderStormFewWakeups(t *testing.T) {
 	// Cancel at once: Run detaches, then reads what was written.
 	l.stop(t)
 	s := reconcile(t, tr, sent, l.read.Load())
-	if s.Generate.Dropped != 0 {
-		t.Errorf("%d records dropped with the default ring", s.Generate.Dropped)
+	if s.PerKind[KindGenerate].Dropped != 0 {
+		t.Errorf("%d records dropped with the default ring", s.PerKind[KindGenerate].Dropped)
 	}
 	if s.Wakeups > sent/100 {
 		t.Errorf("%d wakeups for %d records, want at most %d", s.Wakeups, sent, sent/100)
@@ -216,7 +216,7 @@ func TestReaderCancelMidStorm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := s.Generate
+	g := s.PerKind[KindGenerate]
 	t.Logf("seen %d emitted %d dropped %d read %d; wakeups %d", g.Seen, g.Emitted, g.Dropped, l.read.Load(), s.Wakeups)
 	if g.Seen != g.Emitted+g.Dropped {
 		t.Errorf("seen %d != emitted %d + dropped %d", g.Seen, g.Emitted, g.Dropped)

@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"golang.org/x/sys/unix"
 )
 
@@ -344,60 +345,70 @@ func waitFor(d time.Duration, next time.Time) time.Duration {
 // KindStats are the kernel's counters for one event kind. They are
 // monotonic totals over all CPUs, and Seen == Emitted + Dropped exactly.
 type KindStats struct {
-	Seen    uint64 `json:"seen"`    // passed the in-kernel filters
-	Emitted uint64 `json:"emitted"` // written to the ring buffer
-	Dropped uint64 `json:"dropped"` // lost: the ring buffer was full
+	Seen    uint64 // passed the in-kernel filters
+	Emitted uint64 // written to the ring buffer
+	Dropped uint64 // lost: the ring buffer was full
+}
+
+// Add adds o's counters to s.
+func (s *KindStats) Add(o KindStats) {
+	s.Seen += o.Seen
+	s.Emitted += o.Emitted
+	s.Dropped += o.Dropped
+}
+
+// PerKind holds one KindStats for each event kind, indexed by [Kind]: a
+// new kind (sigvocab's Kind and bpf/sigscope.h) has its counters here, in
+// Total, in the JSON and in every output that ranges over [Kinds], with no
+// change to this file.
+type PerKind [sigvocab.NumKinds]KindStats
+
+// Total sums the counters of every kind.
+func (p *PerKind) Total() KindStats {
+	var t KindStats
+	for _, k := range p {
+		t.Add(k)
+	}
+	return t
 }
 
 // Stats is a snapshot of the tracer's counters.
 type Stats struct {
-	Generate KindStats `json:"generate"`
-	Deliver  KindStats `json:"deliver"`
-	Exit     KindStats `json:"exit"`
-	OOM      KindStats `json:"oom"`
-	Exec     KindStats `json:"exec"`
-	NSEmpty  KindStats `json:"ns_empty"`
+	PerKind PerKind
 	// Read counts records handed to Run's callback; DecodeErrors those it could not decode.
-	Read         uint64 `json:"read"`
-	DecodeErrors uint64 `json:"decode_errors"`
+	Read         uint64
+	DecodeErrors uint64
 	// Wakeups counts the times a sleeping reader was woken by the kernel
 	// because events came: about one per burst after a quiet time, none
 	// while events keep flowing.
-	Wakeups uint64 `json:"wakeups"`
+	Wakeups uint64
 	// Missed counts program runs the kernel skipped because one of our
 	// programs was already running on that CPU (bpf recursion protection):
 	// such a signal was never seen at all.
-	Missed uint64 `json:"missed"`
+	Missed uint64
 }
 
 // Kind returns the counters for k.
 func (s Stats) Kind(k Kind) KindStats {
-	switch k {
-	case KindGenerate:
-		return s.Generate
-	case KindDeliver:
-		return s.Deliver
-	case KindExit:
-		return s.Exit
-	case KindOOM:
-		return s.OOM
-	case KindExec:
-		return s.Exec
-	case KindNSEmpty:
-		return s.NSEmpty
+	if !k.Valid() {
+		return KindStats{}
 	}
-	return KindStats{}
+	return s.PerKind[k]
 }
 
 // Total sums the counters of every kind.
-func (s Stats) Total() KindStats {
-	var t KindStats
-	for _, k := range []KindStats{s.Generate, s.Deliver, s.Exit, s.OOM, s.Exec, s.NSEmpty} {
-		t.Seen += k.Seen
-		t.Emitted += k.Emitted
-		t.Dropped += k.Dropped
+func (s Stats) Total() KindStats { return s.PerKind.Total() }
+
+// MarshalJSON writes each kind's counters under its name, then the
+// reader's: {"generate":{"seen":1,"emitted":1,"dropped":0},...,"ns_empty":{...},
+// "read":1,"decode_errors":0,"wakeups":1,"missed":0}.
+func (s Stats) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for k, ks := range s.PerKind {
+		b = fmt.Appendf(b, `%q:{"seen":%d,"emitted":%d,"dropped":%d},`, Kind(k), ks.Seen, ks.Emitted, ks.Dropped)
 	}
-	return t
+	b = fmt.Appendf(b, `"read":%d,"decode_errors":%d,"wakeups":%d,"missed":%d}`, s.Read, s.DecodeErrors, s.Wakeups, s.Missed)
+	return b, nil
 }
 
 // Stats sums the per-CPU counters. It is safe to call while Run is running,
@@ -419,11 +430,8 @@ func (t *Tracer) statsLocked() (Stats, error) {
 		return s, fmt.Errorf("reading counters: %w", err)
 	}
 	for _, c := range perCPU {
-		for _, k := range Kinds {
-			ks := s.kindPtr(k)
-			ks.Seen += c.Seen[k]
-			ks.Emitted += c.Emitted[k]
-			ks.Dropped += c.Dropped[k]
+		for k := range s.PerKind {
+			s.PerKind[k].Add(KindStats{Seen: c.Seen[k], Emitted: c.Emitted[k], Dropped: c.Dropped[k]})
 		}
 	}
 	for _, p := range t.progs {
@@ -432,22 +440,6 @@ func (t *Tracer) statsLocked() (Stats, error) {
 		}
 	}
 	return s, nil
-}
-
-func (s *Stats) kindPtr(k Kind) *KindStats {
-	switch k {
-	case KindDeliver:
-		return &s.Deliver
-	case KindExit:
-		return &s.Exit
-	case KindOOM:
-		return &s.OOM
-	case KindExec:
-		return &s.Exec
-	case KindNSEmpty:
-		return &s.NSEmpty
-	}
-	return &s.Generate
 }
 
 // detach removes the programs from their tracepoints; reading can go on.

@@ -16,6 +16,7 @@ import (
 	"github.com/sigscope/sigscope/audit"
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/tracer"
 )
 
 func newAuditCmd() *cobra.Command {
@@ -74,7 +75,7 @@ func runAudit(ctx context.Context, output string, server *serverFlags, opts cont
 		r := container.NewResolver(opts)
 		defer r.Close()
 		var err error
-		results, err = audit.Run(ctx, r, "")
+		results, err = audit.RunWith(ctx, r, audit.Options{ReadTaskStates: tracer.ReadTaskStates})
 		if err != nil && len(results) == 0 {
 			return fmt.Errorf("listing containers: %w (is a container runtime running and its socket readable?)", err)
 		}

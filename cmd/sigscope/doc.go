@@ -3,5 +3,6 @@
 // PID 1 without a handler), and how the process ended.
 //
 // This package owns the command line: flags, output formats and exit codes.
-// Everything it shows comes from package tracer.
+// Everything it shows comes from package tracer (the kernel's records, in
+// internal/sigvocab's words).
 package main

@@ -80,7 +80,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestFormatStats(t *testing.T) {
-	s := tracer.Stats{Generate: tracer.KindStats{Seen: 10, Emitted: 7, Dropped: 3}, Read: 7, Missed: 1}
+	s := tracer.Stats{PerKind: tracer.PerKind{tracer.KindGenerate: {Seen: 10, Emitted: 7, Dropped: 3}}, Read: 7, Missed: 1}
 	got := formatStats(s)
 	for _, want := range []string{"generate seen=10 emitted=7 dropped=3", "total seen=10 emitted=7 dropped=3 read=7", "missed=1"} {
 		if !strings.Contains(got, want) {

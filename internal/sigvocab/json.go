@@ -1,4 +1,4 @@
-package tracer
+package sigvocab
 
 import (
 	"bytes"
@@ -271,7 +271,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	}
 	if j.SiCode != nil {
 		e.SiCode = *j.SiCode
-		e.Code = codeClass(e.SiCode)
+		e.Code = CodeOf(e.SiCode)
 	}
 	if j.Group != nil {
 		e.Group = *j.Group

@@ -1,23 +1,27 @@
-package tracer
+package sigvocab
 
-// The kernel's signal.flags bits the rules read (include/linux/sched/signal.h).
+// The kernel's signal.flags bits the rules read (include/linux/sched/signal.h),
+// as [Event.SigFlags] and [TaskSnapshot.SigFlags] carry them.
 const (
-	signalGroupExit  = 0x4  // SIGNAL_GROUP_EXIT: the process is dying
-	signalUnkillable = 0x40 // SIGNAL_UNKILLABLE: a pid-namespace init (wiped by a group exit)
+	SignalGroupExit  = 0x4  // SIGNAL_GROUP_EXIT: the process is dying
+	SignalUnkillable = 0x40 // SIGNAL_UNKILLABLE: a pid-namespace init (wiped by a group exit)
 )
 
-// The raw facts BPF records (enum fact in bpf/sigscope.h).
+// The raw facts BPF records in [Event.Facts]: enum fact in bpf/sigscope.h,
+// bit for bit (tracer's vocab_test.go holds them to the bpf2go output).
 const (
-	factInfoPriv         = uint32(sigscopeFactFACT_INFO_PRIV)
-	factSenderExiting    = uint32(sigscopeFactFACT_SENDER_EXITING)
-	factSenderReaper     = uint32(sigscopeFactFACT_SENDER_REAPER)
-	factTargetInSenderNS = uint32(sigscopeFactFACT_TARGET_IN_SENDER_NS)
-	factSenderInTargetNS = uint32(sigscopeFactFACT_SENDER_IN_TARGET_NS)
-	factTargetNSInit     = uint32(sigscopeFactFACT_TARGET_NS_INIT)
-	factBlocked          = uint32(sigscopeFactFACT_BLOCKED)
-	factSigwaited        = uint32(sigscopeFactFACT_SIGWAITED)
-	factInfoNoinfo       = uint32(sigscopeFactFACT_INFO_NOINFO)
-	factTargetGone       = uint32(sigscopeFactFACT_TARGET_GONE)
+	FactInfoNoinfo       uint32 = 1 << 0  // info == SEND_SIG_NOINFO
+	FactInfoPriv         uint32 = 1 << 1  // info == SEND_SIG_PRIV (the kernel)
+	FactSenderExiting    uint32 = 1 << 2  // the sender has PF_EXITING
+	FactSenderReaper     uint32 = 1 << 3  // the sender is its pid namespace's child_reaper
+	FactTargetInSenderNS uint32 = 1 << 4  // the target has a pid in the sender's pid namespace
+	FactSenderInTargetNS uint32 = 1 << 5  // the sender has a pid in the target's pid namespace
+	FactTargetNSInit     uint32 = 1 << 6  // the target's tgid is 1 in its pid namespace
+	FactBlocked          uint32 = 1 << 7  // the target blocks the signal
+	FactGroupDead        uint32 = 1 << 8  // exit: the last thread of the group
+	FactTargetNSChild    uint32 = 1 << 9  // the target lives in a pid namespace other than the root
+	FactSigwaited        uint32 = 1 << 10 // the target waits for it: in real_blocked (sigtimedwait), not in blocked
+	FactTargetGone       uint32 = 1 << 11 // every thread of the target has exited (signal->live == 0)
 )
 
 // Classify computes an event's fate (fate.go) and its verdict flags from
@@ -25,7 +29,7 @@ const (
 // docs/kernel.md explains each one.
 func Classify(e *Event) Flags {
 	var f Flags
-	if e.Facts&factTargetNSInit != 0 {
+	if e.Facts&FactTargetNSInit != 0 {
 		f |= FlagNSInit
 	}
 	switch e.Kind {
@@ -79,26 +83,26 @@ func fateFromFlags(e *Event) Fate {
 
 func classifyGenerate(e *Event) Flags {
 	var f Flags
-	if e.Facts&factSenderInTargetNS == 0 {
+	if e.Facts&FactSenderInTargetNS == 0 {
 		f |= FlagCrossNS
 	}
-	if e.Facts&factBlocked != 0 {
+	if e.Facts&FactBlocked != 0 {
 		f |= FlagBlocked
 	}
-	if e.Facts&factSigwaited != 0 {
+	if e.Facts&FactSigwaited != 0 {
 		f |= FlagSigwaited
 	}
-	if e.Facts&factTargetGone != 0 {
+	if e.Facts&FactTargetGone != 0 {
 		f |= FlagTargetGone
 	}
 	// zap_pid_ns_processes: group_send_sig_info(SIGKILL, SEND_SIG_PRIV, t,
 	// PIDTYPE_MAX) from the namespace's reaper while it exits, to each process
 	// of its namespace but its own threads.
 	if e.Signal == SIGKILL && e.Group &&
-		e.Facts&factInfoPriv != 0 &&
-		e.Facts&factSenderExiting != 0 &&
-		e.Facts&factSenderReaper != 0 &&
-		e.Facts&factTargetInSenderNS != 0 &&
+		e.Facts&FactInfoPriv != 0 &&
+		e.Facts&FactSenderExiting != 0 &&
+		e.Facts&FactSenderReaper != 0 &&
+		e.Facts&FactTargetInSenderNS != 0 &&
 		e.Target.PID != e.Sender.PID {
 		f |= FlagNSCascade
 	}
@@ -106,7 +110,7 @@ func classifyGenerate(e *Event) Flags {
 	// task, 0) to each process of the cgroup on behalf of the task that
 	// wrote the file. Nothing else sends a thread-directed SIGKILL with
 	// SEND_SIG_NOINFO: kill(2) passes a siginfo, tgkill is SI_TKILL.
-	if e.Signal == SIGKILL && !e.Group && e.Facts&factInfoNoinfo != 0 {
+	if e.Signal == SIGKILL && !e.Group && e.Facts&FactInfoNoinfo != 0 {
 		f |= FlagCgroupKill
 	}
 	return f

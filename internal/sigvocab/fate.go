@@ -1,4 +1,4 @@
-package tracer
+package sigvocab
 
 import "fmt"
 
@@ -134,10 +134,10 @@ func (f Fate) Kills(sig Signal) bool {
 func stateOf(e *Event) TaskState {
 	return TaskState{
 		Handler: e.Handler,
-		Blocked: e.Facts&factBlocked != 0,
-		Waited:  e.Facts&factSigwaited != 0,
-		NSInit:  e.SigFlags&signalUnkillable != 0,
-		Exiting: e.SigFlags&signalGroupExit != 0,
+		Blocked: e.Facts&FactBlocked != 0,
+		Waited:  e.Facts&FactSigwaited != 0,
+		NSInit:  e.SigFlags&SignalUnkillable != 0,
+		Exiting: e.SigFlags&SignalGroupExit != 0,
 	}
 }
 
@@ -148,7 +148,7 @@ func stateOf(e *Event) TaskState {
 // NSInit are only read for a signal the kernel dropped.
 func generateFate(e *Event) Fate {
 	st := stateOf(e)
-	force := e.Facts&factSenderInTargetNS == 0 || e.Code == CodeKernel
+	force := e.Facts&FactSenderInTargetNS == 0 || e.Code == CodeKernel
 	switch e.Result {
 	case ResultAlreadyPending:
 		return FateAlreadyPending
@@ -184,7 +184,7 @@ func deliverFate(e *Event) Fate {
 	switch {
 	case defaultIgnored(e.Signal):
 		return FateDroppedDefault
-	case e.Signal != SIGKILL && e.Signal != SIGSTOP && e.SigFlags&signalUnkillable != 0:
+	case e.Signal != SIGKILL && e.Signal != SIGSTOP && e.SigFlags&SignalUnkillable != 0:
 		return FateDroppedInit
 	}
 	return FateDefault

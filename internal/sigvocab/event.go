@@ -1,42 +1,57 @@
-package tracer
+package sigvocab
 
 import (
 	"strings"
 	"time"
 )
 
-// Kind says which tracepoint produced an event.
+// Kind says which tracepoint produced an event. Its values are the C enum
+// event_type of bpf/sigscope.h (tracer's vocab_test.go holds them to the
+// bpf2go output), numbered from 0 without a gap: the kernel's counters and
+// tracer's Stats are arrays indexed by it.
 type Kind uint8
 
 const (
-	KindGenerate Kind = Kind(sigscopeEventTypeEV_GENERATE) // signal_generate: a signal was sent
-	KindDeliver  Kind = Kind(sigscopeEventTypeEV_DELIVER)  // signal_deliver: a task dequeued it
-	KindExit     Kind = Kind(sigscopeEventTypeEV_EXIT)     // sched_process_exit: a process ended
-	KindOOM      Kind = Kind(sigscopeEventTypeEV_OOM)      // oom:mark_victim: the OOM killer chose a victim
-	KindExec     Kind = Kind(sigscopeEventTypeEV_EXEC)     // sched_process_exec: a process entered a container's pid namespace from outside and ran a program
+	KindGenerate Kind = 0 // signal_generate: a signal was sent
+	KindDeliver  Kind = 1 // signal_deliver: a task dequeued it
+	KindExit     Kind = 2 // sched_process_exit: a process ended
+	KindOOM      Kind = 3 // oom:mark_victim: the OOM killer chose a victim
+	KindExec     Kind = 4 // sched_process_exec: a process entered a container's pid namespace from outside and ran a program
 	// KindNSEmpty: a dying pid namespace init notified its parent, which the
 	// kernel does only once every other process of the namespace has been
 	// killed (the cascade) and reaped. Target is the init, Sender its parent.
-	KindNSEmpty Kind = Kind(sigscopeEventTypeEV_NS_EMPTY)
+	KindNSEmpty Kind = 5
 )
 
+// kindNames is the one list of kinds: adding one is a constant above, its
+// name here, and the C side (enum event_type, the program that emits it).
+var kindNames = [...]string{
+	KindGenerate: "generate",
+	KindDeliver:  "deliver",
+	KindExit:     "exit",
+	KindOOM:      "oom",
+	KindExec:     "exec",
+	KindNSEmpty:  "ns_empty",
+}
+
+// NumKinds is the number of kinds: every Kind below it is one.
+const NumKinds = len(kindNames)
+
 // Kinds lists every kind, in counter order.
-var Kinds = []Kind{KindGenerate, KindDeliver, KindExit, KindOOM, KindExec, KindNSEmpty}
+var Kinds = func() []Kind {
+	ks := make([]Kind, NumKinds)
+	for i := range ks {
+		ks[i] = Kind(i)
+	}
+	return ks
+}()
+
+// Valid reports whether k is a kind this package knows.
+func (k Kind) Valid() bool { return int(k) < NumKinds }
 
 func (k Kind) String() string {
-	switch k {
-	case KindGenerate:
-		return "generate"
-	case KindDeliver:
-		return "deliver"
-	case KindExit:
-		return "exit"
-	case KindOOM:
-		return "oom"
-	case KindExec:
-		return "exec"
-	case KindNSEmpty:
-		return "ns_empty"
+	if k.Valid() {
+		return kindNames[k]
 	}
 	return "unknown"
 }
@@ -97,8 +112,8 @@ func (c CodeClass) String() string {
 	return [...]string{"user", "kernel", "queue", "timer", "tkill"}[c]
 }
 
-// codeClass maps a raw si_code to its class (include/uapi/asm-generic/siginfo.h).
-func codeClass(siCode int32) CodeClass {
+// CodeOf maps a raw si_code to its class (include/uapi/asm-generic/siginfo.h).
+func CodeOf(siCode int32) CodeClass {
 	switch siCode {
 	case 0: // SI_USER
 		return CodeUser
@@ -143,11 +158,13 @@ type Ancestor struct {
 	Comm Comm
 }
 
-// MaxAncestors is how many of the sender's parents an event carries.
-const MaxAncestors = len(sigscopeEvent{}.Ancestors)
+// MaxAncestors is how many of the sender's parents an event carries
+// (MAX_ANCESTORS in bpf/sigscope.h).
+const MaxAncestors = 4
 
-// Event is one decoded record. The same value is reused for every event a
-// [Tracer.Run] callback sees: copy it to keep it.
+// Event is one decoded record (tracer.Decode) or one line of a recording
+// ([Event.UnmarshalJSON]). The tracer reuses the same value for every event
+// its Run callback sees: copy it to keep it.
 type Event struct {
 	Time   time.Time // wall-clock time of the kernel event
 	BootNS uint64    // the kernel's CLOCK_BOOTTIME timestamp

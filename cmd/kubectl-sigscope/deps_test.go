@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The plugin runs on the user's machine, macOS included, and never loads
+// BPF: it links no BPF loader (cilium/ebpf, package tracer with its embedded
+// objects; the event vocabulary is internal/sigvocab's) and no client-go
+// clientset, whose scheme registers every API group (kubeplugin reads pods
+// and nodes itself). Together they were 30 MB of its 48 (issue 21); `make
+// build` prints its size and fails above its budget.
+func TestLinkedPackages(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 100 || !slices.Contains(deps, "github.com/sigscope/sigscope/kubeplugin") {
+		t.Fatalf("go list -deps listed %d packages: %s", len(deps), out)
+	}
+	forbidden := []string{
+		"github.com/cilium/ebpf",
+		"github.com/sigscope/sigscope/tracer",
+		"github.com/sigscope/sigscope/pipeline",
+		"github.com/sigscope/sigscope/agent", // the agent itself; agent/apiv1 is its API's types
+		"k8s.io/client-go/kubernetes",
+		"k8s.io/client-go/informers",
+		"k8s.io/client-go/applyconfigurations",
+		"k8s.io/api",
+		"github.com/sigscope/sigscope/internal/testutil",
+		"testing",
+		"net/http/httptest",
+	}
+	for _, p := range deps {
+		for _, f := range forbidden {
+			if (p == f || strings.HasPrefix(p, f+"/")) && p != "github.com/sigscope/sigscope/agent/apiv1" {
+				t.Errorf("kubectl-sigscope links in %s", p)
+			}
+		}
+	}
+}
