@@ -108,9 +108,9 @@ func TestStopDurationFromPreStop(t *testing.T) {
 	hook := s.kid(5160, 10, "sleep")
 	s.execIn(0, hook).
 		kidExit(3002*ms, hook, 0, 0).
-		stop(3017*ms, tracer.SIGTERM, tracer.DispDefault, false).
+		stop(3017*ms, sigvocab.SIGTERM, sigvocab.DispDefault, false).
 		kill(6025*ms, runc).
-		initExit(6025*ms+30*time.Microsecond, tracer.SIGKILL, 0)
+		initExit(6025*ms+30*time.Microsecond, sigvocab.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
 	if d, ok := ep.StopDuration(); !ok || d != 6025*ms+30*time.Microsecond {
 		t.Errorf("stop duration %v (%v), want 6.02503s from the hook's start", d, ok)
