@@ -1,0 +1,180 @@
+package container
+
+import (
+	"time"
+)
+
+// prefetchQueue bounds the containers waiting for early enrichment; past
+// it they are enriched at their first lookup instead. It bounds the
+// containers waiting to be asked again (recheck) too.
+const prefetchQueue = 1024
+
+// A container enriched before its runtime started it has no main pid yet,
+// and a pod sandbox being created is not known to containerd yet: the
+// runtime is asked again every recheckInterval, at most recheckTries times
+// (5 s), until it gives a pid or forgets the container, so that MainPID is
+// known by the time the container is stopped. Variables for the tests.
+var (
+	recheckInterval = 250 * time.Millisecond
+	recheckTries    = 20
+)
+
+type prefetchItem struct{ id, runtime string }
+
+type recheck struct {
+	runtime string
+	tries   int
+	due     time.Time // wall clock
+}
+
+// queuePrefetch queues the container of the cgroup at rel, if any, for
+// enrichment; when the queue is full it is enriched at its first lookup.
+func (r *Resolver) queuePrefetch(rel string) {
+	id, runtime, ok, nested := splitCgroupPath(rel).parse()
+	if !ok || nested {
+		// Not named by a pattern (or a container nested in the one it
+		// names): a container the owners know restarted in its cgroup
+		// has a new main pid to ask for; a cgroup named by a container
+		// ID may be a container's that the runtimes list once it runs.
+		oid, oruntime, owned := r.ownerOfPath(rel)
+		if !owned && hasContainerID(rel) {
+			r.noteUnknownCgroup()
+		}
+		if owned {
+			id, runtime, ok = oid, oruntime, true
+		}
+		if !ok {
+			return
+		}
+	} else {
+		r.own.notePatterned(id)
+	}
+	select {
+	case r.prefetch <- prefetchItem{id, runtime}:
+	default:
+	}
+}
+
+// prefetcher enriches the containers whose cgroup appeared, and asks again
+// about those that had no main pid yet when it is time.
+func (r *Resolver) prefetcher() {
+	defer close(r.prefetchDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	armed := false
+	// The owners (owners.go) are refreshed here too, in the background,
+	// while cgroups no pattern names keep appearing.
+	otimer := time.NewTimer(time.Hour)
+	otimer.Stop()
+	defer otimer.Stop()
+	oarmed := false
+	for {
+		var due, odue <-chan time.Time
+		if armed {
+			due = timer.C
+		}
+		if oarmed {
+			odue = otimer.C
+		}
+		select {
+		case <-r.prefetchStop:
+			return // what is still queued is not needed any more
+		case it := <-r.prefetch:
+			r.restarted(it.id, it.runtime)
+		case <-r.recheckWake:
+		case <-r.own.wake:
+		case <-due:
+			armed = false
+			r.runRechecks()
+		case <-odue:
+			oarmed = false
+			r.refreshOwners()
+		}
+		if !armed {
+			if d, ok := r.nextRecheck(); ok {
+				timer.Reset(d)
+				armed = true
+			}
+		}
+		if !oarmed {
+			if d, ok := r.own.nextBackground(r.now()); ok {
+				otimer.Reset(d)
+				oarmed = true
+			}
+		}
+	}
+}
+
+// queueRecheck has the prefetcher ask the runtime about the container
+// again in recheckInterval. Without a prefetcher (no cgroup watch) a
+// container keeps what its first enrichment said.
+func (r *Resolver) queueRecheck(id, runtime string) {
+	if r.prefetch == nil {
+		return
+	}
+	r.recheckMu.Lock()
+	if _, ok := r.rechecks[id]; !ok && len(r.rechecks) < prefetchQueue {
+		r.rechecks[id] = &recheck{runtime: runtime, due: time.Now().Add(recheckInterval)}
+	}
+	r.recheckMu.Unlock()
+	select {
+	case r.recheckWake <- struct{}{}:
+	default:
+	}
+}
+
+// nextRecheck says how long until the earliest recheck is due.
+func (r *Resolver) nextRecheck() (time.Duration, bool) {
+	r.recheckMu.Lock()
+	defer r.recheckMu.Unlock()
+	var first time.Time
+	for _, c := range r.rechecks {
+		if first.IsZero() || c.due.Before(first) {
+			first = c.due
+		}
+	}
+	if first.IsZero() {
+		return 0, false
+	}
+	return max(time.Until(first), 0), true
+}
+
+// runRechecks asks the runtimes again about the containers that are due,
+// and updates their metadata in place, so that every key resolving to
+// them sees it.
+func (r *Resolver) runRechecks() {
+	now := time.Now()
+	type item struct{ id, runtime string }
+	var due []item
+	r.recheckMu.Lock()
+	for id, c := range r.rechecks {
+		if !now.Before(c.due) {
+			due = append(due, item{id, c.runtime})
+		}
+	}
+	r.recheckMu.Unlock()
+	for _, it := range due {
+		select {
+		case <-r.prefetchStop:
+			return
+		default:
+		}
+		en := r.enrich(it.id, it.runtime)
+		r.mu.Lock()
+		m, known := r.metas.get(it.id)
+		if known && en.complete {
+			m.info, m.complete = merged(m.info, m.complete, en.info), true
+		}
+		r.mu.Unlock()
+		r.recheckMu.Lock()
+		if c := r.rechecks[it.id]; c != nil {
+			c.tries++
+			c.due = time.Now().Add(recheckInterval)
+			if !known || !en.again && en.complete || c.tries >= recheckTries {
+				delete(r.rechecks, it.id)
+			}
+		}
+		r.recheckMu.Unlock()
+	}
+}
