@@ -56,7 +56,7 @@ func (r *Resolver) fetchMeta(id, runtime string, maxAge time.Duration) *meta {
 		return old
 	}
 	r.mu.Unlock()
-	return r.idCall.do(id, func() *meta {
+	return once(&r.idCall, id, func() *meta {
 		en := r.enrich(id, runtime)
 		now := r.now()
 		r.mu.Lock()

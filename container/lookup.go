@@ -1,6 +1,7 @@
 package container
 
 import (
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"path/filepath"
@@ -24,6 +25,16 @@ func KeyOf(p *sigvocab.Process) Key {
 		k.CgroupID = p.CgroupID
 	}
 	return k
+}
+
+// flightKey is k as the string a singleflight.Group is keyed by: the three
+// ids at fixed width. Made on a miss only, never on a cache hit.
+func (k Key) flightKey() string {
+	var b [20]byte
+	binary.LittleEndian.PutUint32(b[0:], k.PidNS)
+	binary.LittleEndian.PutUint64(b[4:], k.CgroupID)
+	binary.LittleEndian.PutUint64(b[12:], k.CgroupV1ID)
+	return string(b[:])
 }
 
 // Lookup returns the container p belongs to, or nil for a process outside
@@ -77,7 +88,7 @@ func (r *Resolver) LookupAt(p *sigvocab.Process, now time.Time) *Info {
 	if ok {
 		expired = e
 	}
-	return r.keyCall.do(key, func() *Info {
+	return once(&r.keyCall, key.flightKey(), func() *Info {
 		// Another caller may have resolved key between our miss and now.
 		r.mu.Lock()
 		if e, ok := r.entries.get(key); ok && r.now().Before(e.expires) && e != expired {

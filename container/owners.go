@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
 )
@@ -109,7 +111,7 @@ type cgroupOwners struct {
 	freshUntil time.Time
 	wake       chan struct{}
 
-	call flight[struct{}, struct{}]
+	call singleflight.Group // one refresh at a time
 }
 
 func newCgroupOwners(max int) *cgroupOwners {
@@ -356,7 +358,7 @@ func (r *Resolver) UnresolvedCgroups() uint64 {
 // refreshOwners refreshes the owners unless a refresh began less than
 // ownersMinRefresh ago; a caller that comes while one runs waits for it.
 func (r *Resolver) refreshOwners() {
-	r.own.call.do(struct{}{}, func() struct{} {
+	once(&r.own.call, "", func() struct{} {
 		r.refreshOwnersNow()
 		return struct{}{}
 	})

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // Resolver maps processes to containers. It is safe for concurrent use.
@@ -44,8 +46,10 @@ type Resolver struct {
 	mu      sync.Mutex
 	entries *lru[Key, *entry]   // by event key
 	metas   *lru[string, *meta] // by container ID
-	keyCall flight[Key, *Info]
-	idCall  flight[string, *meta]
+	// One resolution per key (Key.flightKey) and one enrichment per
+	// container ID at a time: concurrent callers wait for its result.
+	keyCall singleflight.Group
+	idCall  singleflight.Group
 
 	errMu   sync.Mutex
 	errs    map[string]uint64
@@ -162,4 +166,11 @@ func (r *Resolver) Close() error {
 		errs = append(errs, c.close())
 	}
 	return errors.Join(errs...)
+}
+
+// once runs fn for key unless a call for key is running already, in which
+// case it waits for that call's result instead of repeating the work.
+func once[V any](g *singleflight.Group, key string, fn func() V) V {
+	v, _, _ := g.Do(key, func() (any, error) { return fn(), nil })
+	return v.(V)
 }
