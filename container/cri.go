@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,10 +34,7 @@ func newCRIClient(socket string) *criClient { return &criClient{socket: socket} 
 // present reports whether the socket exists. A node runs one or two of the
 // runtimes sigscope knows: a missing socket is a runtime that is not
 // installed, not an error, and it is not dialled.
-func (c *criClient) present() bool {
-	fi, err := os.Stat(c.socket)
-	return err == nil && fi.Mode()&os.ModeSocket != 0
-}
+func (c *criClient) present() bool { return isSocket(c.socket) }
 
 func (c *criClient) client() (runtimeapi.RuntimeServiceClient, error) {
 	c.mu.Lock()
@@ -329,4 +325,62 @@ func (c *criClient) readySandboxes(ctx context.Context) ([]string, error) {
 		ids = append(ids, s.GetId())
 	}
 	return ids, nil
+}
+
+var _ runtimeAPI = (*criClient)(nil)
+
+func (c *criClient) source() string   { return SourceCRI }
+func (c *criClient) endpoint() string { return c.socket }
+
+// describe asks about ref with ContainerStatus, PodSandboxStatus, or both
+// in turn when the list did not say which it is; the answer names the
+// runtime when it says who it is (cri-dockerd's answer is a Docker
+// container's).
+func (c *criClient) describe(ctx context.Context, ref runtimeRef) (*runtimeAnswer, error) {
+	var st *criStatus
+	var err error
+	switch ref.kind {
+	case refContainer:
+		st, err = c.status(ctx, ref.id)
+	case refSandbox:
+		st, err = c.sandboxStatus(ctx, ref.id)
+	default:
+		st, err = c.lookup(ctx, ref.id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	info := &st.Info
+	info.Runtime = ""
+	if name, err := c.runtimeName(ctx); err == nil {
+		info.Runtime = name
+	}
+	return &runtimeAnswer{info: info, notStarted: st.created}, nil
+}
+
+// list lists the running containers, then the ready pod sandboxes when
+// sandboxes is set. It fails when the endpoint does not say who it is, so
+// that what it lists is named.
+func (c *criClient) list(ctx context.Context, sandboxes bool) ([]runtimeRef, error) {
+	if _, err := c.runtimeName(ctx); err != nil {
+		return nil, err
+	}
+	ids, err := c.running(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var sids []string
+	if sandboxes {
+		if sids, err = c.readySandboxes(ctx); err != nil {
+			return nil, err
+		}
+	}
+	refs := make([]runtimeRef, 0, len(ids)+len(sids))
+	for _, id := range ids {
+		refs = append(refs, runtimeRef{id: id, kind: refContainer})
+	}
+	for _, id := range sids {
+		refs = append(refs, runtimeRef{id: id, kind: refSandbox})
+	}
+	return refs, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 )
 
@@ -40,7 +41,10 @@ func newDockerClient(socket string) *dockerClient {
 	}
 }
 
-func (c *dockerClient) close() { c.http.CloseIdleConnections() }
+func (c *dockerClient) close() error {
+	c.http.CloseIdleConnections()
+	return nil
+}
 
 // dockerInspect is the part of GET /containers/{id}/json sigscope uses.
 type dockerInspect struct {
@@ -156,4 +160,45 @@ func (c *dockerClient) get(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("docker API GET %s: decoding: %w", path, err)
 	}
 	return nil
+}
+
+// dockerClient is a runtimeAPI, and keeps a stop history.
+var (
+	_ runtimeAPI    = (*dockerClient)(nil)
+	_ stopHistorian = (*dockerClient)(nil)
+)
+
+func (c *dockerClient) source() string   { return SourceDocker }
+func (c *dockerClient) endpoint() string { return c.socket }
+func (c *dockerClient) present() bool    { return isSocket(c.socket) }
+
+// describe inspects ref: containers and dockershim's pod sandboxes alike.
+func (c *dockerClient) describe(ctx context.Context, ref runtimeRef) (*runtimeAnswer, error) {
+	ins, err := c.inspect(ctx, ref.id)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeAnswer{info: ins.info(), notStarted: ins.notStarted(), stopped: !ins.State.Running}, nil
+}
+
+// list lists the running containers; dockershim's pod sandboxes are
+// containers to Docker, listed with them.
+func (c *dockerClient) list(ctx context.Context, _ bool) ([]runtimeRef, error) {
+	ids, err := c.running(ctx)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]runtimeRef, len(ids))
+	for i, id := range ids {
+		refs[i] = runtimeRef{id: id}
+	}
+	return refs, nil
+}
+
+func (c *dockerClient) historyRuntime() string { return RuntimeDocker }
+
+// isSocket reports whether path is a socket.
+func isSocket(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
 }

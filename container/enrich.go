@@ -144,33 +144,59 @@ func (r *Resolver) detectRuntime(info *Info) {
 	info.MainRuntime = langrt.Detect(r.opts.ProcRoot, info.MainPID)
 }
 
-// askRuntime is enrich without the main process's language runtime.
+// askRuntime is enrich without the main process's language runtime. Which
+// runtimes are asked follows from the runtime the cgroup path names, and
+// what their not knowing the container means from which they are.
 func (r *Resolver) askRuntime(id, runtime string) enrichment {
 	bare := &Info{ID: id, Runtime: runtime}
-	r.mu.Lock()
-	docker, cri := r.docker, r.cri
-	r.mu.Unlock()
-	if docker == nil {
+	rts := r.apis()
+	if rts == nil {
 		return enrichment{info: bare, complete: true}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.APITimeout)
 	defer cancel()
 	switch runtime {
 	case RuntimeDocker:
-		en, _ := r.fromDocker(ctx, docker, bare)
+		// Asked even when its socket is missing: the cgroup says Docker
+		// runs the container, so a missing socket is an outage to count.
+		en, found, _, failed := r.ask(ctx, bySource(rts, SourceDocker), bare, true)
+		if !found && failed == 0 {
+			// Docker records a container before it makes its cgroup: one
+			// it does not know has been removed.
+			en.complete = true
+		}
 		return en
 	case RuntimeContainerd, RuntimeCRIO:
-		en, found := r.fromCRI(ctx, cri, bare)
-		if found || runtime != RuntimeContainerd {
+		en, found, asked, failed := r.ask(ctx, bySource(rts, SourceCRI), bare, false)
+		switch {
+		case found:
+			return en
+		case asked == 0:
+			err := errors.New("no CRI socket configured")
+			if len(r.opts.CRISockets) > 0 {
+				err = fmt.Errorf("no CRI socket found (looked for %s)", strings.Join(r.opts.CRISockets, ", "))
+			}
+			r.fail(SourceCRI, strings.Join(r.opts.CRISockets, " "), err)
+		case failed == 0:
+			// Nobody knows it: a container removed already, or a pod
+			// sandbox containerd has not registered yet (it does once the
+			// sandbox runs, after its cgroup appeared).
+			en.complete, en.again = true, true
+		}
+		if runtime != RuntimeContainerd {
 			return en
 		}
 		// The kubelet's cgroupfs layout is shared by containerd and
 		// dockershim/cri-dockerd: ask Docker too, when it is there.
-		if _, err := os.Stat(docker.socket); err == nil {
-			if den, found := r.fromDocker(ctx, docker, bare); found {
-				den.info.Runtime = RuntimeDocker
-				return den
+		var docker []runtimeAPI
+		for _, a := range bySource(rts, SourceDocker) {
+			if _, err := os.Stat(a.endpoint()); err == nil {
+				docker = append(docker, a)
 			}
+		}
+		if den, found, _, _ := r.ask(ctx, docker, bare, true); found {
+			den.info.Runtime = RuntimeDocker
+			return den
 		}
 		return en
 	}
@@ -178,73 +204,48 @@ func (r *Resolver) askRuntime(id, runtime string) enrichment {
 	return enrichment{info: bare, complete: true}
 }
 
-// fromDocker asks Docker about bare.ID; found: Docker knows it.
-func (r *Resolver) fromDocker(ctx context.Context, c *dockerClient, bare *Info) (en enrichment, found bool) {
-	if r.isDown(c.socket) {
-		return enrichment{info: bare}, false
+// bySource returns the runtimes of rts whose errors count under source.
+func bySource(rts []runtimeAPI, source string) []runtimeAPI {
+	var out []runtimeAPI
+	for _, a := range rts {
+		if a.source() == source {
+			out = append(out, a)
+		}
 	}
-	ins, err := c.inspect(ctx, bare.ID)
-	if errors.Is(err, errNotFound) {
-		// Docker records a container before it makes its cgroup: one
-		// it does not know has been removed.
-		r.ok(SourceDocker, c.socket)
-		return enrichment{info: bare, complete: true}, false
-	}
-	if err != nil {
-		r.fail(SourceDocker, c.socket, err)
-		return enrichment{info: bare}, false
-	}
-	r.ok(SourceDocker, c.socket)
-	info := ins.info()
-	info.Runtime = bare.Runtime
-	return enrichment{info: info, complete: true, again: ins.notStarted()}, true
+	return out
 }
 
-// fromCRI asks each CRI endpoint present about bare.ID, a container or a
-// pod sandbox, until one knows it; found: one did.
-func (r *Resolver) fromCRI(ctx context.Context, clients []*criClient, bare *Info) (en enrichment, found bool) {
-	present, failed := 0, 0
-	for _, c := range clients {
-		if !c.present() {
+// ask asks each of apis in turn about bare.ID, a container or a pod
+// sandbox, until one knows it (found); those whose socket is missing are
+// skipped unless absentToo. asked counts those asked, failed those of them
+// that could not answer (down, or an error). When none knows it, the
+// enrichment is bare and not complete: what that means is the caller's.
+func (r *Resolver) ask(ctx context.Context, apis []runtimeAPI, bare *Info, absentToo bool) (en enrichment, found bool, asked, failed int) {
+	for _, a := range apis {
+		if !absentToo && !a.present() {
 			continue
 		}
-		present++
-		if r.isDown(c.socket) {
+		asked++
+		if r.isDown(a.endpoint()) {
 			failed++
 			continue
 		}
-		st, err := c.lookup(ctx, bare.ID)
+		ans, err := a.describe(ctx, runtimeRef{id: bare.ID})
 		if errors.Is(err, errNotFound) {
-			r.ok(SourceCRI, c.socket)
+			r.ok(a.source(), a.endpoint())
 			continue
 		}
 		if err != nil {
-			r.fail(SourceCRI, c.socket, err)
+			r.fail(a.source(), a.endpoint(), err)
 			failed++
 			continue
 		}
-		r.ok(SourceCRI, c.socket)
-		info := &st.Info
-		info.Runtime = bare.Runtime
-		if name, err := c.runtimeName(ctx); err == nil && name != "" {
-			// cri-dockerd's answer is a Docker container's.
-			info.Runtime = name
+		r.ok(a.source(), a.endpoint())
+		info := ans.info
+		if info.Runtime == "" {
+			info.Runtime = bare.Runtime
 		}
-		return enrichment{info: info, complete: true, again: st.created}, true
+		return enrichment{info: info, complete: true, again: ans.notStarted}, true, asked, failed
 	}
-	switch {
-	case present == 0:
-		err := errors.New("no CRI socket configured")
-		if len(r.opts.CRISockets) > 0 {
-			err = fmt.Errorf("no CRI socket found (looked for %s)", strings.Join(r.opts.CRISockets, ", "))
-		}
-		r.fail(SourceCRI, strings.Join(r.opts.CRISockets, " "), err)
-		return enrichment{info: bare}, false
-	case failed > 0:
-		return enrichment{info: bare}, false
-	}
-	// Nobody knows it: a container removed already, or a pod sandbox
-	// containerd has not registered yet (it does once the sandbox runs,
-	// after its cgroup appeared).
-	return enrichment{info: bare, complete: true, again: true}, false
+	return enrichment{info: bare}, false, asked, failed
 }

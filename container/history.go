@@ -74,19 +74,19 @@ func (h *StopHistory) LastRequest(id string, since time.Time) (StopRequest, bool
 // answer is left out: the caller then keeps its cautious reading.
 func (r *Resolver) StopHistory(ctx context.Context, from, to time.Time) StopHistory {
 	h := StopHistory{From: from, To: to, CompleteSince: map[string]time.Time{}}
-	r.mu.Lock()
-	docker := r.docker
-	r.mu.Unlock()
-	if docker == nil {
-		return h
+	for _, a := range r.apis() {
+		hist, ok := a.(stopHistorian)
+		if !ok {
+			continue
+		}
+		reqs, since, err := hist.stopHistory(ctx, from, to)
+		if err != nil {
+			r.log.Debug(a.source()+": reading the event history before tracing began", "error", err)
+			continue
+		}
+		h.CompleteSince[hist.historyRuntime()] = since
+		h.Requests = append(h.Requests, reqs...)
 	}
-	reqs, since, err := docker.stopHistory(ctx, from, to)
-	if err != nil {
-		r.log.Debug("docker: reading the event history before tracing began", "error", err)
-		return h
-	}
-	h.CompleteSince[RuntimeDocker] = since
-	h.Requests = reqs
 	return h
 }
 

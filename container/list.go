@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 )
 
@@ -21,10 +20,8 @@ type Running struct {
 // the returned error while the others' containers are still returned. The
 // answers refresh the resolver's metadata cache.
 func (r *Resolver) ListRunning(ctx context.Context) ([]Running, error) {
-	r.mu.Lock()
-	docker, cri := r.docker, r.cri
-	r.mu.Unlock()
-	if docker == nil {
+	rts := r.apis()
+	if rts == nil {
 		return nil, errors.New("container runtime APIs are disabled")
 	}
 	var (
@@ -33,51 +30,34 @@ func (r *Resolver) ListRunning(ctx context.Context) ([]Running, error) {
 		tried []string
 		seen  = make(map[string]bool)
 	)
-	add := func(run Running) {
-		if run.Info.ID == "" || run.Info.Sandbox || seen[run.Info.ID] {
-			return
-		}
-		seen[run.Info.ID] = true
-		r.detectRuntime(&run.Info)
-		out = append(out, run)
-		info := run.Info
-		now := r.now()
-		r.mu.Lock()
-		r.metas.put(info.ID, &meta{info: &info, fetched: now, complete: true})
-		r.mu.Unlock()
-	}
-
-	if fi, err := os.Stat(docker.socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		tried = append(tried, docker.socket)
-		runs, err := r.listDocker(ctx, docker)
-		if err != nil {
-			r.fail(SourceDocker, docker.socket, err)
-			errs = append(errs, err)
-		} else {
-			r.ok(SourceDocker, docker.socket)
-		}
-		for _, run := range runs {
-			add(run)
-		}
-	}
-	for _, c := range cri {
-		if !c.present() {
+	for _, a := range rts {
+		if !a.present() {
 			continue
 		}
-		tried = append(tried, c.socket)
-		runs, err := r.listCRI(ctx, c)
+		tried = append(tried, a.endpoint())
+		runs, err := r.listRunning(ctx, a)
 		if err != nil {
-			r.fail(SourceCRI, c.socket, err)
+			r.fail(a.source(), a.endpoint(), err)
 			errs = append(errs, err)
 		} else {
-			r.ok(SourceCRI, c.socket)
+			r.ok(a.source(), a.endpoint())
 		}
 		for _, run := range runs {
-			add(run)
+			if run.Info.ID == "" || run.Info.Sandbox || seen[run.Info.ID] {
+				continue
+			}
+			seen[run.Info.ID] = true
+			r.detectRuntime(&run.Info)
+			out = append(out, run)
+			info := run.Info
+			now := r.now()
+			r.mu.Lock()
+			r.metas.put(info.ID, &meta{info: &info, fetched: now, complete: true})
+			r.mu.Unlock()
 		}
 	}
 	if len(tried) == 0 {
-		return nil, fmt.Errorf("no container runtime socket found (looked for %s and %v)", docker.socket, r.opts.CRISockets)
+		return nil, fmt.Errorf("no container runtime socket found (looked for %s and %v)", r.opts.DockerSocket, r.opts.CRISockets)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i].Info, out[j].Info
@@ -95,18 +75,20 @@ func (r *Resolver) ListRunning(ctx context.Context) ([]Running, error) {
 	return out, errors.Join(errs...)
 }
 
-func (r *Resolver) listDocker(ctx context.Context, c *dockerClient) ([]Running, error) {
+// listRunning lists the running containers of one runtime, pod sandboxes
+// left out; those that ended since the list are too.
+func (r *Resolver) listRunning(ctx context.Context, a runtimeAPI) ([]Running, error) {
 	cctx, cancel := context.WithTimeout(ctx, r.opts.APITimeout)
-	ids, err := c.running(cctx)
+	refs, err := a.list(cctx, false)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
 	var out []Running
 	var errs []error
-	for _, id := range ids {
+	for _, ref := range refs {
 		cctx, cancel := context.WithTimeout(ctx, r.opts.APITimeout)
-		ins, err := c.inspect(cctx, id)
+		ans, err := a.describe(cctx, ref)
 		cancel()
 		if errors.Is(err, errNotFound) {
 			continue // removed since the list
@@ -115,41 +97,10 @@ func (r *Resolver) listDocker(ctx context.Context, c *dockerClient) ([]Running, 
 			errs = append(errs, err)
 			continue
 		}
-		info := ins.info()
-		if !ins.State.Running || info.Sandbox {
+		if ans.stopped || ans.info.Sandbox {
 			continue
 		}
-		out = append(out, Running{Info: *info, PID: info.MainPID})
-	}
-	return out, errors.Join(errs...)
-}
-
-func (r *Resolver) listCRI(ctx context.Context, c *criClient) ([]Running, error) {
-	cctx, cancel := context.WithTimeout(ctx, r.opts.APITimeout)
-	defer cancel()
-	name, err := c.runtimeName(cctx)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := c.running(cctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []Running
-	var errs []error
-	for _, id := range ids {
-		cctx, cancel := context.WithTimeout(ctx, r.opts.APITimeout)
-		st, err := c.status(cctx, id)
-		cancel()
-		if errors.Is(err, errNotFound) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		st.Info.Runtime = name
-		out = append(out, Running{Info: st.Info, PID: st.Info.MainPID})
+		out = append(out, Running{Info: *ans.info, PID: ans.info.MainPID})
 	}
 	return out, errors.Join(errs...)
 }

@@ -3,7 +3,6 @@ package container
 import (
 	"context"
 	"errors"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -437,107 +436,48 @@ func (r *Resolver) refreshOwnersNow() {
 	}
 }
 
-// listMains lists the running containers of every reachable runtime. The
-// containers in known are only noted as still listed; the others are
-// asked for their main pid, whose cgroups are read. answered holds the
-// sockets of the runtimes that answered the list.
+// listMains lists the running containers of every reachable runtime, and
+// the pod sandboxes of those that have them. The containers in known are
+// only noted as still listed; the others are asked for their main pid,
+// whose cgroups are read. answered holds the sockets of the runtimes that
+// answered the list.
 func (r *Resolver) listMains(known map[string]bool) (listed map[string]*owner, answered map[string]bool) {
 	listed, answered = make(map[string]*owner), make(map[string]bool)
-	r.mu.Lock()
-	docker, cri := r.docker, r.cri
-	r.mu.Unlock()
-	if docker == nil {
-		return listed, answered
-	}
 	// Each refresh inspects at most what the owners can hold.
 	budget := r.own.max
-	call := func(fn func(ctx context.Context) error) error {
+	for _, a := range r.apis() {
+		if !a.present() || r.isDown(a.endpoint()) {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.opts.APITimeout)
-		defer cancel()
-		return fn(ctx)
-	}
-	if fi, err := os.Stat(docker.socket); err == nil && fi.Mode()&os.ModeSocket != 0 && !r.isDown(docker.socket) {
-		var ids []string
-		err := call(func(ctx context.Context) (err error) { ids, err = docker.running(ctx); return err })
+		refs, err := a.list(ctx, true)
+		cancel()
 		if err != nil {
-			r.fail(SourceDocker, docker.socket, err)
-		} else {
-			r.ok(SourceDocker, docker.socket)
-			answered[docker.socket] = true
+			r.fail(a.source(), a.endpoint(), err)
+			continue
 		}
-		for _, id := range ids {
-			if known[id] {
-				listed[id] = nil
+		r.ok(a.source(), a.endpoint())
+		answered[a.endpoint()] = true
+		for _, ref := range refs {
+			if known[ref.id] {
+				listed[ref.id] = nil
 				continue
 			}
 			if budget == 0 || r.stopping() {
 				break
 			}
 			budget--
-			var ins *dockerInspect
-			err := call(func(ctx context.Context) (err error) { ins, err = docker.inspect(ctx, id); return err })
+			ctx, cancel := context.WithTimeout(context.Background(), r.opts.APITimeout)
+			ans, err := a.describe(ctx, ref)
+			cancel()
 			if err != nil {
 				if !errors.Is(err, errNotFound) {
-					r.fail(SourceDocker, docker.socket, err)
+					r.fail(a.source(), a.endpoint(), err)
 				}
 				continue
 			}
-			info := ins.info()
-			if ow := r.learnMain(info, docker.socket); ow != nil {
-				listed[id] = ow
-			}
-		}
-	}
-	for _, c := range cri {
-		if !c.present() || r.isDown(c.socket) {
-			continue
-		}
-		var name string
-		var ids, sandboxes []string
-		err := call(func(ctx context.Context) (err error) {
-			if name, err = c.runtimeName(ctx); err != nil {
-				return err
-			}
-			if ids, err = c.running(ctx); err != nil {
-				return err
-			}
-			sandboxes, err = c.readySandboxes(ctx)
-			return err
-		})
-		if err != nil {
-			r.fail(SourceCRI, c.socket, err)
-			continue
-		}
-		r.ok(SourceCRI, c.socket)
-		answered[c.socket] = true
-		for i, id := range append(ids, sandboxes...) {
-			if known[id] {
-				listed[id] = nil
-				continue
-			}
-			if budget == 0 || r.stopping() {
-				break
-			}
-			budget--
-			var st *criStatus
-			err := call(func(ctx context.Context) (err error) {
-				if i < len(ids) {
-					st, err = c.status(ctx, id)
-				} else {
-					st, err = c.sandboxStatus(ctx, id)
-				}
-				return err
-			})
-			if err != nil {
-				if !errors.Is(err, errNotFound) {
-					r.fail(SourceCRI, c.socket, err)
-				}
-				continue
-			}
-			info := st.Info
-			info.Runtime = name
-			if ow := r.learnMain(&info, c.socket); ow != nil {
-				listed[id] = ow
+			if ow := r.learnMain(ans.info, a.endpoint()); ow != nil {
+				listed[ref.id] = ow
 			}
 		}
 	}

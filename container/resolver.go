@@ -25,8 +25,9 @@ type Resolver struct {
 	cg            *cgroupIndex
 	own           *cgroupOwners // cgroups no pattern names, from the runtimes' main processes (owners.go)
 	watch         *cgroupWatch  // nil with NoCgroupWatch or when inotify failed
-	docker        *dockerClient // nil with NoRuntimeAPI
-	cri           []*criClient
+	// runtimes are the runtime APIs asked (runtime.go): Docker's, then
+	// each CRI endpoint's in order. Nil with NoRuntimeAPI, and after Close.
+	runtimes []runtimeAPI
 
 	// Containers whose cgroup appeared are enriched in the background at
 	// once, while the runtime still knows them: docker rm -f forgets a
@@ -118,15 +119,15 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 	r.own = newCgroupOwners(opts.MaxEntries)
 	r.cg = newCgroupIndex(opts.CgroupRoot, opts.MaxEntries, opts.TTL, func() time.Time { return r.now() })
 	if !opts.NoRuntimeAPI {
-		r.docker = newDockerClient(opts.DockerSocket)
+		r.runtimes = append(r.runtimes, newDockerClient(opts.DockerSocket))
 		for _, s := range opts.CRISockets {
-			r.cri = append(r.cri, newCRIClient(s))
+			r.runtimes = append(r.runtimes, newCRIClient(s))
 		}
 		r.warnMissing(given)
 	}
 	if !opts.NoCgroupWatch {
 		onNew := func(string) {}
-		if r.docker != nil {
+		if r.runtimes != nil {
 			r.prefetch = make(chan prefetchItem, prefetchQueue)
 			r.prefetchStop, r.prefetchDone = make(chan struct{}), make(chan struct{})
 			go r.prefetcher()
@@ -156,14 +157,11 @@ func (r *Resolver) Close() error {
 		}
 	})
 	r.mu.Lock()
-	docker, cri := r.docker, r.cri
-	r.docker, r.cri = nil, nil
+	rts := r.runtimes
+	r.runtimes = nil
 	r.mu.Unlock()
-	if docker != nil {
-		docker.close()
-	}
-	for _, c := range cri {
-		errs = append(errs, c.close())
+	for _, rt := range rts {
+		errs = append(errs, rt.close())
 	}
 	return errors.Join(errs...)
 }
@@ -173,4 +171,12 @@ func (r *Resolver) Close() error {
 func once[V any](g *singleflight.Group, key string, fn func() V) V {
 	v, _, _ := g.Do(key, func() (any, error) { return fn(), nil })
 	return v.(V)
+}
+
+// apis returns the runtime APIs to ask: nil with NoRuntimeAPI or once
+// closed.
+func (r *Resolver) apis() []runtimeAPI {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runtimes
 }
