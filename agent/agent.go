@@ -2,28 +2,20 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/url"
 	"regexp"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/sync/errgroup"
 
-	"github.com/sigscope/sigscope/agent/apiv1"
-	"github.com/sigscope/sigscope/audit"
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/exporter"
 	"github.com/sigscope/sigscope/internal/kubeclient"
@@ -86,6 +78,12 @@ type Options struct {
 }
 
 // Agent is one node's sigscope.
+//
+// Its goroutines form one tree: New starts the resolver's cgroup watch and,
+// with KubeEvents, the Events sender; Run starts the rest (the HTTP
+// servers, the pod informers, the tracer's reader, the audit loop) in one
+// errgroup whose context ends on every way out of Run. Run returns once
+// all of them have; Close stops Run and releases what New started.
 type Agent struct {
 	opts     Options
 	log      *slog.Logger
@@ -95,26 +93,29 @@ type Agent struct {
 	reg      *prometheus.Registry
 	events   *kubeevents.Recorder
 	pods     *kubemeta.Pods // why containers were stopped; nil without a Kubernetes client
-
-	mu       sync.Mutex
-	episodes []timeline.Episode // ring, oldest first once full
-	next     int
-	full     bool
-	seq      uint64    // the last episode's ID
-	evicted  time.Time // the latest start among the episodes pushed out
 	started  time.Time
 
-	auditMu sync.Mutex
-	audits  []audit.Result
-	auditAt time.Time
+	ring  *episodeRing
+	audit auditState
 
 	statsFn atomic.Pointer[func() (tracer.Stats, error)]
 	// engineStats is a copy of the timeline engine's counters, for
 	// sigscope_cache_entries (caches.go).
 	engineStats atomic.Pointer[timeline.Stats]
+
+	life      sync.Mutex
+	running   bool               // Run was called
+	closed    bool               // Close was called
+	stop      context.CancelFunc // ends Run's context
+	done      chan struct{}      // closed when Run has returned
+	closeOnce sync.Once
 }
 
-// New prepares an agent; Run starts it.
+// ErrClosed is Run's error on an agent already closed or already run.
+var ErrClosed = errors.New("agent: closed or already run")
+
+// New prepares an agent; Run starts it. Close releases it, whether it ran
+// or not.
 func New(opts Options) (*Agent, error) {
 	if len(opts.ListenAddresses) == 0 {
 		opts.ListenAddresses = []string{DefaultListenAddress}
@@ -139,7 +140,7 @@ func New(opts Options) (*Agent, error) {
 			return nil, fmt.Errorf("web config %s: %w", opts.WebConfigFile, err)
 		}
 	}
-	a := &Agent{opts: opts, log: opts.Logger, episodes: make([]timeline.Episode, opts.MaxEpisodes), started: time.Now()}
+	a := &Agent{opts: opts, log: opts.Logger, ring: newEpisodeRing(opts.MaxEpisodes), started: time.Now(), done: make(chan struct{})}
 	a.resolver = container.NewResolver(container.Options{ProcRoot: opts.ProcRoot, Logger: opts.Logger,
 		DockerSocket: opts.DockerSocket, CRISockets: opts.CRISockets})
 	a.exp = exporter.New(exporter.Options{
@@ -172,90 +173,62 @@ func New(opts Options) (*Agent, error) {
 	return a, nil
 }
 
-// Handler serves the agent's HTTP API (without TLS or auth: Run adds those).
-func (a *Agent) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}))
-	a.healthRoutes(mux)
-	mux.HandleFunc("GET /api/v1/episodes", a.serveEpisodes)
-	mux.HandleFunc("GET /api/v1/audit", a.serveAudit)
-	mux.HandleFunc("GET /api/v1/info", a.serveInfo)
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("sigscope agent: /metrics /healthz /readyz /api/v1/info /api/v1/episodes /api/v1/audit (docs/api.md)\n"))
-	})
-	return mux
-}
-
-// healthRoutes adds /healthz and /readyz: on the main handler, and alone
-// on the health listener.
-func (a *Agent) healthRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !a.ready.Load() {
-			http.Error(w, "tracer not attached yet", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-}
-
-// serveHealth serves the health listener, if any, until ctx ends.
-func (a *Agent) serveHealth(ctx context.Context, errs chan<- error) (stop func()) {
-	l := a.opts.HealthListener
-	if l == nil && a.opts.HealthAddress != "" {
-		var err error
-		if l, err = net.Listen("tcp", a.opts.HealthAddress); err != nil {
-			errs <- fmt.Errorf("--web.health-address: %w", err)
-			return func() {}
-		}
-	}
-	if l == nil {
-		return func() {}
-	}
-	mux := http.NewServeMux()
-	a.healthRoutes(mux)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs <- fmt.Errorf("health listener: %w", err)
-		}
-	}()
-	return func() { _ = srv.Close() }
-}
-
 // Run serves HTTP at once (so /healthz answers while the programs load),
-// loads and attaches the tracer, and processes events until ctx ends.
+// loads and attaches the tracer, and processes events until ctx ends,
+// Close is called, or a part fails (the HTTP port taken, bad TLS files, the
+// tracer): then every part is stopped and waited for, what New started is
+// released, and Run returns the first failure (nil when ctx ended or Close
+// was called). An agent runs once.
 func (a *Agent) Run(ctx context.Context) error {
-	defer a.resolver.Close()
-	if a.pods != nil {
-		go a.pods.Run(ctx)
+	a.life.Lock()
+	if a.running || a.closed {
+		a.life.Unlock()
+		return ErrClosed
 	}
-	if a.events != nil {
-		defer a.events.Close()
-	}
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	flags := &web.FlagConfig{WebListenAddresses: &a.opts.ListenAddresses, WebConfigFile: &a.opts.WebConfigFile}
-	serveErr := make(chan error, 2)
-	go func() {
-		var err error
-		if a.opts.Listener != nil {
-			err = web.Serve(a.opts.Listener, srv, flags, a.log)
-		} else {
-			err = web.ListenAndServe(srv, flags, a.log)
-		}
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		serveErr <- err
-	}()
-	defer a.serveHealth(ctx, serveErr)()
-	defer func() {
-		shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutCtx)
-	}()
+	a.running = true
+	ctx, stop := context.WithCancel(ctx)
+	a.stop = stop
+	a.life.Unlock()
+	defer close(a.done)
+	defer a.release()
+	defer stop()
 
+	g, gctx := errgroup.WithContext(ctx)
+	a.serveHTTP(gctx, g)
+	if a.pods != nil {
+		g.Go(func() error { a.pods.Run(gctx); return nil })
+	}
+
+	p, err := a.newPipeline()
+	if err != nil {
+		stop()
+		return errors.Join(err, g.Wait())
+	}
+	// The tracer is closed once its reader has returned, and before the
+	// resolver it looks containers up with.
+	defer p.Close()
+	if gctx.Err() != nil {
+		// A server failed, or ctx ended, while the programs loaded.
+		return g.Wait()
+	}
+	t := p.Tracer()
+	stats := t.Stats
+	a.statsFn.Store(&stats)
+	a.ready.Store(true)
+	a.log.Info("tracer attached", "exit_program", t.ExitProgram, "oom_program", t.OOMProgram)
+
+	g.Go(func() error { a.auditLoop(gctx); return nil })
+	g.Go(func() error {
+		// The reader returns when gctx ends, or on its own (a callback's
+		// error): either way everything else stops with it.
+		defer stop()
+		return p.Run(gctx)
+	})
+	return g.Wait()
+}
+
+// newPipeline loads and attaches the tracer, wired to the agent.
+func (a *Agent) newPipeline() (*pipeline.Pipeline, error) {
 	var p *pipeline.Pipeline
 	events := 0
 	p, err := pipeline.New(pipeline.Options{
@@ -277,28 +250,41 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		},
 	})
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	t := p.Tracer()
-	stats := t.Stats
-	a.statsFn.Store(&stats)
-	a.ready.Store(true)
-	a.log.Info("tracer attached", "exit_program", t.ExitProgram, "oom_program", t.OOMProgram)
+	return p, err
+}
 
-	go a.auditLoop(ctx)
-	runErr := make(chan error, 1)
-	go func() { runErr <- p.Run(ctx) }()
-	select {
-	case err := <-serveErr:
-		// The HTTP server failed (port taken, bad TLS files): stop tracing.
-		p.Close()
-		<-runErr
-		return fmt.Errorf("serving HTTP: %w", err)
-	case err := <-runErr:
-		return err
+// Close stops a running Run and waits until it has returned, then releases
+// what New started (the resolver's watch and runtime connections, the
+// Events sender). It is idempotent, and safe before, during and after Run.
+func (a *Agent) Close() error {
+	a.life.Lock()
+	a.closed = true
+	running, stop := a.running, a.stop
+	a.life.Unlock()
+	if running {
+		stop()
+		<-a.done
 	}
+	a.release()
+	return nil
+}
+
+// release closes what New started, once every goroutine that uses it has
+// returned. Audits asked later (a request in flight past the shutdown's
+// grace) are refused rather than run against a closed resolver.
+//
+// The resolver's own re-enrichment goroutines (container.Resolver.reenrich,
+// started on a cache hit whose enrichment failed before) are not joined
+// here: they belong to package container, whose Close does not wait for
+// them yet. See the note on issue 21.
+func (a *Agent) release() {
+	a.closeOnce.Do(func() {
+		a.closeAudits()
+		if a.events != nil {
+			_ = a.events.Close()
+		}
+		_ = a.resolver.Close()
+	})
 }
 
 // annotate adds why a pod's container was stopped, from the API server.
@@ -315,252 +301,11 @@ func (a *Agent) complete(eps []timeline.Episode) {
 	if len(eps) == 0 {
 		return
 	}
-	a.mu.Lock()
-	for i := range eps {
-		a.seq++
-		eps[i].ID, eps[i].Node = a.seq, a.opts.NodeName
-		if old := &a.episodes[a.next]; a.full && old.Start.After(a.evicted) {
-			a.evicted = old.Start
-		}
-		a.episodes[a.next] = eps[i]
-		a.next = (a.next + 1) % len(a.episodes)
-		if a.next == 0 {
-			a.full = true
-		}
-	}
-	a.mu.Unlock()
+	a.ring.add(eps, a.opts.NodeName)
 	for i := range eps {
 		a.exp.ObserveEpisode(&eps[i])
 		if a.events != nil {
 			a.events.ObserveEpisode(&eps[i])
 		}
-	}
-}
-
-// recent returns the kept episodes, oldest first.
-func (a *Agent) recent() []timeline.Episode {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []timeline.Episode
-	if a.full {
-		out = append(out, a.episodes[a.next:]...)
-	}
-	return append(out, a.episodes[:a.next]...)
-}
-
-// serveEpisodes: GET /api/v1/episodes, docs/api.md. The newest `limit`
-// matching episodes (all without it) older than the `before` cursor, oldest
-// first, as a JSON array; a Link header with rel="next" points to the older
-// page when more match.
-func (a *Agent) serveEpisodes(w http.ResponseWriter, r *http.Request) {
-	f, err := parseEpisodeFilter(r.URL.Query(), time.Now())
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	eps := a.recent()
-	out := []timeline.Episode{}
-	more := false
-	// Newest first, so that the page is the newest matches.
-	for i := len(eps) - 1; i >= 0; i-- {
-		if !f.match(&eps[i]) {
-			continue
-		}
-		if f.limit > 0 && len(out) == f.limit {
-			more = true
-			break
-		}
-		out = append(out, eps[i])
-	}
-	slices.Reverse(out)
-	if more {
-		next := *r.URL
-		q := next.Query()
-		q.Set("before", strconv.FormatUint(out[0].ID, 10))
-		next.RawQuery = q.Encode()
-		// Relative, so that it holds behind the API server's proxy too.
-		w.Header().Set("Link", fmt.Sprintf("<%s>; rel=\"next\"", "?"+next.RawQuery))
-	}
-	writeJSON(w, out)
-}
-
-// episodeFilter is the query of /api/v1/episodes.
-type episodeFilter struct {
-	namespace, pod, container, outcome string
-	ownerKind, ownerName               string
-	since, until                       time.Time
-	before                             uint64
-	limit                              int
-}
-
-// parseEpisodeFilter reads the query; since and until take RFC 3339 times
-// or a duration back from now ("1h").
-func parseEpisodeFilter(q url.Values, now time.Time) (episodeFilter, error) {
-	f := episodeFilter{namespace: q.Get("namespace"), pod: q.Get("pod"), container: q.Get("container"), outcome: q.Get("outcome")}
-	if v := q.Get("outcome"); v != "" && !timeline.KnownOutcome(timeline.Outcome(v)) {
-		return f, fmt.Errorf("outcome %q: not an outcome (docs/timelines.md)", v)
-	}
-	if v := q.Get("owner"); v != "" {
-		kind, name, ok := strings.Cut(v, "/")
-		if !ok {
-			kind, name = "", v
-		}
-		if name == "" {
-			return f, fmt.Errorf("owner %q: want KIND/NAME or NAME", v)
-		}
-		f.ownerKind, f.ownerName = kind, name
-	}
-	for _, t := range []struct {
-		key string
-		dst *time.Time
-	}{{"since", &f.since}, {"until", &f.until}} {
-		v := q.Get(t.key)
-		if v == "" {
-			continue
-		}
-		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-			*t.dst = now.Add(-d)
-			continue
-		}
-		at, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return f, fmt.Errorf("%s %q: want an RFC 3339 time or a duration back from now (1h)", t.key, v)
-		}
-		*t.dst = at
-	}
-	for _, n := range []struct {
-		key string
-		dst func(uint64)
-	}{{"before", func(v uint64) { f.before = v }}, {"limit", func(v uint64) { f.limit = int(min(v, 1<<31)) }}} {
-		v := q.Get(n.key)
-		if v == "" {
-			continue
-		}
-		u, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return f, fmt.Errorf("%s %q: want a non-negative integer", n.key, v)
-		}
-		n.dst(u)
-	}
-	return f, nil
-}
-
-func (f *episodeFilter) match(ep *timeline.Episode) bool {
-	c := &ep.Container
-	switch {
-	case f.before > 0 && ep.ID >= f.before,
-		f.namespace != "" && c.Namespace != f.namespace,
-		f.pod != "" && c.Pod != f.pod,
-		f.container != "" && c.Name != f.container && !strings.HasPrefix(c.ID, f.container),
-		f.outcome != "" && string(ep.Outcome) != f.outcome,
-		!f.since.IsZero() && ep.Start.Before(f.since),
-		!f.until.IsZero() && ep.Start.After(f.until):
-		return false
-	}
-	if f.ownerName != "" {
-		o := ep.Owner
-		if o == nil || o.Name != f.ownerName || f.ownerKind != "" && !strings.EqualFold(o.Kind, f.ownerKind) {
-			return false
-		}
-	}
-	return true
-}
-
-// APIVersion is the version of the agent's HTTP API (docs/api.md).
-const APIVersion = apiv1.Version
-
-func (a *Agent) serveInfo(w http.ResponseWriter, _ *http.Request) {
-	in := apiv1.Info{APIVersion: APIVersion, Node: a.opts.NodeName, Version: a.opts.Version, StartedAt: a.started,
-		Ready: a.ready.Load(), Kubernetes: a.pods != nil}
-	a.mu.Lock()
-	in.Episodes.Capacity = len(a.episodes)
-	in.Episodes.LastID = a.seq
-	in.Episodes.Kept = a.next
-	if a.full {
-		in.Episodes.Kept = len(a.episodes)
-	}
-	// Episodes complete out of start order: the earliest start of those
-	// kept, not the lowest ID's.
-	for i := range in.Episodes.Kept {
-		if st := a.episodes[i].Start; in.Episodes.OldestAt.IsZero() || st.Before(in.Episodes.OldestAt) {
-			in.Episodes.OldestAt = st
-		}
-	}
-	in.Episodes.Evicted = a.seq - uint64(in.Episodes.Kept)
-	in.Episodes.EvictedUntil = a.evicted
-	a.mu.Unlock()
-	writeJSON(w, in)
-}
-
-// serveAudit: GET /api/v1/audit?namespace=&pod= audits the containers
-// running now (docs/api.md). Someone asked, and an audit is cheap (one
-// runtime list, one task-iterator pass), but not free: requests share an
-// audit at most auditFresh old, so clients polling it in a loop cost one
-// audit per second, not one each. The metric is refreshed on the audit
-// interval.
-func (a *Agent) serveAudit(w http.ResponseWriter, r *http.Request) {
-	res, err := a.currentAudit(r.Context(), auditFresh)
-	if err != nil && len(res) == 0 {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	q := r.URL.Query()
-	ns, pod := q.Get("namespace"), q.Get("pod")
-	out := make([]audit.Result, 0, len(res))
-	for i := range res {
-		c := &res[i].Container
-		if ns != "" && c.Namespace != ns || pod != "" && c.Pod != pod {
-			continue
-		}
-		out = append(out, res[i])
-	}
-	writeJSON(w, out)
-}
-
-// auditFresh is how old an audit /api/v1/audit may answer with.
-const auditFresh = time.Second
-
-func (a *Agent) currentAudit(ctx context.Context, maxAge time.Duration) ([]audit.Result, error) {
-	a.auditMu.Lock()
-	defer a.auditMu.Unlock()
-	if a.audits != nil && time.Since(a.auditAt) < maxAge {
-		return a.audits, nil
-	}
-	res, err := audit.RunWith(ctx, a.resolver, audit.Options{ProcRoot: a.opts.ProcRoot, ReadTaskStates: tracer.ReadTaskStates})
-	if err != nil && len(res) == 0 {
-		return nil, err
-	}
-	if res == nil {
-		res = []audit.Result{}
-	}
-	a.audits, a.auditAt = res, time.Now()
-	a.exp.SetAudit(res)
-	return res, err
-}
-
-func (a *Agent) auditLoop(ctx context.Context) {
-	tick := time.NewTicker(a.opts.AuditInterval)
-	defer tick.Stop()
-	for first := true; ; first = false {
-		if _, err := a.currentAudit(ctx, a.opts.AuditInterval); err != nil {
-			a.log.Debug("audit", "error", err)
-		}
-		if a.opts.Audited != nil {
-			a.opts.Audited(first)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
 }

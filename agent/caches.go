@@ -20,14 +20,8 @@ func (a *Agent) caches() []exporter.Cache {
 	out = append(out,
 		exporter.Cache{Name: "timeline_open_episodes", Entries: eng.Open, Capacity: timeline.DefaultMaxOpen},
 		exporter.Cache{Name: "timeline_exec_logs", Entries: eng.ExecLogs, Capacity: timeline.DefaultMaxOpen})
-	a.mu.Lock()
-	kept := a.next
-	if a.full {
-		kept = len(a.episodes)
-	}
-	out = append(out, exporter.Cache{Name: "episodes", Entries: kept, Capacity: len(a.episodes)})
-	a.mu.Unlock()
-	return out
+	kept, capacity := a.ring.size()
+	return append(out, exporter.Cache{Name: "episodes", Entries: kept, Capacity: capacity})
 }
 
 // engineSnapshotEvery is how many events may pass between two copies of
