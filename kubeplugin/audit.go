@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/audit"
 	"github.com/sigscope/sigscope/internal/textsafe"
 )
@@ -40,11 +41,12 @@ drop it: exit 137 after the grace period), ignored, killed, unknown.
 
 func (o *options) runAudit(cmd *cobra.Command, onlyBad bool) error {
 	ctx := cmd.Context()
-	s, pods, q, err := o.begin(ctx)
+	s, pods, err := o.begin(ctx)
 	if err != nil {
 		return err
 	}
-	res, agents, err := readAgents[audit.Result](ctx, o, s, "/api/v1/audit", q, false)
+	q := apiv1.AuditQuery{Namespace: s.namespace}
+	res, agents, err := readAgents[audit.Result](ctx, o, s, "/api/v1/audit", q.Values(), false)
 	if err != nil {
 		return err
 	}

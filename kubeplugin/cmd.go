@@ -132,22 +132,19 @@ func (o *options) session() (*session, error) {
 		Selector: o.agentSelector, Port: o.agentPort, Scheme: o.agentScheme, Timeout: o.agentTimeout, Parallel: 16}}, nil
 }
 
-// begin reads the flags and, with -l, the pods it selects; the query it
-// returns holds the namespace every command filters on.
-func (o *options) begin(ctx context.Context) (*session, map[string]bool, url.Values, error) {
+// begin reads the flags and, with -l, the pods it selects. Every command
+// filters on the session's namespace ("" for all), in its query
+// (apiv1.EpisodeQuery or apiv1.AuditQuery).
+func (o *options) begin(ctx context.Context) (*session, map[string]bool, error) {
 	s, err := o.session()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	pods, err := o.podSet(ctx, s)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	q := url.Values{}
-	if s.namespace != "" {
-		q.Set("namespace", s.namespace)
-	}
-	return s, pods, q, nil
+	return s, pods, nil
 }
 
 // podSet is the pods -l selects now, "namespace/name"; nil without -l.

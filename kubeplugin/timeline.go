@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -78,20 +79,15 @@ func (o *options) runTimeline(cmd *cobra.Command, t target, since time.Duration)
 	if (t.pod != "" || t.owner.Name != "") && o.all {
 		return UsageError{fmt.Errorf("a pod or workload is named in one namespace: -n, not -A")}
 	}
-	s, pods, q, err := o.begin(ctx)
+	s, pods, err := o.begin(ctx)
 	if err != nil {
 		return err
 	}
-	if t.pod != "" {
-		q.Set("pod", t.pod)
-	}
-	if t.owner.Name != "" {
-		q.Set("owner", t.owner.String())
-	}
+	q := apiv1.EpisodeQuery{Namespace: s.namespace, Pod: t.pod, Owner: t.owner}
 	if since > 0 {
-		q.Set("since", sinceTime(since))
+		q.Since = sinceTime(since)
 	}
-	res, agents, err := readAgents[timeline.Episode](ctx, o, s, "/api/v1/episodes", q, since > 0)
+	res, agents, err := readAgents[timeline.Episode](ctx, o, s, "/api/v1/episodes", q.Values(), since > 0)
 	if err != nil {
 		return err
 	}
@@ -174,8 +170,8 @@ func mergeEpisodes(res []Result[timeline.Episode], pods map[string]bool) []timel
 
 // sinceTime is the window's start as an absolute time: a relative one would
 // move between the pages of a listing.
-func sinceTime(since time.Duration) string {
-	return time.Now().Add(-since).UTC().Format(time.RFC3339Nano)
+func sinceTime(since time.Duration) apiv1.TimeBound {
+	return apiv1.At(time.Now().Add(-since).UTC())
 }
 
 // windowWarnings says which agents cannot see the whole of the last since:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -128,12 +129,12 @@ func (o *options) runTop(cmd *cobra.Command, since time.Duration) error {
 		return UsageError{fmt.Errorf("--since %v: want a positive duration", since)}
 	}
 	ctx := cmd.Context()
-	s, pods, q, err := o.begin(ctx)
+	s, pods, err := o.begin(ctx)
 	if err != nil {
 		return err
 	}
-	q.Set("since", sinceTime(since))
-	res, agents, err := readAgents[timeline.Episode](ctx, o, s, "/api/v1/episodes", q, true)
+	q := apiv1.EpisodeQuery{Namespace: s.namespace, Since: sinceTime(since)}
+	res, agents, err := readAgents[timeline.Episode](ctx, o, s, "/api/v1/episodes", q.Values(), true)
 	if err != nil {
 		return err
 	}

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/kubemeta"
 	"github.com/sigscope/sigscope/pipeline"
@@ -103,16 +103,12 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		if f.file != "" || f.follow || f.duration > 0 || ringSizeGiven(f.ringSize) {
 			return usageError{fmt.Errorf("--server reads an agent's recent episodes: no -f, --follow, --duration or --ring-size")}
 		}
-		q := url.Values{}
-		if cf.container != "" {
-			q.Set("container", cf.container)
-		}
+		q := apiv1.EpisodeQuery{Container: cf.container}
 		if cf.pod != "" {
-			q.Set("namespace", cf.namespace)
-			q.Set("pod", cf.pod)
+			q.Namespace, q.Pod = cf.namespace, cf.pod
 		}
 		var eps []timeline.Episode
-		if err := f.server.get(ctx, "/api/v1/episodes", q, &eps); err != nil {
+		if err := f.server.get(ctx, "/api/v1/episodes", q.Values(), &eps); err != nil {
 			return err
 		}
 		if err := print(eps); err != nil {
