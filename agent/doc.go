@@ -5,5 +5,10 @@
 // readiness, optionally behind TLS and basic auth (exporter-toolkit's web
 // configuration). It can also post Kubernetes Events (package kubeevents).
 //
-// It owns the wiring and the HTTP surface, not the pieces it wires.
+// It owns the wiring and the HTTP surface, not the pieces it wires, and
+// the lifecycle of what it starts: one errgroup under Run (agent.go), so
+// that every goroutine stops on every way out and Run returns after them.
+// Files by concern: http.go (servers and handlers), ring.go (the episode
+// ring), filter.go (matching /api/v1/episodes), audit.go (the audit loop
+// and /api/v1/audit). The API's query syntax is package apiv1's.
 package agent
