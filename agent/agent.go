@@ -202,7 +202,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	p, err := a.newPipeline()
 	if err != nil {
 		stop()
-		return errors.Join(err, g.Wait())
+		if werr := g.Wait(); werr != nil {
+			return errors.Join(err, werr)
+		}
+		return err
 	}
 	// The tracer is closed once its reader has returned, and before the
 	// resolver it looks containers up with.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -169,7 +170,14 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 			return fmt.Errorf("--kubeconfig: %w", err)
 		}
 		pods := kubemeta.New(client, "", slog.Default())
-		go pods.Run(ctx)
+		// The informers stop before runTimeline returns (deferred calls
+		// run last first: cancel, then Wait).
+		var informers sync.WaitGroup
+		defer informers.Wait()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		informers.Go(func() { pods.Run(ctx) })
 		annotate = pods.Annotate
 	}
 	p, err := pipeline.New(pipeline.Options{
