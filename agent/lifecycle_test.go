@@ -164,14 +164,15 @@ func runAndStop(t *testing.T, opts Options, viaClose bool) {
 		if err := a.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		// Close waited for Run: its error is there already.
+		// Close waited for Run to return (a.done is closed as Run
+		// returns; the test goroutine's send on done comes just after).
 		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run after Close: %v", err)
-			}
+		case <-a.done:
 		default:
 			t.Error("Close returned before Run did")
+		}
+		if err := <-done; err != nil {
+			t.Errorf("Run after Close: %v", err)
 		}
 	} else {
 		cancel()
