@@ -276,14 +276,8 @@ func (a *Agent) Close() error {
 // returned. Audits asked later (a request in flight past the shutdown's
 // grace) are refused rather than run against a closed resolver.
 //
-// NOTE (issue 21, package container, left to its split): the resolver's
-// re-enrichment goroutines (Resolver.LookupAt starts `go r.reenrich(m)` on
-// a cache hit whose enrichment failed before) are fire-and-forget, and
-// Resolver.Close does not wait for them: one may still be asking a runtime
-// (bounded by the client's timeout) after release returns. The fix belongs
-// in container: start them under a WaitGroup (or an errgroup with the
-// resolver's context), refuse new ones once closing, and have Close wait.
-// The agent needs nothing more: it closes the resolver last.
+// The resolver's Close waits for its background re-enrichments, so
+// nothing of the agent asks a runtime after release returns.
 func (a *Agent) release() {
 	a.closeOnce.Do(func() {
 		a.closeAudits()

@@ -28,6 +28,10 @@ type auditState struct {
 	// that starts later (a request still in flight at shutdown) is
 	// refused instead of running against a closed resolver.
 	closed bool
+	// iter is the task iterator, loaded at the first audit and kept
+	// until the agent stops: reloading a BPF collection every
+	// AuditInterval parsed the kernel's BTF each time.
+	iter tracer.TaskIter
 }
 
 // serveAudit: GET /api/v1/audit?namespace=&pod= audits the containers
@@ -65,7 +69,7 @@ func (a *Agent) currentAudit(ctx context.Context, maxAge time.Duration) ([]audit
 	if s.results != nil && time.Since(s.at) < maxAge {
 		return s.results, nil
 	}
-	res, err := audit.RunWith(ctx, a.resolver, audit.Options{ProcRoot: a.opts.ProcRoot, ReadTaskStates: tracer.ReadTaskStates})
+	res, err := audit.RunWith(ctx, a.resolver, audit.Options{ProcRoot: a.opts.ProcRoot, ReadTaskStates: a.audit.iter.Read})
 	if err != nil && len(res) == 0 {
 		return nil, err
 	}
@@ -81,6 +85,7 @@ func (a *Agent) currentAudit(ctx context.Context, maxAge time.Duration) ([]audit
 func (a *Agent) closeAudits() {
 	a.audit.mu.Lock()
 	a.audit.closed = true
+	_ = a.audit.iter.Close()
 	a.audit.mu.Unlock()
 }
 

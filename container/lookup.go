@@ -73,11 +73,16 @@ func (r *Resolver) LookupAt(p *sigvocab.Process, now time.Time) *Info {
 		var info *Info
 		if m := e.meta; m != nil {
 			info = m.info
-			if !m.complete && !m.retrying && !now.Before(m.retryAt) {
+			if !m.complete && !m.retrying && !now.Before(m.retryAt) && !r.closing {
 				// Enrichment failed earlier: try again in the background
-				// so that a hit never waits on a runtime.
+				// so that a hit never waits on a runtime. Close waits
+				// for it.
 				m.retrying = true
-				go r.reenrich(m)
+				r.reenriching.Add(1)
+				go func() {
+					defer r.reenriching.Done()
+					r.reenrich(m)
+				}()
 			}
 		}
 		r.mu.Unlock()

@@ -51,6 +51,10 @@ type Resolver struct {
 	// container ID at a time: concurrent callers wait for its result.
 	keyCall singleflight.Group
 	idCall  singleflight.Group
+	// The background re-enrichments a cache hit starts: Close waits for
+	// them, and none starts once closing is set (under mu).
+	reenriching sync.WaitGroup
+	closing     bool
 
 	errMu   sync.Mutex
 	errs    map[string]uint64
@@ -147,6 +151,9 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 func (r *Resolver) Close() error {
 	var errs []error
 	r.closeOnce.Do(func() {
+		r.mu.Lock()
+		r.closing = true
+		r.mu.Unlock()
 		r.own.close()
 		if r.watch != nil {
 			errs = append(errs, r.watch.close())
@@ -155,6 +162,9 @@ func (r *Resolver) Close() error {
 			close(r.prefetchStop)
 			<-r.prefetchDone
 		}
+		// Each is bounded by APITimeout; the runtimes' clients stay open
+		// for them.
+		r.reenriching.Wait()
 	})
 	r.mu.Lock()
 	rts := r.runtimes

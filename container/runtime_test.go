@@ -312,3 +312,50 @@ func TestParseHook(t *testing.T) {
 		}
 	}
 }
+
+// A hit whose enrichment failed earlier asks the runtime again in the
+// background; Close waits for that request (bounded by APITimeout) instead
+// of returning while it still talks to the runtime, and once closed no hit
+// starts another.
+func TestCloseWaitsForReenrichment(t *testing.T) {
+	h := newFakeHost(t)
+	d := startFakeDocker(t, map[string]map[string]any{id1: dockerInspectJSON(id1, "one", nil, "", nil, 1)})
+	d.failing.Store(true)
+	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}, APITimeout: 10 * time.Second})
+	p := h.dockerProcess(100, 4026532100, id1)
+	if info := r.Lookup(p); info == nil || info.Name != "" {
+		t.Fatalf("Info %+v", info)
+	}
+	d.failing.Store(false)
+	d.mu.Lock() // the daemon answers nothing until released
+	h.clock.advance(r.retryInterval + time.Second)
+	before := d.requests.Load()
+	r.Lookup(p) // starts the re-enrichment, which now waits on the daemon
+	for deadline := time.Now().Add(5 * time.Second); d.requests.Load() == before; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			d.mu.Unlock()
+			t.Fatal("the hit asked nothing in the background")
+		}
+	}
+	closed := make(chan struct{})
+	go func() { _ = r.Close(); close(closed) }()
+	select {
+	case <-closed:
+		d.mu.Unlock()
+		t.Fatal("Close returned while a re-enrichment was still asking the runtime")
+	case <-time.After(300 * time.Millisecond):
+	}
+	d.mu.Unlock()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return once the runtime answered")
+	}
+	n := d.requests.Load()
+	h.clock.advance(r.retryInterval + time.Second)
+	r.Lookup(p)
+	time.Sleep(50 * time.Millisecond)
+	if d.requests.Load() != n {
+		t.Error("a hit after Close asked the runtime")
+	}
+}
