@@ -46,6 +46,19 @@ func TestPreStopExec(t *testing.T) {
 	if sum := ep.Summary(); !strings.Contains(sum, "grace 6s = preStop exec 3.0s + 3.0s after SIGTERM") {
 		t.Errorf("summary %q", sum)
 	}
+	// The stop took what the user waited for: from the hook's start, not
+	// from the stop signal after it, to the main process's exit. The
+	// histogram, `kubectl sigscope top` and the API read this one figure.
+	if d, ok := ep.StopDuration(); !ok || d != 6025*ms+30*time.Microsecond {
+		t.Errorf("stop duration %v (%v), want 6.02503s from the hook's start", d, ok)
+	}
+	if b, _ := ep.MarshalJSON(); !strings.Contains(string(b), `"stop_duration_s":6.02503`) {
+		t.Errorf("JSON %s", b)
+	}
+	ep.StartUnseen = true
+	if _, ok := ep.StopDuration(); ok {
+		t.Error("a stop that may have begun unseen has no duration")
+	}
 }
 
 // Grace 4 and preStop `sleep 20`: the hook is still running when the grace
@@ -96,34 +109,5 @@ func TestExecSessionsWindow(t *testing.T) {
 	}
 	if ep.PreStop != nil || ep.Outcome != OutcomeGraceful {
 		t.Errorf("%s prestop %+v", ep.Outcome, ep.PreStop)
-	}
-}
-
-// The stop took what the user waited for: from the preStop hook's start,
-// not from the stop signal that came after it, to the main process's exit.
-// The histogram, `kubectl sigscope top` and the API all read this one
-// figure.
-func TestStopDurationFromPreStop(t *testing.T) {
-	s := newSim(t, nsA, 5151, "sh", podInfo(6, &container.Hook{Kind: "exec", Command: []string{"sleep", "3"}}))
-	hook := s.kid(5160, 10, "sleep")
-	s.execIn(0, hook).
-		kidExit(3002*ms, hook, 0, 0).
-		stop(3017*ms, sigvocab.SIGTERM, sigvocab.DispDefault, false).
-		kill(6025*ms, runc).
-		initExit(6025*ms+30*time.Microsecond, sigvocab.SIGKILL, 0)
-	ep := only(t, newEngine(Options{}), s.in)
-	if d, ok := ep.StopDuration(); !ok || d != 6025*ms+30*time.Microsecond {
-		t.Errorf("stop duration %v (%v), want 6.02503s from the hook's start", d, ok)
-	}
-	if d, _ := ep.ExitAfter(); d != 3008*ms+30*time.Microsecond {
-		t.Errorf("exit after the stop signal %v", d)
-	}
-	b, _ := ep.MarshalJSON()
-	if !strings.Contains(string(b), `"stop_duration_s":6.02503`) {
-		t.Errorf("JSON %s", b)
-	}
-	ep.StartUnseen = true
-	if _, ok := ep.StopDuration(); ok {
-		t.Error("a stop that may have begun unseen has no duration")
 	}
 }
