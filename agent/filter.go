@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
+	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -24,9 +25,7 @@ func (f *episodeFilter) match(ep *timeline.Episode) bool {
 	q, c := &f.q, &ep.Container
 	switch {
 	case q.Before > 0 && ep.ID >= q.Before,
-		q.Namespace != "" && c.Namespace != q.Namespace,
-		q.Pod != "" && c.Pod != q.Pod,
-		q.Container != "" && c.Name != q.Container && !strings.HasPrefix(c.ID, q.Container),
+		!(container.Filter{Container: q.Container, Namespace: q.Namespace, Pod: q.Pod}).Matches(c.ID, c.Name, c.Namespace, c.Pod),
 		q.Outcome != "" && ep.Outcome != q.Outcome,
 		!f.since.IsZero() && ep.Start.Before(f.since),
 		!f.until.IsZero() && ep.Start.After(f.until):

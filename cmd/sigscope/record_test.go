@@ -26,14 +26,14 @@ func TestContainerFilter(t *testing.T) {
 		{"web", "", nil, false},
 	} {
 		f, _ := newContainerFilter(c.container, c.pod)
-		if got := f.matchAny(nil, c.in); c.in != nil && got != c.want {
+		if got := matchAny(f, nil, c.in); c.in != nil && got != c.want {
 			t.Errorf("filter %q %q on the sender %+v: %v", c.container, c.pod, c.in, got)
 		}
 		f, err := newContainerFilter(c.container, c.pod)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := f.match(c.in); got != c.want {
+		if got := f.MatchesInfo(c.in); got != c.want {
 			t.Errorf("filter %q %q on %+v: %v", c.container, c.pod, c.in, got)
 		}
 	}

@@ -104,10 +104,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		if f.file != "" || f.follow || f.duration > 0 || ringSizeGiven(f.ringSize) {
 			return usageError{fmt.Errorf("--server reads an agent's recent episodes: no -f, --follow, --duration or --ring-size")}
 		}
-		q := apiv1.EpisodeQuery{Container: cf.container}
-		if cf.pod != "" {
-			q.Namespace, q.Pod = cf.namespace, cf.pod
-		}
+		q := apiv1.EpisodeQuery{Container: cf.Container, Namespace: cf.Namespace, Pod: cf.Pod}
 		var eps []timeline.Episode
 		if err := f.server.get(ctx, "/api/v1/episodes", q.Values(), &eps); err != nil {
 			return err
@@ -211,11 +208,11 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 // --pod and text output, a pod's episodes are written together as one view
 // of the pod's stop once its sandbox is torn down (flush writes what is
 // still waiting).
-func episodePrinter(w io.Writer, format string, cf containerFilter, open func(namespace, pod string) bool) (print func([]timeline.Episode) error, flush func() error) {
+func episodePrinter(w io.Writer, format string, cf container.Filter, open func(namespace, pod string) bool) (print func([]timeline.Episode) error, flush func() error) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	var pods *timeline.PodGrouper
-	if cf.pod != "" && format != "json" {
+	if cf.Pod != "" && format != "json" {
 		pods = timeline.NewPodGrouper(0, open)
 	}
 	writePods := func(ps []timeline.PodStop) error {
@@ -233,7 +230,7 @@ func episodePrinter(w io.Writer, format string, cf containerFilter, open func(na
 		var kept []timeline.Episode
 		for i := range eps {
 			c := eps[i].Container
-			if cf.match(&container.Info{ID: c.ID, Name: c.Name, Pod: c.Pod, Namespace: c.Namespace}) {
+			if cf.Matches(c.ID, c.Name, c.Namespace, c.Pod) {
 				kept = append(kept, eps[i])
 			}
 		}

@@ -89,7 +89,7 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if cf.active() && f.noContainers {
+	if cf.Active() && f.noContainers {
 		return usageError{fmt.Errorf("--container and --pod need container resolution: drop --no-containers")}
 	}
 	if f.duration > 0 {
@@ -154,14 +154,14 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 type traceSink struct {
 	w      *bufio.Writer
 	json   bool
-	filter containerFilter
+	filter container.Filter
 	count  uint64 // stop after this many events; 0: no limit
 	n      uint64
 	buf    []byte // the JSON line, reused
 }
 
 func (s *traceSink) event(e *tracer.Event, target, sender *container.Info) error {
-	if !s.filter.matchAny(target, sender) {
+	if !matchAny(s.filter, target, sender) {
 		return nil
 	}
 	if s.json {
