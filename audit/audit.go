@@ -380,18 +380,13 @@ func ignoredSigIgn(name string, sig sigvocab.Signal, st sigvocab.TaskState, fate
 }
 
 // role is how hints call the main process.
-func role(st sigvocab.TaskState) string {
-	if st.NSInit {
-		return "PID 1"
-	}
-	return "the main process"
-}
+func role(st sigvocab.TaskState) string { return timeline.MainRole(st.NSInit) }
 
 // processName is role with the command, for the start of a sentence.
 func processName(f Facts) string {
-	name := "PID 1"
-	if !f.State.NSInit {
-		name = "The main process"
+	name := "The main process"
+	if f.State.NSInit {
+		name = role(f.State)
 	}
 	switch {
 	case len(f.Cmdline) > 0:

@@ -410,10 +410,7 @@ func targetText(ev *sigvocab.Event) string {
 // mainName is how texts call the episode's main process: "PID 1" for a
 // namespace init, "the main process" for one that shares a namespace.
 func (ep *episode) mainName() string {
-	if ep.mainKnown && !ep.MainIsInit {
-		return "the main process"
-	}
-	return "PID 1"
+	return MainRole(!ep.mainKnown || ep.MainIsInit)
 }
 
 // senderText names a sender: a process of the target's namespace by its

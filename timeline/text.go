@@ -77,10 +77,7 @@ func (ep *Episode) title() string {
 // signal, when the SIGKILL came against the grace period, the exit status
 // and the cascade. It quotes untrusted comms unescaped, like Step.Text.
 func (ep *Episode) Summary() string {
-	who := "PID 1"
-	if !ep.MainIsInit && ep.Main.PID != 0 {
-		who = "the main process"
-	}
+	who := ep.mainRole()
 	if ep.Main.Comm != "" {
 		who = fmt.Sprintf("%s (%s)", who, mainLabel(ep.Main))
 	}
@@ -185,10 +182,19 @@ func mainLabel(p Proc) string {
 // mainRole is how a sentence calls the main process a second time: "PID 1"
 // or "the main process".
 func (ep *Episode) mainRole() string {
-	if !ep.MainIsInit && ep.Main.PID != 0 {
-		return "the main process"
+	// A main process that never showed itself is judged as an init.
+	return MainRole(ep.MainIsInit || ep.Main.PID == 0)
+}
+
+// MainRole is how every text calls the process a runtime stops: "PID 1"
+// when it is its pid namespace's init, "the main process" when it is not
+// (a shared pid namespace). The timeline's texts and the audit's hints
+// both take it from here.
+func MainRole(nsInit bool) string {
+	if nsInit {
+		return "PID 1"
 	}
-	return "PID 1"
+	return "the main process"
 }
 
 // timeoutKnob names the setting StopTimeout was read from.
