@@ -58,6 +58,10 @@ type Options struct {
 	// helperReads makes the programs read as on kernels without
 	// bpf_rdonly_cast (before 6.2): the tests compare both ways.
 	helperReads bool
+	// procRoot is where the OOM victim's identity is read from when the
+	// kernel passed its thread id only; "" means /proc. Run hands it to
+	// completeOOMFrom, which the tests call with a directory of their own.
+	procRoot string
 
 	Logger *slog.Logger
 }
@@ -103,6 +107,9 @@ func New(opts Options) (*Tracer, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.procRoot == "" {
+		opts.procRoot = defaultProcRoot
 	}
 	page := os.Getpagesize()
 	if opts.RingSize < page || opts.RingSize&(opts.RingSize-1) != 0 {
@@ -264,7 +271,7 @@ func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
 			if t.opts.oomTIDOnly {
 				ev.Target = Process{PID: ev.Target.TID, TID: ev.Target.TID}
 			}
-			completeOOMFrom(&ev, &lastKernelKill)
+			completeOOMFrom(&ev, &lastKernelKill, t.opts.procRoot)
 		}
 		return fn(&ev)
 	}
