@@ -218,7 +218,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	stats := t.Stats
 	a.statsFn.Store(&stats)
 	a.ready.Store(true)
-	a.log.Info("tracer attached", "exit_program", t.ExitProgram, "oom_program", t.OOMProgram)
+	a.log.Info("tracer attached", "exit_program", t.ExitProgram(), "oom_program", t.OOMProgram())
 
 	g.Go(func() error { a.auditLoop(gctx); return nil })
 	g.Go(func() error {

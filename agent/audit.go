@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
@@ -32,6 +33,9 @@ type auditState struct {
 	// until the agent stops: reloading a BPF collection every
 	// AuditInterval parsed the kernel's BTF each time.
 	iter tracer.TaskIter
+	// fallbackWarned makes the first fallback to /proc a warning and the
+	// next ones, every AuditInterval, debug lines.
+	fallbackWarned atomic.Bool
 }
 
 // serveAudit: GET /api/v1/audit?namespace=&pod= audits the containers
@@ -69,7 +73,9 @@ func (a *Agent) currentAudit(ctx context.Context, maxAge time.Duration) ([]audit
 	if s.results != nil && time.Since(s.at) < maxAge {
 		return s.results, nil
 	}
-	res, err := audit.RunWith(ctx, a.resolver, audit.Options{ProcRoot: a.opts.ProcRoot, ReadTaskStates: a.audit.iter.Read})
+	res, err := audit.RunWith(ctx, a.resolver, audit.Options{
+		ProcRoot: a.opts.ProcRoot, ReadTaskStates: a.audit.iter.Read, FallbackWarned: &s.fallbackWarned,
+	})
 	if err != nil && len(res) == 0 {
 		return nil, err
 	}

@@ -82,14 +82,15 @@ type Options struct {
 	// reads /proc only, and fails every container under SourceKernel.
 	ReadTaskStates func(pids []int) (map[int]sigvocab.TaskSnapshot, error)
 	Logger         *slog.Logger // nil: slog.Default()
+	// FallbackWarned is the caller's memory, across audits, that a
+	// fallback to /proc was already logged as a warning: the next ones are
+	// debug lines (the agent audits every 30 s). nil: every fallback is a
+	// warning (a one-shot audit has one).
+	FallbackWarned *atomic.Bool
 }
 
 // errNoKernelReader is the kernel's error when Options has no reader.
 var errNoKernelReader = errors.New("audit: no reader of the kernel's task state (Options.ReadTaskStates)")
-
-// fallbackLogged makes the first fallback to /proc a warning and the next
-// ones (the agent audits every 30 s) debug lines.
-var fallbackLogged atomic.Bool
 
 // RunWith audits every running container the reachable runtimes report,
 // from the kernel when opts.ReadTaskStates can read it, else from /proc.
@@ -116,7 +117,7 @@ func RunWith(ctx context.Context, l Lister, opts Options) ([]Result, error) {
 		}
 		if snaps, kerr = opts.ReadTaskStates(pids); kerr != nil {
 			lvl := slog.LevelDebug
-			if opts.Source != SourceKernel && fallbackLogged.CompareAndSwap(false, true) {
+			if opts.Source != SourceKernel && (opts.FallbackWarned == nil || opts.FallbackWarned.CompareAndSwap(false, true)) {
 				lvl = slog.LevelWarn
 			}
 			opts.Logger.Log(ctx, lvl, "audit: the kernel's task state cannot be read; predicting from /proc, which does not show signals waited for with sigtimedwait (tini, docker-init)", "error", kerr)

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sigscope/sigscope/container"
@@ -217,6 +220,42 @@ func TestRunPrefersKernel(t *testing.T) {
 
 // The runtime and the handler's sa_flags decide what a handler at a
 // namespace init achieves (issue 20).
+// levels records the level of every log line.
+type levels struct{ got *[]slog.Level }
+
+func (levels) Enabled(context.Context, slog.Level) bool { return true }
+func (h levels) Handle(_ context.Context, r slog.Record) error {
+	*h.got = append(*h.got, r.Level)
+	return nil
+}
+func (h levels) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h levels) WithGroup(string) slog.Handler      { return h }
+
+// A caller that audits again and again (the agent) warns of the fallback
+// to /proc once; one that keeps no memory of it warns every time.
+func TestFallbackWarnsOnce(t *testing.T) {
+	proc := t.TempDir()
+	writeProc(t, proc, "200", "1", none, none, "/bin/sh -c app")
+	l := fakeLister{running: []container.Running{{Info: container.Info{ID: "b", Name: "shell"}, PID: 200}}}
+	failing := func([]int) (map[int]sigvocab.TaskSnapshot, error) { return nil, errors.New("no CAP_BPF") }
+	run := func(warned *atomic.Bool) []slog.Level {
+		var got []slog.Level
+		log := slog.New(levels{&got})
+		for range 3 {
+			if _, err := RunWith(context.Background(), l, Options{ProcRoot: proc, ReadTaskStates: failing, Logger: log, FallbackWarned: warned}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return got
+	}
+	if got := run(new(atomic.Bool)); !slices.Equal(got, []slog.Level{slog.LevelWarn, slog.LevelDebug, slog.LevelDebug}) {
+		t.Errorf("with FallbackWarned: %v, want one warning then debug lines", got)
+	}
+	if got := run(nil); !slices.Equal(got, []slog.Level{slog.LevelWarn, slog.LevelWarn, slog.LevelWarn}) {
+		t.Errorf("without: %v, want a warning each time", got)
+	}
+}
+
 func TestPredictRuntime(t *testing.T) {
 	var (
 		handler = sigvocab.TaskState{Handler: sigvocab.DispHandler, NSInit: true}

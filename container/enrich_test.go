@@ -14,13 +14,10 @@ import (
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
-// fastRechecks shortens the resolver's rechecks for one test; call it
-// before making the resolver.
-func fastRechecks(t *testing.T, every time.Duration, tries int) {
-	t.Helper()
-	oldEvery, oldTries := recheckInterval, recheckTries
-	recheckInterval, recheckTries = every, tries
-	t.Cleanup(func() { recheckInterval, recheckTries = oldEvery, oldTries })
+// fastRechecks returns opts with the resolver's rechecks shortened.
+func fastRechecks(opts Options, every time.Duration, tries int) Options {
+	opts.recheckInterval, opts.recheckTries = every, tries
+	return opts
 }
 
 // kubepodsProcess sets up a process of a pod's container or sandbox in the
@@ -58,10 +55,9 @@ func createdInspect(id, name string) map[string]any {
 // main pid. The resolver asks again by itself, so that the Info that
 // lookups (cache hits, no I/O) return gets MainPID without anyone asking.
 func TestDockerMainPIDAfterStart(t *testing.T) {
-	fastRechecks(t, 20*time.Millisecond, 20)
 	h := newFakeHost(t)
 	d := startFakeDocker(t, map[string]map[string]any{id1: createdInspect(id1, "web")})
-	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
+	r := h.resolver(fastRechecks(Options{DockerSocket: d.socket, CRISockets: []string{}}, 20*time.Millisecond, 20))
 	p := h.dockerProcess(100, 4026532100, id1)
 	// The watch's enrichment, before any lookup: created, no pid.
 	waitMeta(t, r, id1, func(i *Info) bool { return i.Name == "web" })
@@ -80,7 +76,7 @@ func TestDockerMainPIDAfterStart(t *testing.T) {
 	}
 	// Once it has its pid, the runtime is not asked again.
 	n := d.requests.Load()
-	time.Sleep(10 * recheckInterval)
+	time.Sleep(10 * r.opts.recheckInterval)
 	if d.requests.Load() != n {
 		t.Fatalf("%d more requests after the pid was known", d.requests.Load()-n)
 	}
@@ -99,10 +95,9 @@ func TestDockerMainPIDAfterStart(t *testing.T) {
 
 // A container that never starts is asked about a bounded number of times.
 func TestMainPIDRechecksAreBounded(t *testing.T) {
-	fastRechecks(t, 5*time.Millisecond, 4)
 	h := newFakeHost(t)
 	d := startFakeDocker(t, map[string]map[string]any{id1: createdInspect(id1, "never")})
-	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
+	r := h.resolver(fastRechecks(Options{DockerSocket: d.socket, CRISockets: []string{}}, 5*time.Millisecond, 4))
 	h.dockerProcess(100, 4026532100, id1)
 	waitMeta(t, r, id1, func(i *Info) bool { return i.Name == "never" })
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -117,22 +112,21 @@ func TestMainPIDRechecksAreBounded(t *testing.T) {
 		}
 	}
 	// The first ask, and recheckTries more.
-	if n := d.requests.Load(); n != int64(1+recheckTries) {
-		t.Fatalf("%d requests, want %d", n, 1+recheckTries)
+	if n := d.requests.Load(); n != int64(1+r.opts.recheckTries) {
+		t.Fatalf("%d requests, want %d", n, 1+r.opts.recheckTries)
 	}
-	time.Sleep(20 * recheckInterval)
-	if n := d.requests.Load(); n != int64(1+recheckTries) {
+	time.Sleep(20 * r.opts.recheckInterval)
+	if n := d.requests.Load(); n != int64(1+r.opts.recheckTries) {
 		t.Fatalf("%d requests after giving up", n)
 	}
 }
 
 func TestCRIMainPIDAfterStart(t *testing.T) {
-	fastRechecks(t, 20*time.Millisecond, 20)
 	h := newFakeHost(t)
 	f := &fakeCRI{name: "containerd"}
 	f.set(id1, kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_CREATED, 0))
 	sock := startFakeCRI(t, f)
-	r := h.resolver(Options{DockerSocket: filepath.Join(t.TempDir(), "none.sock"), CRISockets: []string{sock}})
+	r := h.resolver(fastRechecks(Options{DockerSocket: filepath.Join(t.TempDir(), "none.sock"), CRISockets: []string{sock}}, 20*time.Millisecond, 20))
 	p := h.kubepodsProcess(100, 4026532100, id1)
 	if info := r.Lookup(p); info == nil || info.Name != "app" || info.Runtime != RuntimeContainerd {
 		t.Fatalf("Info %+v", info)
@@ -192,11 +186,10 @@ func TestCRISandbox(t *testing.T) {
 // cgroup: the watch's enrichment finds nobody who knows the id, and the
 // resolver asks again until the runtime does.
 func TestCRISandboxRegisteredLate(t *testing.T) {
-	fastRechecks(t, 20*time.Millisecond, 20)
 	h := newFakeHost(t)
 	f := &fakeCRI{name: "containerd"}
 	sock := startFakeCRI(t, f)
-	r := h.resolver(Options{DockerSocket: filepath.Join(t.TempDir(), "none.sock"), CRISockets: []string{sock}})
+	r := h.resolver(fastRechecks(Options{DockerSocket: filepath.Join(t.TempDir(), "none.sock"), CRISockets: []string{sock}}, 20*time.Millisecond, 20))
 	p := h.kubepodsProcess(100, 4026532100, id2)
 	waitMeta(t, r, id2, func(i *Info) bool { return i.bare() })
 	f.setSandbox(id2, sandboxStatus(id2, 555))

@@ -60,6 +60,12 @@ type Options struct {
 	TTL        time.Duration // how long a resolution is reused, and kept after a container ends; default 5m
 	APITimeout time.Duration // per runtime API call; default 2s
 	Logger     *slog.Logger  // default slog.Default()
+
+	// recheckInterval and recheckTries bound the asking again about a
+	// container without a main pid yet (prefetch.go); 0 takes the
+	// defaults. Only the tests shorten them.
+	recheckInterval time.Duration
+	recheckTries    int
 }
 
 // withDefaults fills in the zero values of opts and normalises the runtime
@@ -98,6 +104,12 @@ func (opts Options) withDefaults() (_ Options, given []string) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.recheckInterval <= 0 {
+		opts.recheckInterval = defaultRecheckInterval
+	}
+	if opts.recheckTries <= 0 {
+		opts.recheckTries = defaultRecheckTries
 	}
 	if !opts.NoRuntimeAPI {
 		if explicitDocker {

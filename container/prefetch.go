@@ -11,12 +11,13 @@ const prefetchQueue = 1024
 
 // A container enriched before its runtime started it has no main pid yet,
 // and a pod sandbox being created is not known to containerd yet: the
-// runtime is asked again every recheckInterval, at most recheckTries times
-// (5 s), until it gives a pid or forgets the container, so that MainPID is
-// known by the time the container is stopped. Variables for the tests.
-var (
-	recheckInterval = 250 * time.Millisecond
-	recheckTries    = 20
+// runtime is asked again every Options.recheckInterval, at most
+// Options.recheckTries times (5 s by default), until it gives a pid or
+// forgets the container, so that MainPID is known by the time the
+// container is stopped.
+const (
+	defaultRecheckInterval = 250 * time.Millisecond
+	defaultRecheckTries    = 20
 )
 
 type prefetchItem struct{ id, runtime string }
@@ -107,7 +108,7 @@ func (r *Resolver) prefetcher() {
 }
 
 // queueRecheck has the prefetcher ask the runtime about the container
-// again in recheckInterval. Without a prefetcher (no cgroup watch) a
+// again in Options.recheckInterval. Without a prefetcher (no cgroup watch) a
 // container keeps what its first enrichment said.
 func (r *Resolver) queueRecheck(id, runtime string) {
 	if r.prefetch == nil {
@@ -115,7 +116,7 @@ func (r *Resolver) queueRecheck(id, runtime string) {
 	}
 	r.recheckMu.Lock()
 	if _, ok := r.rechecks[id]; !ok && len(r.rechecks) < prefetchQueue {
-		r.rechecks[id] = &recheck{runtime: runtime, due: time.Now().Add(recheckInterval)}
+		r.rechecks[id] = &recheck{runtime: runtime, due: time.Now().Add(r.opts.recheckInterval)}
 	}
 	r.recheckMu.Unlock()
 	select {
@@ -170,8 +171,8 @@ func (r *Resolver) runRechecks() {
 		r.recheckMu.Lock()
 		if c := r.rechecks[it.id]; c != nil {
 			c.tries++
-			c.due = time.Now().Add(recheckInterval)
-			if !known || !en.again && en.complete || c.tries >= recheckTries {
+			c.due = time.Now().Add(r.opts.recheckInterval)
+			if !known || !en.again && en.complete || c.tries >= r.opts.recheckTries {
 				delete(r.rechecks, it.id)
 			}
 		}

@@ -95,18 +95,18 @@ func TestExitProgramMatchesKernel(t *testing.T) {
 	if twoArg {
 		want = "handle_exit_v2"
 	}
-	t.Logf("kernel sched_process_exit has group_dead: %v; attached %s", twoArg, tr.ExitProgram)
-	if tr.ExitProgram != want {
-		t.Errorf("attached %s, want %s", tr.ExitProgram, want)
+	t.Logf("kernel sched_process_exit has group_dead: %v; attached %s", twoArg, tr.ExitProgram())
+	if tr.ExitProgram() != want {
+		t.Errorf("attached %s, want %s", tr.ExitProgram(), want)
 	}
 	oomTask, err := oomPassesTask(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantOOM := map[bool]string{false: "handle_oom_v1", true: "handle_oom_v2"}[oomTask]
-	t.Logf("kernel mark_victim passes the task: %v; attached %s", oomTask, tr.OOMProgram)
-	if tr.OOMProgram != wantOOM {
-		t.Errorf("attached %s, want %s", tr.OOMProgram, wantOOM)
+	t.Logf("kernel mark_victim passes the task: %v; attached %s", oomTask, tr.OOMProgram())
+	if tr.OOMProgram() != wantOOM {
+		t.Errorf("attached %s, want %s", tr.OOMProgram(), wantOOM)
 	}
 	if err := tr.Close(); err != nil {
 		t.Errorf("Close: %v", err)

@@ -7,13 +7,13 @@ import (
 	"syscall"
 )
 
-// procRoot is where /proc is mounted; a variable for tests.
-var procRoot = "/proc"
+// defaultProcRoot is where /proc is mounted unless Options.procRoot says.
+const defaultProcRoot = "/proc"
 
 // completeOOMFrom fills the identity of an OOM victim reported by the older
 // mark_victim prototype, which passes only a thread id: from the kernel's
-// SIGKILL to the same thread just before (kill), else from /proc.
-func completeOOMFrom(e *Event, kill *Process) {
+// SIGKILL to the same thread just before (kill), else from procRoot.
+func completeOOMFrom(e *Event, kill *Process, procRoot string) {
 	if e.Target.PidNS != 0 || e.Target.TID == 0 {
 		return
 	}
@@ -24,15 +24,16 @@ func completeOOMFrom(e *Event, kill *Process) {
 		}
 		return
 	}
-	completeOOMVictim(e)
+	completeOOMVictim(e, procRoot)
 }
 
 // completeOOMVictim fills the identity of an OOM victim reported by the older
 // mark_victim prototype, which passes only a thread id. The kernel has just
 // chosen the victim and not yet reaped it, but the reader may come after the
 // reaper: this is the fallback when the victim's SIGKILL was not traced. OOM
-// kills are rare: this /proc read is not on the hot path.
-func completeOOMVictim(e *Event) {
+// kills are rare: this /proc read is not on the hot path. procRoot is where
+// /proc is mounted.
+func completeOOMVictim(e *Event, procRoot string) {
 	if e.Kind != KindOOM || e.Target.PidNS != 0 || e.Target.TID == 0 {
 		return
 	}

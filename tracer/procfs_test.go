@@ -9,9 +9,7 @@ import (
 // The older mark_victim passes a thread id only; the tracer completes the
 // process identity from /proc.
 func TestCompleteOOMVictim(t *testing.T) {
-	old := procRoot
-	defer func() { procRoot = old }()
-	procRoot = t.TempDir()
+	procRoot := t.TempDir()
 	dir := filepath.Join(procRoot, "4243")
 	if err := os.MkdirAll(filepath.Join(dir, "ns"), 0o755); err != nil {
 		t.Fatal(err)
@@ -25,13 +23,13 @@ func TestCompleteOOMVictim(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := Event{Kind: KindOOM, Target: Process{PID: 4243, TID: 4243}}
-	completeOOMVictim(&e)
+	completeOOMVictim(&e, procRoot)
 	if e.Target.PID != 4242 || e.Target.TID != 4243 || e.Target.NsPID != 7 || e.Target.PidNS == 0 || e.Target.Comm.String() != "worker" {
 		t.Errorf("completed victim %+v (comm %q)", e.Target, e.Target.Comm)
 	}
 	// A victim with full identity (newer kernels) is left alone.
 	e = Event{Kind: KindOOM, Target: Process{PID: 1, TID: 4243, PidNS: 99}}
-	completeOOMVictim(&e)
+	completeOOMVictim(&e, procRoot)
 	if e.Target.PID != 1 {
 		t.Errorf("complete victim was rewritten: %+v", e.Target)
 	}
@@ -40,18 +38,16 @@ func TestCompleteOOMVictim(t *testing.T) {
 // The OOM killer's SIGKILL to the victim comes just before the record that
 // names it by thread id: its identity completes the record, without /proc.
 func TestCompleteOOMFromKill(t *testing.T) {
-	old := procRoot
-	defer func() { procRoot = old }()
-	procRoot = t.TempDir() // empty: /proc has nothing left
+	procRoot := t.TempDir() // empty: /proc has nothing left
 	kill := Process{PID: 4242, TID: 4243, NsPID: 1, PidNS: 4026532177, CgroupV1ID: 77, Comm: Comm{'h', 'o', 'g'}}
 	e := Event{Kind: KindOOM, Target: Process{PID: 4243, TID: 4243}}
-	completeOOMFrom(&e, &kill)
+	completeOOMFrom(&e, &kill, procRoot)
 	if e.Target != kill || !e.Flags.Has(FlagNSInit) {
 		t.Errorf("victim %+v flags %s", e.Target, e.Flags)
 	}
 	other := Process{PID: 9, TID: 9, PidNS: 1}
 	e = Event{Kind: KindOOM, Target: Process{PID: 4243, TID: 4243}}
-	completeOOMFrom(&e, &other)
+	completeOOMFrom(&e, &other, procRoot)
 	if e.Target.PidNS != 0 {
 		t.Errorf("completed from another thread's kill: %+v", e.Target)
 	}

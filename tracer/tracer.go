@@ -58,6 +58,10 @@ type Options struct {
 	// helperReads makes the programs read as on kernels without
 	// bpf_rdonly_cast (before 6.2): the tests compare both ways.
 	helperReads bool
+	// procRoot is where the OOM victim's identity is read from when the
+	// kernel passed its thread id only; "" means /proc. Run hands it to
+	// completeOOMFrom, which the tests call with a directory of their own.
+	procRoot string
 
 	Logger *slog.Logger
 }
@@ -80,13 +84,18 @@ type Tracer struct {
 	wakeups      atomic.Uint64 // times the doorbell woke a sleeping reader
 	final        Stats         // the counters at Close
 
-	// ExitProgram names the sched_process_exit program that was attached:
-	// "handle_exit_v1" (1 argument, kernels before 6.16) or "handle_exit_v2".
-	ExitProgram string
-	// OOMProgram names the oom:mark_victim program: "handle_oom_v1" (the
-	// victim's pid only) or "handle_oom_v2" (the victim's task).
-	OOMProgram string
+	exitProgram string // see ExitProgram
+	oomProgram  string // see OOMProgram
 }
+
+// ExitProgram names the sched_process_exit program that was attached:
+// "handle_exit_v1" (1 argument, kernels before 6.16) or "handle_exit_v2".
+func (t *Tracer) ExitProgram() string { return t.exitProgram }
+
+// OOMProgram names the oom:mark_victim program that was attached:
+// "handle_oom_v1" (the victim's pid only) or "handle_oom_v2" (the victim's
+// task).
+func (t *Tracer) OOMProgram() string { return t.oomProgram }
 
 // New checks that this process and kernel can trace, loads the programs with
 // the options baked in as constants, and attaches them. Errors that come from
@@ -103,6 +112,9 @@ func New(opts Options) (*Tracer, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.procRoot == "" {
+		opts.procRoot = defaultProcRoot
 	}
 	page := os.Getpagesize()
 	if opts.RingSize < page || opts.RingSize&(opts.RingSize-1) != 0 {
@@ -169,7 +181,7 @@ func New(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, explainLoadError(err)
 	}
-	t := &Tracer{opts: opts, log: opts.Logger, coll: coll, ExitProgram: keep, OOMProgram: oomKeep,
+	t := &Tracer{opts: opts, log: opts.Logger, coll: coll, exitProgram: keep, oomProgram: oomKeep,
 		counters: coll.Maps[sigscopeMapEventCounters]}
 	for _, name := range []string{sigscopeProgHandleGenerate, sigscopeProgHandleDeliver, keep, oomKeep, sigscopeProgHandleExec} {
 		p := coll.Programs[name]
@@ -264,7 +276,7 @@ func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
 			if t.opts.oomTIDOnly {
 				ev.Target = Process{PID: ev.Target.TID, TID: ev.Target.TID}
 			}
-			completeOOMFrom(&ev, &lastKernelKill)
+			completeOOMFrom(&ev, &lastKernelKill, t.opts.procRoot)
 		}
 		return fn(&ev)
 	}
