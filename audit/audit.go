@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
@@ -385,10 +386,8 @@ func role(st sigvocab.TaskState) string { return timeline.MainRole(st.NSInit) }
 
 // processName is role with the command, for the start of a sentence.
 func processName(f Facts) string {
-	name := "The main process"
-	if f.State.NSInit {
-		name = role(f.State)
-	}
+	name := role(f.State)
+	name = strings.ToUpper(name[:1]) + name[1:] // the start of a sentence
 	switch {
 	case len(f.Cmdline) > 0:
 		return fmt.Sprintf("%s (%s)", name, filepath.Base(f.Cmdline[0]))

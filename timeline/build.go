@@ -477,9 +477,7 @@ func (ep *episode) appliedGrace() time.Duration {
 	if ep.PreStop.timedOut(&ep.Episode) {
 		return c
 	}
-	if p := ep.PreStop; p != nil && !p.StartAt.IsZero() && !p.Estimated {
-		d = ep.KillAt.Sub(p.StartAt)
-	}
+	d = ep.KillAt.Sub(ep.graceBegin())
 	if d >= c-graceEarly && d <= c+graceLate {
 		return c
 	}

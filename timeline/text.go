@@ -209,11 +209,17 @@ func (ep *Episode) timeoutKnob() string {
 // was given: "the container's StopTimeout is 10s: the stop was given
 // 3.0s", counted from the preStop hook's start when one was seen.
 func (ep *Episode) givenText() string {
-	begin := ep.StopAt
+	return fmt.Sprintf("the container's %s is %s: the stop was given %.1fs", ep.timeoutKnob(), ep.StopTimeout, ep.KillAt.Sub(ep.graceBegin()).Seconds())
+}
+
+// graceBegin is when the grace period began, as the kernel saw it: the
+// start of an exec preStop hook it recorded, else the stop signal (an
+// estimated hook start is derived from a grace, so it cannot tell one).
+func (ep *Episode) graceBegin() time.Time {
 	if p := ep.PreStop; p != nil && !p.StartAt.IsZero() && !p.Estimated {
-		begin = p.StartAt
+		return p.StartAt
 	}
-	return fmt.Sprintf("the container's %s is %s: the stop was given %.1fs", ep.timeoutKnob(), ep.StopTimeout, ep.KillAt.Sub(begin).Seconds())
+	return ep.StopAt
 }
 
 // unseenStart explains an episode that may have begun before tracing did,
