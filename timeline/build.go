@@ -470,15 +470,13 @@ const (
 // deletion's grace) is set later by the caller and wins.
 func (ep *episode) appliedGrace() time.Duration {
 	c := ep.StopTimeout
-	d, ok := ep.KillAfter()
-	if c <= 0 || !ok {
+	if _, killed := ep.KillAfter(); c <= 0 || !killed {
 		return 0
 	}
 	if ep.PreStop.timedOut(&ep.Episode) {
 		return c
 	}
-	d = ep.KillAt.Sub(ep.graceBegin())
-	if d >= c-graceEarly && d <= c+graceLate {
+	if d := ep.KillAt.Sub(ep.graceBegin()); d >= c-graceEarly && d <= c+graceLate {
 		return c
 	}
 	return 0
