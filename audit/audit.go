@@ -141,11 +141,7 @@ func RunWith(ctx context.Context, l Lister, opts Options) ([]Result, error) {
 		out = append(out, res)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Container, out[j].Container
-		if a.Namespace+a.Pod+a.Name != b.Namespace+b.Pod+b.Name {
-			return a.Namespace+a.Pod+a.Name < b.Namespace+b.Pod+b.Name
-		}
-		return a.ID < b.ID
+		return out[i].Container.Compare(out[j].Container.Identity) < 0
 	})
 	return out, err
 }

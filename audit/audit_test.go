@@ -117,12 +117,12 @@ func TestRunReadsProc(t *testing.T) {
 	writeProc(t, proc, "200", "1", none, none, "/bin/sh -c app")
 	writeProc(t, proc, "400", "7", none, none, "/app serve")
 	l := fakeLister{running: []container.Running{
-		{Info: container.Info{ID: "b", Name: "shell"}, PID: 200},
-		{Info: container.Info{ID: "a", Name: "app"}, PID: 100},
-		{Info: container.Info{ID: "c", Name: "gone"}, PID: 300},
-		{Info: container.Info{ID: "d", Name: "quitter", StopSignal: sigvocab.SIGQUIT}, PID: 100},
-		{Info: container.Info{ID: "e", Name: "shared"}, PID: 400},
-		{Info: container.Info{ID: "f", Name: "nopid"}},
+		{Info: container.Info{Identity: container.Identity{ID: "b", Name: "shell"}}, PID: 200},
+		{Info: container.Info{Identity: container.Identity{ID: "a", Name: "app"}}, PID: 100},
+		{Info: container.Info{Identity: container.Identity{ID: "c", Name: "gone"}}, PID: 300},
+		{Info: container.Info{Identity: container.Identity{ID: "d", Name: "quitter"}, StopSignal: sigvocab.SIGQUIT}, PID: 100},
+		{Info: container.Info{Identity: container.Identity{ID: "e", Name: "shared"}}, PID: 400},
+		{Info: container.Info{Identity: container.Identity{ID: "f", Name: "nopid"}}},
 	}}
 	kernel := func([]int) (map[int]sigvocab.TaskSnapshot, error) {
 		t.Error("the kernel was read with Source proc")
@@ -173,8 +173,8 @@ func TestRunPrefersKernel(t *testing.T) {
 	writeProc(t, proc, "100", "1", none, none, "/usr/bin/tini -s -- app")
 	writeProc(t, proc, "200", "1", none, none, "/bin/sh -c app")
 	l := fakeLister{running: []container.Running{
-		{Info: container.Info{ID: "a", Name: "tini"}, PID: 100},
-		{Info: container.Info{ID: "b", Name: "shell"}, PID: 200},
+		{Info: container.Info{Identity: container.Identity{ID: "a", Name: "tini"}}, PID: 100},
+		{Info: container.Info{Identity: container.Identity{ID: "b", Name: "shell"}}, PID: 200},
 	}}
 	var asked []int
 	kernel := func(pids []int) (map[int]sigvocab.TaskSnapshot, error) {
@@ -236,7 +236,7 @@ func (h levels) WithGroup(string) slog.Handler      { return h }
 func TestFallbackWarnsOnce(t *testing.T) {
 	proc := t.TempDir()
 	writeProc(t, proc, "200", "1", none, none, "/bin/sh -c app")
-	l := fakeLister{running: []container.Running{{Info: container.Info{ID: "b", Name: "shell"}, PID: 200}}}
+	l := fakeLister{running: []container.Running{{Info: container.Info{Identity: container.Identity{ID: "b", Name: "shell"}}, PID: 200}}}
 	failing := func([]int) (map[int]sigvocab.TaskSnapshot, error) { return nil, errors.New("no CAP_BPF") }
 	run := func(warned *atomic.Bool) []slog.Level {
 		var got []slog.Level
@@ -340,9 +340,9 @@ func TestRunRuntime(t *testing.T) {
 	}
 	term := sigvocab.NewSignalSet(sigvocab.SIGTERM)
 	l := fakeLister{running: []container.Running{
-		{Info: container.Info{ID: "a", Name: "node-default"}, PID: 100},
-		{Info: container.Info{ID: "b", Name: "node-listener"}, PID: 200},
-		{Info: container.Info{ID: "c", Name: "app"}, PID: 300},
+		{Info: container.Info{Identity: container.Identity{ID: "a", Name: "node-default"}}, PID: 100},
+		{Info: container.Info{Identity: container.Identity{ID: "b", Name: "node-listener"}}, PID: 200},
+		{Info: container.Info{Identity: container.Identity{ID: "c", Name: "app"}}, PID: 300},
 	}}
 	kernel := func([]int) (map[int]sigvocab.TaskSnapshot, error) {
 		return map[int]sigvocab.TaskSnapshot{

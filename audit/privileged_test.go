@@ -71,7 +71,7 @@ func commOf(pid int) string {
 // auditOne audits a container whose main process is pid.
 func auditOne(t *testing.T, pid int, source string) Result {
 	t.Helper()
-	l := fakeLister{running: []container.Running{{Info: container.Info{ID: "c", Name: "c"}, PID: pid}}}
+	l := fakeLister{running: []container.Running{{Info: container.Info{Identity: container.Identity{ID: "c", Name: "c"}}, PID: pid}}}
 	res, err := RunWith(context.Background(), l, Options{Source: source, ReadTaskStates: tracer.ReadTaskStates})
 	if err != nil || len(res) != 1 {
 		t.Fatalf("audit: %v, %+v", err, res)

@@ -193,10 +193,7 @@ func infoFromCRI(s *runtimeapi.ContainerStatus, verbose map[string]string) (*cri
 		return nil, errors.New("ContainerStatus without a status")
 	}
 	out := &criStatus{Info: Info{
-		ID:          s.GetId(),
-		Name:        s.GetMetadata().GetName(),
-		Image:       s.GetImage().GetImage(),
-		Labels:      s.GetLabels(),
+		Identity: Identity{ID: s.GetId(), Name: s.GetMetadata().GetName(), Image: s.GetImage().GetImage()}, Labels: s.GetLabels(),
 		Annotations: s.GetAnnotations(),
 		StopSignal:  criSignal(s.GetStopSignal()),
 		MainPID:     verbosePID(verbose),
@@ -223,8 +220,7 @@ func infoFromSandbox(s *runtimeapi.PodSandboxStatus, verbose map[string]string) 
 		return nil, errors.New("PodSandboxStatus without a status")
 	}
 	info := Info{
-		ID:          s.GetId(),
-		Sandbox:     true,
+		Identity: Identity{ID: s.GetId()}, Sandbox: true,
 		Labels:      s.GetLabels(),
 		Annotations: s.GetAnnotations(),
 		MainPID:     verbosePID(verbose),

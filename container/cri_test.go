@@ -143,27 +143,27 @@ func TestInfoFromCRI(t *testing.T) {
 		created bool
 	}{
 		{"kubelet container", kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242),
-			Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60, MainPID: 4242}, false},
+			Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod"}, PodUID: uid, GracePeriod: 60, MainPID: 4242}, false},
 		// ContainerStopSignals: containerd 2.4 reports the kubelet's
 		// lifecycle.stopSignal, which it stops the container with.
 		{"kubelet container with lifecycle.stopSignal", func() *runtimeapi.ContainerStatusResponse {
 			r := kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242)
 			r.Status.StopSignal = runtimeapi.Signal_SIGNAL_SIGUSR1
 			return r
-		}(), Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGUSR1}, false},
+		}(), Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod"}, PodUID: uid, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGUSR1}, false},
 		{"created, not started", kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_CREATED, 0),
-			Info{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid, GracePeriod: 60}, true},
+			Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod"}, PodUID: uid, GracePeriod: 60}, true},
 		{"image by ref, stop signal, no verbose info", &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
 			Id: id2, Metadata: &runtimeapi.ContainerMetadata{Name: "side"}, ImageRef: "sha256:ff", State: runtimeapi.ContainerState_CONTAINER_EXITED,
 			StopSignal: runtimeapi.Signal_SIGNAL_SIGQUIT,
-		}}, Info{ID: id2, Name: "side", Image: "sha256:ff", StopSignal: sigvocab.SIGQUIT}, false},
+		}}, Info{Identity: Identity{ID: id2, Name: "side", Image: "sha256:ff"}, StopSignal: sigvocab.SIGQUIT}, false},
 		{"grace period as a label, garbage verbose info", &runtimeapi.ContainerStatusResponse{
 			Status: &runtimeapi.ContainerStatus{Id: id2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: map[string]string{AnnotationGracePeriod: "5"}},
 			Info:   map[string]string{"info": "{not json"},
-		}, Info{ID: id2, GracePeriod: 5}, false},
+		}, Info{Identity: Identity{ID: id2}, GracePeriod: 5}, false},
 		{"bad grace period ignored", &runtimeapi.ContainerStatusResponse{
 			Status: &runtimeapi.ContainerStatus{Id: id2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Annotations: map[string]string{AnnotationGracePeriod: "soon"}},
-		}, Info{ID: id2}, false},
+		}, Info{Identity: Identity{ID: id2}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, err := infoFromCRI(c.resp.GetStatus(), c.resp.GetInfo())

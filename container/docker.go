@@ -79,11 +79,7 @@ const dockerDefaultStopTimeout = 10
 // untrusted, and escaping them is each output's job.
 func (d *dockerInspect) info() *Info {
 	info := &Info{
-		ID:          d.ID,
-		Runtime:     RuntimeDocker,
-		Name:        strings.TrimPrefix(d.Name, "/"),
-		Image:       d.Config.Image,
-		StopSignal:  parseStopSignal(d.Config.StopSignal),
+		Identity: Identity{ID: d.ID, Runtime: RuntimeDocker, Name: strings.TrimPrefix(d.Name, "/"), Image: d.Config.Image}, StopSignal: parseStopSignal(d.Config.StopSignal),
 		StopTimeout: dockerDefaultStopTimeout,
 		Labels:      d.Config.Labels,
 		MainPID:     max(d.State.Pid, 0), // Docker's API may say -1; no pid is 0, as for CRI

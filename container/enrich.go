@@ -148,7 +148,7 @@ func (r *Resolver) detectRuntime(info *Info) {
 // runtimes are asked follows from the runtime the cgroup path names, and
 // what their not knowing the container means from which they are.
 func (r *Resolver) askRuntime(id, runtime string) enrichment {
-	bare := &Info{ID: id, Runtime: runtime}
+	bare := &Info{Identity: Identity{ID: id, Runtime: runtime}}
 	rts := r.apis()
 	if rts == nil {
 		return enrichment{info: bare, complete: true}

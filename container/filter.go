@@ -16,12 +16,12 @@ type Filter struct {
 // Active reports whether the filter picks anything out.
 func (f Filter) Active() bool { return f.Container != "" || f.Namespace != "" || f.Pod != "" }
 
-// Matches reports whether a container with these identities passes.
-func (f Filter) Matches(id, name, namespace, pod string) bool {
+// Matches reports whether a container passes.
+func (f Filter) Matches(c Identity) bool {
 	switch {
-	case f.Container != "" && name != f.Container && !strings.HasPrefix(id, f.Container),
-		f.Namespace != "" && namespace != f.Namespace,
-		f.Pod != "" && pod != f.Pod:
+	case f.Container != "" && c.Name != f.Container && !strings.HasPrefix(c.ID, f.Container),
+		f.Namespace != "" && c.Namespace != f.Namespace,
+		f.Pod != "" && c.Pod != f.Pod:
 		return false
 	}
 	return true
@@ -33,5 +33,5 @@ func (f Filter) MatchesInfo(c *Info) bool {
 	if c == nil {
 		return !f.Active()
 	}
-	return f.Matches(c.ID, c.Name, c.Namespace, c.Pod)
+	return f.Matches(c.Identity)
 }

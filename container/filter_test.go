@@ -20,10 +20,10 @@ func TestFilter(t *testing.T) {
 		{Filter{Namespace: "other"}, false},
 		{Filter{Container: "web", Namespace: "shop", Pod: "web-0"}, true},
 	} {
-		if got := c.f.Matches(id, "web", "shop", "web-0"); got != c.want {
+		if got := c.f.Matches(Identity{ID: id, Name: "web", Namespace: "shop", Pod: "web-0"}); got != c.want {
 			t.Errorf("%+v: %v, want %v", c.f, got, c.want)
 		}
-		if got := c.f.MatchesInfo(&Info{ID: id, Name: "web", Namespace: "shop", Pod: "web-0"}); got != c.want {
+		if got := c.f.MatchesInfo(&Info{Identity: Identity{ID: id, Name: "web", Namespace: "shop", Pod: "web-0"}}); got != c.want {
 			t.Errorf("%+v on an Info: %v, want %v", c.f, got, c.want)
 		}
 	}

@@ -9,15 +9,8 @@ import (
 // said about it. Fields the resolver could not learn are empty: with no
 // runtime reachable, ID and Runtime still come from the cgroup path.
 type Info struct {
-	ID      string // full container ID (64 hex for docker/containerd/CRI-O/podman)
-	Runtime string // "docker", "containerd", "cri-o", "podman"
-	Name    string // runtime name (docker: without the leading "/"); Kubernetes: the container name
-	Image   string
-
-	// Kubernetes, from the io.kubernetes.* labels and annotations.
-	Pod       string
-	Namespace string
-	PodUID    string
+	Identity
+	PodUID string // Kubernetes, from the io.kubernetes.pod.uid label
 
 	// MainPID is the host pid of the container's main process, the one the
 	// runtime started and sends the stop signal to: the pid-namespace init
@@ -59,30 +52,6 @@ func (i *Info) StopSignalOrDefault() sigvocab.Signal {
 		return i.StopSignal
 	}
 	return sigvocab.SIGTERM
-}
-
-// ShortID is the 12-character ID docker ps and crictl show.
-func (i *Info) ShortID() string { return ShortID(i.ID) }
-
-// ShortID shortens a container ID the way docker ps and crictl do.
-func ShortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
-
-// DisplayName names the container compactly, raw (escape it for a
-// terminal): namespace/pod/container for Kubernetes, else the runtime's
-// name, else the short ID.
-func (i *Info) DisplayName() string {
-	switch {
-	case i.Pod != "":
-		return i.Namespace + "/" + i.Pod + "/" + i.Name
-	case i.Name != "":
-		return i.Name
-	}
-	return i.ShortID()
 }
 
 // bare reports whether the runtime told nothing about the container: only

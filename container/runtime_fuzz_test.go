@@ -235,9 +235,9 @@ func FuzzParseHook(f *testing.F) {
 			t.Fatalf("a blank annotation is a hook: %+v", h)
 		}
 		ann := map[string]string{AnnotationPreStop: s, AnnotationGracePeriod: s}
-		fromCRI := &Info{ID: fuzzID, Runtime: RuntimeContainerd}
+		fromCRI := &Info{Identity: Identity{ID: fuzzID, Runtime: RuntimeContainerd}}
 		applyKubernetes(fromCRI, nil, ann)
-		fromDocker := &Info{ID: fuzzID, Runtime: RuntimeDocker}
+		fromDocker := &Info{Identity: Identity{ID: fuzzID, Runtime: RuntimeDocker}}
 		applyKubernetes(fromDocker, ann, nil)
 		for _, info := range []*Info{fromCRI, fromDocker} {
 			if (info.PreStop == nil) != (h == nil) {

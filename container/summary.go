@@ -13,12 +13,7 @@ import (
 // "container" object of trace lines (docs/events.md), audit results and the
 // agent's API. The stop settings let a recording be judged offline.
 type Summary struct {
-	ID          string `json:"id"`
-	Name        string `json:"name,omitempty"`
-	Image       string `json:"image,omitempty"`
-	Runtime     string `json:"runtime"`
-	Pod         string `json:"pod,omitempty"`
-	Namespace   string `json:"namespace,omitempty"`
+	Identity
 	StopSignal  string `json:"stop_signal,omitempty"`
 	StopTimeout int    `json:"stop_timeout_s,omitempty"`
 	GracePeriod int    `json:"grace_period_s,omitempty"`
@@ -34,16 +29,14 @@ type Summary struct {
 // Summary returns i's JSON identity. Untrusted strings (names, images,
 // labels) are made valid UTF-8, invalid bytes kept as \xNN.
 func (i *Info) Summary() Summary {
-	return Summary{ID: i.ID, Name: textsafe.UTF8(i.Name), Image: textsafe.UTF8(i.Image), Runtime: i.Runtime,
-		Pod: textsafe.UTF8(i.Pod), Namespace: textsafe.UTF8(i.Namespace),
+	return Summary{Identity: i.Identity.UTF8(),
 		StopSignal: stopSignalName(i.StopSignal), StopTimeout: i.StopTimeout, GracePeriod: i.GracePeriod,
 		MainPID: i.MainPID, MainRuntime: langrt.Runtime(textsafe.UTF8(string(i.MainRuntime))), Sandbox: i.Sandbox, PreStop: safeHook(i.PreStop)}
 }
 
 // Info returns the identity a Summary carries (labels are not part of it).
 func (s Summary) Info() *Info {
-	return &Info{ID: s.ID, Name: s.Name, Image: s.Image, Runtime: s.Runtime, Pod: s.Pod,
-		Namespace: s.Namespace, StopSignal: parseStopSignal(s.StopSignal), StopTimeout: s.StopTimeout, GracePeriod: s.GracePeriod,
+	return &Info{Identity: s.Identity, StopSignal: parseStopSignal(s.StopSignal), StopTimeout: s.StopTimeout, GracePeriod: s.GracePeriod,
 		MainPID: s.MainPID, MainRuntime: s.MainRuntime, Sandbox: s.Sandbox, PreStop: s.PreStop}
 }
 
@@ -73,12 +66,14 @@ func safeHook(h *Hook) *Hook {
 // container. Untrusted strings are made valid UTF-8 as Summary makes them
 // (textsafe.AppendJSON); summary_json_test.go holds the two to each other.
 func (i *Info) AppendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = textsafe.AppendJSONString(b, i.ID)
+	// Every field is written with a leading comma and is left out when
+	// empty; the first comma is then taken back.
+	start := len(b)
+	b = append(b, '{')
+	b = appendJSONField(b, `,"id":`, i.ID)
 	b = appendJSONField(b, `,"name":`, i.Name)
 	b = appendJSONField(b, `,"image":`, i.Image)
-	b = append(b, `,"runtime":`...)
-	b = textsafe.AppendJSONString(b, i.Runtime)
+	b = appendJSONField(b, `,"runtime":`, i.Runtime)
 	b = appendJSONField(b, `,"pod":`, i.Pod)
 	b = appendJSONField(b, `,"namespace":`, i.Namespace)
 	if i.StopSignal != 0 {
@@ -109,6 +104,9 @@ func (i *Info) AppendJSON(b []byte) []byte {
 		b = appendJSONField(b, `,"url":`, h.URL)
 		b = appendJSONInt(b, `,"seconds":`, h.Seconds)
 		b = append(b, '}')
+	}
+	if len(b) > start+1 {
+		b = append(b[:start+1], b[start+2:]...) // the first field's comma
 	}
 	return append(b, '}')
 }

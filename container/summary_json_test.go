@@ -31,23 +31,20 @@ func TestSummaryAppendJSON(t *testing.T) {
 	id := "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c"
 	for _, i := range []*Info{
 		{},
-		{ID: id, Runtime: RuntimeDocker},
-		{ID: id, Runtime: RuntimeContainerd, Name: "web", Image: "registry.example.com/team/web:1.24.3",
-			Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default", MainPID: 28619, GracePeriod: 30, StopSignal: sigvocab.SIGTERM,
+		{Identity: Identity{ID: id, Runtime: RuntimeDocker}},
+		{Identity: Identity{ID: id, Runtime: RuntimeContainerd, Name: "web", Image: "registry.example.com/team/web:1.24.3", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default"}, MainPID: 28619, GracePeriod: 30, StopSignal: sigvocab.SIGTERM,
 			PreStop: &Hook{Kind: "exec", Command: []string{"/bin/sh", "-c", "sleep 5 && nginx -s quit"}}},
-		{ID: id, Runtime: RuntimeCRIO, Name: SandboxName, Sandbox: true, StopTimeout: -1, MainPID: -5,
+		{Identity: Identity{ID: id, Runtime: RuntimeCRIO, Name: SandboxName}, Sandbox: true, StopTimeout: -1, MainPID: -5,
 			StopSignal: 34 + 3, PreStop: &Hook{Kind: "http", URL: "/quit?<a>&b\xff", Seconds: 3, Command: []string{}}},
-		{ID: "bad\xff\"id", Runtime: "run\u2028time", Name: "web\xff\x1b[2J", Image: "\xed\xa0\x80", Pod: "<pod>",
-			Namespace: "n\u2029s", StopSignal: 200, PreStop: &Hook{Kind: "k\xfe", Command: []string{"", "\x00"}}},
-		{ID: id, Runtime: RuntimePodman, StopSignal: -3, PreStop: &Hook{Kind: "sleep", Seconds: 7}},
+		{Identity: Identity{ID: "bad\xff\"id", Runtime: "run\u2028time", Name: "web\xff\x1b[2J", Image: "\xed\xa0\x80", Pod: "<pod>", Namespace: "n\u2029s"}, StopSignal: 200, PreStop: &Hook{Kind: "k\xfe", Command: []string{"", "\x00"}}},
+		{Identity: Identity{ID: id, Runtime: RuntimePodman}, StopSignal: -3, PreStop: &Hook{Kind: "sleep", Seconds: 7}},
 	} {
 		checkSummaryJSON(t, i)
 	}
 }
 
 func TestSummaryAppendJSONAllocatesNothing(t *testing.T) {
-	i := &Info{ID: "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", Runtime: RuntimeContainerd,
-		Name: "web", Image: "nginx:1.27", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default", MainPID: 28619,
+	i := &Info{Identity: Identity{ID: "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", Runtime: RuntimeContainerd, Name: "web", Image: "nginx:1.27", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default"}, MainPID: 28619,
 		GracePeriod: 30, StopSignal: sigvocab.Signal(34 + 3), PreStop: &Hook{Kind: "exec", Command: []string{"sleep", "5"}}}
 	buf := make([]byte, 0, 1024)
 	if n := testing.AllocsPerRun(100, func() { buf = i.AppendJSON(buf[:0]) }); n != 0 {
@@ -63,8 +60,7 @@ func FuzzSummaryJSON(f *testing.F) {
 	f.Add("\xff", "cri-o", "POD", "", "", "", int32(37), 0, 0, 0, true, "http", "", "/x\xfe<", 3)
 	f.Fuzz(func(t *testing.T, id, runtime, name, image, pod, namespace string, stopSignal int32,
 		stopTimeout, grace, mainPID int, sandbox bool, hookKind, hookCommand, hookURL string, hookSeconds int) {
-		i := &Info{ID: id, Runtime: runtime, Name: name, Image: image, Pod: pod, Namespace: namespace,
-			StopSignal: sigvocab.Signal(stopSignal), StopTimeout: stopTimeout, GracePeriod: grace, MainPID: mainPID, Sandbox: sandbox}
+		i := &Info{Identity: Identity{ID: id, Runtime: runtime, Name: name, Image: image, Pod: pod, Namespace: namespace}, StopSignal: sigvocab.Signal(stopSignal), StopTimeout: stopTimeout, GracePeriod: grace, MainPID: mainPID, Sandbox: sandbox}
 		if hookKind != "" {
 			// NUL splits the command's arguments.
 			i.PreStop = &Hook{Kind: hookKind, Command: splitNUL(hookCommand), URL: hookURL, Seconds: hookSeconds}

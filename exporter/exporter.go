@@ -322,7 +322,7 @@ func (e *Exporter) SetAudit(results []audit.Result) {
 		}
 		var s auditSeries
 		c := &r.Container
-		s.labels[0], s.labels[1], s.labels[2] = containerLabels(c.Namespace, c.Pod, c.Name, c.ID)
+		s.labels[0], s.labels[1], s.labels[2] = containerLabels(c.Identity)
 		if r.Prediction == audit.Graceful {
 			s.value = 1
 		}
@@ -466,21 +466,22 @@ func infoLabels(c *container.Info) (namespace, pod, ctr string) {
 	if c == nil {
 		return "", "", ""
 	}
-	return containerLabels(c.Namespace, c.Pod, c.Name, c.ID)
+	return containerLabels(c.Identity)
 }
 
 func episodeLabels(c *timeline.Container) (namespace, pod, ctr string) {
-	return containerLabels(c.Namespace, c.Pod, c.Name, c.ID)
+	return containerLabels(c.Identity)
 }
 
-func containerLabels(namespace, pod, name, id string) (string, string, string) {
+func containerLabels(c container.Identity) (namespace, pod, ctr string) {
+	name := c.Name
 	if name == "" {
-		name = container.ShortID(id) // the short ID docker ps shows
+		name = c.ShortID() // the short ID docker ps shows
 	}
-	if pod == "" {
+	if c.Pod == "" {
 		return "", "", clean(name)
 	}
-	return clean(namespace), clean(pod), clean(name)
+	return clean(c.Namespace), clean(c.Pod), clean(name)
 }
 
 // seriesKey identifies a series within one metric: a and b index the

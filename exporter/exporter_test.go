@@ -140,7 +140,7 @@ sigscope_container_stops_total{outcome="unfinished"} 0
 var t0 = time.Date(2026, 11, 21, 21, 9, 21, 0, time.UTC)
 
 func episode(o timeline.Outcome, stop, exit time.Duration) *timeline.Episode {
-	ep := &timeline.Episode{Outcome: o, Start: t0, Container: timeline.Container{ID: "3d3243f7f97e0123456789", Name: "web", Runtime: "docker"}}
+	ep := &timeline.Episode{Outcome: o, Start: t0, Container: timeline.Container{Identity: container.Identity{ID: "3d3243f7f97e0123456789", Name: "web", Runtime: "docker"}}}
 	if stop >= 0 {
 		ep.StopAt = t0.Add(stop)
 		ep.StopSignal = tracer.SIGTERM
@@ -357,7 +357,7 @@ func TestAudit(t *testing.T) {
 	e := New(Options{})
 	reg := register(t, e)
 	res := func(ns, pod, name, id, prediction string) audit.Result {
-		return audit.Result{Container: container.Summary{ID: id, Name: name, Pod: pod, Namespace: ns}, Prediction: prediction}
+		return audit.Result{Container: container.Summary{Identity: container.Identity{ID: id, Name: name, Pod: pod, Namespace: ns}}, Prediction: prediction}
 	}
 	e.SetAudit([]audit.Result{
 		res("shop", "web-1", "app", "aaa", audit.IgnoredByInit),
@@ -388,10 +388,10 @@ sigscope_container_pid1_handles_stop_signal{container="ex-trap",namespace="",pod
 }
 
 var (
-	webApp  = &container.Info{ID: "aaaa", Name: "app", Pod: "web-1", Namespace: "shop", PodUID: "u1", Runtime: "containerd"}
-	webSide = &container.Info{ID: "bbbb", Name: "sidecar", Pod: "web-1", Namespace: "shop", Runtime: "containerd"}
-	plain   = &container.Info{ID: "3d3243f7f97e0123456789", Name: "ex-shell", Runtime: "docker"}
-	bare    = &container.Info{ID: "905c652eaf05ffffffffffff", Runtime: "docker"} // runtime unreachable: no name
+	webApp  = &container.Info{Identity: container.Identity{ID: "aaaa", Name: "app", Pod: "web-1", Namespace: "shop", Runtime: "containerd"}, PodUID: "u1"}
+	webSide = &container.Info{Identity: container.Identity{ID: "bbbb", Name: "sidecar", Pod: "web-1", Namespace: "shop", Runtime: "containerd"}}
+	plain   = &container.Info{Identity: container.Identity{ID: "3d3243f7f97e0123456789", Name: "ex-shell", Runtime: "docker"}}
+	bare    = &container.Info{Identity: container.Identity{ID: "905c652eaf05ffffffffffff", Runtime: "docker"}} // runtime unreachable: no name
 )
 
 func TestPodLabels(t *testing.T) {
@@ -407,7 +407,7 @@ func TestPodLabels(t *testing.T) {
 	e.ObserveEvent(killed(tracer.SIGKILL), webApp)
 	e.ObserveEvent(oom(), plain)
 	ep := episode(timeline.OutcomeIgnoredByInit, 0, 3*time.Second)
-	ep.Container = timeline.Container{Name: "app", Pod: "web-1", Namespace: "shop"}
+	ep.Container = timeline.Container{Identity: container.Identity{Name: "app", Pod: "web-1", Namespace: "shop"}}
 	e.ObserveEpisode(ep)
 
 	compare(t, reg, helpSignals+`
@@ -450,13 +450,13 @@ func TestSeriesCap(t *testing.T) {
 	reg := register(t, e)
 	infos := make([]*container.Info, 10)
 	for i := range infos {
-		infos[i] = &container.Info{ID: fmt.Sprintf("id%d", i), Name: "c", Pod: fmt.Sprintf("p%d", i), Namespace: "hostile"}
+		infos[i] = &container.Info{Identity: container.Identity{ID: fmt.Sprintf("id%d", i), Name: "c", Pod: fmt.Sprintf("p%d", i), Namespace: "hostile"}}
 	}
 	term := generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored)
 	for _, c := range infos {
 		e.ObserveEvent(term, c)
 		ep := episode(timeline.OutcomeIgnoredByInit, 0, 30*time.Second)
-		ep.Container = timeline.Container{Name: c.Name, Pod: c.Pod, Namespace: c.Namespace}
+		ep.Container = timeline.Container{Identity: container.Identity{Name: c.Name, Pod: c.Pod, Namespace: c.Namespace}}
 		e.ObserveEpisode(ep)
 	}
 	// Series made before the cap keep counting.
@@ -509,13 +509,13 @@ func TestInvalidUTF8(t *testing.T) {
 		EnrichmentErrors: func() map[string]uint64 { return map[string]uint64{"dock\xe9r": 1} },
 	})
 	reg := register(t, e)
-	evil := &container.Info{ID: "x", Name: "app\xff\xfe", Pod: "p\xc3\x28", Namespace: "n\xe2\x82", Runtime: "cri-o"}
+	evil := &container.Info{Identity: container.Identity{ID: "x", Name: "app\xff\xfe", Pod: "p\xc3\x28", Namespace: "n\xe2\x82", Runtime: "cri-o"}}
 	e.ObserveEvent(generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored), evil)
-	e.ObserveEvent(oom(), &container.Info{Name: strings.Repeat("é", 1000)}) // long: cut at a rune boundary
+	e.ObserveEvent(oom(), &container.Info{Identity: container.Identity{Name: strings.Repeat("é", 1000)}}) // long: cut at a rune boundary
 	ep := episode(timeline.OutcomeGraceful, 0, time.Second)
-	ep.Container = timeline.Container{Name: "\x80"}
+	ep.Container = timeline.Container{Identity: container.Identity{Name: "\x80"}}
 	e.ObserveEpisode(ep)
-	e.SetAudit([]audit.Result{{Container: container.Summary{Name: "z\xff"}, Prediction: audit.Graceful}})
+	e.SetAudit([]audit.Result{{Container: container.Summary{Identity: container.Identity{Name: "z\xff"}}, Prediction: audit.Graceful}})
 
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -582,11 +582,11 @@ func TestConcurrentScrapes(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < n; i++ {
-			c := &container.Info{Name: "c", Pod: fmt.Sprintf("p%d", i%80), Namespace: "ns"}
+			c := &container.Info{Identity: container.Identity{Name: "c", Pod: fmt.Sprintf("p%d", i%80), Namespace: "ns"}}
 			e.ObserveEvent(generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored), c)
 			if i%100 == 0 {
 				e.ObserveEpisode(episode(timeline.OutcomeGraceful, 0, time.Second))
-				e.SetAudit([]audit.Result{{Container: container.Summary{Name: "a"}, Prediction: audit.Graceful}})
+				e.SetAudit([]audit.Result{{Container: container.Summary{Identity: container.Identity{Name: "a"}}, Prediction: audit.Graceful}})
 			}
 		}
 	}()

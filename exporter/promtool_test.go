@@ -62,7 +62,7 @@ func exposition(t *testing.T, podLabels bool) []byte {
 		Revision:         "abc\xff",
 	})
 	reg := register(t, e)
-	evil := &container.Info{ID: "e", Name: "a\"b\\c\nd\xff", Pod: "p", Namespace: "n"}
+	evil := &container.Info{Identity: container.Identity{ID: "e", Name: "a\"b\\c\nd\xff", Pod: "p", Namespace: "n"}}
 	for _, c := range []*container.Info{webApp, webSide, plain, bare, evil, nil} {
 		e.ObserveEvent(generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored), c)
 		e.ObserveEvent(generate(tracer.SIGKILL, tracer.ResultDelivered, tracer.FlagNSCascade), c)
@@ -72,7 +72,7 @@ func exposition(t *testing.T, podLabels bool) []byte {
 	}
 	e.ObserveEpisode(episode(timeline.OutcomeIgnoredByInit, 0, 10*time.Second))
 	e.ObserveEpisode(episode(timeline.OutcomeGraceful, 0, time.Second))
-	e.SetAudit([]audit.Result{{Container: container.Summary{Name: "web"}, Prediction: audit.IgnoredByInit}})
+	e.SetAudit([]audit.Result{{Container: container.Summary{Identity: container.Identity{Name: "web"}}, Prediction: audit.IgnoredByInit}})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

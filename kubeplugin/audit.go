@@ -63,8 +63,7 @@ func (o *options) runAudit(cmd *cobra.Command, onlyBad bool) error {
 		}
 	}
 	slices.SortFunc(rows, func(a, b AuditRow) int {
-		return cmp.Or(strings.Compare(a.Container.Namespace, b.Container.Namespace), strings.Compare(a.Container.Pod, b.Container.Pod),
-			strings.Compare(a.Container.Name, b.Container.Name), strings.Compare(a.Node, b.Node))
+		return cmp.Or(a.Container.Compare(b.Container.Identity), strings.Compare(a.Node, b.Node))
 	})
 	if !o.table() {
 		return o.writeList("AuditList", rows, agents, nil)
@@ -84,7 +83,7 @@ func (o *options) runAudit(cmd *cobra.Command, onlyBad bool) error {
 		c := &r.Container
 		name := c.Name
 		if name == "" {
-			name = c.ID
+			name = c.ShortID()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(r.Node), cell(c.Namespace), cell(c.Pod), cell(name),
 			r.PID1.PID, textsafe.Cell(cell(strings.Join(r.PID1.Cmdline, " ")), 32), textsafe.Cell(cell(string(r.PID1.Runtime)), 16),

@@ -18,11 +18,10 @@ func TestRecordRoundTrip(t *testing.T) {
 	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Result: tracer.ResultIgnored,
 		Flags: tracer.FlagPID1Ignored | tracer.FlagNSInit, Time: time.Unix(1700000000, 5)}
 	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 1, 4026532177
-	c := &container.Info{ID: "abc123", Runtime: "docker", Name: "web\xff", Pod: "p", Namespace: "ns",
-		StopSignal: tracer.SIGTERM, StopTimeout: 10, GracePeriod: 30}
+	c := &container.Info{Identity: container.Identity{ID: "abc123", Runtime: "docker", Name: "web\xff", Pod: "p", Namespace: "ns"}, StopSignal: tracer.SIGTERM, StopTimeout: 10, GracePeriod: 30}
 	var buf []byte
 	var err error
-	other := &container.Info{ID: "def456", Runtime: "docker", Name: "sidecar"}
+	other := &container.Info{Identity: container.Identity{ID: "def456", Runtime: "docker", Name: "sidecar"}}
 	if buf, err = AppendRecord(buf, &e, c, other); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +69,7 @@ func TestRecordSenderOnly(t *testing.T) {
 	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Time: time.Unix(1700000000, 5)}
 	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 42, hostPidNS
 	e.Sender.PID, e.Sender.NsPID, e.Sender.PidNS = 77, 3, 4026532177
-	c := &container.Info{ID: "abc123", Runtime: "docker", Name: "web", MainPID: 70}
+	c := &container.Info{Identity: container.Identity{ID: "abc123", Runtime: "docker", Name: "web"}, MainPID: 70}
 	buf, err := AppendRecord(nil, &e, nil, c)
 	if err != nil {
 		t.Fatal(err)

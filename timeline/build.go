@@ -72,7 +72,7 @@ func (ep *episode) noteInfo(c *container.Info, aboutMain bool) {
 	}
 	ep.hasInfo, ep.infoFromInit = true, aboutMain
 	ns := ep.Container.PidNS
-	ep.Container = Container{ID: c.ID, Name: c.Name, Image: c.Image, Runtime: c.Runtime, Pod: c.Pod, Namespace: c.Namespace, PidNS: ns}
+	ep.Container = Container{Identity: c.Identity, PidNS: ns}
 	ep.configuredStop = c.StopSignal
 	ep.hook = c.PreStop
 	ep.infoRuntime = c.MainRuntime

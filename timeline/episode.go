@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
@@ -93,13 +94,8 @@ const (
 // Container names an episode's container. Without a resolved container.Info
 // only PidNS is set.
 type Container struct {
-	ID        string `json:"id,omitempty"`
-	Name      string `json:"name,omitempty"`
-	Image     string `json:"image,omitempty"`
-	Runtime   string `json:"runtime,omitempty"`
-	Pod       string `json:"pod,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
-	PidNS     uint32 `json:"pidns,omitempty"` // inode of the container's pid namespace: the episode's key
+	container.Identity
+	PidNS uint32 `json:"pidns,omitempty"` // inode of the container's pid namespace: the episode's key
 }
 
 // Untrusted strings (comms, container names and images, and the texts and
@@ -408,9 +404,7 @@ func safeSender(s *Sender) *Sender {
 // JSON; encoding/json escapes their control characters.
 func (ep Episode) MarshalJSON() ([]byte, error) {
 	c := ep.Container
-	for _, s := range []*string{&c.ID, &c.Name, &c.Image, &c.Runtime, &c.Pod, &c.Namespace} {
-		*s = textsafe.UTF8(*s)
-	}
+	c.Identity = c.Identity.UTF8()
 	j := jsonEpisode{
 		ID:             ep.ID,
 		Node:           textsafe.UTF8(ep.Node),

@@ -17,8 +17,7 @@ func (s *sim) execIn(at time.Duration, p sigvocab.Process) *sim {
 }
 
 func podInfo(grace int, hook *container.Hook) *container.Info {
-	return &container.Info{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop",
-		GracePeriod: grace, PreStop: hook}
+	return &container.Info{Identity: container.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: grace, PreStop: hook}
 }
 
 // The kubelet's stop of a pod with grace 6 and preStop `exec: sleep 3`,

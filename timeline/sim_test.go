@@ -269,5 +269,5 @@ func merge(streams ...[]input) []input {
 }
 
 func dockerInfo(id, name string, stopTimeout int) *container.Info {
-	return &container.Info{ID: id, Runtime: "docker", Name: name, Image: "sigscope/" + name + ":test", StopTimeout: stopTimeout}
+	return &container.Info{Identity: container.Identity{ID: id, Runtime: "docker", Name: name, Image: "sigscope/" + name + ":test"}, StopTimeout: stopTimeout}
 }

@@ -112,7 +112,9 @@ func TestStartUnseenRule(t *testing.T) {
 
 // bareInfo is a container known by its cgroup path only: its runtime did not
 // answer.
-func bareInfo(id string) *container.Info { return &container.Info{ID: id, Runtime: "docker"} }
+func bareInfo(id string) *container.Info {
+	return &container.Info{Identity: container.Identity{ID: id, Runtime: "docker"}}
+}
 
 // Offline, tracing began at the recording's first event, the earliest it
 // shows: a replayed recording gives what the live trace gave.
@@ -187,7 +189,7 @@ func TestStartUnseenHistory(t *testing.T) {
 			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: map[string]time.Time{"docker": base.Add(-5 * time.Second)}}, OutcomeUnfinished},
 		{"Docker's record reaches back far enough", dockerInfo(idA, "web", 10),
 			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: map[string]time.Time{"docker": base.Add(-time.Minute)}}, OutcomeKilled},
-		{"a CRI runtime keeps no record", &container.Info{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop", GracePeriod: 30},
+		{"a CRI runtime keeps no record", &container.Info{Identity: container.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30},
 			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete}, OutcomeUnfinished},
 	}
 	for _, c := range cases {

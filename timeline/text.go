@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
@@ -47,7 +46,7 @@ func (ep *Episode) title() string {
 	c := &ep.Container
 	var parts []string
 	if c.ID != "" {
-		parts = append(parts, container.ShortID(c.ID))
+		parts = append(parts, c.ShortID())
 	}
 	if c.Runtime != "" {
 		parts = append(parts, c.Runtime)

@@ -106,13 +106,13 @@ func writeAudit(stdout io.Writer, output string, results []audit.Result) error {
 	for _, res := range results {
 		cmdline := textsafe.Cell(textsafe.Terminal(strings.Join(res.PID1.Cmdline, " ")), 32)
 		rt := textsafe.Cell(textsafe.Terminal(string(res.PID1.Runtime)), 16)
-		fmt.Fprintf(w, format, containerCell(res.Container.Info()), strconv.Itoa(res.PID1.PID), cmdline, orDash(rt),
+		fmt.Fprintf(w, format, identityCell(res.Container.Identity), strconv.Itoa(res.PID1.PID), cmdline, orDash(rt),
 			textsafe.Terminal(res.StopSignal), strconv.FormatBool(res.Catches), textsafe.Terminal(orDash(res.Source)), textsafe.Terminal(res.Prediction))
 	}
 	for _, res := range results {
 		if res.Hint != "" || res.Error != "" {
 			// Hints quote comms and command lines: escaped like the table.
-			fmt.Fprintf(w, "\n%s: %s%s\n", containerCell(res.Container.Info()), textsafe.Terminal(res.Hint), textsafe.Terminal(res.Error))
+			fmt.Fprintf(w, "\n%s: %s%s\n", identityCell(res.Container.Identity), textsafe.Terminal(res.Hint), textsafe.Terminal(res.Error))
 		}
 	}
 	return nil

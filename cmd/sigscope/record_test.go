@@ -11,7 +11,7 @@ import (
 )
 
 func TestContainerFilter(t *testing.T) {
-	web := &container.Info{ID: "abcdef", Name: "web", Pod: "web-1", Namespace: "shop"}
+	web := &container.Info{Identity: container.Identity{ID: "abcdef", Name: "web", Pod: "web-1", Namespace: "shop"}}
 	for _, c := range []struct {
 		container, pod string
 		in             *container.Info

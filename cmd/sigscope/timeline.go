@@ -229,8 +229,7 @@ func episodePrinter(w io.Writer, format string, cf container.Filter, open func(n
 	print = func(eps []timeline.Episode) error {
 		var kept []timeline.Episode
 		for i := range eps {
-			c := eps[i].Container
-			if cf.Matches(c.ID, c.Name, c.Namespace, c.Pod) {
+			if cf.Matches(eps[i].Container.Identity) {
 				kept = append(kept, eps[i])
 			}
 		}

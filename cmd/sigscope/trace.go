@@ -227,6 +227,11 @@ func containerCell(c *container.Info) string {
 	if c == nil {
 		return "-"
 	}
+	return identityCell(c.Identity)
+}
+
+// identityCell is containerCell for a container known by its identity.
+func identityCell(c container.Identity) string {
 	return textsafe.Cell(textsafe.Terminal(c.DisplayName()), maxNameCell)
 }
 

@@ -19,9 +19,7 @@ import (
 // init (a sender with four ancestors, on the host), its delivery to the
 // init's handler, and the init's exit.
 func stopEvents() (evs []tracer.Event, targets, senders []*container.Info) {
-	c := &container.Info{ID: "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", Runtime: "containerd",
-		Name: "web", Image: "registry.example.com/team/web:1.24.3", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default",
-		MainPID: 28619, GracePeriod: 30, StopSignal: tracer.SIGTERM}
+	c := &container.Info{Identity: container.Identity{ID: "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", Runtime: "containerd", Name: "web", Image: "registry.example.com/team/web:1.24.3", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default"}, MainPID: 28619, GracePeriod: 30, StopSignal: tracer.SIGTERM}
 	at := time.Unix(0, 1795400553511313658)
 	target := tracer.Process{PID: 28619, TID: 28619, NsPID: 1, PidNS: 4026532180, CgroupID: 3084, CgroupV1ID: 9251}
 	copy(target.Comm[:], "nginx")
