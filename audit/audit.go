@@ -231,25 +231,29 @@ type Facts struct {
 
 // Predict says what the runtime's stop signal will do. The kernel's part,
 // the signal's fate, is sigvocab.PredictFate's (with force: the runtime sends
-// from the host); this adds what the process does with a queued signal.
+// from the host), and the hint says it in the fate's own words
+// (sigvocab.Fate.Reason, the timeline's too); this adds what the process
+// does with a queued signal.
 func Predict(f Facts) (prediction string, fate sigvocab.Fate, hint string) {
 	sig, st := f.Signal, f.State
 	fate = sigvocab.PredictFate(sig, st, true)
 	name := processName(f)
+	// why is the kernel's reason, about the process by name or as "it".
+	why := func(who string) string { return fate.Reason(sig, st.Handler, who) }
 	if sig == sigvocab.SIGKILL {
 		return Killed, fate, fmt.Sprintf("The stop signal is SIGKILL: %s gets no chance to shut down. Use SIGTERM (or the signal the app handles) as the stop signal.", name)
 	}
 	switch fate {
 	case sigvocab.FateDroppedExiting:
-		return Unknown, fate, fmt.Sprintf("%s is already exiting: the kernel drops every signal sent to it now.", name)
+		return Unknown, fate, fmt.Sprintf("%s: the kernel drops every signal sent to it now.", why(name))
 	case sigvocab.FateHandler:
 		p, hint := handled(f, name)
 		return p, fate, hint
 	case sigvocab.FateSigwait:
 		if fwd := forwarder(f); fwd != "" {
-			return Graceful, fate, fmt.Sprintf("%s is %s: it waits for %s with sigtimedwait and forwards it.", role(st), fwd, sig)
+			return Graceful, fate, fmt.Sprintf("%s is %s: %s and forwards it.", role(st), fwd, why("it"))
 		}
-		return Graceful, fate, fmt.Sprintf("%s waits for %s with sigtimedwait or sigwaitinfo: the kernel queues it for the wait.", name, sig)
+		return Graceful, fate, fmt.Sprintf("%s: the kernel queues it for the wait (sigtimedwait or sigwaitinfo).", why(name))
 	case sigvocab.FateBlocked:
 		switch {
 		case st.Handler == sigvocab.DispHandler:
@@ -258,34 +262,34 @@ func Predict(f Facts) (prediction string, fate sigvocab.Fate, hint string) {
 			if p, hint := handled(f, name); p != Graceful {
 				return p, fate, hint
 			}
-			return Graceful, fate, fmt.Sprintf("%s blocks %s right now; it is delivered when %s unblocks it.", name, sig, role(st))
+			return Graceful, fate, fmt.Sprintf("%s right now; it is delivered when %s unblocks it.", why(name), role(st))
 		case f.Signalfd && st.Handler == sigvocab.DispDefault:
 			if fwd := forwarder(f); fwd != "" {
 				return Graceful, fate, fmt.Sprintf("%s is %s: it reads %s from a signalfd and forwards it.", role(st), fwd, sig)
 			}
-			return Graceful, fate, fmt.Sprintf("%s blocks %s and reads it from a signalfd.", name, sig)
+			return Graceful, fate, fmt.Sprintf("%s and reads it from a signalfd.", why(name))
 		case st.Handler == sigvocab.DispIgnore:
 			return ignoredSigIgn(name, sig, st, fate)
 		}
 		if st.NSInit {
-			return IgnoredByInit, fate, fmt.Sprintf("%s blocks %s and has no handler and no signalfd for it: it stays pending, and a namespace init discards it even when unblocked, so the stop will wait the whole timeout and end in SIGKILL (exit 137). %s", name, sig, handleFix(f))
+			return IgnoredByInit, fate, fmt.Sprintf("%s and no signalfd for it: it stays pending, and a namespace init discards it even when unblocked, so the stop will wait the whole timeout and end in SIGKILL (exit 137). %s", why(name), handleFix(f))
 		}
-		return Ignored, fate, fmt.Sprintf("%s blocks %s and has no handler and no signalfd for it: it stays pending until unblocked, so the stop may wait the whole timeout and end in SIGKILL (exit 137).", name, sig)
+		return Ignored, fate, fmt.Sprintf("%s and no signalfd for it: it stays pending until unblocked, so the stop may wait the whole timeout and end in SIGKILL (exit 137).", why(name))
 	case sigvocab.FateDefault:
 		if fate.Kills(sig) {
-			return Graceful, fate, fmt.Sprintf("%s is not a namespace init and has no %s handler: the default action ends it at once, with no cleanup.", name, sig)
+			return Graceful, fate, fmt.Sprintf("%s is not a namespace init and has no %s handler: %s at once, with no cleanup.", name, sig, why("it"))
 		}
 		p := Ignored
 		if st.NSInit {
 			p = IgnoredByInit
 		}
-		return p, fate, fmt.Sprintf("%s is stopped by %s, not ended: the stop will wait the whole timeout and end in SIGKILL (exit 137). Use SIGTERM as the stop signal.", name, sig)
+		return p, fate, fmt.Sprintf("%s has no %s handler and %s: the stop will wait the whole timeout and end in SIGKILL (exit 137). Use SIGTERM as the stop signal.", name, sig, why("it"))
 	case sigvocab.FateDroppedInit:
 		shell := ""
 		if isShell(f) {
 			shell = " It is a shell: shell-form ENTRYPOINT/CMD (`/bin/sh -c app`) makes the shell PID 1 and it does not forward signals."
 		}
-		return IgnoredByInit, fate, fmt.Sprintf("%s has no %s handler: the kernel drops signals to a namespace init that has none, so the stop will wait the whole timeout and end in SIGKILL (exit 137).%s %s", name, sig, shell, handleFix(f))
+		return IgnoredByInit, fate, fmt.Sprintf("%s: the kernel drops signals to a namespace init that has none, so the stop will wait the whole timeout and end in SIGKILL (exit 137).%s %s", why(name), shell, handleFix(f))
 	case sigvocab.FateDroppedSigIgn:
 		return ignoredSigIgn(name, sig, st, fate)
 	case sigvocab.FateDroppedDefault:
@@ -293,7 +297,7 @@ func Predict(f Facts) (prediction string, fate sigvocab.Fate, hint string) {
 		if st.NSInit {
 			p = IgnoredByInit
 		}
-		return p, fate, fmt.Sprintf("%s has no %s handler and the default action of %s is to ignore it: the stop will wait the whole timeout and end in SIGKILL (exit 137). Use a stop signal the process handles.", name, sig, sig)
+		return p, fate, fmt.Sprintf("%s has no %s handler and %s: the stop will wait the whole timeout and end in SIGKILL (exit 137). Use a stop signal the process handles.", name, sig, why(name))
 	}
 	return Unknown, fate, ""
 }
@@ -374,7 +378,8 @@ func ignoredSigIgn(name string, sig sigvocab.Signal, st sigvocab.TaskState, fate
 	if st.NSInit {
 		p = IgnoredByInit
 	}
-	return p, fate, fmt.Sprintf("%s ignores %s (SIG_IGN): the stop will wait the whole timeout and end in SIGKILL (exit 137). Stop ignoring it, or use a stop signal %s handles.", name, sig, role(st))
+	return p, fate, fmt.Sprintf("%s: the stop will wait the whole timeout and end in SIGKILL (exit 137). Stop ignoring it, or use a stop signal %s handles.",
+		sigvocab.FateDroppedSigIgn.Reason(sig, st.Handler, name), role(st))
 }
 
 // role is how hints call the main process.

@@ -57,17 +57,17 @@ func TestPredict(t *testing.T) {
 			"PID 1 is catatonit: it reads SIGTERM from a signalfd and forwards it"},
 		{"a signalfd reader", sigvocab.SIGTERM, sigvocab.TaskState{Blocked: true, NSInit: true}, true, app, "app", Graceful, sigvocab.FateBlocked, "signalfd"},
 		{"blocked, no handler, no signalfd", sigvocab.SIGTERM, sigvocab.TaskState{Blocked: true, NSInit: true}, false, shell, "sh", IgnoredByInit, sigvocab.FateBlocked, "no signalfd"},
-		{"default-ignored stop signal", sigvocab.SIGWINCH, sigvocab.TaskState{NSInit: true}, false, app, "app", IgnoredByInit, sigvocab.FateDroppedDefault, "default action of SIGWINCH"},
+		{"default-ignored stop signal", sigvocab.SIGWINCH, sigvocab.TaskState{NSInit: true}, false, app, "app", IgnoredByInit, sigvocab.FateDroppedDefault, "the default action of SIGWINCH is to do nothing"},
 		{"exiting", sigvocab.SIGTERM, sigvocab.TaskState{Exiting: true}, false, app, "app", Unknown, sigvocab.FateDroppedExiting, "exiting"},
 
 		// The main process of a container sharing a pid namespace: no init.
 		{"no init, no handler: the default action kills", sigvocab.SIGTERM, sigvocab.TaskState{}, false, []string{"sleep", "1000"}, "sleep", Graceful, sigvocab.FateDefault, "default action ends it"},
 		{"no init, handler", sigvocab.SIGTERM, sigvocab.TaskState{Handler: handler}, false, app, "app", Graceful, sigvocab.FateHandler, ""},
-		{"no init, SIG_IGN", sigvocab.SIGTERM, sigvocab.TaskState{Handler: ign}, false, []string{"nohup"}, "nohup", Ignored, sigvocab.FateDroppedSigIgn, "The main process (nohup) ignores SIGTERM (SIG_IGN)"},
+		{"no init, SIG_IGN", sigvocab.SIGTERM, sigvocab.TaskState{Handler: ign}, false, []string{"nohup"}, "nohup", Ignored, sigvocab.FateDroppedSigIgn, "The main process (nohup) has set SIGTERM to SIG_IGN"},
 		{"no init, blocked without handler", sigvocab.SIGTERM, sigvocab.TaskState{Blocked: true}, false, app, "app", Ignored, sigvocab.FateBlocked, "stays pending"},
 		{"no init, blocked with handler", sigvocab.SIGTERM, sigvocab.TaskState{Blocked: true, Handler: handler}, false, app, "app", Graceful, sigvocab.FateBlocked, "the main process unblocks it"},
-		{"no init, default-ignored", sigvocab.SIGCHLD, sigvocab.TaskState{}, false, app, "app", Ignored, sigvocab.FateDroppedDefault, "ignore it"},
-		{"no init, stop signal SIGTSTP", sigvocab.Signal(20), sigvocab.TaskState{}, false, app, "app", Ignored, sigvocab.FateDefault, "stopped by SIGTSTP"},
+		{"no init, default-ignored", sigvocab.SIGCHLD, sigvocab.TaskState{}, false, app, "app", Ignored, sigvocab.FateDroppedDefault, "the default action of SIGCHLD is to do nothing"},
+		{"no init, stop signal SIGTSTP", sigvocab.Signal(20), sigvocab.TaskState{}, false, app, "app", Ignored, sigvocab.FateDefault, "its default action stops it without ending it"},
 		{"no init, SIGKILL", sigvocab.SIGKILL, sigvocab.TaskState{}, false, app, "app", Killed, sigvocab.FateDefault, "The main process (app)"},
 	}
 	for _, c := range cases {
@@ -78,7 +78,30 @@ func TestPredict(t *testing.T) {
 		if c.hintHas == "" && hint != "" {
 			t.Errorf("%s: hint %q, want none", c.name, hint)
 		}
+		if f := (Facts{Signal: c.sig, State: c.st, Cmdline: c.cmd, Comm: c.comm}); hint != "" && !c.signalfd && !hasFateWords(hint, fate, f) {
+			t.Errorf("%s: hint %q does not say the fate %s in its words (sigvocab.Fate.Reason)", c.name, hint, fate)
+		}
 	}
+}
+
+// hasFateWords reports whether a hint says the signal's fate in the words
+// the timeline says it in: sigvocab.Fate.Reason about the process, by name
+// or as "it". A handler's hints say what the handler does instead, a
+// SIGKILL's that it cannot be handled, and SIG_IGN while blocked is said
+// as SIG_IGN.
+func hasFateWords(hint string, fate sigvocab.Fate, f Facts) bool {
+	if fate == sigvocab.FateHandler || f.State.Handler == sigvocab.DispHandler || f.Signal == sigvocab.SIGKILL {
+		return true
+	}
+	if f.State.Handler == sigvocab.DispIgnore {
+		fate = sigvocab.FateDroppedSigIgn
+	}
+	for _, who := range []string{processName(f), "it"} {
+		if strings.Contains(hint, fate.Reason(f.Signal, f.State.Handler, who)) {
+			return true
+		}
+	}
+	return false
 }
 
 type fakeLister struct {

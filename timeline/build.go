@@ -160,36 +160,7 @@ func (ep *episode) stopSignal(ev *sigvocab.Event, limit int) {
 		ep.StopVerdict = v
 	}
 	ep.add(Step{Time: ev.Time, Kind: StepKernelVerdict, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
-		Verdict: v, Text: "kernel: " + verdictText(v, ev.Signal, ev.Handler, ep.mainName())}, first, limit)
-}
-
-func verdictText(v sigvocab.Fate, sig sigvocab.Signal, h sigvocab.Disposition, who string) string {
-	switch v {
-	case sigvocab.FateDroppedInit:
-		return fmt.Sprintf("ignored — %s has no %s handler", who, sig)
-	case sigvocab.FateDroppedSigIgn:
-		return fmt.Sprintf("ignored — %s has set %s to SIG_IGN", who, sig)
-	case sigvocab.FateDroppedDefault:
-		return fmt.Sprintf("ignored — the default action of %s is to do nothing", sig)
-	case sigvocab.FateDroppedExiting:
-		return fmt.Sprintf("ignored — %s is already exiting", who)
-	case sigvocab.FateHandler:
-		return fmt.Sprintf("delivered — %s has a %s handler", who, sig)
-	case sigvocab.FateSigwait:
-		return fmt.Sprintf("queued — %s waits for %s (sigtimedwait)", who, sig)
-	case sigvocab.FateBlocked:
-		if h == sigvocab.DispHandler {
-			return fmt.Sprintf("queued — %s has %s blocked (it has a handler)", who, sig)
-		}
-		return fmt.Sprintf("queued — %s has %s blocked (and no handler)", who, sig)
-	case sigvocab.FateAlreadyPending:
-		return fmt.Sprintf("merged — %s is already pending at %s, blocked", sig, who)
-	case sigvocab.FateDefault:
-		if v.Kills(sig) {
-			return fmt.Sprintf("delivered — its default action ends %s", who)
-		}
-	}
-	return "delivered"
+		Verdict: v, Text: "kernel: " + v.Explain(ev.Signal, ev.Handler, ep.mainName())}, first, limit)
 }
 
 func (ep *episode) deliver(ev *sigvocab.Event, main, stop bool, limit int) {
@@ -255,7 +226,7 @@ func (ep *episode) reraise(ev *sigvocab.Event, limit int) {
 		ep.reraised, ep.ReraiseVerdict = true, ev.Fate
 	}
 	ep.add(generateStep(ev, StepReraise, fmt.Sprintf("%s re-raises %s with the default action (its handler ran)", targetText(ev), ev.Signal)), first, limit)
-	text := "kernel: " + verdictText(ev.Fate, ev.Signal, ev.Handler, ep.mainName())
+	text := "kernel: " + ev.Fate.Explain(ev.Signal, ev.Handler, ep.mainName())
 	if ev.Fate == sigvocab.FateDroppedInit {
 		text = fmt.Sprintf("kernel: ignored — %s cannot be ended by a signal it has no handler for, its own included", ep.mainName())
 	}

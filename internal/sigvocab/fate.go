@@ -123,11 +123,17 @@ func (f Fate) Kills(sig Signal) bool {
 	if f != FateDefault {
 		return false
 	}
-	switch sig {
-	case SIGSTOP, 20, 21, 22: // SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU: stop, not terminate
-		return false
+	return !sig.Stops() && !defaultIgnored(sig)
+}
+
+// Stops reports whether the default action of s stops a process rather
+// than ending it: SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU.
+func (s Signal) Stops() bool {
+	switch s {
+	case SIGSTOP, 20, 21, 22:
+		return true
 	}
-	return !defaultIgnored(sig)
+	return false
 }
 
 // stateOf is the target's state as an event recorded it.
