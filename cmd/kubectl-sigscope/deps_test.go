@@ -19,14 +19,14 @@ func TestLinkedPackages(t *testing.T) {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	deps := strings.Fields(string(out))
-	if len(deps) < 100 || !slices.Contains(deps, "github.com/sigscope/sigscope/kubeplugin") {
+	if len(deps) < 100 || !slices.Contains(deps, "github.com/sigscope/sigscope/internal/kubeplugin") {
 		t.Fatalf("go list -deps listed %d packages: %s", len(deps), out)
 	}
 	forbidden := []string{
 		"github.com/cilium/ebpf",
 		"github.com/sigscope/sigscope/tracer",
-		"github.com/sigscope/sigscope/pipeline",
-		"github.com/sigscope/sigscope/agent", // the agent itself; agent/apiv1 is its API's types
+		"github.com/sigscope/sigscope/internal/pipeline",
+		"github.com/sigscope/sigscope/internal/agent", // the agent itself; agent/apiv1 is its API's types
 		"k8s.io/client-go/kubernetes",
 		"k8s.io/client-go/informers",
 		"k8s.io/client-go/applyconfigurations",

@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sigscope/sigscope/kubeplugin"
+	"github.com/sigscope/sigscope/internal/kubeplugin"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").

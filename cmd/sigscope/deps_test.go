@@ -25,7 +25,7 @@ func TestLinkedPackages(t *testing.T) {
 		"k8s.io/client-go/informers",
 		"k8s.io/client-go/listers",
 		"k8s.io/client-go/applyconfigurations",
-		"github.com/sigscope/sigscope/kubeplugin",
+		"github.com/sigscope/sigscope/internal/kubeplugin",
 		"github.com/sigscope/sigscope/internal/testutil",
 		"github.com/sigscope/sigscope/internal/dockertest",
 		"github.com/sigscope/sigscope/internal/kubeclient/kubeclienttest",

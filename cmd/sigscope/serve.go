@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sigscope/sigscope/agent"
+	"github.com/sigscope/sigscope/internal/agent"
 	"github.com/sigscope/sigscope/internal/kubeclient"
 	"github.com/sigscope/sigscope/tracer"
 )

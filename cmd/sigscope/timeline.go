@@ -16,8 +16,8 @@ import (
 
 	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/kubemeta"
-	"github.com/sigscope/sigscope/pipeline"
+	"github.com/sigscope/sigscope/internal/kubemeta"
+	"github.com/sigscope/sigscope/internal/pipeline"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )

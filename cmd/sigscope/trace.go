@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/pipeline"
 	"github.com/sigscope/sigscope/internal/textsafe"
-	"github.com/sigscope/sigscope/pipeline"
 	"github.com/sigscope/sigscope/tracer"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/pipeline"
+	"github.com/sigscope/sigscope/internal/pipeline"
 	"github.com/sigscope/sigscope/tracer"
 )
 

@@ -53,7 +53,7 @@ func TestRecordedStops(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			f, err := os.Open(filepath.Join("..", "timeline", "testdata", "streams", c.file+".jsonl"))
+			f, err := os.Open(filepath.Join("..", "..", "timeline", "testdata", "streams", c.file+".jsonl"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestRecordedStops(t *testing.T) {
 // only episode.
 func replay(t *testing.T, file string) timeline.Episode {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "timeline", "testdata", "streams", file+".jsonl"))
+	f, err := os.Open(filepath.Join("..", "..", "timeline", "testdata", "streams", file+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

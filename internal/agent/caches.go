@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"github.com/sigscope/sigscope/exporter"
+	"github.com/sigscope/sigscope/internal/exporter"
 	"github.com/sigscope/sigscope/timeline"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/exporter"
+	"github.com/sigscope/sigscope/internal/exporter"
 	"github.com/sigscope/sigscope/timeline"
 )
 

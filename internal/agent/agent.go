@@ -17,11 +17,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/exporter"
+	"github.com/sigscope/sigscope/internal/exporter"
 	"github.com/sigscope/sigscope/internal/kubeclient"
-	"github.com/sigscope/sigscope/kubeevents"
-	"github.com/sigscope/sigscope/kubemeta"
-	"github.com/sigscope/sigscope/pipeline"
+	"github.com/sigscope/sigscope/internal/kubeevents"
+	"github.com/sigscope/sigscope/internal/kubemeta"
+	"github.com/sigscope/sigscope/internal/pipeline"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
