@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,9 +90,9 @@ type Recorder struct {
 	log    *slog.Logger
 	now    func() time.Time // tests replace it
 
-	limitMu sync.Mutex
-	tokens  float64
-	last    time.Time
+	// limit is the token bucket of Options.Burst and Every, asked with
+	// the event's own time (the tests' clock).
+	limit *rate.Limiter
 
 	mu      sync.Mutex // guards closed, queue and drain
 	closed  bool
@@ -151,7 +152,7 @@ func New(client kubeclient.Client, nodeName string, opts Options) *Recorder {
 		opts:    opts,
 		log:     opts.Logger,
 		now:     time.Now,
-		tokens:  float64(opts.Burst),
+		limit:   rate.NewLimiter(rate.Every(opts.Every), opts.Burst),
 		queue:   ring{jobs: make([]*job, opts.QueueSize)},
 		wake:    make(chan struct{}, 1),
 		closing: make(chan struct{}),
@@ -269,24 +270,7 @@ func ignoredMessage(ep *timeline.Episode) string {
 }
 
 // allow takes a token from the bucket.
-func (r *Recorder) allow(now time.Time) bool {
-	r.limitMu.Lock()
-	defer r.limitMu.Unlock()
-	if !r.last.IsZero() && now.After(r.last) {
-		r.tokens += float64(now.Sub(r.last)) / float64(r.opts.Every)
-		if r.tokens > float64(r.opts.Burst) {
-			r.tokens = float64(r.opts.Burst)
-		}
-	}
-	if r.last.IsZero() || now.After(r.last) {
-		r.last = now
-	}
-	if r.tokens < 1 {
-		return false
-	}
-	r.tokens--
-	return true
-}
+func (r *Recorder) allow(now time.Time) bool { return r.limit.AllowN(now, 1) }
 
 func (r *Recorder) event(ep *timeline.Episode, now time.Time, reason, message string) *corev1.Event {
 	at := ep.ExitAt
