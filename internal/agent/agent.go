@@ -97,6 +97,10 @@ type Agent struct {
 
 	ring  *episodeRing
 	audit auditState
+	// sinks take every completed episode once it is numbered, on the
+	// tracer's goroutine: what leaves the agent (the node journal, OTLP
+	// logs). Each queues and returns; release closes them, in order.
+	sinks []episodeSink
 
 	statsFn atomic.Pointer[func() (tracer.Stats, error)]
 	// engineStats is a copy of the timeline engine's counters, for
@@ -109,6 +113,17 @@ type Agent struct {
 	stop      context.CancelFunc // ends Run's context
 	done      chan struct{}      // closed when Run has returned
 	closeOnce sync.Once
+}
+
+// episodeSink is where completed episodes go besides the API's ring, the
+// metrics and Events.
+type episodeSink interface {
+	// ObserveEpisode takes one numbered episode. It must not block the
+	// tracer: a sink that writes or sends queues and returns.
+	ObserveEpisode(ep *timeline.Episode)
+	// Close flushes what is queued, within the sink's own bound, and
+	// releases it.
+	Close() error
 }
 
 // ErrClosed is Run's error on an agent already closed or already run.
@@ -284,6 +299,11 @@ func (a *Agent) release() {
 		if a.events != nil {
 			_ = a.events.Close()
 		}
+		for _, s := range a.sinks {
+			if err := s.Close(); err != nil {
+				a.log.Warn("closing an episode sink", "error", err)
+			}
+		}
 		_ = a.resolver.Close()
 	})
 }
@@ -307,6 +327,9 @@ func (a *Agent) complete(eps []timeline.Episode) {
 		a.exp.ObserveEpisode(&eps[i])
 		if a.events != nil {
 			a.events.ObserveEpisode(&eps[i])
+		}
+		for _, s := range a.sinks {
+			s.ObserveEpisode(&eps[i])
 		}
 	}
 }
