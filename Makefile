@@ -46,13 +46,24 @@ check-generate: generate ## Fail when regenerating changes the committed BPF out
 	@git diff --exit-code --stat -- tracer/ bench/ || { echo "generated BPF output is stale: run 'make generate' and commit"; exit 1; }
 
 .PHONY: manifests
-manifests: ## Render the Helm chart into deploy/manifests (helm from the Go module proxy, pinned in deploy/render.sh)
+manifests: ## Copy deploy/prometheus's alerting rules into the chart and render the chart into deploy/manifests (helm from the Go module proxy, pinned in deploy/render.sh)
+	cp deploy/prometheus/sigscope-alerts.yaml deploy/chart/sigscope/files/sigscope-alerts.yaml
 	GO=$(GO) sh deploy/render.sh deploy/manifests
 
 .PHONY: check-manifests
-check-manifests: manifests ## Fail when the committed manifests differ from a fresh render of deploy/chart
-	@git diff --exit-code --stat -- deploy/manifests/ && test -z "$$(git ls-files --others --exclude-standard deploy/manifests/)" || \
+check-manifests: manifests ## Fail when the committed manifests, or the chart's copy of the alerting rules, differ from a fresh render of deploy/chart
+	@git diff --exit-code --stat -- deploy/manifests/ deploy/chart/sigscope/files/ && \
+		test -z "$$(git ls-files --others --exclude-standard deploy/manifests/ deploy/chart/sigscope/files/)" || \
 		{ echo "rendered manifests are stale: run 'make manifests' and commit"; exit 1; }
+
+RULES      := $(filter-out %_test.yaml,$(wildcard deploy/prometheus/*.yaml))
+RULE_TESTS := $(wildcard deploy/prometheus/*_test.yaml)
+
+.PHONY: test-rules
+test-rules: ## Check the Prometheus alerting rules in deploy/prometheus and run their unit tests (promtool, from Debian's prometheus package)
+	@command -v promtool >/dev/null || { echo "promtool not found: apt-get install prometheus"; exit 1; }
+	promtool check rules $(RULES)
+	promtool test rules $(RULE_TESTS)
 
 .PHONY: test
 test: ## Run every test, one package at a time (system-wide counters); privileged ones need root (SIGSCOPE_REQUIRE_PRIVILEGED=1 makes skipping fail)

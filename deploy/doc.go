@@ -1,6 +1,7 @@
 // Package deploy holds no code: it is the home of the Kubernetes deployment
 // (the Helm chart in chart/sigscope, the manifests rendered from it in
-// manifests/, the image's Dockerfile) and of the tests that check them
+// manifests/, the image's Dockerfile, the Prometheus alerting rules in
+// prometheus/) and of the tests that check them
 // without a cluster or root.
 //
 // The tests decode every rendered object strictly into k8s.io/api types and
@@ -11,7 +12,10 @@
 // only with --kube-events. They render the chart again with helm (pinned in
 // render.sh, run from the Go module proxy) to catch a stale manifest, run the
 // Dockerfile's `go build` line to check the binary is static, and check that
-// the Grafana dashboard in docs/ queries only documented metrics.
+// the Grafana dashboard in docs/ queries only documented metrics. The
+// Prometheus alerting rules in prometheus/ are checked here too: each alert
+// documented in docs/alerts.md and unit-tested firing and not, promtool run
+// on them and on the chart's PrometheusRule, which embeds a copy of the file.
 //
 // What the agent does on a node is not tested here: cmd/sigscope and the
 // agent package own that.

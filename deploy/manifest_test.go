@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	sigsjson "sigs.k8s.io/json"
@@ -43,6 +44,17 @@ type objects struct {
 	roles           []*rbacv1.Role
 	roleBindings    []*rbacv1.RoleBinding
 	serviceMonitors []*unstructured.Unstructured
+	prometheusRules []*prometheusRule
+}
+
+// prometheusRule is prometheus-operator's PrometheusRule
+// (monitoring.coreos.com/v1) with the fields the chart sets: its spec is a
+// rules file's groups, decoded strictly.
+type prometheusRule struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       ruleGroups        `json:"spec"`
 }
 
 // splitDocuments splits a multi-document YAML stream at its "---" lines and
@@ -158,6 +170,10 @@ func decode(t *testing.T, name string, data []byte) *objects {
 			m := map[string]any{}
 			strict(t, where, doc, &m)
 			o.serviceMonitors = append(o.serviceMonitors, &unstructured.Unstructured{Object: m})
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			v := &prometheusRule{}
+			strict(t, where, doc, v)
+			o.prometheusRules = append(o.prometheusRules, v)
 		default:
 			t.Fatalf("%s: unexpected object", where)
 		}
@@ -309,6 +325,9 @@ func TestDefaultManifestObjects(t *testing.T) {
 	}
 	if len(o.serviceMonitors) != 0 {
 		t.Errorf("ServiceMonitor rendered by default")
+	}
+	if len(o.prometheusRules) != 0 {
+		t.Errorf("PrometheusRule rendered by default")
 	}
 	sa := o.serviceAccounts[0]
 	if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {

@@ -32,3 +32,4 @@ fi
 mkdir -p "$out"
 render "$out/sigscope.yaml"
 render "$out/sigscope-kube-events.yaml" --set kubeEvents=true --set serviceMonitor.enabled=true
+render "$out/sigscope-prometheusrule.yaml" --set prometheusRule.enabled=true --show-only templates/prometheusrule.yaml
