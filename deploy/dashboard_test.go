@@ -34,6 +34,7 @@ func documentedMetrics(t *testing.T) map[string]bool {
 
 type dashboard struct {
 	Title      string  `json:"title"`
+	Links      []link  `json:"links"`
 	UID        string  `json:"uid"`
 	Schema     int     `json:"schemaVersion"`
 	Panels     []panel `json:"panels"`
@@ -66,6 +67,14 @@ type panel struct {
 		Datasource *datasource `json:"datasource"`
 	} `json:"targets"`
 	Panels []panel `json:"panels"` // a collapsed row's panels
+	Links  []link  `json:"links"`
+}
+
+// link is a dashboard link or a panel link.
+type link struct {
+	Title string `json:"title"`
+	Type  string `json:"type"` // dashboard links: "link" for a URL
+	URL   string `json:"url"`
 }
 
 func loadDashboard(t *testing.T) *dashboard {
@@ -223,5 +232,70 @@ func TestDashboard(t *testing.T) {
 		if !strings.Contains(all, want.fragment) {
 			t.Errorf("no %s panel (a query containing %s)", want.what, want.fragment)
 		}
+	}
+}
+
+// The dashboard links docs/alerts.md, and each panel links the alerts that
+// read a metric it shows, at their sections of docs/alerts.md.
+func TestDashboardLinksAlerts(t *testing.T) {
+	d := loadDashboard(t)
+	alertsURL := strings.TrimSuffix(runbookPrefix, "#")
+	if !slices.ContainsFunc(d.Links, func(l link) bool { return l.Type == "link" && l.URL == alertsURL && l.Title != "" }) {
+		t.Errorf("no dashboard link to %s: %+v", alertsURL, d.Links)
+	}
+
+	// The metrics each alert reads, through the recording rules it reads.
+	g, _ := readRules(t, rulesFile)
+	recordedFrom := map[string][]string{}
+	alertMetrics := map[string][]string{}
+	for _, gr := range g.Groups {
+		for _, r := range gr.Rules {
+			ms := metricName.FindAllString(r.Expr, -1)
+			for rec, from := range recordedFrom {
+				if strings.Contains(r.Expr, rec) {
+					ms = append(ms, from...)
+				}
+			}
+			if r.Record != "" {
+				recordedFrom[r.Record] = ms
+			} else {
+				alertMetrics[r.Alert] = ms
+			}
+		}
+	}
+	anchors, _ := docAnchors(t)
+	linked := 0
+	for _, p := range allPanels(d.Panels) {
+		var exprs []string
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+		shows := strings.Join(exprs, "\n")
+		var links []string
+		for _, l := range p.Links {
+			anchor, ok := strings.CutPrefix(l.URL, runbookPrefix)
+			if !ok {
+				continue
+			}
+			linked++
+			if !anchors[anchor] {
+				t.Errorf("panel %q links %s, no section of docs/alerts.md", p.Title, l.URL)
+			}
+			if l.Title == "" {
+				t.Errorf("panel %q: link %s has no title", p.Title, l.URL)
+			}
+			links = append(links, anchor)
+		}
+		for alert, ms := range alertMetrics {
+			for _, m := range ms {
+				if regexp.MustCompile(`\b`+m+`\b`).MatchString(shows) && !slices.Contains(links, strings.ToLower(alert)) {
+					t.Errorf("panel %q shows %s but does not link %s, which alerts on it", p.Title, m, alert)
+					break
+				}
+			}
+		}
+	}
+	if linked == 0 {
+		t.Errorf("no panel links an alert")
 	}
 }
