@@ -13,10 +13,11 @@
 // render.sh, run from the Go module proxy) to catch a stale manifest, run the
 // Dockerfile's `go build` line to check the binary is static, and check that
 // the Grafana dashboard in docs/ queries only documented metrics and links
-// the alerts that read them. The
-// Prometheus alerting rules in prometheus/ are checked here too: each alert
-// documented in docs/alerts.md and unit-tested firing and not, promtool run
-// on them and on the chart's PrometheusRule, which embeds a copy of the file.
+// the alerts that read them. The Prometheus alerting rules in prometheus/
+// are checked here too: each alert documented in docs/alerts.md and
+// unit-tested firing and not, promtool run on them and on the chart's
+// PrometheusRule, which embeds a copy of the file. The krew archives and the
+// image carry the repository's LICENSE.
 //
 // What the agent does on a node is not tested here: cmd/sigscope and the
 // agent package own that.

@@ -98,6 +98,29 @@ func TestDockerfileShape(t *testing.T) {
 			t.Errorf("Dockerfile:%d: go build lacks %s: %s", build.line, want, build.args)
 		}
 	}
+	// The final stage says its license (the OCI annotation, SPDX) and carries
+	// the text, as the README's License section says.
+	var label, license bool
+	for _, in := range ins {
+		if in.line < froms[1].line {
+			continue
+		}
+		switch {
+		case in.cmd == "LABEL" && in.args == `org.opencontainers.image.licenses="Apache-2.0"`:
+			label = true
+		case in.cmd == "COPY" && in.args == "LICENSE /LICENSE":
+			license = true
+		}
+	}
+	if !label {
+		t.Errorf(`final stage: no LABEL org.opencontainers.image.licenses="Apache-2.0"`)
+	}
+	if !license {
+		t.Errorf("final stage: no COPY LICENSE /LICENSE")
+	}
+	if _, err := os.Stat("../LICENSE"); err != nil {
+		t.Errorf("the image copies LICENSE from the build context: %v", err)
+	}
 	for _, bad := range []string{"clang", "go generate", "apt-get"} {
 		for _, in := range ins {
 			if in.cmd == "RUN" && strings.Contains(in.args, bad) {

@@ -99,14 +99,18 @@ func renderKrew(t *testing.T, tag string, sha256For func(uri string) string) ([]
 	return out.Bytes(), raw
 }
 
+// krewLicense is the license file archive.sh packs and the manifest
+// installs: the repository's Apache-2.0 LICENSE.
 func krewLicense(t *testing.T) string {
 	t.Helper()
-	for _, f := range []string{"LICENSE", "LICENSE.txt", "LICENSE.md", "COPYING"} {
-		if _, err := os.Stat(filepath.Join("..", f)); err == nil {
-			return f
-		}
+	data, err := os.ReadFile(filepath.Join("..", "LICENSE"))
+	if err != nil {
+		t.Fatalf("the krew archives need a license: %v", err)
 	}
-	return ""
+	if !strings.Contains(string(data), "Apache License\n                           Version 2.0, January 2004") {
+		t.Fatalf("../LICENSE is not the Apache License 2.0 the README names")
+	}
+	return "LICENSE"
 }
 
 // The template renders, as the bot would render it, into a manifest krew
@@ -190,11 +194,8 @@ func TestKrewManifestTemplate(t *testing.T) {
 				t.Errorf("%s: files: %s to %q, want .", where, f.From, f.To)
 			}
 		}
-		wantFrom := []string{krewBin}
-		if license != "" {
-			// archive.sh packs it; krew-index wants it installed.
-			wantFrom = append(wantFrom, license)
-		}
+		// archive.sh packs the license; krew-index wants it installed.
+		wantFrom := []string{krewBin, license}
 		if !slices.Equal(from, wantFrom) {
 			t.Errorf("%s: files from %q, want %q: what archive.sh packs (krew fails on a from that matches nothing)", where, from, wantFrom)
 		}
@@ -303,6 +304,10 @@ func TestKrewInstall(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(root, "receipts", "sigscope.yaml")); err != nil {
 				t.Errorf("no install receipt: %v", err)
+			}
+			lic, err := os.ReadFile(filepath.Join(root, "store", "sigscope", krewTag, "LICENSE"))
+			if want, _ := os.ReadFile(filepath.Join("..", "LICENSE")); err != nil || !bytes.Equal(lic, want) {
+				t.Errorf("krew did not install the repository's LICENSE from the archive: %v", err)
 			}
 			if osName != runtime.GOOS || arch != runtime.GOARCH {
 				return

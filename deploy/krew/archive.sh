@@ -6,7 +6,7 @@
 # For each platform the template names (os_arch in its addURIAndSha URLs) it
 # writes OUTDIR/kubectl-sigscope_VERSION_OS_ARCH.tar.gz: kubectl-sigscope
 # (CGO_ENABLED=0, -trimpath, -ldflags "-s -w -X main.version=VERSION"), and
-# LICENSE when the repository has one (it has none yet: the binary only).
+# the repository's LICENSE (Apache-2.0), which the template's files: install.
 # Then OUTDIR/sigscope.yaml: the template with VERSION, the archives' GitHub
 # release URIs and their real sha256, what the bot will submit once they are
 # uploaded to the release VERSION; until then krew installs it from a file:
@@ -38,15 +38,11 @@ if [ -z "$platforms" ]; then
 	exit 1
 fi
 
-license=
-for f in LICENSE LICENSE.txt LICENSE.md COPYING; do
-	if [ -f "$f" ]; then
-		license=$f
-		break
-	fi
-done
-if [ -z "$license" ]; then
-	echo "archive.sh: note: the repository has no LICENSE: the archives hold kubectl-sigscope only (krew-index wants a license in them)" >&2
+# krew-index wants a license in each archive; the manifest's files: name it.
+license=LICENSE
+if [ ! -f "$license" ]; then
+	echo "archive.sh: no $license at the repository's root: $template installs it from each archive" >&2
+	exit 1
 fi
 
 sha256() {
@@ -72,10 +68,8 @@ for p in $platforms; do
 		echo "archive.sh: kubectl-sigscope does not build for $os/$arch (above), a platform $template names" >&2
 		exit 1
 	fi
-	if [ -n "$license" ]; then
-		cp "$license" "$stage/$p/"
-	fi
-	tar -czf "$out/$name" -C "$stage/$p" kubectl-sigscope ${license:+"$license"}
+	cp "$license" "$stage/$p/"
+	tar -czf "$out/$name" -C "$stage/$p" kubectl-sigscope "$license"
 	echo "$name $(sha256 "$out/$name")" >>"$stage/sums"
 done
 
