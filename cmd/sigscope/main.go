@@ -67,6 +67,15 @@ init to its whole namespace (ns_cascade).`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	root.AddCommand(newTraceCmd(), newTimelineCmd(), newAuditCmd(), newServeCmd())
+	root.AddCommand(newTraceCmd(), newTimelineCmd(), newAuditCmd(), newServeCmd(), newVersionCmd())
+	// --version prints what `sigscope version` does. cobra adds the flag
+	// when Version is non-empty and then prints the version template instead
+	// of running a command: the template calls versionText, so the build
+	// info is read only then, and Version itself is never shown.
+	root.Version = "see the version template"
+	cobra.AddTemplateFunc("sigscopeVersion", versionText)
+	root.SetVersionTemplate(`{{sigscopeVersion}}`)
+	root.InitDefaultVersionFlag()
+	root.Flags().Lookup("version").Usage = "print the build (as `sigscope version` does)"
 	return root
 }
