@@ -59,14 +59,15 @@ type Options struct {
 	NodeName   string
 
 	MaxEpisodes   int           // recent episodes kept for /api/v1/episodes
+	AuditInterval time.Duration // how often PID 1s are audited (metric and API)
+	ProcRoot      string        // default /proc
+
 	// JournalDir, when set, is the node journal (package journal): every
 	// completed episode is appended there, and the ring is filled from it
 	// at start, its ids going on from the journal's last.
 	JournalDir      string
 	JournalFileSize int64 // 0: journal.DefaultFileSize
 	JournalFiles    int   // 0: journal.DefaultFiles
-	AuditInterval time.Duration // how often PID 1s are audited (metric and API)
-	ProcRoot      string        // default /proc
 
 	// Container runtime endpoints, as in container.Options: "" and nil
 	// are the defaults.
