@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/prometheus/common/expfmt"
@@ -24,22 +23,12 @@ func exposition(t *testing.T) ([]byte, *Journal) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(j); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
+	text, err := testutil.CollectAndFormat(j, expfmt.TypeTextPlain, "sigscope_journal_episodes_total",
+		"sigscope_journal_errors_total", "sigscope_journal_dropped_total", "sigscope_journal_skipped_lines_total")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return buf.Bytes(), j
+	return text, j
 }
 
 // The counters say what was written, and every one exists from the start
