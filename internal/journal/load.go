@@ -25,7 +25,9 @@ type Loaded struct {
 	// LastID is the highest episode id of the journal's valid lines: the
 	// agent numbers on from it.
 	LastID uint64
-	Lines  int // valid episode lines read
+	// Lines counts the lines read as episodes: whole JSON objects with an
+	// outcome (only the kept ones are decoded in full).
+	Lines int
 	// Skipped counts the lines that are no episode: a line cut by power
 	// loss or a full disk, anything else written there.
 	Skipped int
@@ -88,6 +90,9 @@ func Load(dir string, keep int) (Loaded, error) {
 		line := ring[(next-kept+i+len(ring))%len(ring)]
 		var ep timeline.Episode
 		if err := json.Unmarshal(line, &ep); err != nil {
+			// Whole JSON with an id, but no episode (a bad step, time or
+			// signal): only the kept lines are decoded far enough to tell.
+			ld.Lines--
 			skip("a kept line", err)
 			continue
 		}
