@@ -230,8 +230,32 @@ func TestChartValues(t *testing.T) {
 		o := decode(t, "no sockets", helmTemplate(t, "--set", "runtimeSockets.containerd.enabled=false", "--set", "runtimeSockets.crio.enabled=false"))
 		ds := oneDaemonSet(t, o)
 		checkPodSecurity(t, "no sockets", ds, false)
-		if n := len(ds.Spec.Template.Spec.Volumes); n != 2 {
-			t.Errorf("%d volumes, want btf and cgroup only", n)
+		if n := len(ds.Spec.Template.Spec.Volumes); n != 3 {
+			t.Errorf("%d volumes, want btf, cgroup and the journal only", n)
+		}
+	})
+	t.Run("journal off", func(t *testing.T) {
+		o := decode(t, "journal off", helmTemplate(t, "--set", "journal.enabled=false"))
+		ds := oneDaemonSet(t, o)
+		checkPodSecurity(t, "journal off", ds, false)
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			if v.Name == "journal" {
+				t.Errorf("a journal volume with journal.enabled=false: %+v", v)
+			}
+		}
+		for _, a := range ds.Spec.Template.Spec.Containers[0].Args {
+			if strings.HasPrefix(a, "--journal") {
+				t.Errorf("arg %s with journal.enabled=false", a)
+			}
+		}
+	})
+	t.Run("journal elsewhere", func(t *testing.T) {
+		o := decode(t, "journal elsewhere", helmTemplate(t, "--set", "journal.hostDir=/srv/sigscope", "--set", "journal.files=4"))
+		ds := oneDaemonSet(t, o)
+		checkPodSecurity(t, "journal elsewhere", ds, false)
+		args := ds.Spec.Template.Spec.Containers[0].Args
+		if !slices.Contains(args, "--journal-dir=/srv/sigscope") || !slices.Contains(args, "--journal-files=4") {
+			t.Errorf("args %q: want --journal-dir=/srv/sigscope and --journal-files=4", args)
 		}
 	})
 }

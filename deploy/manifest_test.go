@@ -273,7 +273,11 @@ func checkPodSecurity(t *testing.T, name string, ds *appsv1.DaemonSet, wantPrivi
 			}
 		}
 		for _, m := range c.VolumeMounts {
-			if _, ok := hostPaths[m.Name]; ok && !m.ReadOnly {
+			// The one host directory written is the node journal's, where
+			// the agent is told to write it and nowhere else.
+			hp, ok := hostPaths[m.Name]
+			journal := ok && m.Name == "journal" && hp.Path == m.MountPath && slices.Contains(c.Args, "--journal-dir="+m.MountPath)
+			if ok && !m.ReadOnly && !journal {
 				t.Errorf("%s: host path volume %s mounted read-write at %s", where, m.Name, m.MountPath)
 			}
 			if m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional {
@@ -381,6 +385,8 @@ func TestDaemonSetHostMounts(t *testing.T) {
 		"cgroup":     {"/sys/fs/cgroup", corev1.HostPathDirectory},
 		"containerd": {"/run/containerd", corev1.HostPathDirectoryOrCreate},
 		"crio":       {"/var/run/crio", corev1.HostPathDirectoryOrCreate},
+		// The node journal, created on a new node.
+		"journal": {"/var/lib/sigscope", corev1.HostPathDirectoryOrCreate},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("host paths\n got %v\nwant %v", got, want)
@@ -401,6 +407,14 @@ func TestDaemonSetHostMounts(t *testing.T) {
 		if m.MountPath != path || !m.ReadOnly {
 			t.Errorf("volume %s mounted at %s (readOnly %v), want %s read-only", name, m.MountPath, m.ReadOnly, path)
 		}
+	}
+	// The journal: read-write, at the path the agent is given.
+	if m, ok := mounts["journal"]; !ok || m.MountPath != "/var/lib/sigscope" || m.ReadOnly {
+		t.Errorf("the journal mount %+v, want /var/lib/sigscope read-write", m)
+	}
+	if args := spec.Containers[0].Args; !slices.Contains(args, "--journal-dir=/var/lib/sigscope") ||
+		!slices.Contains(args, "--journal-file-size=7M") || !slices.Contains(args, "--journal-files=8") {
+		t.Errorf("args %q: want the journal at /var/lib/sigscope, 8 files of 7M", args)
 	}
 	for _, name := range []string{"containerd", "crio"} {
 		if p := mounts[name].MountPropagation; p == nil || *p != corev1.MountPropagationHostToContainer {
@@ -489,6 +503,11 @@ func TestDaemonSetSchedulingAndResources(t *testing.T) {
 				t.Errorf("container %s: %s request %s above limit %s", c.Name, res, req.String(), lim.String())
 			}
 		}
+	}
+	// The kubelet evicts it last and stops it last: the agent sees the
+	// stops an eviction or a node's shutdown causes.
+	if spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("priorityClassName %q, want system-node-critical", spec.PriorityClassName)
 	}
 	if got := ds.Spec.Template.Labels; !selectorMatches(ds.Spec.Selector.MatchLabels, got) {
 		t.Errorf("selector %v does not match the pod labels %v", ds.Spec.Selector.MatchLabels, got)

@@ -52,7 +52,22 @@ func (r ringSize) Set(s string) error {
 // checks what the kernel checks for a BPF ring buffer: a power of two and a
 // multiple of the page size.
 func parseRingSize(s string, page int) (int, error) {
-	num, mult := strings.TrimSpace(s), 1
+	v, err := parseBytes(s, maxRingSize)
+	if err != nil {
+		return 0, err
+	}
+	n := int(v)
+	if n < page || bits.OnesCount(uint(n)) != 1 {
+		return 0, fmt.Errorf("want a power of two of at least the page size (%d bytes)", page)
+	}
+	return n, nil
+}
+
+// parseBytes reads a size in bytes, "65536", or with a binary multiple,
+// "64K", "8M", "1G", of at most limit bytes (limit written as formatSize
+// writes it in the error).
+func parseBytes(s string, limit uint64) (uint64, error) {
+	num, mult := strings.TrimSpace(s), uint64(1)
 	if num != "" {
 		switch num[len(num)-1] {
 		case 'k', 'K':
@@ -70,14 +85,10 @@ func parseRingSize(s string, page int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("want a size in bytes such as 65536, 64K or 8M")
 	}
-	if v > maxRingSize/uint64(mult) {
-		return 0, fmt.Errorf("at most 1G")
+	if v > limit/mult {
+		return 0, fmt.Errorf("at most %s", formatSize(int(limit)))
 	}
-	n := int(v) * mult
-	if n < page || bits.OnesCount(uint(n)) != 1 {
-		return 0, fmt.Errorf("want a power of two of at least the page size (%d bytes)", page)
-	}
-	return n, nil
+	return v * mult, nil
 }
 
 // formatSize writes a size the way --ring-size reads it, as short as

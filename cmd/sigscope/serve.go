@@ -23,6 +23,7 @@ func newServeCmd() *cobra.Command {
 		auditEvery  time.Duration
 		maxEpisodes int
 		rt          runtimeFlags
+		jf          journalFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -40,7 +41,14 @@ Prometheus exporters share). With --kube-events, Warning events are posted on
 pods whose main process never acted on the stop signal or that were SIGKILLed after their
 grace period (in-cluster credentials, or --kubeconfig); while the API server
 does not answer they wait in a bounded queue and are retried, and
-sigscope_kube_events_total counts what was sent, failed or dropped.`,
+sigscope_kube_events_total counts what was sent, failed or dropped.
+
+With --journal-dir every completed episode is also appended, as the JSON line
+/api/v1/episodes serves for it, to a journal of rotated files bounded by
+--journal-files × --journal-file-size (default 8 × 7M = 56 MiB): read back at
+start, so that episodes and their ids outlive a restart, and readable with
+"sigscope timeline -f DIR". A full or read-only disk never stops tracing
+(sigscope_journal_errors_total; docs/deploy.md).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sigs, err := tracer.ParseSignalSet(signals)
@@ -51,6 +59,9 @@ sigscope_kube_events_total counts what was sent, failed or dropped.`,
 			opts.ListenAddresses = listen
 			opts.AuditInterval = auditEvery
 			opts.MaxEpisodes = maxEpisodes
+			if err := jf.apply(&opts); err != nil {
+				return err
+			}
 			opts.DockerSocket, opts.CRISockets = rt.dockerSocket, rt.criSockets
 			opts.Logger = slog.Default()
 			opts.Audited = func(first bool) { releaseMemory(first, opts.Logger) }
@@ -83,6 +94,7 @@ sigscope_kube_events_total counts what was sent, failed or dropped.`,
 	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --kube-events outside a cluster (default: in-cluster)")
 	fl.DurationVar(&auditEvery, "audit-interval", agent.DefaultAuditInterval, "how often every running container is audited")
 	fl.IntVar(&maxEpisodes, "max-episodes", agent.DefaultMaxEpisodes, "recent stop episodes kept for /api/v1/episodes")
+	jf.register(fl)
 	rt.register(fl)
 	return cmd
 }

@@ -52,11 +52,14 @@ stop may have begun before tracing did) with a fix hint. A pod's sandbox
 (pause) container makes no episode of its own.
 
 Live (the default, needs root): trace now and print each episode when it
-completes. Offline: read a recording made with "sigscope trace -o json".`,
+completes. Offline: read a recording made with "sigscope trace -o json", or
+print the episodes of a node journal ("sigscope serve --journal-dir DIR": the
+directory, oldest file first, or one file).`,
 		Example: `  sigscope timeline                          # live, until Ctrl-C
   sigscope timeline --duration 2m -o json
   sigscope trace -o json > rec.jsonl          # record now...
   sigscope timeline -f rec.jsonl              # ...explain later
+  sigscope timeline -f /var/lib/sigscope --pod shop/web-1   # a node journal
   sigscope timeline --server http://node-1:10042 --pod shop/web-1`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -64,7 +67,7 @@ completes. Offline: read a recording made with "sigscope trace -o json".`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.file, "file", "f", "", `read a "sigscope trace -o json" recording ("-" for stdin) instead of tracing live`)
+	fl.StringVarP(&f.file, "file", "f", "", `read a "sigscope trace -o json" recording ("-" for stdin) instead of tracing live; or print the episodes of a node journal (a --journal-dir directory or one of its files)`)
 	fl.BoolVar(&f.follow, "follow", false, "trace live and print each episode as it completes (the default without -f)")
 	fl.DurationVar(&f.duration, "duration", 0, "live: stop after this long (0: until Ctrl-C)")
 	fl.BoolVar(&f.skip, "skip-invalid", false, "with -f: go on past invalid lines, count them and say so at the end (default: stop at the first, naming its line)")
@@ -116,8 +119,12 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	}
 	topts := timeline.Options{Settle: f.settle}
 	if f.file != "" {
+		name := f.file
+		if name == "-" {
+			name = "stdin"
+		}
 		in := stdin
-		if f.file != "-" {
+		if fi, err := os.Stat(f.file); f.file != "-" && (err != nil || !fi.IsDir()) {
 			file, err := os.Open(f.file)
 			if err != nil {
 				return err
@@ -125,11 +132,21 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 			defer file.Close()
 			in = file
 		}
-		engine = timeline.New(topts)
-		name := f.file
-		if name == "-" {
-			name = "stdin"
+		// A node journal (sigscope serve --journal-dir), or episodes as
+		// `timeline -o json` writes them, are printed as they are.
+		src, rec, err := journalSource(f.file, in)
+		if err != nil {
+			return err
 		}
+		if src != nil {
+			src.name = name
+			if err := src.read(print, stderr); err != nil {
+				return err
+			}
+			return flush()
+		}
+		in = rec
+		engine = timeline.New(topts)
 		st, err := pipeline.ReadRecordingWith(in, pipeline.ReadOptions{SkipInvalid: f.skip}, func(e *tracer.Event, target, _ *container.Info) error {
 			return print(engine.Add(e, target))
 		})

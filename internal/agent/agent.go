@@ -18,6 +18,7 @@ import (
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/exporter"
+	"github.com/sigscope/sigscope/internal/journal"
 	"github.com/sigscope/sigscope/internal/kubeclient"
 	"github.com/sigscope/sigscope/internal/kubeevents"
 	"github.com/sigscope/sigscope/internal/kubemeta"
@@ -60,6 +61,13 @@ type Options struct {
 	MaxEpisodes   int           // recent episodes kept for /api/v1/episodes
 	AuditInterval time.Duration // how often PID 1s are audited (metric and API)
 	ProcRoot      string        // default /proc
+
+	// JournalDir, when set, is the node journal (package journal): every
+	// completed episode is appended there, and the ring is filled from it
+	// at start, its ids going on from the journal's last.
+	JournalDir      string
+	JournalFileSize int64 // 0: journal.DefaultFileSize
+	JournalFiles    int   // 0: journal.DefaultFiles
 
 	// Container runtime endpoints, as in container.Options: "" and nil
 	// are the defaults.
@@ -156,6 +164,18 @@ func New(opts Options) (*Agent, error) {
 		}
 	}
 	a := &Agent{opts: opts, log: opts.Logger, ring: newEpisodeRing(opts.MaxEpisodes), started: time.Now(), done: make(chan struct{})}
+	// The journal first: it is the one part of New that can fail (another
+	// agent writes it), before anything that would need releasing.
+	if opts.JournalDir != "" {
+		j, err := journal.Open(journal.Options{Dir: opts.JournalDir, FileSize: opts.JournalFileSize,
+			Files: opts.JournalFiles, Keep: opts.MaxEpisodes, Logger: opts.Logger})
+		if err != nil {
+			return nil, err
+		}
+		ld := j.Loaded()
+		a.ring.load(ld.Episodes, ld.LastID)
+		a.sinks = append(a.sinks, j)
+	}
 	a.resolver = container.NewResolver(container.Options{ProcRoot: opts.ProcRoot, Logger: opts.Logger,
 		DockerSocket: opts.DockerSocket, CRISockets: opts.CRISockets})
 	a.exp = exporter.New(exporter.Options{
@@ -180,6 +200,11 @@ func New(opts Options) (*Agent, error) {
 	goc := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}))
 	a.reg.MustRegister(a.exp, goc, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, s := range a.sinks {
+		if c, ok := s.(prometheus.Collector); ok {
+			a.reg.MustRegister(c) // sigscope_journal_*: only with --journal-dir
+		}
+	}
 	if opts.KubeEvents {
 		a.events = kubeevents.New(opts.KubeClient, opts.NodeName, kubeevents.Options{Logger: opts.Logger})
 		a.reg.MustRegister(a.events) // sigscope_kube_events_*: only with --kube-events

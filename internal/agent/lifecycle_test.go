@@ -30,7 +30,7 @@ const lifecycleCycles = 20
 
 // The agent's goroutines are one tree: started and stopped many times, in
 // every way it can end (ctx cancelled, Close, the HTTP port taken, the
-// health port taken, closed without running), with the container runtimes
+// health port taken, closed without running), with a node journal, with the container runtimes
 // down and the API server down or fake, an agent leaves no goroutine
 // behind, and Run returns an error exactly when a port was taken. Run it
 // with -race: the audit loop audits every few milliseconds while HTTP
@@ -45,6 +45,10 @@ func TestAgentLifecycleLeavesNothing(t *testing.T) {
 		AuditInterval: 5 * time.Millisecond,
 		MaxEpisodes:   16,
 		Logger:        slog.New(slog.DiscardHandler),
+		// The journal's writer is one more goroutine to join, and its
+		// directory lock one more thing a stopped agent must release:
+		// the next cycle's New fails while it is held.
+		JournalDir: filepath.Join(dir, "journal"),
 	}
 	// An API server that does not answer: the informers retry until the
 	// agent stops.

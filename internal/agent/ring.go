@@ -43,6 +43,26 @@ func (r *episodeRing) add(eps []timeline.Episode, node string) {
 	}
 }
 
+// load fills the ring with episodes read back from the journal, oldest
+// first (at most its capacity: the newest), before any is added, and
+// numbers on from lastID so that ids stay unique across restarts.
+func (r *episodeRing) load(eps []timeline.Episode, lastID uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(eps) > len(r.episodes) {
+		eps = eps[len(eps)-len(r.episodes):]
+	}
+	for i := range eps {
+		r.seq = max(r.seq, eps[i].ID)
+		r.episodes[r.next] = eps[i]
+		r.next = (r.next + 1) % len(r.episodes)
+		if r.next == 0 {
+			r.full = true
+		}
+	}
+	r.seq = max(r.seq, lastID)
+}
+
 // recent returns the kept episodes, oldest first.
 func (r *episodeRing) recent() []timeline.Episode {
 	r.mu.Lock()

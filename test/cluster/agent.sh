@@ -8,6 +8,9 @@
 # SIGSCOPE_AGENT_NAMESPACE (default sigscope) is the namespace and the
 # release's full name (the ClusterRoles are named after it);
 # SIGSCOPE_AGENT_SET adds helm --set values, comma-separated (the tests).
+# The node journal of each namespace's agent is $VARLIB/journal-$NS, removed
+# with it (and by make cluster-down), so that a test's agent never reads
+# back the episodes of an earlier run.
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -18,6 +21,7 @@ kubectl() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
 if [ "${1:-install}" = delete ]; then
 	stage "delete the agent ($NS)"
 	kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=60s
+	rm -rf "$VARLIB/journal-$NS"
 	for r in "$NS" "$NS-reader"; do
 		kubectl delete clusterrolebinding "$r" --ignore-not-found
 		kubectl delete clusterrole "$r" --ignore-not-found
@@ -35,7 +39,7 @@ manifest=$(mktemp)
 trap 'rm -f "$manifest"' EXIT
 # The image's ID in the pod template: a rebuilt image keeps its tag, and
 # this rolls the pods onto it.
-set_args=(--set "fullnameOverride=$NS" --set "podAnnotations.sigscope\.dev/image-id=$(<"$CACHE/images/sigscope.tar.id")")
+set_args=(--set "fullnameOverride=$NS" --set "journal.hostDir=$VARLIB/journal-$NS" --set "podAnnotations.sigscope\.dev/image-id=$(<"$CACHE/images/sigscope.tar.id")")
 [ -z "${SIGSCOPE_AGENT_SET:-}" ] || set_args+=(--set "$SIGSCOPE_AGENT_SET")
 GO=${GO:-go} sh "$top/deploy/render.sh" - --namespace "$NS" -f "$here/agent-values.yaml" "${set_args[@]}" >"$manifest"
 

@@ -1,0 +1,15 @@
+// Package journal is the node journal of `sigscope serve --journal-dir`:
+// every completed episode appended as one line of the API's episode JSON
+// to size-bounded, rotated files on the node, and read back when the agent
+// starts (so that /api/v1/episodes outlives a restart) and by `sigscope
+// timeline -f`.
+//
+// It owns the files (their names, rotation, the bound of Files × FileSize,
+// the lock that keeps a second agent out), the writer goroutine with its
+// bounded queue, the retries after failed writes, the reading of a journal
+// that power loss cut mid-line, and the journal's metrics (a
+// prometheus.Collector). It does not own the episode JSON (timeline's
+// MarshalJSON and UnmarshalJSON), the episode ids (the agent's ring gives
+// them and continues from [Journal.Loaded]'s last id), nor where episodes
+// come from.
+package journal

@@ -1,0 +1,418 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sigscope/sigscope/timeline"
+)
+
+// Defaults for [Options]. 8 files of 7 MiB bound the journal at 56 MiB,
+// under the 64 MB a node's journal may take; with episode lines of 2-3 KB
+// (docs/deploy.md has the arithmetic) a rotation, which removes the oldest
+// file, still leaves 49 MiB: some 17,000 episodes, over a week of a node
+// that stops a container every 40 s.
+const (
+	DefaultFileSize   = 7 << 20
+	DefaultFiles      = 8
+	DefaultQueue      = 256
+	DefaultBackoff    = time.Second
+	DefaultMaxBackoff = time.Minute
+)
+
+// Options configures a [Journal].
+type Options struct {
+	Dir string
+	// FileSize is the most a file holds; a line that would take it over
+	// begins the next file. Files is how many are kept, the one written
+	// to included: the journal never holds more than Files × FileSize.
+	FileSize int64
+	Files    int
+	// Keep is how many of the newest episodes Open reads back ([Journal.Loaded]).
+	Keep int
+	// Queue bounds the episodes waiting for the writer; more are dropped
+	// and counted.
+	Queue int
+	// Backoff is the wait after a failed write, doubled on each failure
+	// up to MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+	Logger              *slog.Logger
+}
+
+// Journal appends episodes to a directory's files from its own goroutine.
+// ObserveEpisode and Close are safe from any goroutine.
+type Journal struct {
+	opts   Options
+	log    *slog.Logger
+	loaded Loaded
+	lock   *os.File // the directory, flocked; nil when it could not be opened
+
+	mu     sync.RWMutex // closed against ObserveEpisode's sends
+	closed bool
+	queue  chan timeline.Episode
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+	err    error // Close's, set before done is closed
+
+	written, errs, dropped, skipped atomic.Uint64
+
+	// The writer goroutine's alone.
+	f       *os.File
+	seq     uint64 // f's number
+	size    int64  // f's size up to its last whole line
+	newFile bool   // the next write begins a new file (f is closed or cut)
+	failing bool   // the last write failed: logged once, then at debug
+	fails   int
+}
+
+// Open reads the journal in opts.Dir back (its newest opts.Keep episodes
+// and its last id; lines that are no episode are skipped, counted and
+// logged) and starts the writer. It fails only on bad options and when
+// another process holds the directory's lock (a second agent on the
+// node): a directory that cannot be created or written is retried by the
+// writer, since a full or read-only disk must not stop tracing.
+func Open(opts Options) (*Journal, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("journal: no directory")
+	}
+	if opts.FileSize <= 0 {
+		opts.FileSize = DefaultFileSize
+	}
+	if opts.Files <= 0 {
+		opts.Files = DefaultFiles
+	}
+	if opts.Queue <= 0 {
+		opts.Queue = DefaultQueue
+	}
+	if opts.Backoff <= 0 {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.MaxBackoff < opts.Backoff {
+		opts.MaxBackoff = max(DefaultMaxBackoff, opts.Backoff)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	j := &Journal{opts: opts, log: opts.Logger.With("journal", opts.Dir),
+		queue: make(chan timeline.Episode, opts.Queue), stop: make(chan struct{}), done: make(chan struct{})}
+	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
+		j.log.Warn("cannot create the journal directory; episodes are written once it can be", "error", err)
+	}
+	if err := j.lockDir(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	ld, err := Load(opts.Dir, opts.Keep)
+	if err != nil {
+		j.log.Warn("reading the journal back", "error", err)
+	}
+	j.loaded = ld
+	j.skipped.Store(uint64(ld.Skipped))
+	if ld.Skipped > 0 {
+		j.log.Warn("journal lines skipped: not whole episodes (a line cut by power loss or a full disk)",
+			"skipped", ld.Skipped, "first", ld.FirstSkipped)
+	}
+	j.log.Info("journal read", "files", ld.Files, "bytes", ld.Bytes, "episodes", ld.Lines,
+		"kept", len(ld.Episodes), "last_id", ld.LastID, "took", time.Since(start).Round(time.Millisecond))
+	go j.run()
+	return j, nil
+}
+
+// lockDir flocks the directory so that two agents never write one journal
+// (their ids would collide). The lock goes with the process, however it
+// ends.
+func (j *Journal) lockDir() error {
+	d, err := os.Open(j.opts.Dir)
+	if err != nil {
+		j.log.Warn("cannot lock the journal directory", "error", err)
+		return nil
+	}
+	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = d.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("journal %s: another process (a second sigscope serve?) writes it", j.opts.Dir)
+		}
+		j.log.Warn("cannot lock the journal directory", "error", err)
+		return nil
+	}
+	j.lock = d
+	return nil
+}
+
+// Loaded is what Open read back.
+func (j *Journal) Loaded() Loaded { return j.loaded }
+
+// ObserveEpisode queues ep for the writer and returns at once; when the
+// queue is full (the disk is failing or slow) the episode is dropped and
+// counted. ep is copied: its slices must not change after, as for every
+// completed episode.
+func (j *Journal) ObserveEpisode(ep *timeline.Episode) {
+	j.mu.RLock()
+	defer j.mu.RUnlock()
+	if j.closed {
+		j.dropped.Add(1)
+		return
+	}
+	select {
+	case j.queue <- *ep:
+	default:
+		j.dropped.Add(1)
+	}
+}
+
+// Close writes what is queued, unless the disk is failing (then what is
+// left is dropped and counted, not retried: shutdown does not wait for a
+// disk), syncs and closes the file, and returns once the writer has. It is
+// idempotent.
+func (j *Journal) Close() error {
+	j.once.Do(func() {
+		j.mu.Lock()
+		j.closed = true
+		j.mu.Unlock()
+		close(j.stop)
+	})
+	<-j.done
+	return j.err
+}
+
+// run is the writer goroutine. A line that fails to be written is kept
+// and tried again after a backoff, in order, while new episodes wait in
+// the queue.
+func (j *Journal) run() {
+	defer close(j.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var pending []byte
+	backoff := j.opts.Backoff
+	for {
+		if pending != nil {
+			select {
+			case <-j.stop:
+				j.shutdown(pending)
+				return
+			case <-timer.C:
+			}
+			if err := j.write(pending); err != nil {
+				j.failed(err)
+				backoff = min(2*backoff, j.opts.MaxBackoff)
+				timer.Reset(backoff)
+				continue
+			}
+			pending, backoff = nil, j.opts.Backoff
+			continue
+		}
+		select {
+		case <-j.stop:
+			j.shutdown(nil)
+			return
+		case ep := <-j.queue:
+			line := j.encode(&ep)
+			if line == nil {
+				continue
+			}
+			if err := j.write(line); err != nil {
+				j.failed(err)
+				pending = line
+				timer.Reset(backoff)
+			}
+		}
+	}
+}
+
+// shutdown writes the queue's episodes (pending first) while writes
+// succeed, drops the rest, and closes the file.
+func (j *Journal) shutdown(pending []byte) {
+	ok := true
+	if pending != nil {
+		if err := j.write(pending); err != nil {
+			j.failed(err)
+			ok = false
+			j.dropped.Add(1)
+		}
+	}
+	for {
+		select {
+		case ep := <-j.queue:
+			if !ok {
+				j.dropped.Add(1)
+				continue
+			}
+			if line := j.encode(&ep); line != nil {
+				if err := j.write(line); err != nil {
+					j.failed(err)
+					ok = false
+					j.dropped.Add(1)
+				}
+			}
+			continue
+		default:
+		}
+		break
+	}
+	j.err = j.closeFile()
+	if j.lock != nil {
+		_ = j.lock.Close()
+	}
+}
+
+// encode is ep's line: exactly the object /api/v1/episodes serves for it
+// (the same encoder settings as the agent's writeJSON). nil when it cannot
+// be written at all (counted as dropped).
+func (j *Journal) encode(ep *timeline.Episode) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ep); err != nil {
+		j.dropped.Add(1)
+		j.log.Warn("an episode cannot be encoded for the journal", "id", ep.ID, "error", err)
+		return nil
+	}
+	if int64(buf.Len()) > j.opts.FileSize {
+		j.dropped.Add(1)
+		j.log.Warn("an episode is larger than a journal file (--journal-file-size): not written", "id", ep.ID, "bytes", buf.Len())
+		return nil
+	}
+	return buf.Bytes()
+}
+
+func (j *Journal) failed(err error) {
+	j.errs.Add(1)
+	j.fails++
+	if !j.failing {
+		j.failing = true
+		j.log.Warn("journal write failed; tracing goes on and the write is retried", "error", err)
+		return
+	}
+	j.log.Debug("journal write failed again", "error", err, "failures", j.fails)
+}
+
+// write appends one line, beginning a new file when it would take the
+// current one over FileSize. A partial write (the disk filled mid-line) is
+// cut back, so that the next line begins on a line of its own; when even
+// that fails the file is left and the next write begins a new one.
+func (j *Journal) write(line []byte) error {
+	if j.f == nil || j.newFile || j.size+int64(len(line)) > j.opts.FileSize {
+		if err := j.openFile(); err != nil {
+			return err
+		}
+	}
+	n, err := j.f.Write(line)
+	if err != nil {
+		if n > 0 {
+			if terr := j.f.Truncate(j.size); terr != nil {
+				j.newFile = true
+			}
+		}
+		return err
+	}
+	j.size += int64(n)
+	j.written.Add(1)
+	if j.failing {
+		j.failing = false
+		j.log.Info("journal writes again", "failed_writes", j.fails)
+		j.fails = 0
+	}
+	return nil
+}
+
+// openFile opens the file to write: at the first write, the journal's
+// newest when it has room and ends with a whole line; else the next
+// number, after which the files beyond Files are removed.
+func (j *Journal) openFile() error {
+	if j.f == nil && !j.newFile {
+		fs, err := listFiles(j.opts.Dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if len(fs) > 0 {
+			last := fs[len(fs)-1]
+			j.seq = last.seq
+			if f, size, ok := openForAppend(last.path); ok {
+				if size < j.opts.FileSize {
+					j.f, j.size = f, size
+					return nil
+				}
+				_ = f.Close()
+			}
+		}
+	}
+	if err := os.MkdirAll(j.opts.Dir, 0o750); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(j.opts.Dir, fileName(j.seq+1)), os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return err
+	}
+	if cerr := j.closeFile(); cerr != nil {
+		j.log.Debug("closing the previous journal file", "error", cerr)
+	}
+	j.f, j.seq, j.size, j.newFile = f, j.seq+1, 0, false
+	j.prune()
+	return nil
+}
+
+// openForAppend opens a journal file to go on writing it, when its last
+// byte ends a line: a file cut mid-line is left as it is (its last line
+// is read as skipped) and writing goes on in a new one, where the next
+// line cannot run into the cut one.
+func openForAppend(path string) (*os.File, int64, bool) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		return nil, 0, false
+	}
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, 0, false
+	}
+	if st.Size() > 0 {
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], st.Size()-1); (err != nil && err != io.EOF) || last[0] != '\n' {
+			_ = f.Close()
+			return nil, 0, false
+		}
+	}
+	return f, st.Size(), true
+}
+
+// prune removes the oldest files beyond Files.
+func (j *Journal) prune() {
+	fs, err := listFiles(j.opts.Dir)
+	if err != nil {
+		j.log.Debug("listing the journal to rotate it", "error", err)
+		return
+	}
+	for len(fs) > j.opts.Files {
+		if err := os.Remove(fs[0].path); err != nil {
+			j.log.Warn("cannot remove an old journal file", "file", fs[0].path, "error", err)
+		}
+		fs = fs[1:]
+	}
+}
+
+// closeFile syncs and closes the file being written: rotation and
+// shutdown are when the journal reaches the disk itself; in between each
+// line is in the kernel's page cache as soon as it is written, which
+// outlives the agent (a SIGKILL, an OOM kill), if not the node's power.
+func (j *Journal) closeFile() error {
+	if j.f == nil {
+		return nil
+	}
+	serr := j.f.Sync()
+	cerr := j.f.Close()
+	j.f = nil
+	j.newFile = true
+	return errors.Join(serr, cerr)
+}
