@@ -273,7 +273,7 @@ func readAgents[T any](ctx context.Context, o *options, s *session, path string,
 	}
 	if perm != nil {
 		// Once for all: the same permission is missing for every agent.
-		fmt.Fprintf(o.stderr, "warning: %v\n", perm)
+		fmt.Fprintf(o.stderr, "warning: %s\n", textsafe.Terminal(perm.Error()))
 	}
 	return res, agents, nil
 }

@@ -297,3 +297,19 @@ func TestPoolFor(t *testing.T) {
 		}
 	}
 }
+
+// An agent's error answer reaches the terminal escaped.
+func TestAgentErrorEscaped(t *testing.T) {
+	f := newFleet(t, 2, 0, func(f *fleet, agent string, w http.ResponseWriter, r *http.Request) {
+		if agent == "agent-001" {
+			http.Error(w, "bad\x1b[2Jagent", http.StatusInternalServerError)
+			return
+		}
+		f.episodeAgent(agent, w, r)
+	})
+	out, stderr, err := runPlugin(t, "--kubeconfig", f.kubeconfig, "timeline", "-A")
+	want := `node node-agent-001: agent sigscope/agent-001: agent answered 500 Internal Server Error: bad\x1b[2Jagent`
+	if err != nil || !strings.Contains(stderr, want) || !strings.Contains(out, want) || strings.Contains(out+stderr, "\x1b") {
+		t.Errorf("%v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+}
