@@ -20,21 +20,23 @@ import (
 )
 
 // fleet is a stand-in API server for n agent pods (agent-000, ...), each
-// on its own node, whose pod proxy counts the requests in flight through
-// it, the most at once, and the TCP connections the plugin opened. Each
+// on its own node, over HTTP/1.1, or HTTP/2 on TLS as API servers serve
+// it (h2), whose pod proxy counts the requests in flight through it, the
+// most at once, and the TCP connections the plugin opened. Each
 // agent answers through answer, which by default serves one episode and
 // its info after delay.
 type fleet struct {
 	kubeconfig      string
 	inFlight, peak  atomic.Int64
 	requests, conns atomic.Int64
+	overHTTP2       atomic.Int64 // requests that came over HTTP/2
 	mu              sync.Mutex
 	queries         []url.Values // of /api/v1/episodes and /api/v1/audit
 	delay           time.Duration
 	answer          func(f *fleet, agent string, w http.ResponseWriter, r *http.Request)
 }
 
-func newFleet(t *testing.T, n int, delay time.Duration, answer func(*fleet, string, http.ResponseWriter, *http.Request)) *fleet {
+func newFleet(t *testing.T, n int, h2 bool, delay time.Duration, answer func(*fleet, string, http.ResponseWriter, *http.Request)) *fleet {
 	t.Helper()
 	f := &fleet{delay: delay, answer: answer}
 	if f.answer == nil {
@@ -45,6 +47,9 @@ func newFleet(t *testing.T, n int, delay time.Duration, answer func(*fleet, stri
 		name := fmt.Sprintf("agent-%03d", i)
 		agents[name] = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			f.requests.Add(1)
+			if r.ProtoMajor == 2 {
+				f.overHTTP2.Add(1)
+			}
 			now := f.inFlight.Add(1)
 			defer f.inFlight.Add(-1)
 			for p := f.peak.Load(); now > p && !f.peak.CompareAndSwap(p, now); p = f.peak.Load() {
@@ -63,7 +68,12 @@ func newFleet(t *testing.T, n int, delay time.Duration, answer func(*fleet, stri
 			f.conns.Add(1)
 		}
 	}
-	srv.Start()
+	if h2 {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	f.kubeconfig = kubeconfigFor(t, srv.URL)
 	return f
@@ -103,49 +113,56 @@ func (f *fleet) plugin(t *testing.T, args ...string) (items []json.RawMessage, a
 	return l.Items, l.Agents, errOut
 }
 
-// 200 agents, each answering 25 ms after it is asked: the plugin never has
-// more requests in flight than --max-in-flight, reads every agent, and
-// reuses its connections. The wall times and peaks are the figures of
+// 200 agents, each answering 25 ms after it is asked, behind a stand-in
+// API server over HTTP/1.1 and over HTTP/2 (TLS): the plugin never has more
+// requests in flight than --max-in-flight, reads every agent, and reuses
+// its connections. The wall times and peaks are the figures of
 // docs/kubectl.md (go test -run TestFleet200 -v ./internal/kubeplugin/).
 func TestFleet200(t *testing.T) {
 	const agents, delay = 200, 25 * time.Millisecond
-	for _, n := range []int{16, 64} {
-		f := newFleet(t, agents, delay, nil)
-		start := time.Now()
-		// top reads each agent's episodes, then its info: 400 requests.
-		items, read, _ := f.plugin(t, "top", "-A", "--max-in-flight", fmt.Sprint(n))
-		wall := time.Since(start)
-		var stops int
-		for _, it := range items {
-			var w WorkloadStops
-			if err := json.Unmarshal(it, &w); err != nil {
-				t.Fatal(err)
+	for _, h2 := range []bool{false, true} {
+		proto := map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2]
+		for _, n := range []int{16, 64} {
+			f := newFleet(t, agents, h2, delay, nil)
+			start := time.Now()
+			// top reads each agent's episodes, then its info: 400 requests.
+			items, read, _ := f.plugin(t, "top", "-A", "--max-in-flight", fmt.Sprint(n))
+			wall := time.Since(start)
+			var stops int
+			for _, it := range items {
+				var w WorkloadStops
+				if err := json.Unmarshal(it, &w); err != nil {
+					t.Fatal(err)
+				}
+				stops += w.Stops
 			}
-			stops += w.Stops
-		}
-		failed := 0
-		for _, a := range read {
-			if a.Error != "" {
-				failed++
+			failed := 0
+			for _, a := range read {
+				if a.Error != "" {
+					failed++
+				}
 			}
-		}
-		peak, conns := f.peak.Load(), f.conns.Load()
-		t.Logf("%d agents answering after %v, --max-in-flight %d: %v wall, %d requests, peak %d in flight, %d connections opened",
-			agents, delay, n, wall.Round(time.Millisecond), f.requests.Load(), peak, conns)
-		if stops != agents || len(read) != agents || failed != 0 {
-			t.Errorf("--max-in-flight %d: %d stops from %d agents (%d failed), want %d from %d", n, stops, len(read), failed, agents, agents)
-		}
-		if f.requests.Load() != 2*agents {
-			t.Errorf("--max-in-flight %d: %d requests, want %d (episodes and info of each agent)", n, f.requests.Load(), 2*agents)
-		}
-		if peak > int64(n) {
-			t.Errorf("--max-in-flight %d: %d requests in flight at once", n, peak)
-		}
-		// A connection pool smaller than the requests in flight closes the
-		// surplus after each answer and dials again: hundreds of
-		// connections for 400 requests (Go's default keeps 2 per host).
-		if conns > int64(2*n) {
-			t.Errorf("--max-in-flight %d: %d connections opened for %d requests: the pool does not keep them", n, conns, f.requests.Load())
+			peak, conns := f.peak.Load(), f.conns.Load()
+			t.Logf("%s, %d agents answering after %v, --max-in-flight %d: %v wall, %d requests, peak %d in flight, %d connections opened",
+				proto, agents, delay, n, wall.Round(time.Millisecond), f.requests.Load(), peak, conns)
+			if stops != agents || len(read) != agents || failed != 0 {
+				t.Errorf("%s --max-in-flight %d: %d stops from %d agents (%d failed), want %d from %d", proto, n, stops, len(read), failed, agents, agents)
+			}
+			if f.requests.Load() != 2*agents {
+				t.Errorf("%s --max-in-flight %d: %d requests, want %d (episodes and info of each agent)", proto, n, f.requests.Load(), 2*agents)
+			}
+			if peak > int64(n) {
+				t.Errorf("%s --max-in-flight %d: %d requests in flight at once", proto, n, peak)
+			}
+			if h2 && f.overHTTP2.Load() != f.requests.Load() || !h2 && f.overHTTP2.Load() != 0 {
+				t.Errorf("%s: %d of %d requests over HTTP/2", proto, f.overHTTP2.Load(), f.requests.Load())
+			}
+			// Connections are kept and used again: about one per request
+			// in flight over HTTP/1.1 (a dial may lose the race to a
+			// connection coming back), one over HTTP/2; not one per request.
+			if conns > int64(2*n) {
+				t.Errorf("%s --max-in-flight %d: %d connections opened for %d requests", proto, n, conns, f.requests.Load())
+			}
 		}
 	}
 }
@@ -160,7 +177,7 @@ func TestFleetReachesMaxInFlight(t *testing.T) {
 	// Only so that a broken plugin ends the test: everyone is let go 10 s
 	// after the first request, and the peak says how many were waiting.
 	var giveUp sync.Once
-	f := newFleet(t, 100, 0, func(f *fleet, agent string, w http.ResponseWriter, r *http.Request) {
+	f := newFleet(t, 100, false, 0, func(f *fleet, agent string, w http.ResponseWriter, r *http.Request) {
 		giveUp.Do(func() { time.AfterFunc(10*time.Second, release) })
 		if f.inFlight.Load() >= n {
 			release()
@@ -186,7 +203,7 @@ func TestFleetReachesMaxInFlight(t *testing.T) {
 // its own: with one request at a time, the last agents are asked long
 // after the first, and still answer in time.
 func TestFleetAgentTimeout(t *testing.T) {
-	f := newFleet(t, 12, 20*time.Millisecond, func(f *fleet, agent string, w http.ResponseWriter, r *http.Request) {
+	f := newFleet(t, 12, false, 20*time.Millisecond, func(f *fleet, agent string, w http.ResponseWriter, r *http.Request) {
 		if agent == "agent-007" {
 			<-r.Context().Done() // never answers
 			return
@@ -218,7 +235,7 @@ func TestFleetAgentTimeout(t *testing.T) {
 // (deploy/web is owner=Deployment/web), and the window as an RFC 3339
 // time, the same on every page.
 func TestFleetFiltersOnTheAgent(t *testing.T) {
-	f := newFleet(t, 1, 0, nil)
+	f := newFleet(t, 1, false, 0, nil)
 	for _, tc := range []struct {
 		args []string
 		want string // the query, since left out
@@ -300,7 +317,7 @@ func TestPoolFor(t *testing.T) {
 
 // An agent's error answer reaches the terminal escaped.
 func TestAgentErrorEscaped(t *testing.T) {
-	f := newFleet(t, 2, 0, func(f *fleet, agent string, w http.ResponseWriter, r *http.Request) {
+	f := newFleet(t, 2, false, 0, func(f *fleet, agent string, w http.ResponseWriter, r *http.Request) {
 		if agent == "agent-001" {
 			http.Error(w, "bad\x1b[2Jagent", http.StatusInternalServerError)
 			return

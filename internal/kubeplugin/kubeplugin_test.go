@@ -148,17 +148,17 @@ func newFakeAPIServer(agents map[string]http.Handler, forbidProxy bool) *httptes
 }
 
 // kubeconfigFor writes a kubeconfig for the API server at url, namespace
-// shop.
+// shop (an https one's certificate unchecked).
 func kubeconfigFor(t *testing.T, url string) string {
 	t.Helper()
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
-clusters: [{name: c, cluster: {server: %q}}]
+clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: %t}}]
 users: [{name: u, user: {token: x}}]
 contexts: [{name: c, context: {cluster: c, user: u, namespace: shop}}]
 current-context: c
-`, url)), 0o600); err != nil {
+`, url, strings.HasPrefix(url, "https:"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return kc
