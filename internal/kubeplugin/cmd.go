@@ -55,8 +55,11 @@ deploy/chart/sigscope) through the API server's pod proxy, with your
 kubeconfig and RBAC only: get and list pods, and get pods/proxy, in the
 agents' namespace (the chart's ClusterRole sigscope-reader, bound there).
 
-An agent that cannot be read is named on stderr and in the output; the
-command fails only when no agent could be read.`,
+The agents are read --max-in-flight at a time, each within --agent-timeout,
+and each answers only what was asked (namespace, pod, workload, window). An
+agent that cannot be read is named on stderr and in the output; the command
+fails only when no agent could be read. For history beyond the agents'
+memory, or a large fleet, read your log backend (docs/kubectl.md).`,
 		Example: `  kubectl sigscope timeline web-7d9f8-x2x4z        # one pod's stops, whichever node ran it
   kubectl sigscope timeline deploy/web -n shop     # every pod of a Deployment
   kubectl sigscope audit -A --only-bad             # containers that will not stop gracefully
