@@ -200,8 +200,9 @@ func TestFleetReachesMaxInFlight(t *testing.T) {
 
 // An agent that does not answer within --agent-timeout is named, per node,
 // and the others are printed; the time an agent waits for a slot is not
-// its own: with one request at a time, the last agents are asked long
-// after the first, and still answer in time.
+// its own: with one request at a time, the agents after the silent one are
+// asked more than --agent-timeout after the command began, and still
+// answer in time.
 func TestFleetAgentTimeout(t *testing.T) {
 	f := newFleet(t, 12, false, 20*time.Millisecond, func(f *fleet, agent string, w http.ResponseWriter, r *http.Request) {
 		if agent == "agent-007" {
@@ -210,17 +211,17 @@ func TestFleetAgentTimeout(t *testing.T) {
 		}
 		f.episodeAgent(agent, w, r)
 	})
-	items, read, stderr := f.plugin(t, "timeline", "-A", "--max-in-flight", "1", "--agent-timeout", "150ms")
+	items, read, stderr := f.plugin(t, "timeline", "-A", "--max-in-flight", "1", "--agent-timeout", "500ms")
 	if len(items) != 11 {
 		t.Errorf("%d episodes, want the 11 of the agents that answered", len(items))
 	}
 	for _, a := range read {
 		hung := a.Pod == "sigscope/agent-007"
-		if timedOut := strings.Contains(a.Error, "timed out: no answer within 150ms (--agent-timeout)"); hung != timedOut || !hung && a.Error != "" {
+		if timedOut := strings.Contains(a.Error, "timed out: no answer within 500ms (--agent-timeout)"); hung != timedOut || !hung && a.Error != "" {
 			t.Errorf("agent %s on %s: error %q", a.Pod, a.Node, a.Error)
 		}
 	}
-	if want := "warning: node node-agent-007: agent sigscope/agent-007: timed out: no answer within 150ms (--agent-timeout)\n"; stderr != want {
+	if want := "warning: node node-agent-007: agent sigscope/agent-007: timed out: no answer within 500ms (--agent-timeout)\n"; stderr != want {
 		t.Errorf("stderr %q, want %q", stderr, want)
 	}
 	for _, bad := range [][]string{{"--max-in-flight", "0"}, {"--agent-timeout", "0s"}} {
