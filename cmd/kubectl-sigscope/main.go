@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/sigscope/sigscope/internal/kubeplugin"
+	"github.com/sigscope/sigscope/internal/textsafe"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
@@ -18,7 +19,9 @@ func main() {
 	err := kubeplugin.NewCommand(os.Stdout, os.Stderr, version).ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		// The error may quote the API server or an agent: escaped for the
+		// terminal.
+		fmt.Fprintln(os.Stderr, "error:", textsafe.Terminal(err.Error()))
 		if kubeplugin.IsUsage(err) {
 			os.Exit(2)
 		}

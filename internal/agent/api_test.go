@@ -91,6 +91,9 @@ func TestEpisodesAPI(t *testing.T) {
 		{"owner=deployment/web", []uint64{4, 7}},
 		{"owner=db", []uint64{5, 8}},
 		{"owner=DaemonSet/db", []uint64{}},
+		// As kubectl sigscope timeline deploy/web -n shop --since asks.
+		{apiv1.EpisodeQuery{Namespace: "shop", Owner: *web, Since: apiv1.At(t0.Add(5 * time.Minute))}.Encode(), []uint64{7}},
+		{apiv1.EpisodeQuery{Namespace: "other", Owner: *web}.Encode(), []uint64{}},
 		{"outcome=ignored_by_init", []uint64{5, 8}},
 		{"container=c0ffeeg", []uint64{7}},
 		{"since=" + url.QueryEscape(t0.Add(5*time.Minute).Format(time.RFC3339)), []uint64{6, 7, 8}},

@@ -44,8 +44,12 @@ type Fleet struct {
 	Selector  string       // the agents' pods
 	Port      string       // "" for the port named "metrics" of each pod
 	Scheme    string       // "http" or "https"
-	Timeout   time.Duration
-	Parallel  int
+	// Timeout bounds each agent's read, all of its requests together, from
+	// its first one (--agent-timeout); 0 is none.
+	Timeout time.Duration
+	// MaxInFlight bounds the agents read at once, and so the requests in
+	// flight (--max-in-flight); below 1 is 1.
+	MaxInFlight int
 }
 
 // PermissionError is a request the user's RBAC refused: it names the verb,
@@ -189,8 +193,6 @@ func (f *Fleet) get(ctx context.Context, a *Agent, path string, query url.Values
 
 // getPage reads one page and returns the rel="next" link, if any.
 func (f *Fleet) getPage(ctx context.Context, a *Agent, u *url.URL, v any) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, f.Timeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return "", err
@@ -274,12 +276,20 @@ type Result[T any] struct {
 	Info  *apiv1.Info
 }
 
-// ReadAll asks every running agent for path (with query), in parallel, and
-// returns the answers of those that gave one. Each agent's Error is set
-// when it failed. withInfo also reads /api/v1/info (the window each agent
-// can see).
+// ReadAll asks every running agent for path (with query) and returns the
+// answers of those that gave one; each agent's Error is set when it failed.
+// withInfo also reads /api/v1/info (the window each agent can see).
+//
+// At most f.MaxInFlight agents are read at once, and an agent's requests
+// (its pages, then its info) go one after the other, so at most that many
+// requests are in flight: each one holds a stream or a connection to the API
+// server and a share of the user's concurrency there (API Priority and
+// Fairness), and a fleet of thousands of nodes must not ask for all of them
+// at once. Each agent gets f.Timeout from its first request: the time spent
+// waiting for a slot is not counted, so slow agents ahead in the queue do
+// not use up the time of those behind them.
 func ReadAll[T any](ctx context.Context, f *Fleet, agents []Agent, path string, query url.Values, withInfo bool) []Result[T] {
-	sem := make(chan struct{}, max(f.Parallel, 1))
+	sem := make(chan struct{}, max(f.MaxInFlight, 1))
 	results := make([]Result[T], len(agents))
 	var wg sync.WaitGroup
 	for i := range agents {
@@ -290,27 +300,14 @@ func ReadAll[T any](ctx context.Context, f *Fleet, agents []Agent, path string, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				a.Error = "not read: " + ctx.Err().Error()
+				return
+			}
 			defer func() { <-sem }()
-			res := Result[T]{Agent: a}
-			var raw []json.RawMessage
-			err := f.get(ctx, a, path, query, &raw)
-			if err == nil && withInfo {
-				var in apiv1.Info
-				if err = f.get(ctx, a, "/api/v1/info", nil, &in); err == nil {
-					res.Info = &in
-				}
-			}
-			for _, m := range raw {
-				if err != nil {
-					break
-				}
-				var item T
-				if err = json.Unmarshal(m, &item); err != nil {
-					err = fmt.Errorf("agent's answer: %w", err)
-				}
-				res.Items = append(res.Items, item)
-			}
+			res, err := readAgent[T](ctx, f, a, path, query, withInfo)
 			if err != nil {
 				a.Error = err.Error()
 				var pe *PermissionError
@@ -330,4 +327,41 @@ func ReadAll[T any](ctx context.Context, f *Fleet, agents []Agent, path string, 
 		}
 	}
 	return out
+}
+
+// readAgent reads path, and with withInfo /api/v1/info, from one agent
+// within f.Timeout.
+func readAgent[T any](ctx context.Context, f *Fleet, a *Agent, path string, query url.Values, withInfo bool) (Result[T], error) {
+	actx := ctx
+	if f.Timeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, f.Timeout)
+		defer cancel()
+	}
+	res := Result[T]{Agent: a}
+	var raw []json.RawMessage
+	err := f.get(actx, a, path, query, &raw)
+	if err == nil && withInfo {
+		var in apiv1.Info
+		if err = f.get(actx, a, "/api/v1/info", nil, &in); err == nil {
+			res.Info = &in
+		}
+	}
+	if err != nil {
+		// The user's interrupt is not the agent's fault; our deadline is
+		// said as the flag that sets it, rather than as an URL and
+		// "context deadline exceeded".
+		if ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+			return res, fmt.Errorf("timed out: no answer within %v (--agent-timeout)", f.Timeout)
+		}
+		return res, err
+	}
+	for _, m := range raw {
+		var item T
+		if err := json.Unmarshal(m, &item); err != nil {
+			return res, fmt.Errorf("agent's answer: %w", err)
+		}
+		res.Items = append(res.Items, item)
+	}
+	return res, nil
 }

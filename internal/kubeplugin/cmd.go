@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
+	"github.com/sigscope/sigscope/internal/textsafe"
 )
 
 // UsageError marks bad flags and arguments (exit status 2).
@@ -36,6 +38,7 @@ type options struct {
 
 	agentNamespace, agentSelector, agentPort, agentScheme string
 	agentTimeout                                          time.Duration
+	maxInFlight                                           int
 
 	stdout, stderr io.Writer
 	version        string
@@ -52,8 +55,11 @@ deploy/chart/sigscope) through the API server's pod proxy, with your
 kubeconfig and RBAC only: get and list pods, and get pods/proxy, in the
 agents' namespace (the chart's ClusterRole sigscope-reader, bound there).
 
-An agent that cannot be read is named on stderr and in the output; the
-command fails only when no agent could be read.`,
+The agents are read --max-in-flight at a time, each within --agent-timeout,
+and each answers only what was asked (namespace, pod, workload, window). An
+agent that cannot be read is named on stderr and in the output; the command
+fails only when no agent could be read. For history beyond the agents'
+memory, or a large fleet, read your log backend (docs/kubectl.md).`,
 		Example: `  kubectl sigscope timeline web-7d9f8-x2x4z        # one pod's stops, whichever node ran it
   kubectl sigscope timeline deploy/web -n shop     # every pod of a Deployment
   kubectl sigscope audit -A --only-bad             # containers that will not stop gracefully
@@ -74,7 +80,8 @@ command fails only when no agent could be read.`,
 	fl.StringVar(&o.agentSelector, "agent-selector", "app.kubernetes.io/name=sigscope", "label selector of the agents' pods")
 	fl.StringVar(&o.agentPort, "agent-port", "", `the agents' port (default: each pod's container port named "metrics")`)
 	fl.StringVar(&o.agentScheme, "agent-scheme", "http", "http, or https for agents serving TLS (chart value webConfig)")
-	fl.DurationVar(&o.agentTimeout, "agent-timeout", 20*time.Second, "how long to wait for each agent's answer")
+	fl.DurationVar(&o.agentTimeout, "agent-timeout", 10*time.Second, "how long each agent gets to answer (all its requests, from the first)")
+	fl.IntVar(&o.maxInFlight, "max-in-flight", 16, "how many agents are read at once: requests in flight through the API server")
 	root.AddCommand(o.timelineCmd(), o.auditCmd(), o.topCmd(), o.versionCmd())
 	return root
 }
@@ -106,6 +113,12 @@ func (o *options) session() (*session, error) {
 	if o.agentScheme != "http" && o.agentScheme != "https" {
 		return nil, UsageError{fmt.Errorf("--agent-scheme %q: want http or https", o.agentScheme)}
 	}
+	if o.agentTimeout <= 0 {
+		return nil, UsageError{fmt.Errorf("--agent-timeout %v: want a positive duration", o.agentTimeout)}
+	}
+	if o.maxInFlight < 1 {
+		return nil, UsageError{fmt.Errorf("--max-in-flight %d: want 1 or more", o.maxInFlight)}
+	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(o.loading, &o.overrides)
 	cfg, err := cc.ClientConfig()
 	if err != nil {
@@ -120,6 +133,7 @@ func (o *options) session() (*session, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "kubectl-sigscope/" + o.version
+	cfg.WrapTransport = poolFor(o.maxInFlight)
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
@@ -129,7 +143,59 @@ func (o *options) session() (*session, error) {
 		return nil, err
 	}
 	return &session{namespace: ns, fleet: &Fleet{API: api, HTTP: hc, Namespace: o.agentNamespace,
-		Selector: o.agentSelector, Port: o.agentPort, Scheme: o.agentScheme, Timeout: o.agentTimeout, Parallel: 16}}, nil
+		Selector: o.agentSelector, Port: o.agentPort, Scheme: o.agentScheme, Timeout: o.agentTimeout, MaxInFlight: o.maxInFlight}}, nil
+}
+
+// poolFor keeps up to n connections per host open between requests in
+// the transport client-go builds, where it keeps 25 (2 in Go's default
+// transport, which client-go uses for a plain-HTTP server such as kubectl
+// proxy): over HTTP/1.1, n requests in flight to the API server are n
+// connections, and a pool smaller than n closes the surplus whenever
+// answers come back together, to dial again for the next requests. It sets
+// no cap on connections per host (MaxConnsPerHost 0, as client-go leaves
+// it): a cap below n would queue requests in the transport, and ReadAll
+// bounds them already. Over HTTP/2 (an API server on TLS) the requests
+// share one connection, up to the server's stream limit (250 or more).
+func poolFor(n int) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		if rt == http.DefaultTransport {
+			// The process's shared transport: not ours to change.
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			widenPool(t, n)
+			return t
+		}
+		if t := transportUnder(rt); t != nil {
+			widenPool(t, n)
+		}
+		// Else not one client-go builds: left as it is.
+		return rt
+	}
+}
+
+// transportUnder is the *http.Transport under client-go's wrappers (for
+// its cache's garbage collection, or to reload a CA file), which say what
+// they wrap as k8s.io/apimachinery's utilnet.RoundTripperWrapper; nil when
+// there is none.
+func transportUnder(rt http.RoundTripper) *http.Transport {
+	for rt != nil {
+		switch t := rt.(type) {
+		case *http.Transport:
+			return t
+		case interface{ WrappedRoundTripper() http.RoundTripper }:
+			rt = t.WrappedRoundTripper()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+func widenPool(t *http.Transport, n int) {
+	t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, n)
+	if t.MaxIdleConns != 0 { // 0 is no limit
+		t.MaxIdleConns = max(t.MaxIdleConns, n)
+	}
+	t.MaxConnsPerHost = 0
 }
 
 // begin reads the flags and, with -l, the pods it selects. Every command
@@ -200,7 +266,7 @@ func readAgents[T any](ctx context.Context, o *options, s *session, path string,
 			perm = a.permission
 			continue
 		}
-		fmt.Fprintf(o.stderr, "warning: node %s: %s\n", a.Node, agentErr(a))
+		fmt.Fprintf(o.stderr, "warning: %s\n", agentErr(a))
 	}
 	if len(res) == 0 {
 		if perm != nil {
@@ -210,16 +276,19 @@ func readAgents[T any](ctx context.Context, o *options, s *session, path string,
 	}
 	if perm != nil {
 		// Once for all: the same permission is missing for every agent.
-		fmt.Fprintf(o.stderr, "warning: %v\n", perm)
+		fmt.Fprintf(o.stderr, "warning: %s\n", textsafe.Terminal(perm.Error()))
 	}
 	return res, agents, nil
 }
 
 func agentErr(a *Agent) string {
-	if a.Pod == "" {
-		return a.Error
+	// The error may quote the agent's answer or the API server's: escaped
+	// for the terminal like every untrusted string.
+	line := "node " + a.Node + ": "
+	if a.Pod != "" {
+		line += "agent " + a.Pod + ": "
 	}
-	return "agent " + a.Pod + ": " + a.Error
+	return textsafe.Terminal(line + a.Error)
 }
 
 func countNodes(agents []Agent) int {
@@ -242,7 +311,7 @@ func unreadable(w io.Writer, agents []Agent) {
 			fmt.Fprintln(w, "\nnot read:")
 			first = false
 		}
-		fmt.Fprintf(w, "  node %s: %s\n", a.Node, agentErr(a))
+		fmt.Fprintf(w, "  %s\n", agentErr(a))
 	}
 }
 

@@ -102,6 +102,14 @@ func TestTop(t *testing.T) {
 // proxy, as the API server does, for agents served by handlers.
 func fakeAPIServer(t *testing.T, agents map[string]http.Handler, forbidProxy bool) string {
 	t.Helper()
+	srv := newFakeAPIServer(agents, forbidProxy)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return kubeconfigFor(t, srv.URL)
+}
+
+// newFakeAPIServer is fakeAPIServer's server, not started yet.
+func newFakeAPIServer(agents map[string]http.Handler, forbidProxy bool) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/namespaces/sigscope/pods", func(w http.ResponseWriter, _ *http.Request) {
 		var items []string
@@ -133,19 +141,24 @@ func fakeAPIServer(t *testing.T, agents map[string]http.Handler, forbidProxy boo
 		r2.URL.Path = "/" + r.PathValue("path")
 		h.ServeHTTP(w, r2)
 	})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		mux.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
+}
+
+// kubeconfigFor writes a kubeconfig for the API server at url, namespace
+// shop (an https one's certificate unchecked).
+func kubeconfigFor(t *testing.T, url string) string {
+	t.Helper()
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
-clusters: [{name: c, cluster: {server: %q}}]
+clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: %t}}]
 users: [{name: u, user: {token: x}}]
 contexts: [{name: c, context: {cluster: c, user: u, namespace: shop}}]
 current-context: c
-`, srv.URL)), 0o600); err != nil {
+`, url, strings.HasPrefix(url, "https:"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return kc
