@@ -23,5 +23,9 @@ type Info struct {
 		// out: a window that begins before it is missing some.
 		EvictedUntil time.Time `json:"evicted_until,omitzero"`
 		LastID       uint64    `json:"last_id"`
+		// Reloaded is how many of the kept episodes the agent read back
+		// from its node journal at start: from before StartedAt, by an
+		// agent that ran before it.
+		Reloaded int `json:"reloaded,omitempty"`
 	} `json:"episodes"`
 }

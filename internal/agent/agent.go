@@ -173,7 +173,7 @@ func New(opts Options) (*Agent, error) {
 			return nil, err
 		}
 		ld := j.Loaded()
-		a.ring.load(ld.Episodes, ld.LastID)
+		a.ring.load(ld.Episodes, ld.LastID, ld.Lines)
 		a.sinks = append(a.sinks, j)
 	}
 	a.resolver = container.NewResolver(container.Options{ProcRoot: opts.ProcRoot, Logger: opts.Logger,

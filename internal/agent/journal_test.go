@@ -64,8 +64,13 @@ func TestJournalOutlivesTheAgent(t *testing.T) {
 	}
 	var info apiv1.Info
 	getJSON(t, second.Handler(), "/api/v1/info", &info)
-	if info.Episodes.Kept != 3 || info.Episodes.LastID != 5 {
-		t.Errorf("info after a restart: %+v, want 3 kept, last id 5", info.Episodes)
+	if info.Episodes.Kept != 3 || info.Episodes.LastID != 5 || info.Episodes.Reloaded != 3 {
+		t.Errorf("info after a restart: %+v, want 3 kept and reloaded, last id 5", info.Episodes)
+	}
+	// Two of the journal's five were not read back: a window from before
+	// the earliest start read back is incomplete.
+	if !info.Episodes.EvictedUntil.Equal(eps[2].Start) || info.Episodes.Evicted != 2 {
+		t.Errorf("info after a restart: evicted %d until %v, want 2 until %v", info.Episodes.Evicted, info.Episodes.EvictedUntil, eps[2].Start)
 	}
 	more := []timeline.Episode{eps[0], eps[1]}
 	second.complete(more)

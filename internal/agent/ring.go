@@ -18,6 +18,7 @@ type episodeRing struct {
 	full     bool
 	seq      uint64    // the last episode's ID
 	evicted  time.Time // the latest start among the episodes pushed out
+	reloaded int       // episodes read back from the journal at start
 }
 
 func newEpisodeRing(capacity int) *episodeRing {
@@ -45,12 +46,24 @@ func (r *episodeRing) add(eps []timeline.Episode, node string) {
 
 // load fills the ring with episodes read back from the journal, oldest
 // first (at most its capacity: the newest), before any is added, and
-// numbers on from lastID so that ids stay unique across restarts.
-func (r *episodeRing) load(eps []timeline.Episode, lastID uint64) {
+// numbers on from lastID so that ids stay unique across restarts. lines is
+// how many episodes the journal holds: when it held more than the ring
+// takes, the older ones count as pushed out, up to about the earliest
+// start among those kept (the journal's other lines are not decoded at
+// load, and episodes complete out of start order).
+func (r *episodeRing) load(eps []timeline.Episode, lastID uint64, lines int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(eps) > len(r.episodes) {
 		eps = eps[len(eps)-len(r.episodes):]
+	}
+	r.reloaded = len(eps)
+	if lines > len(eps) {
+		for i := range eps {
+			if st := eps[i].Start; r.evicted.IsZero() || st.Before(r.evicted) {
+				r.evicted = st
+			}
+		}
 	}
 	for i := range eps {
 		r.seq = max(r.seq, eps[i].ID)
@@ -104,4 +117,5 @@ func (r *episodeRing) info(in *apiv1.Info) {
 	}
 	in.Episodes.Evicted = r.seq - uint64(in.Episodes.Kept)
 	in.Episodes.EvictedUntil = r.evicted
+	in.Episodes.Reloaded = r.reloaded
 }

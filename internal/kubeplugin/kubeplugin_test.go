@@ -270,3 +270,25 @@ func TestAuditTableRuntime(t *testing.T) {
 		t.Errorf("-o json: %v\n%s", err, out)
 	}
 }
+
+// An agent that started inside the window is missing the stops before it,
+// unless it read them back from its journal: then only the stops while no
+// agent ran are missing, and the warning says so.
+func TestWindowWarnings(t *testing.T) {
+	now := time.Now()
+	info := func(started time.Time, reloaded int) *apiv1.Info {
+		in := &apiv1.Info{StartedAt: started}
+		in.Episodes.Reloaded = reloaded
+		return in
+	}
+	res := []Result[timeline.Episode]{
+		{Agent: &Agent{Node: "old"}, Info: info(now.Add(-48*time.Hour), 0)},
+		{Agent: &Agent{Node: "fresh"}, Info: info(now.Add(-time.Minute), 0)},
+		{Agent: &Agent{Node: "upgraded"}, Info: info(now.Add(-time.Minute), 40)},
+	}
+	got := windowWarnings(res, time.Hour)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "node fresh:") || !strings.Contains(got[0], "stops before are missing") ||
+		!strings.HasPrefix(got[1], "node upgraded:") || !strings.Contains(got[1], "read 40 episodes from before back from its journal: stops while no agent ran are missing") {
+		t.Errorf("warnings %q", got)
+	}
+}

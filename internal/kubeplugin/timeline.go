@@ -192,6 +192,9 @@ func windowWarnings(res []Result[timeline.Episode], since time.Duration) []strin
 		case in.Episodes.Evicted > 0 && !in.Episodes.EvictedUntil.Before(from):
 			out = append(out, fmt.Sprintf("node %s: the agent keeps its last %d episodes and has pushed out %d older ones, started until %s: stops up to then are missing",
 				r.Agent.Node, in.Episodes.Kept, in.Episodes.Evicted, in.Episodes.EvictedUntil.Format(time.RFC3339)))
+		case in.StartedAt.After(from) && in.Episodes.Reloaded > 0:
+			out = append(out, fmt.Sprintf("node %s: the agent started at %s and read %d episodes from before back from its journal: stops while no agent ran are missing",
+				r.Agent.Node, in.StartedAt.Format(time.RFC3339), in.Episodes.Reloaded))
 		case in.StartedAt.After(from):
 			out = append(out, fmt.Sprintf("node %s: the agent started at %s: stops before are missing", r.Agent.Node, in.StartedAt.Format(time.RFC3339)))
 		}
