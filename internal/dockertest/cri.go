@@ -33,11 +33,15 @@ const (
 	PauseImage = "docker.io/library/sigscope-pause:latest"
 )
 
-// CRI is a containerd serving the CRI API, for tests that play kubelet.
+// CRI is a runtime serving the CRI API (EnsureCRI's containerd,
+// EnsureCRIO's CRI-O), for tests that play kubelet.
 type CRI struct {
 	Socket string
 	conn   *grpc.ClientConn
 	RT     runtimeapi.RuntimeServiceClient
+	// load copies a Docker image into the runtime's store; nil: containerd's
+	// import.
+	load func(t testing.TB, tag string)
 }
 
 // EnsureCRI returns a containerd serving CRI on CRISocket, starting one
@@ -102,7 +106,11 @@ func importImage(t testing.TB, d *Daemon, tag string) {
 func (c *CRI) ImportImage(t testing.TB, tag, extraDockerfileLines string) string {
 	t.Helper()
 	BuildBusyboxImage(t, tag, extraDockerfileLines)
-	importImage(t, EnsureDaemon(t), tag)
+	if c.load != nil {
+		c.load(t, tag)
+	} else {
+		importImage(t, EnsureDaemon(t), tag)
+	}
 	return "docker.io/library/" + tag
 }
 
@@ -163,6 +171,10 @@ type Pod struct {
 	Image                string   // as returned by ImportImage
 	Command              []string // the container's command line
 	GracePeriod          int      // seconds; the kubelet's annotation
+	// OwnPIDNamespace gives the container a pid namespace of its own, as
+	// the kubelet does for a pod without shareProcessNamespace; unset, the
+	// pod's containers share the sandbox's (CRI's default mode, POD).
+	OwnPIDNamespace bool
 }
 
 // RunPod creates a pod sandbox and starts one container in it as the
@@ -191,6 +203,10 @@ func (c *CRI) StartPod(t testing.TB, p Pod) PodIDs {
 		"io.kubernetes.pod.namespace": p.Namespace,
 		"io.kubernetes.pod.uid":       p.UID,
 	}
+	pidMode := runtimeapi.NamespaceMode_POD
+	if p.OwnPIDNamespace {
+		pidMode = runtimeapi.NamespaceMode_CONTAINER
+	}
 	sbConfig := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: p.UID},
 		Labels:   podLabels,
@@ -200,7 +216,7 @@ func (c *CRI) StartPod(t testing.TB, p Pod) PodIDs {
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: "/kubepods/besteffort/pod" + p.UID,
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: pidMode},
 			},
 		},
 	}
@@ -230,7 +246,9 @@ func (c *CRI) StartPod(t testing.TB, p Pod) PodIDs {
 				"io.kubernetes.container.restartCount":     "0",
 				"io.kubernetes.pod.terminationGracePeriod": fmt.Sprint(p.GracePeriod),
 			},
-			Linux: &runtimeapi.LinuxContainerConfig{},
+			Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: pidMode},
+			}},
 		},
 		SandboxConfig: sbConfig,
 	})
