@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/sigscope/sigscope/internal/dockertest"
+)
+
+// criRuntimes are the CRI runtimes the end-to-end tests play kubelet
+// against, by the name sigscope gives them, with a pod uid prefix each.
+var criRuntimes = []struct {
+	name   string
+	ensure func(testing.TB) *dockertest.CRI
+	uid    string
+}{
+	{"containerd", dockertest.EnsureCRI, "5e1ce2e0"},
+	{"cri-o", dockertest.EnsureCRIO, "5e1ce2e1"},
+}
+
+// TestCRIStopShellForm plays kubelet deleting a pod on each CRI runtime: a
+// pod without shareProcessNamespace (so its container's PID 1 is the init
+// of a pid namespace of its own), a shell-form PID 1 with two children,
+// stopped with CRI StopContainer and a 2 s timeout, as the kubelet does
+// with the pod's grace period. The runtime's SIGTERM is dropped by the
+// kernel (no handler, a namespace init), its SIGKILL comes at the timeout,
+// the kernel kills the children, exit 137. sigscope is pointed at the
+// runtime with --cri-socket, and names the pod from CRI.
+func TestCRIStopShellForm(t *testing.T) {
+	for _, rt := range criRuntimes {
+		t.Run(rt.name, func(t *testing.T) {
+			c := rt.ensure(t)
+			img := c.ImportImage(t, "sigscope-cri-app:latest", "")
+			uid := fmt.Sprintf("%s-0000-4000-8000-%012d", rt.uid, os.Getpid())
+			ids := c.StartPod(t, dockertest.Pod{Name: "shell-0", Namespace: "e2e", UID: uid, Container: "app",
+				Image: img, Command: []string{"sh", "-c", "sleep 1000 & sleep 1000 & wait"}, GracePeriod: 2,
+				OwnPIDNamespace: true})
+			pid := c.ContainerPID(t, ids.Container)
+			waitChildren(t, pid, 2)
+
+			a := criAuditOf(t, c.Socket, ids.Container)
+			if a.Prediction != "ignored_by_init" || a.Catches || a.StopSignal != "SIGTERM" {
+				t.Errorf("audit before the stop: %+v", a)
+			}
+			l := startTimeline(t, "--cri-socket", c.Socket)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := c.RT.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: ids.Container, Timeout: 2}); err != nil {
+				t.Fatalf("StopContainer: %v", err)
+			}
+			st, err := c.RT.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ids.Container})
+			if err != nil {
+				t.Fatalf("ContainerStatus: %v", err)
+			}
+			if code := st.GetStatus().GetExitCode(); code != 137 {
+				t.Errorf("%s reports exit %d, want 137", rt.name, code)
+			}
+
+			ep := episodeOf(t, l.stop(t), ids.Container)
+			t.Logf("episode: %s", ep.raw)
+			if ep.Outcome != "ignored_by_init" || ep.StopSignal != "SIGTERM" || !ep.MainIsInit {
+				t.Errorf("episode: outcome %s signal %s main_is_init %v", ep.Outcome, ep.StopSignal, ep.MainIsInit)
+			}
+			if ep.Container.Runtime != rt.name || ep.Container.Name != "app" || ep.Container.Pod != "shell-0" ||
+				ep.Container.Namespace != "e2e" || ep.Container.Image != img {
+				t.Errorf("episode container %+v", ep.Container)
+			}
+			if ep.GracePeriod == nil || *ep.GracePeriod != 2 {
+				t.Errorf("grace_period_s %v, want the pod's 2", ep.GracePeriod)
+			}
+			if ep.StopSender == nil || ep.StopSender.PID == 0 {
+				t.Errorf("no stop sender: %+v", ep.StopSender)
+			}
+			within(t, "kill_after_s", ep.KillAfter, 1.8, 6)
+			if len(ep.CascadeKills) != 2 {
+				t.Errorf("cascade kills %+v, want the 2 sleeps", ep.CascadeKills)
+			}
+			if ep.ExitStatus == nil || *ep.ExitStatus != 137 {
+				t.Errorf("exit status %v, want 137", ep.ExitStatus)
+			}
+		})
+	}
+}
+
+// waitChildren waits until pid has n children.
+func waitChildren(t *testing.T, pid, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(strings.Fields(string(b))) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d has children %q after 10 s, want %d", pid, b, n)
+		}
+	}
+}
+
+// criAuditOf runs `sigscope audit -o json --cri-socket socket` and returns
+// the container's line.
+func criAuditOf(t *testing.T, socket, id string) auditLine {
+	t.Helper()
+	out, err := exec.Command(sigscope(t), "audit", "-o", "json", "--cri-socket", socket).Output()
+	if err != nil {
+		t.Fatalf("sigscope audit: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var a auditLine
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if a.Container.ID == id {
+			return a
+		}
+	}
+	t.Fatalf("container %s not in audit output:\n%s", id[:12], out)
+	return auditLine{}
+}
