@@ -239,9 +239,11 @@ func (c *CRI) StartPod(t testing.TB, p Pod) PodIDs {
 		PodSandboxId: podID,
 		Config: &runtimeapi.ContainerConfig{
 			Metadata: &runtimeapi.ContainerMetadata{Name: p.Container},
-			Image:    &runtimeapi.ImageSpec{Image: p.Image},
-			Command:  p.Command,
-			Labels:   labels,
+			// The name the pod spec gives, as the kubelet passes it too:
+			// CRI-O refuses a container without it.
+			Image:   &runtimeapi.ImageSpec{Image: p.Image, UserSpecifiedImage: p.Image},
+			Command: p.Command,
+			Labels:  labels,
 			Annotations: map[string]string{
 				"io.kubernetes.container.restartCount":     "0",
 				"io.kubernetes.pod.terminationGracePeriod": fmt.Sprint(p.GracePeriod),
@@ -256,6 +258,13 @@ func (c *CRI) StartPod(t testing.TB, p Pod) PodIDs {
 		t.Fatalf("CreateContainer: %v", err)
 	}
 	id := created.GetContainerId()
+	// Killed at once, as containerd's StopPodSandbox would: CRI-O's would
+	// wait its 30 s for a container that ignores SIGTERM.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = c.RT.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 0})
+	})
 	if _, err := c.RT.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
 		t.Fatalf("StartContainer: %v", err)
 	}

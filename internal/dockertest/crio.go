@@ -2,6 +2,7 @@ package dockertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -29,6 +30,13 @@ const (
 	// CRIOSocket is where the tests' CRI-O serves CRI.
 	CRIOSocket = crioState + "/crio.sock"
 	crioPID    = crioState + "/crio.pid"
+
+	// CRIOPauseImage is CRI-O's sandbox image: busybox with the local
+	// cluster's static pause process as /pause, which exits on SIGTERM.
+	// CRI-O stops a pause process with SIGTERM and a timeout, so EnsureCRI's
+	// image (busybox sleep, which as a namespace init ignores SIGTERM)
+	// would hold up every sandbox stop by CRI-O's 30 s.
+	CRIOPauseImage = "docker.io/library/sigscope-crio-pause:latest"
 )
 
 // CRI-O's image store: vfs, which needs no kernel support beyond plain
@@ -38,8 +46,7 @@ var crioStore = fmt.Sprintf("[vfs@%s+%s]", filepath.Join(crioRoot, "storage"), f
 // EnsureCRIO returns a CRI-O serving CRI on CRIOSocket, starting one when
 // none answers: crio and pinns built by test/crio/build.sh (from the Go
 // module proxy, cached under .cache/crio), Debian's conmon and runc, the
-// cgroupfs driver, and the same pause image as EnsureCRI's, copied into
-// CRI-O's storage. Its CRI helpers (RunPod, StartPod, ImportImage, ...)
+// cgroupfs driver, and CRIOPauseImage copied into CRI-O's storage. Its CRI helpers (RunPod, StartPod, ImportImage, ...)
 // are EnsureCRI's. Like containerd, it is left running for the next test
 // binary; test/crio/down.sh stops it.
 func EnsureCRIO(t testing.TB) *CRI {
@@ -59,9 +66,17 @@ func EnsureCRIO(t testing.TB) *CRI {
 		}
 		t.Logf("dockertest: CRI-O answered after %v", time.Since(start).Round(time.Millisecond))
 	}
-	if !crioHasImage(t, PauseImage) {
-		BuildBusyboxImage(t, "sigscope-pause:latest", `CMD ["sleep", "2147483647"]`)
-		loadCRIO(t, d, "sigscope-pause:latest")
+	if !crioHasImage(t, CRIOPauseImage) {
+		dir := t.TempDir()
+		data, err := os.ReadFile(filepath.Join(buildCRIO(t), "pause"))
+		if err != nil {
+			t.Fatalf("dockertest: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "pause"), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		BuildBusyboxImageWith(t, "sigscope-crio-pause:latest", dir, "COPY pause /pause\nCMD [\"/pause\"]")
+		loadCRIO(t, d, "sigscope-crio-pause:latest")
 	}
 	conn, err := grpc.NewClient("unix://"+CRIOSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -96,7 +111,8 @@ func crioVersion() error {
 }
 
 // buildCRIO runs test/crio/build.sh (a few checks when its binaries are
-// cached, minutes when not) and returns the directory of crio and pinns.
+// cached, minutes when not) and returns the directory of crio, pinns and
+// pause.
 func buildCRIO(t testing.TB) string {
 	t.Helper()
 	root, err := repoRoot()
@@ -137,8 +153,9 @@ func repoRoot() (string, error) {
 	}
 }
 
-// runcClamp is the OCI runtime CRI-O is given: Debian's runc, after taking
-// out of the bundle's config a negative oomScoreAdj. CRI-O asks -998 for
+// runcClamp is the OCI runtime CRI-O is given: Debian's runc, after
+// raising a negative oomScoreAdj in the bundle's config to 0 (the score
+// CRI-O and conmon run at here). CRI-O asks -998 for
 // every pause process, and root here lacks CAP_SYS_RESOURCE, so runc's
 // nsexec could not lower its own oom_score_adj and every sandbox with a
 // pause process would fail to start. containerd has an option for this
@@ -148,7 +165,7 @@ const runcClamp = `#!/bin/sh
 prev=
 for a in "$@"; do
 	if [ "$prev" = --bundle ] || [ "$prev" = -b ]; then
-		sed -i -E 's/,"oomScoreAdj":-[0-9]+//; s/"oomScoreAdj":-[0-9]+,//' "$a/config.json"
+		sed -i -E 's/("oomScoreAdj":[[:space:]]*)-[0-9]+/\10/' "$a/config.json"
 	fi
 	prev=$a
 done
@@ -276,7 +293,7 @@ enable_nri = false
 		filepath.Join(crioState, "exits"), filepath.Join(crioState, "attach"), filepath.Join(crioState, "ns"),
 		filepath.Join(bin, "pinns"),
 		runc, filepath.Join(crioState, "runc"), conmon,
-		PauseImage, policy, filepath.Join(crioRoot, "cni"))
+		CRIOPauseImage, policy, filepath.Join(crioRoot, "cni"))
 }
 
 // crioHasImage asks CRI-O's image service whether ref is in its storage.
@@ -328,7 +345,13 @@ func (c *CRI) SandboxPIDIfAny(t testing.TB, id string) int {
 	if err != nil {
 		t.Fatalf("PodSandboxStatus: %v", err)
 	}
-	if !strings.Contains(resp.GetInfo()["info"], `"pid"`) {
+	var v struct {
+		PID *int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(resp.GetInfo()["info"]), &v); err != nil {
+		t.Fatalf("verbose PodSandboxStatus: %v: %.300s", err, resp.GetInfo()["info"])
+	}
+	if v.PID == nil {
 		return 0
 	}
 	return verbosePID(t, resp.GetInfo())

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds CRI-O (cmd/crio) and its namespace pinner (pinns, C) from the Go
-# module proxy into .cache/crio/bin, keyed by version, Go toolchain, C
+# module proxy, and the pods' pause process, into .cache/crio/bin, keyed by version, Go toolchain, C
 # compiler and libseccomp: a second run with the same recipe only checks the
 # stamps. Prints each build's time. The module and build caches are private
 # (.cache/crio/go) and removed after the build, so the time printed is a cold
@@ -87,6 +87,16 @@ if ! fresh pinns "$pinns_recipe"; then
 	echo "$pinns_recipe" >"$BIN/.pinns.recipe"
 	took pinns "$start"
 	built=1
+fi
+# The sandbox ("pause") process of CRI-O's pods: the local cluster's
+# (test/cluster/pause/pause.c, exits on SIGTERM like Kubernetes' own), so
+# that CRI-O's stop of a sandbox does not wait out its timeout (CRI-O sends
+# the pause process SIGTERM first; containerd SIGKILLs it at once).
+pause_recipe="$(sha256sum "$top/test/cluster/pause/pause.c" | cut -c1-16) $(gcc -dumpfullversion) static"
+if ! fresh pause "$pause_recipe"; then
+	rm -f "$BIN/.pause.recipe"
+	gcc -static -Os -s -Wall -Werror -DVERSION='"sigscope-crio"' -o "$BIN/pause" "$top/test/cluster/pause/pause.c"
+	echo "$pause_recipe" >"$BIN/.pause.recipe"
 fi
 if [ "$built" = 1 ] && [ -d "$CACHE/go" ]; then
 	printf 'crio: Go caches %s, removed\n' "$(du -sh "$CACHE/go" | cut -f1)" >&2
