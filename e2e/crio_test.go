@@ -16,14 +16,17 @@ import (
 )
 
 // criRuntimes are the CRI runtimes the end-to-end tests play kubelet
-// against, by the name sigscope gives them, with a pod uid prefix each.
+// against, by the name sigscope gives them, with a pod uid prefix each and
+// the process that runs runc to signal a container (containerd's shim;
+// CRI-O itself, conmon only monitors).
 var criRuntimes = []struct {
 	name   string
 	ensure func(testing.TB) *dockertest.CRI
 	uid    string
+	runner string
 }{
-	{"containerd", dockertest.EnsureCRI, "5e1ce2e0"},
-	{"cri-o", dockertest.EnsureCRIO, "5e1ce2e1"},
+	{"containerd", dockertest.EnsureCRI, "5e1ce2e0", "containerd-shim"},
+	{"cri-o", dockertest.EnsureCRIO, "5e1ce2e1", "crio"},
 }
 
 // TestCRIStopShellForm plays kubelet deleting a pod on each CRI runtime: a
@@ -76,8 +79,9 @@ func TestCRIStopShellForm(t *testing.T) {
 			if ep.GracePeriod == nil || *ep.GracePeriod != 2 {
 				t.Errorf("grace_period_s %v, want the pod's 2", ep.GracePeriod)
 			}
-			if ep.StopSender == nil || ep.StopSender.PID == 0 {
-				t.Errorf("no stop sender: %+v", ep.StopSender)
+			if ep.StopSender == nil || ep.StopSender.Comm != "runc" || len(ep.StopSender.Ancestors) == 0 ||
+				ep.StopSender.Ancestors[0].Comm != rt.runner {
+				t.Errorf("stop sender %+v, want runc run by %s", ep.StopSender, rt.runner)
 			}
 			within(t, "kill_after_s", ep.KillAfter, 1.8, 6)
 			if len(ep.CascadeKills) != 2 {
