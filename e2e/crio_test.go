@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,4 +131,51 @@ func criAuditOf(t *testing.T, socket, id string) auditLine {
 	}
 	t.Fatalf("container %s not in audit output:\n%s", id[:12], out)
 	return auditLine{}
+}
+
+// TestCRIPodDeletion plays kubelet deleting a pod whose containers share
+// the sandbox's pid namespace (CRI's default; shareProcessNamespace), on
+// each CRI runtime: the container is stopped (its SIGTERM trap exits 0),
+// then the sandbox. Here CRI-O runs a pause process and stops it with
+// SIGTERM, containerd SIGKILLs its own: either way the sandbox's end is no
+// container stop, so the only episode of the pod is its container's.
+func TestCRIPodDeletion(t *testing.T) {
+	for _, rt := range criRuntimes {
+		t.Run(rt.name, func(t *testing.T) {
+			c := rt.ensure(t)
+			img := c.ImportImage(t, "sigscope-cri-app:latest", "")
+			uid := fmt.Sprintf("%s-0000-4000-8001-%012d", rt.uid, os.Getpid())
+			ids := c.StartPod(t, dockertest.Pod{Name: "del-0", Namespace: "e2e", UID: uid, Container: "web",
+				Image: img, Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"}, GracePeriod: 10})
+			pausePID, pid := c.SandboxPID(t, ids.Sandbox), c.ContainerPID(t, ids.Container)
+			waitChildren(t, pid, 1)
+			l := startTimeline(t, "--cri-socket", c.Socket)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := c.RT.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: ids.Container, Timeout: 10}); err != nil {
+				t.Fatalf("StopContainer: %v", err)
+			}
+			if _, err := c.RT.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: ids.Sandbox}); err != nil {
+				t.Fatalf("StopPodSandbox: %v", err)
+			}
+			// Gone (and reaped) before the timeline stops, so that its end
+			// is in the stream.
+			for deadline := time.Now().Add(5 * time.Second); syscall.Kill(pausePID, 0) == nil; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the pause process (%d) still exists 5 s after StopPodSandbox", pausePID)
+				}
+			}
+			eps := l.stop(t)
+			for _, ep := range eps {
+				if ep.Container.ID == ids.Sandbox || ep.Container.Name == "POD" || ep.Main.PID == uint32(pausePID) {
+					t.Errorf("an episode of the sandbox: %s", ep.raw)
+				}
+			}
+			ep := episodeOf(t, eps, ids.Container)
+			if ep.Outcome != "graceful" || ep.MainIsInit || ep.ExitStatus == nil || *ep.ExitStatus != 0 ||
+				ep.Container.Runtime != rt.name || ep.Container.Pod != "del-0" || ep.Container.Name != "web" {
+				t.Errorf("episode: %s", ep.raw)
+			}
+		})
+	}
 }
