@@ -65,6 +65,50 @@ func cgroupOf(t *testing.T, rt criRuntime, pid int, id string) {
 	t.Errorf("no cgroup of pid %d ends in %s", pid, want)
 }
 
+// waitLearnt waits until the watching resolver r has learnt id (from its
+// cgroup, and the runtime's answer) as a sandbox or not, of runtime, with
+// main pid pid.
+func waitLearnt(t *testing.T, r *Resolver, id, runtime string, sandbox bool, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var info *Info
+		r.mu.Lock()
+		if m, ok := r.metas.get(id); ok {
+			info = m.info
+		}
+		r.mu.Unlock()
+		if info != nil && info.Sandbox == sandbox && info.MainPID == pid && info.Runtime == runtime {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the watching resolver has %+v, want runtime %s, Sandbox %v and MainPID %d", id[:12], info, runtime, sandbox, pid)
+		}
+	}
+}
+
+// listedContainer returns what r's ListRunning says of the pod's
+// container; the pod's sandbox must not be listed.
+func listedContainer(t *testing.T, r *Resolver, ids dockertest.PodIDs) Running {
+	t.Helper()
+	runs, err := r.ListRunning(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *Running
+	for i, run := range runs {
+		if run.Info.ID == ids.Sandbox || run.Info.Sandbox {
+			t.Errorf("ListRunning lists a sandbox: %+v", run.Info)
+		}
+		if run.Info.ID == ids.Container {
+			found = &runs[i]
+		}
+	}
+	if found == nil {
+		t.Fatalf("ListRunning has no %s", ids.Container[:12])
+	}
+	return *found
+}
+
 // TestRealCRI plays kubelet against each real CRI runtime: a pod with the
 // kubelet's labels and grace-period annotation, in the kubelet's cgroupfs
 // layout, looked up from its PID 1 and listed through the CRI API.
@@ -153,20 +197,7 @@ func testRealCRISandbox(t *testing.T, rt criRuntime, c *dockertest.CRI) {
 		sandbox bool
 		pid     int
 	}{{ids.Sandbox, true, pausePID}, {ids.Container, false, appPID}} {
-		var info *Info
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			watching.mu.Lock()
-			if m, ok := watching.metas.get(w.id); ok {
-				info = m.info
-			}
-			watching.mu.Unlock()
-			if info != nil && info.Sandbox == w.sandbox && info.MainPID == w.pid {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the watching resolver has %+v, want Sandbox %v and MainPID %d", w.id[:12], info, w.sandbox, w.pid)
-			}
-		}
+		waitLearnt(t, watching, w.id, rt.name, w.sandbox, w.pid)
 	}
 
 	fresh := NewResolver(Options{DockerSocket: noDocker, CRISockets: []string{c.Socket}})
@@ -187,24 +218,8 @@ func testRealCRISandbox(t *testing.T, rt criRuntime, c *dockertest.CRI) {
 		}
 	}
 
-	runs, err := fresh.ListRunning(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, run := range runs {
-		if run.Info.ID == ids.Sandbox || run.Info.Sandbox {
-			t.Errorf("ListRunning lists a sandbox: %+v", run.Info)
-		}
-		if run.Info.ID == ids.Container {
-			found = true
-			if run.PID != appPID || run.Info.MainPID != appPID {
-				t.Errorf("ListRunning: %+v pid %d, want %d", run.Info, run.PID, appPID)
-			}
-		}
-	}
-	if !found {
-		t.Errorf("ListRunning has no %s", ids.Container[:12])
+	if run := listedContainer(t, fresh, ids); run.PID != appPID || run.Info.MainPID != appPID {
+		t.Errorf("ListRunning: %+v pid %d, want %d", run.Info, run.PID, appPID)
 	}
 }
 
@@ -243,42 +258,13 @@ func testRealCRIOwnPIDNamespace(t *testing.T, rt criRuntime, c *dockertest.CRI) 
 	}
 
 	// The watch learns the container from its cgroup.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var info *Info
-		watching.mu.Lock()
-		if m, ok := watching.metas.get(ids.Container); ok {
-			info = m.info
-		}
-		watching.mu.Unlock()
-		if info != nil && !info.Sandbox && info.MainPID == appPID && info.Runtime == rt.name {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the watching resolver has %+v for the container, want MainPID %d", info, appPID)
-		}
-	}
+	waitLearnt(t, watching, ids.Container, rt.name, false, appPID)
 
 	fresh := NewResolver(Options{DockerSocket: noDocker, CRISockets: []string{c.Socket}})
 	defer fresh.Close()
-	runs, err := fresh.ListRunning(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, run := range runs {
-		if run.Info.ID == ids.Sandbox || run.Info.Sandbox {
-			t.Errorf("ListRunning lists a sandbox: %+v", run.Info)
-		}
-		if run.Info.ID == ids.Container {
-			found = true
-			if run.PID != appPID || run.Info.Pod != "own-0" || run.Info.Namespace != "batch" || run.Info.Name != "job" ||
-				run.Info.GracePeriod != 20 || run.Info.Runtime != rt.name {
-				t.Errorf("ListRunning: %+v pid %d, want pid %d", run.Info, run.PID, appPID)
-			}
-		}
-	}
-	if !found {
-		t.Errorf("ListRunning has no %s", ids.Container[:12])
+	if run := listedContainer(t, fresh, ids); run.PID != appPID || run.Info.Pod != "own-0" || run.Info.Namespace != "batch" ||
+		run.Info.Name != "job" || run.Info.GracePeriod != 20 || run.Info.Runtime != rt.name {
+		t.Errorf("ListRunning: %+v pid %d, want pid %d", run.Info, run.PID, appPID)
 	}
 	for _, r := range []*Resolver{watching, fresh} {
 		app := r.Lookup(processOf(t, appPID))

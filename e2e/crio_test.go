@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,7 +48,7 @@ func TestCRIStopShellForm(t *testing.T) {
 			pid := c.ContainerPID(t, ids.Container)
 			waitChildren(t, pid, 2)
 
-			a := criAuditOf(t, c.Socket, ids.Container)
+			a := auditOf(t, ids.Container, "--cri-socket", c.Socket)
 			if a.Prediction != "ignored_by_init" || a.Catches || a.StopSignal != "SIGTERM" {
 				t.Errorf("audit before the stop: %+v", a)
 			}
@@ -110,27 +108,6 @@ func waitChildren(t *testing.T, pid, n int) {
 			t.Fatalf("pid %d has children %q after 10 s, want %d", pid, b, n)
 		}
 	}
-}
-
-// criAuditOf runs `sigscope audit -o json --cri-socket socket` and returns
-// the container's line.
-func criAuditOf(t *testing.T, socket, id string) auditLine {
-	t.Helper()
-	out, err := exec.Command(sigscope(t), "audit", "-o", "json", "--cri-socket", socket).Output()
-	if err != nil {
-		t.Fatalf("sigscope audit: %v", err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		var a auditLine
-		if err := json.Unmarshal([]byte(line), &a); err != nil {
-			t.Fatalf("audit line %q: %v", line, err)
-		}
-		if a.Container.ID == id {
-			return a
-		}
-	}
-	t.Fatalf("container %s not in audit output:\n%s", id[:12], out)
-	return auditLine{}
 }
 
 // TestCRIPodDeletion plays kubelet deleting a pod whose containers share

@@ -171,10 +171,11 @@ type auditLine struct {
 	Hint       string `json:"hint"`
 }
 
-// auditOf runs `sigscope audit -o json` and returns the container's line.
-func auditOf(t *testing.T, id string) auditLine {
+// auditOf runs `sigscope audit -o json [flags]` and returns the
+// container's line.
+func auditOf(t *testing.T, id string, flags ...string) auditLine {
 	t.Helper()
-	out, err := exec.Command(sigscope(t), "audit", "-o", "json").Output()
+	out, err := exec.Command(sigscope(t), append([]string{"audit", "-o", "json"}, flags...)...).Output()
 	if err != nil {
 		t.Fatalf("sigscope audit: %v", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -135,33 +134,8 @@ state = %q
 	if err := os.WriteFile(config, []byte(toml), 0o600); err != nil {
 		return err
 	}
-	log := filepath.Join(os.TempDir(), "sigscope-containerd.log")
-	logf, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	closeInheritedFiles()
-	cmd := exec.Command("containerd", "--config", config)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting containerd: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for ctr("version") != nil {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("containerd exited early (%v); log: %s\n%s", err, log, tail(log))
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("containerd did not answer on %s within 30s; log: %s\n%s", CRISocket, log, tail(log))
-		}
-	}
-	return nil
+	return startDaemonWait("containerd", CRISocket, "", 30*time.Second, func() error { return ctr("version") },
+		"containerd", "--config", config)
 }
 
 // Pod is what the kubelet would say about a pod and one container.

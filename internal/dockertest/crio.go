@@ -199,34 +199,45 @@ func startCRIO(bin string) error {
 	if err := os.WriteFile(config, []byte(crioConfig(bin, clamp, conmon, policy)), 0o600); err != nil {
 		return err
 	}
-	log := filepath.Join(os.TempDir(), "sigscope-crio.log")
+	// --config-dir: an empty one, not /etc/crio/crio.conf.d.
+	return startDaemonWait("crio", CRIOSocket, crioPID, 60*time.Second, crioVersion,
+		filepath.Join(bin, "crio"), "--config", config, "--config-dir", filepath.Join(crioRoot, "conf.d"))
+}
+
+// startDaemonWait starts argv as a daemon in a session of its own, its
+// output appended to /tmp/sigscope-NAME.log and its pid written to
+// pidFile (unless ""), and waits until ready succeeds: at most timeout,
+// and not once the daemon has exited.
+func startDaemonWait(name, socket, pidFile string, timeout time.Duration, ready func() error, argv ...string) error {
+	log := filepath.Join(os.TempDir(), "sigscope-"+name+".log")
 	logf, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
 	closeInheritedFiles()
-	// --config-dir: an empty one, not /etc/crio/crio.conf.d.
-	cmd := exec.Command(filepath.Join(bin, "crio"), "--config", config, "--config-dir", filepath.Join(crioRoot, "conf.d"))
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting crio: %w", err)
+		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	if err := os.WriteFile(crioPID, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
-		return err
+	if pidFile != "" {
+		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for crioVersion() != nil {
+	deadline := time.Now().Add(timeout)
+	for ready() != nil {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("crio exited early (%v); log: %s\n%s", err, log, tail(log))
+			return fmt.Errorf("%s exited early (%v); log: %s\n%s", name, err, log, tail(log))
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("crio did not answer on %s within 60s; log: %s\n%s", CRIOSocket, log, tail(log))
+			return fmt.Errorf("%s did not answer on %s within %v; log: %s\n%s", name, socket, timeout, log, tail(log))
 		}
 	}
 	return nil
