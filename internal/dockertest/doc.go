@@ -17,7 +17,10 @@
 // root, state and socket, apart from dockerd's) with the CRI plugin on and a
 // pause image imported from Docker; RunPod then plays kubelet: a pod
 // sandbox on the host network and one container with the kubelet's labels,
-// annotations and cgroupfs layout.
+// annotations and cgroupfs layout. EnsureCRIO does the same with a private
+// CRI-O (built by test/crio/build.sh from the Go module proxy; Debian's
+// conmon and runc; images copied from Docker with skopeo), behind the same
+// helpers, so that a CRI test runs against either runtime.
 //
 // StartPrivateDaemon starts a second Docker daemon of the test's own (its
 // own data and exec roots, socket, pid file and containerd) with extra
