@@ -192,12 +192,19 @@ func infoFromCRI(s *runtimeapi.ContainerStatus, verbose map[string]string) (*cri
 	if s == nil {
 		return nil, errors.New("ContainerStatus without a status")
 	}
+	v := readVerbose(verbose)
 	out := &criStatus{Info: Info{
 		Identity: Identity{ID: s.GetId(), Name: s.GetMetadata().GetName(), Image: s.GetImage().GetImage()}, Labels: s.GetLabels(),
 		Annotations: s.GetAnnotations(),
 		StopSignal:  criSignal(s.GetStopSignal()),
-		MainPID:     verbosePID(verbose),
+		MainPID:     v.PID,
 	}}
+	if out.Info.StopSignal == 0 {
+		// CRI-O (1.34) leaves stop_signal unset and stops the container
+		// with the signal it wrote into the OCI spec: the image's
+		// STOPSIGNAL, or the pod's lifecycle.stopSignal.
+		out.Info.StopSignal = parseStopSignal(v.RuntimeSpec.Annotations[ociStopSignalAnnotation])
+	}
 	if out.Info.Image == "" {
 		out.Info.Image = s.GetImageRef()
 	}
@@ -239,23 +246,35 @@ func infoFromSandbox(s *runtimeapi.PodSandboxStatus, verbose map[string]string) 
 	return &criStatus{Info: info}, nil
 }
 
-// verbosePID reads the host pid of the process a container or sandbox
-// runs from the verbose "info" JSON ({"pid": N, ...}), which containerd
-// and CRI-O both write; 0 when it is missing. A blob that cannot be read
-// costs the pid, not the lookup.
-func verbosePID(verbose map[string]string) int {
-	raw := verbose["info"]
-	if raw == "" {
-		return 0
-	}
-	var v struct {
-		PID int `json:"pid"`
-	}
-	if json.Unmarshal([]byte(raw), &v) != nil || v.PID < 0 {
-		return 0
-	}
-	return v.PID
+// ociStopSignalAnnotation is the OCI image spec's annotation of the stop
+// signal, which CRI-O writes into each container's runtime spec.
+const ociStopSignalAnnotation = "org.opencontainers.image.stopSignal"
+
+// verboseInfo is what sigscope reads of the verbose "info" JSON that
+// containerd and CRI-O both write for a container or sandbox: the host
+// pid of its process ({"pid": N, ...}), and its OCI runtime spec's
+// annotations.
+type verboseInfo struct {
+	PID         int `json:"pid"`
+	RuntimeSpec struct {
+		Annotations map[string]string `json:"annotations"`
+	} `json:"runtimeSpec"`
 }
+
+// readVerbose reads the verbose "info" JSON; zero values for what is
+// missing. A blob that cannot be read costs the pid and the annotations,
+// not the lookup.
+func readVerbose(verbose map[string]string) verboseInfo {
+	var v verboseInfo
+	raw := verbose["info"]
+	if raw == "" || json.Unmarshal([]byte(raw), &v) != nil || v.PID < 0 {
+		return verboseInfo{}
+	}
+	return v
+}
+
+// verbosePID is the host pid in the verbose "info" JSON; 0 when missing.
+func verbosePID(verbose map[string]string) int { return readVerbose(verbose).PID }
 
 // criSignal reads a CRI stop signal (ContainerStatus.stop_signal: the
 // signal the runtime stops the container with, as containerd 2.x and

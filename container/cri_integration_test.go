@@ -283,3 +283,31 @@ func testRealCRIOwnPIDNamespace(t *testing.T, rt criRuntime, c *dockertest.CRI) 
 		}
 	}
 }
+
+// TestRealCRIImageStopSignal runs an image whose STOPSIGNAL is SIGINT: the
+// runtime stops the container with SIGINT, and the Info says so (the
+// audit's prediction and the timeline's stop signal read it). CRI-O 1.34
+// leaves ContainerStatus.stop_signal unset and keeps the signal in the
+// OCI spec's org.opencontainers.image.stopSignal annotation, which its
+// verbose status carries. containerd 1.6 reports it in neither (checked by
+// running this against it), so only CRI-O runs this.
+func TestRealCRIImageStopSignal(t *testing.T) {
+	forEachCRI(t, func(t *testing.T, rt criRuntime, c *dockertest.CRI) {
+		if rt.name != RuntimeCRIO {
+			t.Skipf("%s 1.6 reports an image's stop signal neither as stop_signal nor in the spec's annotations", rt.name)
+		}
+		img := c.ImportImage(t, "sigscope-cri-stopsignal:latest", "STOPSIGNAL SIGINT")
+		uid := fmt.Sprintf("%s-0000-4000-8003-%012d", rt.uid, os.Getpid())
+		ids := c.StartPod(t, dockertest.Pod{Name: "int-0", Namespace: "prod", UID: uid, Container: "app",
+			Image: img, Command: []string{"sh", "-c", "sleep 1000"}, OwnPIDNamespace: true})
+		pid := c.ContainerPID(t, ids.Container)
+		r := NewResolver(Options{DockerSocket: filepath.Join(t.TempDir(), "no-docker.sock"), CRISockets: []string{c.Socket}})
+		defer r.Close()
+		if run := listedContainer(t, r, ids); run.Info.StopSignal != sigvocab.SIGINT {
+			t.Errorf("ListRunning: stop signal %v, want SIGINT", run.Info.StopSignal)
+		}
+		if info := r.Lookup(processOf(t, pid)); info == nil || info.StopSignal != sigvocab.SIGINT {
+			t.Errorf("Lookup = %+v, want stop signal SIGINT", info)
+		}
+	})
+}
