@@ -11,6 +11,7 @@ import (
 
 	"github.com/sigscope/sigscope/internal/agent"
 	"github.com/sigscope/sigscope/internal/kubeclient"
+	"github.com/sigscope/sigscope/internal/otlplog"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -23,6 +24,7 @@ func newServeCmd() *cobra.Command {
 		auditEvery  time.Duration
 		maxEpisodes int
 		rt          runtimeFlags
+		otlp        otlplog.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -40,7 +42,15 @@ Prometheus exporters share). With --kube-events, Warning events are posted on
 pods whose main process never acted on the stop signal or that were SIGKILLed after their
 grace period (in-cluster credentials, or --kubeconfig); while the API server
 does not answer they wait in a bounded queue and are retried, and
-sigscope_kube_events_total counts what was sent, failed or dropped.`,
+sigscope_kube_events_total counts what was sent, failed or dropped.
+
+With --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_LOGS_ENDPOINT),
+one OpenTelemetry log record per completed stop episode is sent over OTLP/HTTP
+(protobuf) or gRPC (--otlp-protocol, OTEL_EXPORTER_OTLP_PROTOCOL); headers, TLS
+and timeout come from the standard OTEL_EXPORTER_OTLP_* variables
+(docs/otlp.md). While the collector does not answer, records wait in a bounded
+queue and are retried; sigscope_otlp_log_records_{sent,failed,dropped}_total
+count them.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sigs, err := tracer.ParseSignalSet(signals)
@@ -63,6 +73,17 @@ sigscope_kube_events_total counts what was sent, failed or dropped.`,
 					return fmt.Errorf("kubernetes client: %w", err)
 				}
 			}
+			if otlplog.Configured(otlp.Endpoint) {
+				if otlp.Protocol, err = otlplog.ResolveProtocol(otlp.Protocol); err != nil {
+					return usageError{err}
+				}
+				if otlp.Endpoint != "" {
+					if _, err := otlplog.EndpointURL(otlp.Endpoint, otlp.Protocol); err != nil {
+						return usageError{fmt.Errorf("--otlp-endpoint: %w", err)}
+					}
+				}
+				opts.OTLP = &otlp
+			}
 			a, err := agent.New(opts)
 			if err != nil {
 				return err
@@ -83,6 +104,10 @@ sigscope_kube_events_total counts what was sent, failed or dropped.`,
 	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --kube-events outside a cluster (default: in-cluster)")
 	fl.DurationVar(&auditEvery, "audit-interval", agent.DefaultAuditInterval, "how often every running container is audited")
 	fl.IntVar(&maxEpisodes, "max-episodes", agent.DefaultMaxEpisodes, "recent stop episodes kept for /api/v1/episodes")
+	fl.StringVar(&otlp.Endpoint, "otlp-endpoint", "", "send OpenTelemetry log records of stop episodes to this OTLP URL, as OTEL_EXPORTER_OTLP_ENDPOINT means it (HTTP: /v1/logs is appended; default: the OTEL_EXPORTER_OTLP_[LOGS_]ENDPOINT variables; docs/otlp.md)")
+	fl.StringVar(&otlp.Protocol, "otlp-protocol", "", `OTLP protocol, "http/protobuf" or "grpc" (default $OTEL_EXPORTER_OTLP_LOGS_PROTOCOL, $OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)`)
+	fl.IntVar(&otlp.QueueSize, "otlp-queue-size", otlplog.DefaultQueueSize, "OTLP log records kept while the collector does not answer; past it the oldest are dropped (and counted)")
+	fl.DurationVar(&otlp.RetryMax, "otlp-retry-max", otlplog.DefaultRetryMax, "longest wait between tries while the collector does not answer (from 1s, doubling)")
 	rt.register(fl)
 	return cmd
 }
