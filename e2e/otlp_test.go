@@ -68,7 +68,7 @@ func TestOTLPLogs(t *testing.T) {
 				t.Errorf("graceful stop: %s %d, attributes %v", r.SeverityText, r.Severity, r.Attrs)
 			}
 			if testing.Verbose() {
-				t.Logf("the collector's debug exporter printed:\n%s", tail(col.stderr.String()))
+				t.Logf("the collector's debug exporter printed:\n%s", col.stderr.String())
 			}
 		})
 	}

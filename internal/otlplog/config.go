@@ -36,9 +36,9 @@ type Options struct {
 	// OTEL_EXPORTER_OTLP_LOGS_PROTOCOL, then OTEL_EXPORTER_OTLP_PROTOCOL,
 	// and defaults to ProtocolHTTP.
 	Protocol string
-	// QueueSize bounds the records waiting for the collector, the batch
-	// being exported included; past it the oldest is dropped. 0 means
-	// DefaultQueueSize.
+	// QueueSize bounds the records waiting for the collector; past it the
+	// oldest is dropped. A batch whose export failed goes back within it.
+	// 0 means DefaultQueueSize.
 	QueueSize int
 	// BatchSize bounds the records of one export. 0 means DefaultBatchSize.
 	BatchSize int
