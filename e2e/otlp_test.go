@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
+	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -202,7 +203,7 @@ func waitMetric(t *testing.T, base, name string, ok func(float64) bool) {
 }
 
 // waitRecords waits until the collector has written n records of node.
-func waitRecords(t *testing.T, col *collector, node string, n uint64) []otlpRecord {
+func waitRecords(t *testing.T, col *collector, node string, n uint64) []testutil.OTLPRecord {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -218,8 +219,8 @@ func waitRecords(t *testing.T, col *collector, node string, n uint64) []otlpReco
 }
 
 // nodeRecords are the records whose resource is node's agent.
-func nodeRecords(recs []otlpRecord, node string) []otlpRecord {
-	var out []otlpRecord
+func nodeRecords(recs []testutil.OTLPRecord, node string) []testutil.OTLPRecord {
+	var out []testutil.OTLPRecord
 	for _, r := range recs {
 		if r.Resource["k8s.node.name"] == node {
 			out = append(out, r)
@@ -229,9 +230,9 @@ func nodeRecords(recs []otlpRecord, node string) []otlpRecord {
 }
 
 // recordOf is the one record of container id.
-func recordOf(t *testing.T, recs []otlpRecord, id string) otlpRecord {
+func recordOf(t *testing.T, recs []testutil.OTLPRecord, id string) testutil.OTLPRecord {
 	t.Helper()
-	var found []otlpRecord
+	var found []testutil.OTLPRecord
 	for _, r := range recs {
 		if r.Attrs["container.id"] == id {
 			found = append(found, r)
@@ -245,7 +246,7 @@ func recordOf(t *testing.T, recs []otlpRecord, id string) otlpRecord {
 
 // checkRecord checks r field by field against the episode the agent's API
 // serves: every attribute the episode calls for, and no other.
-func checkRecord(t *testing.T, r otlpRecord, ep timeline.Episode, node string) {
+func checkRecord(t *testing.T, r testutil.OTLPRecord, ep timeline.Episode, node string) {
 	t.Helper()
 	if r.EventName != "sigscope.container.stop" || r.Scope != "github.com/sigscope/sigscope/internal/otlplog" {
 		t.Errorf("event %q scope %q", r.EventName, r.Scope)
