@@ -10,7 +10,7 @@ import (
 )
 
 // The OpenTelemetry Collector's file exporter output, as the OTLP tests
-// (e2e, e2e/kube) read it.
+// read it (e2e/otlp_test.go).
 
 // OTLPRecord is one log record of the file exporter's OTLP JSON, with its
 // resource's attributes.
