@@ -283,3 +283,38 @@ func TestSenderHTTP(t *testing.T) {
 
 // collectorOf is the Sender's metric named name.
 func collectorOf(s *Sender, name string) *oneMetric { return &oneMetric{s: s, name: name} }
+
+// Without --otlp-endpoint the standard variables say where: the SDK
+// appends /v1/logs to OTEL_EXPORTER_OTLP_ENDPOINT and uses
+// OTEL_EXPORTER_OTLP_LOGS_ENDPOINT as is.
+func TestSenderEnvEndpoint(t *testing.T) {
+	paths := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		paths <- r.URL.Path
+	}))
+	defer srv.Close()
+	for _, tc := range []struct{ env, value, want string }{
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL + "/base", "/base/v1/logs"},
+		{"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", srv.URL + "/custom/logs", "/custom/logs"},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			if !Configured("") {
+				t.Fatalf("%s set, yet OTLP logs are not configured", tc.env)
+			}
+			s, err := New(Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.ObserveEpisode(podEpisode())
+			testutil.WaitFor(t, "one record sent", func() bool { return s.Sent() == 1 })
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := <-paths; got != tc.want {
+				t.Errorf("POST %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
