@@ -142,15 +142,16 @@ func newExporter(o Options) (sdklog.Exporter, error) {
 }
 
 // newResource is the agent: service.name sigscope, its version, the host
-// and the node. OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME override.
+// (the node's name when known, else the hostname) and the node. OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME override.
 func newResource(o Options) *resource.Resource {
 	attrs := []resource.Option{resource.WithSchemaURL(semconv.SchemaURL), resource.WithAttributes(
 		semconv.ServiceName("sigscope"), semconv.ServiceVersion(o.Version))}
-	if h, err := os.Hostname(); err == nil {
-		attrs = append(attrs, resource.WithAttributes(semconv.HostName(h)))
-	}
+	// The node is the host: in a pod without the host's network, the
+	// hostname is the pod's name.
 	if o.NodeName != "" {
-		attrs = append(attrs, resource.WithAttributes(semconv.K8SNodeName(o.NodeName)))
+		attrs = append(attrs, resource.WithAttributes(semconv.HostName(o.NodeName), semconv.K8SNodeName(o.NodeName)))
+	} else if h, err := os.Hostname(); err == nil {
+		attrs = append(attrs, resource.WithAttributes(semconv.HostName(h)))
 	}
 	attrs = append(attrs, resource.WithFromEnv())
 	r, err := resource.New(context.Background(), attrs...)

@@ -264,7 +264,7 @@ func TestSenderHTTP(t *testing.T) {
 		res[kv.Key] = kv.Value.GetStringValue()
 	}
 	lr := rl.ScopeLogs[0].LogRecords[0]
-	if res["service.name"] != "sigscope" || res["service.version"] != "v1.2.3" || res["k8s.node.name"] != "node-a" || res["host.name"] == "" {
+	if res["service.name"] != "sigscope" || res["service.version"] != "v1.2.3" || res["k8s.node.name"] != "node-a" || res["host.name"] != "node-a" {
 		t.Errorf("resource %v", res)
 	}
 	if lr.EventName != EventName || lr.SeverityText != "WARN" || rl.ScopeLogs[0].Scope.Name != scopeName {
