@@ -115,6 +115,13 @@ cluster-images: ## Rebuild the cluster's images (sigscope.local/sigscope:dev fro
 bench: build ## Benchmark (root; ~5 min, ARGS=-quick ~2): sigscope against the kernel floor and bpftrace, drops, idle agent, latencies (docs/benchmarks.md)
 	$(GO) run ./bench -bin $(BIN) $(ARGS)
 
+# The test collector (test/otelcol: its own Go module, so sigscope's go.mod does not grow).
+OTELCOL   ?= bin/otelcol
+
+.PHONY: otelcol
+otelcol: ## Build the OpenTelemetry Collector the OTLP tests run (OTLP receiver, file and debug exporters; test/otelcol, ~2 min the first time) into bin/otelcol
+	cd test/otelcol && CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/$(OTELCOL) .
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

@@ -22,6 +22,7 @@ import (
 	"github.com/sigscope/sigscope/internal/kubeclient"
 	"github.com/sigscope/sigscope/internal/kubeevents"
 	"github.com/sigscope/sigscope/internal/kubemeta"
+	"github.com/sigscope/sigscope/internal/otlplog"
 	"github.com/sigscope/sigscope/internal/pipeline"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -53,6 +54,10 @@ type Options struct {
 	RingSize  int              // the tracer's ring buffer in bytes; 0: tracer.DefaultRingSize
 	PodLabels bool             // namespace/pod/container labels on the counters
 	MaxSeries int              // per metric, with PodLabels
+
+	// OTLP, when set, sends one OpenTelemetry log record per episode
+	// (internal/otlplog); the agent sets its node and version.
+	OTLP *otlplog.Options
 
 	KubeEvents bool              // post Kubernetes Events on pods
 	KubeClient kubeclient.Client // used when KubeEvents; the caller builds it
@@ -209,6 +214,17 @@ func New(opts Options) (*Agent, error) {
 		a.events = kubeevents.New(opts.KubeClient, opts.NodeName, kubeevents.Options{Logger: opts.Logger})
 		a.reg.MustRegister(a.events) // sigscope_kube_events_*: only with --kube-events
 		a.pods = kubemeta.New(opts.KubeClient, opts.NodeName, opts.Logger)
+	}
+	if opts.OTLP != nil {
+		o := *opts.OTLP
+		o.NodeName, o.Version, o.Logger = opts.NodeName, opts.Version, opts.Logger
+		s, err := otlplog.New(o)
+		if err != nil {
+			a.release()
+			return nil, fmt.Errorf("otlp logs: %w", err)
+		}
+		a.sinks = append(a.sinks, s)
+		a.reg.MustRegister(s) // sigscope_otlp_log_*: only with OTLP
 	}
 	return a, nil
 }
