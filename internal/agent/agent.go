@@ -337,14 +337,21 @@ func (a *Agent) Close() error {
 func (a *Agent) release() {
 	a.closeOnce.Do(func() {
 		a.closeAudits()
+		// The Events sender and the sinks flush at once, each within its
+		// own bound (Events 3 s, OTLP 4 s, the journal a local write):
+		// one after the other they could outlast the pod's 10 s grace.
+		var wg sync.WaitGroup
 		if a.events != nil {
-			_ = a.events.Close()
+			wg.Go(func() { _ = a.events.Close() })
 		}
 		for _, s := range a.sinks {
-			if err := s.Close(); err != nil {
-				a.log.Warn("closing an episode sink", "error", err)
-			}
+			wg.Go(func() {
+				if err := s.Close(); err != nil {
+					a.log.Warn("closing an episode sink", "error", err)
+				}
+			})
 		}
+		wg.Wait()
 		_ = a.resolver.Close()
 	})
 }
