@@ -82,7 +82,7 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each (default 15s: about 4 min in
 KERNELS   ?= 6.1 6.12
 
 .PHONY: test-kernels
-test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, booted with qemu); default "6.1 6.12"
+test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, booted with qemu); default "5.10 6.1 6.12"
 	bash test/kernels/run.sh $(KERNELS)
 
 .PHONY: cluster
