@@ -139,6 +139,7 @@ for s in "${series[@]}"; do
 	fail=$(grep -c -- '--- FAIL' "$log.txt" || true)
 	skip=$(grep -c -- '--- SKIP' "$log.txt" || true)
 	exitprog=$(grep -o 'attached handle_exit_v[12]' "$log.txt" | head -n 1 | sed 's/attached //' || true)
+	object=$(grep -o 'loaded object sigscope[a-z_]*' "$log.txt" | head -n 1 | sed 's/loaded object //' || true)
 	total_pass=$((total_pass + pass)) total_fail=$((total_fail + fail)) total_skip=$((total_skip + skip))
 	[ -n "$rc" ] || total_fail=$((total_fail + 1)) # a kernel that gave no result counts as a failure
 	verdict=pass
@@ -149,8 +150,8 @@ for s in "${series[@]}"; do
 		verdict="FAIL (rc $rc)"
 	fi
 	[ "$verdict" = pass ] || status=1
-	summary+=("$(printf '%-10s %-34s passed %-3s failed %-3s skipped %-3s exit program %-15s %4ss  %s' \
-		"$s" "${kver:-?}" "$pass" "$fail" "$skip" "${exitprog:-?}" "$secs" "$verdict")")
+	summary+=("$(printf '%-6s %-26s passed %-3s failed %-3s skipped %-3s object %-15s exit %-14s boot+tests %4ss  %s' \
+		"$s" "${kver:-?}" "$pass" "$fail" "$skip" "${object:-?}" "${exitprog:-?}" "$secs" "$verdict")")
 done
 
 echo
