@@ -261,8 +261,10 @@ func explainLoadError(err error) error {
 			return fmt.Errorf("%w (kernel said: %v)", cerr, err)
 		}
 		return fmt.Errorf("%w: the kernel refused with EPERM (lockdown, a seccomp filter or an LSM policy may forbid bpf()): %v", ErrUnsupported, err)
-	case strings.Contains(err.Error(), "bpf_get_current_task_btf") || strings.Contains(err.Error(), "unknown func"):
-		return fmt.Errorf("%w: kernel too old: sigscope needs Linux 5.11 or later (bpf_get_current_task_btf): %v", ErrUnsupported, err)
+	case strings.Contains(err.Error(), "unknown func") || strings.Contains(err.Error(), "invalid func"):
+		// Both objects call only helpers of Linux 5.10 and earlier but
+		// bpf_get_current_task_btf(), which is probed before the load.
+		return fmt.Errorf("%w: kernel too old: a BPF helper the programs call is missing; sigscope needs Linux 5.10 or later: %v", ErrUnsupported, err)
 	case errors.Is(err, ebpf.ErrNotSupported):
 		return fmt.Errorf("%w: kernel too old or built without a needed feature: %v", ErrUnsupported, err)
 	}
