@@ -48,13 +48,18 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #ifdef SIGSCOPE_COMPAT
-/* Before 5.11: helper reads, relocated by CO-RE. */
+/* Before 5.11: helper reads, relocated by CO-RE. task_read() is for code
+ * that reads both the current task and tasks it got as BTF pointers (the
+ * tracepoints' arguments): is_cur, a constant after inlining, picks the
+ * helper read only where it is needed. */
 #define current_task() ((struct task_struct *)bpf_get_current_task())
 #define cur_read(src, ...) BPF_CORE_READ(src, __VA_ARGS__)
+#define task_read(is_cur, src, ...) ((is_cur) ? BPF_CORE_READ(src, __VA_ARGS__) : ___arrow(src, __VA_ARGS__))
 #else
 /* src->a->b...: direct loads through a BTF pointer. */
 #define current_task() bpf_get_current_task_btf()
 #define cur_read(src, ...) ___arrow(src, __VA_ARGS__)
+#define task_read(is_cur, src, ...) ___arrow(src, __VA_ARGS__)
 #endif
 
 #define PF_EXITING 0x00000004
@@ -269,30 +274,30 @@ static __always_inline struct pid_namespace *ns_at(struct pid *p, __u32 level)
 
 /* Fill the identity of t, whose pid sits at the given level. Level 0 (the
  * host) needs no helper read: the namespace is init_pid_ns and the in-
- * namespace pid is the tgid. */
-static __always_inline void fill_proc(struct proc *out, struct task_struct *t, __u32 level)
+ * namespace pid is the tgid. is_cur: t is the current task (task_read). */
+static __always_inline void fill_proc(struct proc *out, struct task_struct *t, __u32 level, bool is_cur)
 {
-	struct css_set *cs = cur_read(t, cgroups);
+	struct css_set *cs = task_read(is_cur, t, cgroups);
 
-	out->pid = cur_read(t, tgid);
-	out->tid = cur_read(t, pid);
+	out->pid = task_read(is_cur, t, tgid);
+	out->tid = task_read(is_cur, t, pid);
 	if (level == 0) {
 		out->ns_pid = out->pid;
 		out->pidns = PROC_PID_INIT_INO;
 	} else {
-		struct pid *lp = cur_read(t, group_leader, thread_pid);
-		struct pid_namespace *ns = ns_at(cur_read(t, thread_pid), level);
+		struct pid *lp = task_read(is_cur, t, group_leader, thread_pid);
+		struct pid_namespace *ns = ns_at(task_read(is_cur, t, thread_pid), level);
 
 		out->ns_pid = read_at(struct upid, upid_at(lp, level), nr);
 		out->pidns = ns ? read_at(struct pid_namespace, ns, ns.inum) : 0;
 	}
-	out->cgroup_id = cur_read(cs, dfl_cgrp, kn, id);
+	out->cgroup_id = task_read(is_cur, cs, dfl_cgrp, kn, id);
 	out->cgroup_v1_id = 0;
 	if (bpf_core_enum_value_exists(enum cgroup_subsys_id, memory_cgrp_id)) {
 		struct cgroup_subsys_state *css =
-			cur_read(cs, subsys[bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id)]);
+			task_read(is_cur, cs, subsys[bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id)]);
 		if (css)
-			out->cgroup_v1_id = cur_read(css, cgroup, kn, id);
+			out->cgroup_v1_id = task_read(is_cur, css, cgroup, kn, id);
 	}
 	copy_comm(out->comm, t);
 }
@@ -477,8 +482,8 @@ static __always_inline void note_ns_empty(int sig, struct kernel_siginfo *info, 
 	e->si_code = code;
 	e->sig_flags = cur_read(cur, signal, flags);
 	e->facts = FACT_SENDER_EXITING | FACT_TARGET_NS_CHILD | FACT_TARGET_NS_INIT;
-	fill_proc(&e->target, cur, level);
-	fill_proc(&e->sender, parent, plevel);
+	fill_proc(&e->target, cur, level, true);
+	fill_proc(&e->sender, parent, plevel, false);
 	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));
 	submit(c, e, EV_NS_EMPTY);
 }
@@ -559,8 +564,8 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 
 	struct pid *cp = cur_read(cur, thread_pid), *tp = task->thread_pid;
 	__u32 cur_level = cur_read(cp, level), tgt_level = tp->level;
-	fill_proc(&e->sender, cur, cur_level);
-	fill_proc(&e->target, task, tgt_level);
+	fill_proc(&e->sender, cur, cur_level, true);
+	fill_proc(&e->target, task, tgt_level, false);
 	/* The reaper test only matters for the cascade, whose sender is exiting. */
 	if (facts & FACT_SENDER_EXITING) {
 		struct pid_namespace *ns = ns_at(cp, cur_level);
@@ -622,7 +627,7 @@ int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 	zero_proc(&e->sender);
 	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));
 	__u32 level = cur_read(cur, thread_pid, level);
-	fill_proc(&e->target, cur, level);
+	fill_proc(&e->target, cur, level, true);
 	if (level > 0)
 		e->facts |= FACT_TARGET_NS_CHILD;
 	if (e->target.ns_pid == 1)
@@ -675,7 +680,7 @@ static __always_inline int handle_exit(struct task_struct *p, bool group_dead, b
 	e->facts = FACT_GROUP_DEAD | (level > 0 ? FACT_TARGET_NS_CHILD : 0);
 	zero_proc(&e->sender);
 	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));
-	fill_proc(&e->target, p, level);
+	fill_proc(&e->target, p, level, false);
 	if (e->target.ns_pid == 1)
 		e->facts |= FACT_TARGET_NS_INIT;
 	submit(c, e, EV_EXIT);
@@ -752,7 +757,7 @@ int BPF_PROG(handle_oom_v2, struct task_struct *task, unsigned int uid)
 	if (!e)
 		return 0;
 	level = task->thread_pid->level;
-	fill_proc(&e->target, task, level);
+	fill_proc(&e->target, task, level, false);
 	if (level > 0)
 		e->facts |= FACT_TARGET_NS_CHILD;
 	if (e->target.ns_pid == 1)
@@ -796,8 +801,8 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 		return 0;
 	e->signo = 0;
 	e->sig_flags = 0;
-	fill_proc(&e->target, p, level);
-	fill_proc(&e->sender, parent, plevel);
+	fill_proc(&e->target, p, level, false);
+	fill_proc(&e->sender, parent, plevel, false);
 	fill_ancestors(e, parent);
 	e->facts = FACT_TARGET_NS_CHILD | (e->target.ns_pid == 1 ? FACT_TARGET_NS_INIT : 0);
 	submit(c, e, EV_EXEC);
