@@ -139,3 +139,19 @@ func kernelKnowsHelper(t *testing.T, spec *btf.Spec, name string) bool {
 	}
 	return false
 }
+
+// A program that calls a helper the kernel does not have fails to load with
+// the verifier's "invalid func unknown#N" (5.10) or "unknown func NAME"
+// (newer kernels): the error must say so as a kernel too old for sigscope,
+// with the version it needs, and wrap ErrUnsupported.
+func TestMissingHelperIsNamed(t *testing.T) {
+	for _, msg := range []string{
+		"program handle_generate: load program: invalid argument: invalid func unknown#158",
+		"program handle_generate: load program: invalid argument: unknown func bpf_get_current_task_btf#158",
+	} {
+		err := explainLoadError(errors.New(msg))
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "Linux 5.10") || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v", msg, err)
+		}
+	}
+}
