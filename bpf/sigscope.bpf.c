@@ -35,9 +35,10 @@
  * read. The same source builds a second object for them, sigscope_compat
  * (-DSIGSCOPE_COMPAT), in which the current task comes from
  * bpf_get_current_task() and every read through a task that may be the
- * current one goes through cur_read() (BPF_CORE_READ); the tracer loads it
- * only where the kernel lacks the helper. In the fast object cur_read() is
- * the plain member chain, so its code is what it would be without it.
+ * current one, or that was reached from it, goes through cur_read() or
+ * task_read() (BPF_CORE_READ); the tracer loads it only where the kernel
+ * lacks the helper. In the fast object both are the plain member chain, so
+ * its instructions are what they would be without them.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
