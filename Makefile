@@ -79,10 +79,10 @@ FUZZTIME  ?= 15s
 fuzz: ## Run every Go fuzz target for FUZZTIME each (default 15s: about 4 min in all, no root); a crash's input is written to PKG/testdata/fuzz
 	FUZZTIME=$(FUZZTIME) GO=$(GO) bash test/fuzz.sh
 
-KERNELS   ?= 6.1 6.12
+KERNELS   ?= 5.10 6.1 6.12
 
 .PHONY: test-kernels
-test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, booted with qemu); default "6.1 6.12"
+test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, booted with qemu); default "5.10 6.1 6.12"
 	bash test/kernels/run.sh $(KERNELS)
 
 .PHONY: cluster
