@@ -69,11 +69,7 @@ func waitSigMask(t *testing.T, pid int, field string, sig syscall.Signal) {
 // mainPID is the host pid of a running container's main process.
 func mainPID(t *testing.T, name string) int {
 	t.Helper()
-	pid, err := strconv.Atoi(docker(t, "inspect", "-f", "{{.State.Pid}}", name))
-	if err != nil || pid <= 0 {
-		t.Fatalf("container %s: no pid (%v)", name, err)
-	}
-	return pid
+	return hostEngine.mainPID(t, name)
 }
 
 // pidNSOf is the inode of a process's pid namespace (the "pidns" of
@@ -171,7 +167,7 @@ type recorder struct{ *testutil.Running }
 
 func startTrace(t *testing.T, args ...string) recorder {
 	t.Helper()
-	return recorder{testutil.StartSigscope(t, append([]string{"trace", "-o", "json"}, args...)...)}
+	return hostEngine.startTrace(t, args...)
 }
 
 // stop ends the trace and returns its lines.
@@ -298,7 +294,7 @@ func saveStream(t *testing.T, name string, stream []string) {
 // what only the text says (the outcome line's summary).
 func startTimelineText(t *testing.T) live {
 	t.Helper()
-	return live{testutil.StartSigscope(t, "timeline", "-o", "text")}
+	return hostEngine.startTimelineText(t)
 }
 
 // stopText ends a text timeline and returns the lines of container name's
