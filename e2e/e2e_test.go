@@ -87,8 +87,9 @@ type episode struct {
 	StartUnseen bool   `json:"start_unseen"`
 	TracedSince string `json:"traced_since"`
 	Steps       []struct {
-		Kind string `json:"kind"`
-		Text string `json:"text"`
+		Kind  string   `json:"kind"`
+		Text  string   `json:"text"`
+		Flags []string `json:"flags"`
 	} `json:"steps"`
 	Hint string `json:"hint"`
 
