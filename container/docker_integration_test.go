@@ -324,8 +324,14 @@ func (d testDaemon) image(t *testing.T) string {
 
 // forDaemon runs f on the host's Docker ("host": runc 1.1 on the v1/v2
 // hybrid) and on the cgroup2-only one ("cgroup2": runc 1.2+, see
-// dockertest.EnsureCgroup2Daemon), the resolver on the host's view.
+// dockertest.EnsureCgroup2Daemon), the resolver on the host's view; as
+// SIGSCOPE_ENGINES chooses (dockertest.EngineWanted). A test that calls it
+// belongs in the Makefile's CGROUP2_TESTS.
 func forDaemon(t *testing.T, f func(t *testing.T, d testDaemon)) {
-	t.Run("host", func(t *testing.T) { f(t, testDaemon{Daemon: dockertest.EnsureDaemon(t)}) })
-	t.Run("cgroup2", func(t *testing.T) { f(t, testDaemon{Daemon: dockertest.EnsureCgroup2Daemon(t), v2Only: true}) })
+	if dockertest.EngineWanted("host") {
+		t.Run("host", func(t *testing.T) { f(t, testDaemon{Daemon: dockertest.EnsureDaemon(t)}) })
+	}
+	if dockertest.EngineWanted("cgroup2") {
+		t.Run("cgroup2", func(t *testing.T) { f(t, testDaemon{Daemon: dockertest.EnsureCgroup2Daemon(t), v2Only: true}) })
+	}
 }

@@ -43,16 +43,22 @@ type engine struct {
 var hostEngine = &engine{name: "host"}
 
 // forEngine runs f as a subtest per engine: "host", "cgroup2" and
-// "cgroup2-inside". Run the cgroup2 ones alone with
-// `go test ./e2e/ -run '/cgroup2'`.
+// "cgroup2-inside" (SIGSCOPE_ENGINES chooses: dockertest.EngineWanted).
+// A test that calls it belongs in the Makefile's CGROUP2_TESTS, which
+// make test-cgroup2 (a CI stage of its own) runs.
 func forEngine(t *testing.T, f func(t *testing.T, e *engine)) {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	t.Run(hostEngine.name, func(t *testing.T) { f(t, hostEngine) })
+	if dockertest.EngineWanted(hostEngine.name) {
+		t.Run(hostEngine.name, func(t *testing.T) { f(t, hostEngine) })
+	}
 	for _, inside := range []bool{false, true} {
 		name := "cgroup2"
 		if inside {
 			name = "cgroup2-inside"
+		}
+		if !dockertest.EngineWanted(name) {
+			continue
 		}
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()

@@ -177,3 +177,23 @@ func clusterRunc(t testing.TB) (string, error) {
 	}
 	return bin, nil
 }
+
+// EngineWanted reports whether the tests parameterised over engines (the
+// host's Docker "host", the cgroup2-only "cgroup2" and its variants
+// "cgroup2-...") run the engine name: all of them unless
+// SIGSCOPE_ENGINES lists some (comma-separated; "cgroup2" takes its
+// variants too). CI runs the cgroup2 ones as a stage of their own
+// (make test-cgroup2), then make test with the host's only, so that
+// each runs once and the stage's time is the cgroup v2 suite's.
+func EngineWanted(name string) bool {
+	list := os.Getenv("SIGSCOPE_ENGINES")
+	if list == "" {
+		return true
+	}
+	for _, e := range strings.Split(list, ",") {
+		if e = strings.TrimSpace(e); e != "" && (name == e || strings.HasPrefix(name, e+"-")) {
+			return true
+		}
+	}
+	return false
+}

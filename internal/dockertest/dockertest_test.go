@@ -32,6 +32,9 @@ func TestBusyboxContainer(t *testing.T) {
 // under runc 1.2+, and its mount namespace sees cgroup2 at /sys/fs/cgroup
 // while the host's layout is unchanged.
 func TestCgroup2Daemon(t *testing.T) {
+	if !EngineWanted(Cgroup2Name) {
+		t.Skip("SIGSCOPE_ENGINES leaves out cgroup2")
+	}
 	d := EnsureCgroup2Daemon(t)
 	d.CopyImage(t, EnsureDaemon(t), BuildBusyboxImage(t, "sigscope-dockertest:latest", `LABEL sigscope.test=harness`))
 	v := d.RuncVersion(t)
