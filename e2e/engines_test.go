@@ -73,15 +73,6 @@ func forEngine(t *testing.T, f func(t *testing.T, e *engine)) {
 	}
 }
 
-// daemon is the engine's Docker daemon.
-func (e *engine) daemon(t *testing.T) *dockertest.Daemon {
-	t.Helper()
-	if e.d == nil {
-		return dockertest.EnsureDaemon(t)
-	}
-	return e.d
-}
-
 // image makes the shared daemon's image tag available to the engine.
 func (e *engine) image(t *testing.T, tag string) string {
 	t.Helper()
@@ -165,6 +156,8 @@ func (e *engine) startTimeline(t *testing.T, args ...string) live {
 	return live{testutil.StartSigscopeUnder(t, e.wrap, e.sigscopeArgs(append([]string{"timeline", "-o", "json"}, args...)...)...)}
 }
 
+// startTimelineText starts `sigscope timeline` with its text output, for
+// what only the text says (the outcome line's summary).
 func (e *engine) startTimelineText(t *testing.T) live {
 	t.Helper()
 	return live{testutil.StartSigscopeUnder(t, e.wrap, e.sigscopeArgs("timeline", "-o", "text")...)}

@@ -17,26 +17,6 @@ import (
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
-// waitChild waits until the container's PID 1 has a child process.
-func waitChild(t *testing.T, name string) {
-	t.Helper()
-	pid := docker(t, "inspect", "-f", "{{.State.Pid}}", name)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
-		if err != nil {
-			t.Fatalf("container %s: %v", name, err)
-		}
-		if len(strings.TrimSpace(string(children))) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s: PID 1 (%s) started no child within 10s", name, pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitSigMask waits until field ("SigCgt", "SigBlk", "SigIgn") of
 // /proc/PID/status has signal sig set: a script's trap or a program's
 // sigprocmask is in place.
@@ -288,13 +268,6 @@ func saveStream(t *testing.T, name string, stream []string) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s (%d lines)", path, len(stream))
-}
-
-// startTimelineText starts `sigscope timeline` with its text output, for
-// what only the text says (the outcome line's summary).
-func startTimelineText(t *testing.T) live {
-	t.Helper()
-	return hostEngine.startTimelineText(t)
 }
 
 // stopText ends a text timeline and returns the lines of container name's
