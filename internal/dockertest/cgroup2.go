@@ -168,7 +168,15 @@ func clusterRunc(t testing.TB) (string, error) {
 		return "", fmt.Errorf("test/cluster/build.sh runc: %v\n%s", err, out)
 	}
 	if strings.Contains(string(out), "==> build runc") {
-		t.Logf("dockertest: built runc with test/cluster/build.sh in %v:\n%s", time.Since(start).Round(time.Second), out)
+		// The script's stage lines, with their times; not the modules
+		// it downloaded.
+		var stages []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if !strings.HasPrefix(l, "go: ") && strings.TrimSpace(l) != "" {
+				stages = append(stages, l)
+			}
+		}
+		t.Logf("dockertest: built runc with test/cluster/build.sh in %v:\n%s", time.Since(start).Round(time.Second), strings.Join(stages, "\n"))
 	}
 	// build.sh resolves .cache through symbolic links; so does this.
 	bin, err := filepath.EvalSymlinks(filepath.Join(root, ".cache", "cluster", "bin", "runc"))
