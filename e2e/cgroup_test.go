@@ -154,34 +154,42 @@ func TestDockerCgroupParentHostProcess(t *testing.T) {
 
 // A dockerd started with --cgroup-parent puts every container under it.
 // Its containers are named and their stops get episodes, a --pid host one's
-// too.
+// too; on every engine (a private daemon of the engine's kind).
 func TestDockerDaemonCgroupParent(t *testing.T) {
-	img := busyboxImage(t)
-	const parent = "/sigscope-e2e-daemon"
-	removeCgroupParent(t, parent)
-	d := dockertest.StartPrivateDaemon(t, "cgparent", "--cgroup-parent", parent)
-	d.CopyImage(t, dockertest.EnsureDaemon(t), img)
-	init := d.RunContainer(t, "--name", "e2e-daemon-parent", img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
-	host := d.RunContainer(t, "--name", "e2e-daemon-parent-pidhost", "--pid", "host", img, "sleep", "1000")
-	initPID := d.PID(t, init)
-	waitChildOf(t, initPID) // the trap is set before the background sleep starts
-	for _, c := range []struct {
-		id  string
-		pid int
-	}{{init, initPID}, {host, d.PID(t, host)}} {
-		if cg := cgroupOf(t, c.pid); !strings.Contains(cg, parent+"/"+c.id) {
-			t.Fatalf("container %s: cgroups %q, want %s/<id>", c.id[:12], cg, parent)
+	forEngine(t, func(t *testing.T, e *engine) {
+		img := busyboxImage(t)
+		const parent = "/sigscope-e2e-daemon"
+		removeCgroupParent(t, parent)
+		var d *dockertest.Daemon
+		if e.v2Only {
+			d = dockertest.StartPrivateCgroup2Daemon(t, "cgparent-v2", "--cgroup-parent", parent)
+		} else {
+			d = dockertest.StartPrivateDaemon(t, "cgparent", "--cgroup-parent", parent)
 		}
-	}
-	l := startTimeline(t, "--docker-socket", d.Socket)
-	d.Docker(t, "stop", "-t", "5", init, host)
-	eps := l.stop(t)
-	exit := func(id string) int { return atoi(t, d.Docker(t, "inspect", "-f", "{{.State.ExitCode}}", id)) }
-	checkStopped(t, eps, init, "e2e-daemon-parent", "graceful", exit(init))
-	checkStopped(t, eps, host, "e2e-daemon-parent-pidhost", "graceful", exit(host))
-	if t.Failed() {
-		t.Logf("timeline stderr:\n%s", l.Stderr())
-	}
+		d.CopyImage(t, dockertest.EnsureDaemon(t), img)
+		e = e.on(d)
+		init := d.RunContainer(t, "--name", "e2e-daemon-parent", img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
+		host := d.RunContainer(t, "--name", "e2e-daemon-parent-pidhost", "--pid", "host", img, "sleep", "1000")
+		initPID := d.PID(t, init)
+		waitChildOf(t, initPID) // the trap is set before the background sleep starts
+		for _, c := range []struct {
+			id  string
+			pid int
+		}{{init, initPID}, {host, d.PID(t, host)}} {
+			if cg := cgroupOf(t, c.pid); !strings.Contains(cg, parent+"/"+c.id) {
+				t.Fatalf("container %s: cgroups %q, want %s/<id>", c.id[:12], cg, parent)
+			}
+		}
+		l := e.startTimeline(t)
+		d.Docker(t, "stop", "-t", "5", init, host)
+		eps := l.stop(t)
+		exit := func(id string) int { return atoi(t, d.Docker(t, "inspect", "-f", "{{.State.ExitCode}}", id)) }
+		checkStopped(t, eps, init, "e2e-daemon-parent", "graceful", exit(init))
+		checkStopped(t, eps, host, "e2e-daemon-parent-pidhost", "graceful", exit(host))
+		if t.Failed() {
+			t.Logf("timeline stderr:\n%s", l.Stderr())
+		}
+	})
 }
 
 // waitChildOf waits until process pid has a child.

@@ -65,12 +65,29 @@ func forEngine(t *testing.T, f func(t *testing.T, e *engine)) {
 			d := dockertest.EnsureCgroup2Daemon(t)
 			e := &engine{name: name, d: d, socket: d.Socket, cgroupKill: true, v2Only: true}
 			if inside {
-				e.wrap = []string{"nsenter", "-t", strconv.Itoa(d.PIDOfDaemon()), "-m", "--"}
+				e.wrap = nsenter(d)
 			}
 			f(t, e)
 			t.Logf("%s: %v (runc %s on cgroup v2)", name, time.Since(start).Round(time.Millisecond), d.RuncVersion(t))
 		})
 	}
+}
+
+// nsenter is the wrapper that starts sigscope in d's mount namespace.
+func nsenter(d *dockertest.Daemon) []string {
+	return []string{"nsenter", "-t", strconv.Itoa(d.PIDOfDaemon()), "-m", "--"}
+}
+
+// on is e with its daemon replaced by d, a private daemon of the test's
+// own of the same kind (dockertest.StartPrivateDaemon on the host's view,
+// StartPrivateCgroup2Daemon on the cgroup2-only one).
+func (e *engine) on(d *dockertest.Daemon) *engine {
+	c := *e
+	c.d, c.socket = d, d.Socket
+	if e.wrap != nil {
+		c.wrap = nsenter(d)
+	}
+	return &c
 }
 
 // image makes the shared daemon's image tag available to the engine.

@@ -85,12 +85,7 @@ func ensureCgroup2(t testing.TB) (*Daemon, error) {
 	if err := os.Remove(p.pidFile); err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
-	// unshare -m execs sh, which execs dockerd: the pid started is the
-	// daemon's. Mounts are private in the new namespace (unshare's
-	// default, said again), so nothing done there reaches the host.
-	script := `umount -l /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup && exec "$@"`
-	args := append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", bin},
-		p.daemonArgs(Cgroup2Name, "--add-runtime", Cgroup2Runtime+"="+runc, "--default-runtime", Cgroup2Runtime)...)
+	args := cgroup2Command(bin, runc, p, Cgroup2Name)
 	start := time.Now()
 	pid, err := startDaemonAt(args, p.socket, p.log)
 	if err != nil {
@@ -99,6 +94,37 @@ func ensureCgroup2(t testing.TB) (*Daemon, error) {
 	d.pid = pid
 	t.Logf("dockertest: cgroup2-only dockerd (runtime %s, %s) answered after %v", Cgroup2Runtime, runc, time.Since(start).Round(time.Millisecond))
 	return d, d.checkCgroup2()
+}
+
+// cgroup2Command is the command line that starts dockerd (bin) as the
+// private daemon p named name, with extra flags, in a mount namespace of its
+// own whose /sys/fs/cgroup is cgroup2 only, runc its default runtime.
+// unshare execs sh, which execs dockerd: the pid started is the daemon's.
+// Mounts are private in the new namespace (unshare's default, said again),
+// so nothing done there reaches the host.
+func cgroup2Command(bin, runc string, p private, name string, extra ...string) []string {
+	script := `umount -l /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup && exec "$@"`
+	flags := append([]string{"--add-runtime", Cgroup2Runtime + "=" + runc, "--default-runtime", Cgroup2Runtime}, extra...)
+	return append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", bin}, p.daemonArgs(name, flags...)...)
+}
+
+// StartPrivateCgroup2Daemon is StartPrivateDaemon on a cgroup2-only view,
+// as EnsureCgroup2Daemon's daemon: a daemon of the test's own with extra
+// flags (such as --cgroup-parent), stopped at cleanup.
+func StartPrivateCgroup2Daemon(t testing.TB, name string, extra ...string) *Daemon {
+	t.Helper()
+	testutil.RequirePrivileged(t)
+	d := startPrivate(t, name, func(bin string, p private) ([]string, error) {
+		runc, err := clusterRunc(t)
+		if err != nil {
+			return nil, err
+		}
+		return cgroup2Command(bin, runc, p, name, extra...), nil
+	}, extra)
+	if err := d.checkCgroup2(); err != nil {
+		t.Fatalf("dockertest: %v", err)
+	}
+	return d
 }
 
 // checkCgroup2 checks that the daemon sees cgroup v2 and runs the built

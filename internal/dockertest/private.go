@@ -22,6 +22,15 @@ import (
 // reused.
 func StartPrivateDaemon(t testing.TB, name string, extra ...string) *Daemon {
 	t.Helper()
+	return startPrivate(t, name, func(bin string, p private) ([]string, error) {
+		return append([]string{bin}, p.daemonArgs(name, extra...)...), nil
+	}, extra)
+}
+
+// startPrivate is StartPrivateDaemon with the command line command makes
+// from the dockerd binary and the daemon's paths.
+func startPrivate(t testing.TB, name string, command func(bin string, p private) ([]string, error), extra []string) *Daemon {
+	t.Helper()
 	EnsureDaemon(t) // installs docker.io when missing
 	bin, err := dockerdPath()
 	if err != nil {
@@ -39,8 +48,12 @@ func StartPrivateDaemon(t testing.TB, name string, extra ...string) *Daemon {
 		if err := os.Remove(p.pidFile); err != nil && !os.IsNotExist(err) {
 			t.Fatalf("dockertest: %v", err)
 		}
+		args, err := command(bin, p)
+		if err != nil {
+			t.Fatalf("dockertest: %v", err)
+		}
 		start := time.Now()
-		pid, err = startDaemonAt(append([]string{bin}, p.daemonArgs(name, extra...)...), p.socket, p.log)
+		pid, err = startDaemonAt(args, p.socket, p.log)
 		if err != nil {
 			t.Fatalf("dockertest: %v", err)
 		}
