@@ -69,6 +69,15 @@ test-rules: ## Check the Prometheus alerting rules in deploy/prometheus and run 
 test: ## Run every test, one package at a time (system-wide counters); privileged ones need root (SIGSCOPE_REQUIRE_PRIVILEGED=1 makes skipping fail)
 	$(GO) test -p 1 -count=1 -timeout 30m ./...
 
+# The tests that run on each Docker engine (e2e's forEngine, container's forDaemon), and the
+# cgroup2-only daemon's own: make test-cgroup2 runs them on its engines only.
+# TESTFLAGS: more go test flags (CI: -v, for each test's and engine's time).
+CGROUP2_TESTS := ^(TestCgroup2Daemon|TestDockerStopShellForm|TestDockerStopGraceful|TestInitSharedPidNS|TestInitSharedPidNSLeftover|TestDockerCgroupParent|TestDockerCgroupParentHostProcess|TestDockerDaemonCgroupParent|TestRealDockerLookup|TestRealDockerRemovedBeforeLookup)$$
+
+.PHONY: test-cgroup2
+test-cgroup2: ## Run the cgroup v2 suite (root, about 1.5 min): stops, shared pid namespaces, audit, cgroup-parent and v2 cgroup id resolution on a cgroup2-only Docker with runc 1.5 (make cluster's, built the first time); SIGSCOPE_ENGINES=host make test then runs the rest once
+	SIGSCOPE_ENGINES=cgroup2 $(GO) test -p 1 -count=1 -timeout 15m $(TESTFLAGS) -run '$(CGROUP2_TESTS)' ./internal/dockertest/ ./container/ ./e2e/
+
 .PHONY: test-unit
 test-unit: ## Run the tests that need no root
 	SIGSCOPE_SKIP_PRIVILEGED=1 $(GO) test -count=1 ./...
