@@ -69,6 +69,15 @@ test-rules: ## Check the Prometheus alerting rules in deploy/prometheus and run 
 test: ## Run every test, one package at a time (system-wide counters); privileged ones need root (SIGSCOPE_REQUIRE_PRIVILEGED=1 makes skipping fail)
 	$(GO) test -p 1 -count=1 -timeout 30m ./...
 
+# The tests that run on each Docker engine (e2e's forEngine, container's forDaemon), and the
+# cgroup2-only daemon's own: make test-cgroup2 runs them on its engines only.
+# TESTFLAGS: more go test flags (CI: -v, for each test's and engine's time).
+CGROUP2_TESTS := ^(TestCgroup2Daemon|TestDockerStopShellForm|TestDockerStopGraceful|TestInitSharedPidNS|TestInitSharedPidNSLeftover|TestDockerCgroupParent|TestDockerCgroupParentHostProcess|TestDockerDaemonCgroupParent|TestRealDockerLookup|TestRealDockerRemovedBeforeLookup)$$
+
+.PHONY: test-cgroup2
+test-cgroup2: ## Run the cgroup v2 suite (root, about 1.5 min): stops, shared pid namespaces, audit, cgroup-parent and v2 cgroup id resolution on a cgroup2-only Docker with runc 1.5 (make cluster's, built the first time); SIGSCOPE_ENGINES=host make test then runs the rest once
+	SIGSCOPE_ENGINES=cgroup2 $(GO) test -p 1 -count=1 -timeout 15m $(TESTFLAGS) -run '$(CGROUP2_TESTS)' ./internal/dockertest/ ./container/ ./e2e/
+
 .PHONY: test-unit
 test-unit: ## Run the tests that need no root
 	SIGSCOPE_SKIP_PRIVILEGED=1 $(GO) test -count=1 ./...
@@ -79,10 +88,10 @@ FUZZTIME  ?= 15s
 fuzz: ## Run every Go fuzz target for FUZZTIME each (default 15s: about 4 min in all, no root); a crash's input is written to PKG/testdata/fuzz
 	FUZZTIME=$(FUZZTIME) GO=$(GO) bash test/fuzz.sh
 
-KERNELS   ?= 6.1 6.12
+KERNELS   ?= 5.10 6.1 6.12
 
 .PHONY: test-kernels
-test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, booted with qemu); default "6.1 6.12"
+test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, booted with qemu); default "5.10 6.1 6.12"
 	bash test/kernels/run.sh $(KERNELS)
 
 .PHONY: cluster
@@ -114,6 +123,13 @@ cluster-images: ## Rebuild the cluster's images (sigscope.local/sigscope:dev fro
 .PHONY: bench
 bench: build ## Benchmark (root; ~5 min, ARGS=-quick ~2): sigscope against the kernel floor and bpftrace, drops, idle agent, latencies (docs/benchmarks.md)
 	$(GO) run ./bench -bin $(BIN) $(ARGS)
+
+# The test collector (test/otelcol: its own Go module, so sigscope's go.mod does not grow).
+OTELCOL   ?= bin/otelcol
+
+.PHONY: otelcol
+otelcol: ## Build the OpenTelemetry Collector the OTLP tests run (OTLP receiver, file and debug exporters; test/otelcol, ~2 min the first time) into bin/otelcol
+	cd test/otelcol && CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/$(OTELCOL) .
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck

@@ -29,6 +29,16 @@
  * run-time index, an argument some kernels type as a scalar) goes through
  * read_at(): a direct load too where the kernel has bpf_rdonly_cast (6.2+),
  * a helper read before.
+ *
+ * Kernels before 5.11 have no bpf_get_current_task_btf(): the current task is
+ * then an integer to the verifier, and every load through it must be a helper
+ * read. The same source builds a second object for them, sigscope_compat
+ * (-DSIGSCOPE_COMPAT), in which the current task comes from
+ * bpf_get_current_task() and every read through a task that may be the
+ * current one, or that was reached from it, goes through cur_read() or
+ * task_read() (BPF_CORE_READ); the tracer loads it only where the kernel
+ * lacks the helper. In the fast object both are the plain member chain, so
+ * its instructions are what they would be without them.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -37,6 +47,21 @@
 #include "sigscope.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#ifdef SIGSCOPE_COMPAT
+/* Before 5.11: helper reads, relocated by CO-RE. task_read() is for code
+ * that reads both the current task and tasks it got as BTF pointers (the
+ * tracepoints' arguments): is_cur, a constant after inlining, picks the
+ * helper read only where it is needed. */
+#define current_task() ((struct task_struct *)bpf_get_current_task())
+#define cur_read(src, ...) BPF_CORE_READ(src, __VA_ARGS__)
+#define task_read(is_cur, src, ...) ((is_cur) ? BPF_CORE_READ(src, __VA_ARGS__) : ___arrow(src, __VA_ARGS__))
+#else
+/* src->a->b...: direct loads through a BTF pointer. */
+#define current_task() bpf_get_current_task_btf()
+#define cur_read(src, ...) ___arrow(src, __VA_ARGS__)
+#define task_read(is_cur, src, ...) ___arrow(src, __VA_ARGS__)
+#endif
 
 #define PF_EXITING 0x00000004
 #define SI_USER 0
@@ -159,12 +184,30 @@ static __always_inline bool comm_matches(const char *comm)
  * two words (the verifier allows wide loads inside a char array member). */
 static __always_inline void copy_comm(char *dst, struct task_struct *t)
 {
+#ifdef SIGSCOPE_COMPAT
+	bpf_core_read(dst, TASK_COMM_LEN, &t->comm);
+#else
 	const __u64 *src = (const __u64 *)t->comm;
 	__u64 *d = (__u64 *)dst;
 
 	d[0] = src[0];
 	d[1] = src[1];
+#endif
 }
+
+/* Whether t's comm is filter_comm. The compat object cannot load the current
+ * task's comm directly: it copies it to the stack first. */
+#ifdef SIGSCOPE_COMPAT
+static __always_inline bool task_comm_matches(struct task_struct *t)
+{
+	char comm[TASK_COMM_LEN];
+
+	copy_comm(comm, t);
+	return comm_matches(comm);
+}
+#else
+#define task_comm_matches(t) comm_matches((t)->comm)
+#endif
 
 static __always_inline struct counters *counters_get(void)
 {
@@ -177,6 +220,16 @@ static __always_inline struct counters *counters_get(void)
  * index, or a tracepoint argument that some kernels (6.12 among them) type as
  * a scalar because it can hold magic values. The branch not taken is pruned
  * by the verifier, which knows direct_reads at load time. */
+#ifdef SIGSCOPE_COMPAT
+/* No kernel without bpf_get_current_task_btf() (5.11) has bpf_rdonly_cast
+ * (6.2): the compat object has the helper read only, and no kfunc call. */
+#define read_at(type, addr, field)                                                           \
+	({                                                                                   \
+		typeof(((type *)0)->field) __v = 0;                                          \
+		bpf_probe_read_kernel(&__v, sizeof(__v), &((type *)(addr))->field);          \
+		__v;                                                                         \
+	})
+#else
 #define read_at(type, addr, field)                                                           \
 	({                                                                                   \
 		typeof(((type *)0)->field) __v = 0;                                          \
@@ -188,6 +241,7 @@ static __always_inline struct counters *counters_get(void)
 			bpf_probe_read_kernel(&__v, sizeof(__v), &((type *)(addr))->field);  \
 		__v;                                                                         \
 	})
+#endif
 
 /* idx * elem_size, bounded for the verifier. A multiply by a register loses
  * all bounds on kernels before ~6.3 (only ADD, SUB and AND keep them when the
@@ -221,30 +275,30 @@ static __always_inline struct pid_namespace *ns_at(struct pid *p, __u32 level)
 
 /* Fill the identity of t, whose pid sits at the given level. Level 0 (the
  * host) needs no helper read: the namespace is init_pid_ns and the in-
- * namespace pid is the tgid. */
-static __always_inline void fill_proc(struct proc *out, struct task_struct *t, __u32 level)
+ * namespace pid is the tgid. is_cur: t is the current task (task_read). */
+static __always_inline void fill_proc(struct proc *out, struct task_struct *t, __u32 level, bool is_cur)
 {
-	struct css_set *cs = t->cgroups;
+	struct css_set *cs = task_read(is_cur, t, cgroups);
 
-	out->pid = t->tgid;
-	out->tid = t->pid;
+	out->pid = task_read(is_cur, t, tgid);
+	out->tid = task_read(is_cur, t, pid);
 	if (level == 0) {
 		out->ns_pid = out->pid;
 		out->pidns = PROC_PID_INIT_INO;
 	} else {
-		struct pid *lp = t->group_leader->thread_pid;
-		struct pid_namespace *ns = ns_at(t->thread_pid, level);
+		struct pid *lp = task_read(is_cur, t, group_leader, thread_pid);
+		struct pid_namespace *ns = ns_at(task_read(is_cur, t, thread_pid), level);
 
 		out->ns_pid = read_at(struct upid, upid_at(lp, level), nr);
 		out->pidns = ns ? read_at(struct pid_namespace, ns, ns.inum) : 0;
 	}
-	out->cgroup_id = cs->dfl_cgrp->kn->id;
+	out->cgroup_id = task_read(is_cur, cs, dfl_cgrp, kn, id);
 	out->cgroup_v1_id = 0;
 	if (bpf_core_enum_value_exists(enum cgroup_subsys_id, memory_cgrp_id)) {
 		struct cgroup_subsys_state *css =
-			cs->subsys[bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id)];
+			task_read(is_cur, cs, subsys[bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id)]);
 		if (css)
-			out->cgroup_v1_id = css->cgroup->kn->id;
+			out->cgroup_v1_id = task_read(is_cur, css, cgroup, kn, id);
 	}
 	copy_comm(out->comm, t);
 }
@@ -263,12 +317,12 @@ static __always_inline bool pid_reaches(struct pid *a, __u32 al, struct pid *b, 
 
 static __always_inline void fill_ancestors(struct event *e, struct task_struct *t)
 {
-	struct task_struct *p = t->real_parent;
+	struct task_struct *p = cur_read(t, real_parent);
 	__u8 n = 0;
 
 #pragma unroll
 	for (int i = 0; i < MAX_ANCESTORS; i++) {
-		__u32 pid = p ? p->tgid : 0;
+		__u32 pid = p ? cur_read(p, tgid) : 0;
 		if (pid == 0) {
 			e->ancestors[i].pid = 0;
 			e->ancestors[i]._pad = 0;
@@ -279,8 +333,8 @@ static __always_inline void fill_ancestors(struct event *e, struct task_struct *
 		e->ancestors[i]._pad = 0;
 		copy_comm(e->ancestors[i].comm, p);
 		n++;
-		p = p->real_parent;
-		if (n == MAX_ANCESTORS || !p || p->tgid == pid) /* swapper is its own parent */
+		p = cur_read(p, real_parent);
+		if (n == MAX_ANCESTORS || !p || cur_read(p, tgid) == pid) /* swapper is its own parent */
 			p = NULL;
 	}
 	e->ancestors_len = n;
@@ -402,22 +456,22 @@ static __always_inline void note_ns_empty(int sig, struct kernel_siginfo *info, 
 	struct event *e;
 	__u32 level, plevel;
 
-	level = cur->thread_pid->level;
+	level = cur_read(cur, thread_pid, level);
 	if (level == 0 || info == (void *)0 || info == (void *)1)
 		return;
-	if (sig != cur->group_leader->exit_signal)
+	if (sig != cur_read(cur, group_leader, exit_signal))
 		return;
 	int code = read_at(struct kernel_siginfo, info, si_code);
 	if (code < CLD_EXITED || code > CLD_DUMPED)
 		return;
-	if (read_at(struct upid, upid_at(cur->group_leader->thread_pid, level), nr) != 1)
+	if (read_at(struct upid, upid_at(cur_read(cur, group_leader, thread_pid), level), nr) != 1)
 		return;
 	plevel = parent->thread_pid->level;
-	if (pid_reaches(parent->thread_pid, plevel, cur->thread_pid, level))
+	if (pid_reaches(parent->thread_pid, plevel, cur_read(cur, thread_pid), level))
 		return;
-	if (filter_pid && cur->tgid != filter_pid && parent->tgid != filter_pid)
+	if (filter_pid && cur_read(cur, tgid) != filter_pid && parent->tgid != filter_pid)
 		return;
-	if (filter_comm[0] && !comm_matches(cur->comm) && !comm_matches(parent->comm))
+	if (filter_comm[0] && !task_comm_matches(cur) && !comm_matches(parent->comm))
 		return;
 	c = counters_get();
 	if (!c)
@@ -427,10 +481,10 @@ static __always_inline void note_ns_empty(int sig, struct kernel_siginfo *info, 
 		return;
 	e->signo = sig;
 	e->si_code = code;
-	e->sig_flags = cur->signal->flags;
+	e->sig_flags = cur_read(cur, signal, flags);
 	e->facts = FACT_SENDER_EXITING | FACT_TARGET_NS_CHILD | FACT_TARGET_NS_INIT;
-	fill_proc(&e->target, cur, level);
-	fill_proc(&e->sender, parent, plevel);
+	fill_proc(&e->target, cur, level, true);
+	fill_proc(&e->sender, parent, plevel, false);
 	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));
 	submit(c, e, EV_NS_EMPTY);
 }
@@ -449,20 +503,20 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 		 * (an init whose exit signal is another, set by clone(), is left
 		 * to the engine's settle time). One compare for every other. */
 		if (sig == SIGCHLD) {
-			cur = bpf_get_current_task_btf();
-			if (cur->flags & PF_EXITING)
+			cur = current_task();
+			if (cur_read(cur, flags) & PF_EXITING)
 				note_ns_empty(sig, info, cur, task);
 		}
 		return 0;
 	}
-	cur = bpf_get_current_task_btf();
-	cur_tgid = cur->tgid;
+	cur = current_task();
+	cur_tgid = cur_read(cur, tgid);
 	tgt_tgid = task->tgid;
 	if (cur_tgid == self_tgid || tgt_tgid == self_tgid)
 		return 0;
 	if (filter_pid && cur_tgid != filter_pid && tgt_tgid != filter_pid)
 		return 0;
-	if (filter_comm[0] && !comm_matches(cur->comm) && !comm_matches(task->comm))
+	if (filter_comm[0] && !task_comm_matches(cur) && !comm_matches(task->comm))
 		return 0;
 	c = counters_get();
 	if (!c)
@@ -502,17 +556,17 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 		 * into real_blocked: sig_ignored() checks both, so the signal is
 		 * queued for the waiter even with SIG_DFL at a namespace init. */
 		facts |= FACT_SIGWAITED;
-	if (cur->flags & PF_EXITING)
+	if (cur_read(cur, flags) & PF_EXITING)
 		facts |= FACT_SENDER_EXITING;
 	/* A signal to a process that is already gone (a zombie) must not
 	 * begin a stop: its end was already recorded. */
 	if (task->signal->live.counter == 0)
 		facts |= FACT_TARGET_GONE;
 
-	struct pid *cp = cur->thread_pid, *tp = task->thread_pid;
-	__u32 cur_level = cp->level, tgt_level = tp->level;
-	fill_proc(&e->sender, cur, cur_level);
-	fill_proc(&e->target, task, tgt_level);
+	struct pid *cp = cur_read(cur, thread_pid), *tp = task->thread_pid;
+	__u32 cur_level = cur_read(cp, level), tgt_level = tp->level;
+	fill_proc(&e->sender, cur, cur_level, true);
+	fill_proc(&e->target, task, tgt_level, false);
 	/* The reaper test only matters for the cascade, whose sender is exiting. */
 	if (facts & FACT_SENDER_EXITING) {
 		struct pid_namespace *ns = ns_at(cp, cur_level);
@@ -552,13 +606,13 @@ int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 	 * true cause, so these are dropped here. */
 	if (!info || !signal_traced(sig))
 		return 0;
-	cur = bpf_get_current_task_btf();
-	cur_tgid = cur->tgid;
+	cur = current_task();
+	cur_tgid = cur_read(cur, tgid);
 	if (cur_tgid == self_tgid)
 		return 0;
 	if (filter_pid && cur_tgid != filter_pid)
 		return 0;
-	if (filter_comm[0] && !comm_matches(cur->comm))
+	if (filter_comm[0] && !task_comm_matches(cur))
 		return 0;
 	c = counters_get();
 	if (!c)
@@ -570,11 +624,11 @@ int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info, struct k_siga
 	e->signo = sig;
 	e->si_code = read_at(struct kernel_siginfo, info, si_code); /* see handle_generate */
 	e->handler = handler_class(read_at(struct k_sigaction, ka, sa.sa_handler));
-	e->sig_flags = cur->signal->flags;
+	e->sig_flags = cur_read(cur, signal, flags);
 	zero_proc(&e->sender);
 	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));
-	__u32 level = cur->thread_pid->level;
-	fill_proc(&e->target, cur, level);
+	__u32 level = cur_read(cur, thread_pid, level);
+	fill_proc(&e->target, cur, level, true);
 	if (level > 0)
 		e->facts |= FACT_TARGET_NS_CHILD;
 	if (e->target.ns_pid == 1)
@@ -627,7 +681,7 @@ static __always_inline int handle_exit(struct task_struct *p, bool group_dead, b
 	e->facts = FACT_GROUP_DEAD | (level > 0 ? FACT_TARGET_NS_CHILD : 0);
 	zero_proc(&e->sender);
 	__builtin_memset(e->ancestors, 0, sizeof(e->ancestors));
-	fill_proc(&e->target, p, level);
+	fill_proc(&e->target, p, level, false);
 	if (e->target.ns_pid == 1)
 		e->facts |= FACT_TARGET_NS_INIT;
 	submit(c, e, EV_EXIT);
@@ -704,7 +758,7 @@ int BPF_PROG(handle_oom_v2, struct task_struct *task, unsigned int uid)
 	if (!e)
 		return 0;
 	level = task->thread_pid->level;
-	fill_proc(&e->target, task, level);
+	fill_proc(&e->target, task, level, false);
 	if (level > 0)
 		e->facts |= FACT_TARGET_NS_CHILD;
 	if (e->target.ns_pid == 1)
@@ -748,8 +802,8 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 		return 0;
 	e->signo = 0;
 	e->sig_flags = 0;
-	fill_proc(&e->target, p, level);
-	fill_proc(&e->sender, parent, plevel);
+	fill_proc(&e->target, p, level, false);
+	fill_proc(&e->sender, parent, plevel, false);
 	fill_ancestors(e, parent);
 	e->facts = FACT_TARGET_NS_CHILD | (e->target.ns_pid == 1 ? FACT_TARGET_NS_INIT : 0);
 	submit(c, e, EV_EXEC);

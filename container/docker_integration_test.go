@@ -83,94 +83,97 @@ func deadPID(t *testing.T) uint32 {
 	return uint32(cmd.Process.Pid)
 }
 
+// On each daemon (forDaemon): on the cgroup2-only one, a container is
+// known by its v2 cgroup id alone.
 func TestRealDockerLookup(t *testing.T) {
-	d := dockertest.EnsureDaemon(t)
-	img := dockertest.BuildBusyboxImage(t, "sigscope-container-test:latest", "")
-	name := fmt.Sprintf("sigscope-lookup-%d", os.Getpid())
-	id := d.RunContainer(t, "--name", name,
-		"--label", "io.kubernetes.pod.name=web-0",
-		"--label", "io.kubernetes.pod.namespace=shop",
-		"--label", "io.kubernetes.pod.terminationGracePeriod=42",
-		"--label", "note=raw \x1b[31m value",
-		"--stop-signal", "SIGTERM", "--stop-timeout", "7",
-		img, "sh", "-c", "sleep 1000")
-	pid := d.PID(t, id)
-	p := processOf(t, pid)
-	t.Logf("container %s pid %d: pidns %d, cgroup v2 id %d, v1 memory id %d", id[:12], pid, p.PidNS, p.CgroupID, p.CgroupV1ID)
+	forDaemon(t, func(t *testing.T, d testDaemon) {
+		img := d.image(t)
+		name := fmt.Sprintf("sigscope-lookup-%d", os.Getpid())
+		id := d.RunContainer(t, "--name", name,
+			"--label", "io.kubernetes.pod.name=web-0",
+			"--label", "io.kubernetes.pod.namespace=shop",
+			"--label", "io.kubernetes.pod.terminationGracePeriod=42",
+			"--label", "note=raw \x1b[31m value",
+			"--stop-signal", "SIGTERM", "--stop-timeout", "7",
+			img, "sh", "-c", "sleep 1000")
+		pid := d.PID(t, id)
+		p := processOf(t, pid)
+		t.Logf("container %s pid %d: pidns %d, cgroup v2 id %d, v1 memory id %d", id[:12], pid, p.PidNS, p.CgroupID, p.CgroupV1ID)
 
-	r := NewResolver(Options{DockerSocket: d.Socket})
-	defer r.Close()
-	info := r.Lookup(p)
-	if info == nil {
-		t.Fatal("Lookup = nil")
-	}
-	check := func(what string, got, want any) {
-		t.Helper()
-		if got != want {
-			t.Errorf("%s = %q, want %q", what, got, want)
+		r := NewResolver(Options{DockerSocket: d.Socket})
+		defer r.Close()
+		info := r.Lookup(p)
+		if info == nil {
+			t.Fatal("Lookup = nil")
 		}
-	}
-	check("ID", info.ID, id)
-	check("Runtime", info.Runtime, RuntimeDocker)
-	check("Name", info.Name, name)
-	check("Image", info.Image, img)
-	check("StopSignal", info.StopSignal, sigvocab.SIGTERM)
-	check("MainPID", info.MainPID, pid)
-	check("Sandbox", info.Sandbox, false)
-	check("StopTimeout", info.StopTimeout, 7)
-	check("Pod", info.Pod, "web-0")
-	check("Namespace", info.Namespace, "shop")
-	check("GracePeriod", info.GracePeriod, 42)
-	check("raw label", info.Labels["note"], "raw \x1b[31m value")
-	// Docker's only: with the local cluster of `make cluster` up, its
-	// pods' cgroups (kubepods) are seen too, and asked of CRI sockets that
-	// this resolver was not given.
-	if n := r.Errors()[SourceDocker]; n != 0 {
-		t.Errorf("errors %v", r.Errors())
-	}
+		check := func(what string, got, want any) {
+			t.Helper()
+			if got != want {
+				t.Errorf("%s = %q, want %q", what, got, want)
+			}
+		}
+		check("ID", info.ID, id)
+		check("Runtime", info.Runtime, RuntimeDocker)
+		check("Name", info.Name, name)
+		check("Image", info.Image, img)
+		check("StopSignal", info.StopSignal, sigvocab.SIGTERM)
+		check("MainPID", info.MainPID, pid)
+		check("Sandbox", info.Sandbox, false)
+		check("StopTimeout", info.StopTimeout, 7)
+		check("Pod", info.Pod, "web-0")
+		check("Namespace", info.Namespace, "shop")
+		check("GracePeriod", info.GracePeriod, 42)
+		check("raw label", info.Labels["note"], "raw \x1b[31m value")
+		// Docker's only: with the local cluster of `make cluster` up, its
+		// pods' cgroups (kubepods) are seen too, and asked of CRI sockets that
+		// this resolver was not given.
+		if n := r.Errors()[SourceDocker]; n != 0 {
+			t.Errorf("errors %v", r.Errors())
+		}
 
-	// A process of the container that is already gone resolves through its
-	// cgroup id alone, in either hierarchy, on a resolver that never saw it.
-	for _, q := range []*sigvocab.Process{
-		{PID: deadPID(t), PidNS: p.PidNS, CgroupID: p.CgroupID},
-		{PID: deadPID(t), PidNS: p.PidNS, CgroupV1ID: p.CgroupV1ID},
-	} {
-		if q.CgroupID <= 1 && q.CgroupV1ID == 0 {
-			continue // this host has no such hierarchy
+		// A process of the container that is already gone resolves through its
+		// cgroup id alone, in either hierarchy, on a resolver that never saw it.
+		for _, q := range []*sigvocab.Process{
+			{PID: deadPID(t), PidNS: p.PidNS, CgroupID: p.CgroupID},
+			{PID: deadPID(t), PidNS: p.PidNS, CgroupV1ID: p.CgroupV1ID},
+		} {
+			if q.CgroupID <= 1 && q.CgroupV1ID == 0 || d.v2Only && q.CgroupV1ID != 0 {
+				continue // no such hierarchy, or its cgroup is the daemon's, not the container's
+			}
+			fresh := NewResolver(Options{DockerSocket: d.Socket})
+			if got := fresh.Lookup(q); got == nil || got.ID != id || got.Name != name {
+				t.Errorf("gone process with cgroup ids v2=%d v1=%d: %+v", q.CgroupID, q.CgroupV1ID, got)
+			}
+			fresh.Close()
+		}
+
+		// The Docker API out of reach: ID and runtime still come from the
+		// cgroup path, and the failure is counted.
+		down := NewResolver(Options{DockerSocket: filepath.Join(t.TempDir(), "docker.sock")})
+		got := down.Lookup(p)
+		if got == nil || got.ID != id || got.Runtime != RuntimeDocker || got.Name != "" {
+			t.Errorf("without the API: %+v, want ID and runtime only", got)
+		}
+		if n := down.Errors()[SourceDocker]; n == 0 {
+			t.Errorf("Errors() = %v, want docker > 0", down.Errors())
+		}
+		down.Close()
+
+		// The container is removed: the cached key still resolves, with its
+		// metadata, for late events; a resolver that never saw it cannot.
+		d.Docker(t, "rm", "-f", id)
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			t.Fatalf("pid %d still exists after docker rm -f", pid)
+		}
+		if got := r.Lookup(p); got == nil || got.ID != id || got.Name != name || got.GracePeriod != 42 {
+			t.Errorf("after removal, cached: %+v", got)
 		}
 		fresh := NewResolver(Options{DockerSocket: d.Socket})
-		if got := fresh.Lookup(q); got == nil || got.ID != id || got.Name != name {
-			t.Errorf("gone process with cgroup ids v2=%d v1=%d: %+v", q.CgroupID, q.CgroupV1ID, got)
+		defer fresh.Close()
+		if got := fresh.Lookup(p); got != nil {
+			t.Errorf("after removal, fresh resolver: %+v, want nil", got)
 		}
-		fresh.Close()
-	}
-
-	// The Docker API out of reach: ID and runtime still come from the
-	// cgroup path, and the failure is counted.
-	down := NewResolver(Options{DockerSocket: filepath.Join(t.TempDir(), "docker.sock")})
-	got := down.Lookup(p)
-	if got == nil || got.ID != id || got.Runtime != RuntimeDocker || got.Name != "" {
-		t.Errorf("without the API: %+v, want ID and runtime only", got)
-	}
-	if n := down.Errors()[SourceDocker]; n == 0 {
-		t.Errorf("Errors() = %v, want docker > 0", down.Errors())
-	}
-	down.Close()
-
-	// The container is removed: the cached key still resolves, with its
-	// metadata, for late events; a resolver that never saw it cannot.
-	d.Docker(t, "rm", "-f", id)
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-		t.Fatalf("pid %d still exists after docker rm -f", pid)
-	}
-	if got := r.Lookup(p); got == nil || got.ID != id || got.Name != name || got.GracePeriod != 42 {
-		t.Errorf("after removal, cached: %+v", got)
-	}
-	fresh := NewResolver(Options{DockerSocket: d.Socket})
-	defer fresh.Close()
-	if got := fresh.Lookup(p); got != nil {
-		t.Errorf("after removal, fresh resolver: %+v, want nil", got)
-	}
+	})
 }
 
 // The race CI lost: docker rm -f ends a container and removes its cgroups
@@ -180,51 +183,55 @@ func TestRealDockerLookup(t *testing.T) {
 // and all, although neither its processes, its cgroups nor Docker's record
 // of it exist any more.
 func TestRealDockerRemovedBeforeLookup(t *testing.T) {
-	d := dockertest.EnsureDaemon(t)
-	img := dockertest.BuildBusyboxImage(t, "sigscope-container-test:latest", "")
-	r := NewResolver(Options{DockerSocket: d.Socket})
-	defer r.Close()
+	forDaemon(t, func(t *testing.T, d testDaemon) {
+		img := d.image(t)
+		r := NewResolver(Options{DockerSocket: d.Socket})
+		defer r.Close()
 
-	name := fmt.Sprintf("sigscope-removed-%d", os.Getpid())
-	id := d.RunContainer(t, "--name", name, img, "sh", "-c", "sleep 1000")
-	pid := d.PID(t, id)
-	p := processOf(t, pid)
-	v2, v1 := cgroupDirs(t, pid)
-	// Wait for the background enrichment the watch started, main pid
-	// included (the cgroup may appear before Docker has a pid to give).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		r.mu.Lock()
-		m, ok := r.metas.get(id)
-		var info *Info
-		if ok {
-			info = m.info
+		name := fmt.Sprintf("sigscope-removed-%d", os.Getpid())
+		id := d.RunContainer(t, "--name", name, img, "sh", "-c", "sleep 1000")
+		pid := d.PID(t, id)
+		p := processOf(t, pid)
+		v2, v1 := cgroupDirs(t, pid)
+		// Wait for the background enrichment the watch started, main pid
+		// included (the cgroup may appear before Docker has a pid to give).
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			r.mu.Lock()
+			m, ok := r.metas.get(id)
+			var info *Info
+			if ok {
+				info = m.info
+			}
+			r.mu.Unlock()
+			if info != nil && info.Name == name && info.MainPID == pid {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("container %s not enriched in the background within 10s: %+v, want MainPID %d", name, info, pid)
+			}
 		}
-		r.mu.Unlock()
-		if info != nil && info.Name == name && info.MainPID == pid {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s not enriched in the background within 10s: %+v, want MainPID %d", name, info, pid)
-		}
-	}
 
-	d.Docker(t, "rm", "-f", id)
-	for _, dir := range []string{v2, v1} {
-		if _, err := os.Stat(dir); dir != "" && err == nil {
-			t.Fatalf("%s still exists after docker rm -f", dir)
+		d.Docker(t, "rm", "-f", id)
+		if d.v2Only {
+			v1 = "" // the daemon's, which stays
 		}
-	}
-	for _, q := range []*sigvocab.Process{
-		{PID: uint32(pid), PidNS: p.PidNS, CgroupID: p.CgroupID},
-		{PID: uint32(pid), PidNS: p.PidNS, CgroupV1ID: p.CgroupV1ID},
-	} {
-		if q.CgroupID <= 1 && q.CgroupV1ID == 0 {
-			continue // this host has no such hierarchy
+		for _, dir := range []string{v2, v1} {
+			if _, err := os.Stat(dir); dir != "" && err == nil {
+				t.Fatalf("%s still exists after docker rm -f", dir)
+			}
 		}
-		if got := r.Lookup(q); got == nil || got.ID != id || got.Name != name || got.Image != img || got.MainPID != pid {
-			t.Errorf("removed container, cgroup ids v2=%d v1=%d: %+v, want %s %s", q.CgroupID, q.CgroupV1ID, got, id[:12], name)
+		for _, q := range []*sigvocab.Process{
+			{PID: uint32(pid), PidNS: p.PidNS, CgroupID: p.CgroupID},
+			{PID: uint32(pid), PidNS: p.PidNS, CgroupV1ID: p.CgroupV1ID},
+		} {
+			if q.CgroupID <= 1 && q.CgroupV1ID == 0 || d.v2Only && q.CgroupV1ID != 0 {
+				continue // no such hierarchy, or its cgroup is the daemon's, not the container's
+			}
+			if got := r.Lookup(q); got == nil || got.ID != id || got.Name != name || got.Image != img || got.MainPID != pid {
+				t.Errorf("removed container, cgroup ids v2=%d v1=%d: %+v, want %s %s", q.CgroupID, q.CgroupV1ID, got, id[:12], name)
+			}
 		}
-	}
+	})
 }
 
 func TestRealDockerListRunningAndPID1Signals(t *testing.T) {
@@ -295,4 +302,36 @@ func waitReady(t *testing.T, d *dockertest.Daemon, id string) {
 		exec.Command("sleep", "0.05").Run()
 	}
 	t.Fatalf("container %s never became ready", id[:12])
+}
+
+// testDaemon is a Docker daemon the integration tests run on.
+type testDaemon struct {
+	*dockertest.Daemon
+	// v2Only: its containers' cgroups are in the unified hierarchy only;
+	// their v1 cgroups are the daemon's.
+	v2Only bool
+}
+
+// image is the tests' busybox image, in d.
+func (d testDaemon) image(t *testing.T) string {
+	t.Helper()
+	img := dockertest.BuildBusyboxImage(t, "sigscope-container-test:latest", "")
+	if d.v2Only {
+		d.CopyImage(t, dockertest.EnsureDaemon(t), img)
+	}
+	return img
+}
+
+// forDaemon runs f on the host's Docker ("host": runc 1.1 on the v1/v2
+// hybrid) and on the cgroup2-only one ("cgroup2": runc 1.2+, see
+// dockertest.EnsureCgroup2Daemon), the resolver on the host's view; as
+// SIGSCOPE_ENGINES chooses (dockertest.EngineWanted). A test that calls it
+// belongs in the Makefile's CGROUP2_TESTS.
+func forDaemon(t *testing.T, f func(t *testing.T, d testDaemon)) {
+	if dockertest.EngineWanted("host") {
+		t.Run("host", func(t *testing.T) { f(t, testDaemon{Daemon: dockertest.EnsureDaemon(t)}) })
+	}
+	if dockertest.EngineWanted("cgroup2") {
+		t.Run("cgroup2", func(t *testing.T) { f(t, testDaemon{Daemon: dockertest.EnsureCgroup2Daemon(t), v2Only: true}) })
+	}
 }

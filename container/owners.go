@@ -508,7 +508,7 @@ func (r *Resolver) learnMain(info *Info, source string) *owner {
 	l := splitCgroupFile(string(data))
 	ow := &owner{id: info.ID, runtime: info.Runtime, source: source}
 	if id, _, ok, nested := l.parse(); !ok || id != info.ID || nested {
-		if ow.paths = l.owned(); len(ow.paths) == 0 {
+		if ow.paths = r.ownPaths(info.MainPID, l.owned()); len(ow.paths) == 0 {
 			// Nothing to learn from (a file read as it was written,
 			// a process still at the root): not a container its
 			// pattern names, so it is asked about again next time.

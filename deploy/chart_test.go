@@ -226,6 +226,26 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("args %q lack --pod-labels or --max-series=50", args)
 		}
 	})
+	t.Run("otlp", func(t *testing.T) {
+		o := decode(t, "otlp", helmTemplate(t, "--set", "otlp.endpoint=http://otel-collector.observability:4317", "--set", "otlp.protocol=grpc",
+			"--set", "otlp.queueSize=50", "--set", "otlp.env[0].name=OTEL_EXPORTER_OTLP_HEADERS", "--set", "otlp.env[0].value=x-tenant=a"))
+		ds := oneDaemonSet(t, o)
+		checkPodSecurity(t, "otlp", ds, false)
+		c := ds.Spec.Template.Spec.Containers[0]
+		for _, a := range []string{"--otlp-endpoint=http://otel-collector.observability:4317", "--otlp-protocol=grpc", "--otlp-queue-size=50"} {
+			if !slices.Contains(c.Args, a) {
+				t.Errorf("args %q lack %s", c.Args, a)
+			}
+		}
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "OTEL_EXPORTER_OTLP_HEADERS" && e.Value == "x-tenant=a" }) {
+			t.Errorf("env %+v lacks OTEL_EXPORTER_OTLP_HEADERS", c.Env)
+		}
+		// Off by default: no flag, no variable.
+		def := oneDaemonSet(t, decode(t, "default", helmTemplate(t))).Spec.Template.Spec.Containers[0]
+		if slices.ContainsFunc(def.Args, func(a string) bool { return strings.HasPrefix(a, "--otlp") }) {
+			t.Errorf("default args %q enable OTLP", def.Args)
+		}
+	})
 	t.Run("no sockets", func(t *testing.T) {
 		o := decode(t, "no sockets", helmTemplate(t, "--set", "runtimeSockets.containerd.enabled=false", "--set", "runtimeSockets.crio.enabled=false"))
 		ds := oneDaemonSet(t, o)

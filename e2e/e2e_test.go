@@ -39,42 +39,17 @@ func busyboxImage(t *testing.T) string {
 
 func docker(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("docker", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return hostEngine.docker(t, args...)
 }
 
 // runContainer starts a detached container (no network: the test daemon
 // has no bridge) and removes it at cleanup. It returns the full ID.
 func runContainer(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	_ = exec.Command("docker", "rm", "-f", name).Run()
-	full := append([]string{"run", "-d", "--network", "none", "--name", name}, args...)
-	id := docker(t, full...)
-	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
-	// Wait until PID 1 runs the command with its signal handlers in place:
-	// for a script that starts a background child (every trap here comes
-	// before one), until that child exists; else a moment.
-	deadline := time.Now().Add(10 * time.Second)
-	for docker(t, "inspect", "-f", "{{.State.Running}}", name) != "true" {
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s never ran", name)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !strings.Contains(args[len(args)-1], " & ") {
-		time.Sleep(300 * time.Millisecond)
-		return id
-	}
-	waitChild(t, name)
-	return id
+	return hostEngine.runContainer(t, name, args...)
 }
 
-func exitCode(t *testing.T, name string) string {
-	return docker(t, "inspect", "-f", "{{.State.ExitCode}}", name)
-}
+func exitCode(t *testing.T, name string) string { return hostEngine.exitCode(t, name) }
 
 // episode is the part of `sigscope timeline -o json` the tests check.
 type episode struct {
@@ -112,8 +87,9 @@ type episode struct {
 	StartUnseen bool   `json:"start_unseen"`
 	TracedSince string `json:"traced_since"`
 	Steps       []struct {
-		Kind string `json:"kind"`
-		Text string `json:"text"`
+		Kind  string   `json:"kind"`
+		Text  string   `json:"text"`
+		Flags []string `json:"flags"`
 	} `json:"steps"`
 	Hint string `json:"hint"`
 
@@ -125,7 +101,7 @@ type live struct{ *testutil.Running }
 
 func startTimeline(t *testing.T, args ...string) live {
 	t.Helper()
-	return live{testutil.StartSigscope(t, append([]string{"timeline", "-o", "json"}, args...)...)}
+	return hostEngine.startTimeline(t, args...)
 }
 
 // stop ends the live timeline (Ctrl-C) and returns the episodes it printed.
@@ -175,21 +151,7 @@ type auditLine struct {
 // container's line.
 func auditOf(t *testing.T, id string, flags ...string) auditLine {
 	t.Helper()
-	out, err := exec.Command(sigscope(t), append([]string{"audit", "-o", "json"}, flags...)...).Output()
-	if err != nil {
-		t.Fatalf("sigscope audit: %v", err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		var a auditLine
-		if err := json.Unmarshal([]byte(line), &a); err != nil {
-			t.Fatalf("audit line %q: %v", line, err)
-		}
-		if a.Container.ID == id {
-			return a
-		}
-	}
-	t.Fatalf("container %s not in audit output:\n%s", id[:12], out)
-	return auditLine{}
+	return hostEngine.auditOf(t, id, flags...)
 }
 
 func within(t *testing.T, what string, got *float64, lo, hi float64) {
@@ -205,60 +167,66 @@ func within(t *testing.T, what string, got *float64, lo, hi float64) {
 
 // A shell-form PID 1 has no SIGTERM handler: docker stop's SIGTERM is
 // dropped by the kernel, the SIGKILL comes after the timeout, the cascade
-// kills the children, exit 137.
+// kills the children, exit 137. On every engine: the verdict is the
+// kernel's, whatever the cgroup layout and the runc.
 func TestDockerStopShellForm(t *testing.T) {
-	img := busyboxImage(t)
-	id := runContainer(t, "e2e-shell", img, "sh", "-c", "sleep 1000 & sleep 1000 & wait")
-	a := auditOf(t, id)
-	if a.Prediction != "ignored_by_init" || a.Catches || a.StopSignal != "SIGTERM" || !strings.Contains(a.Hint, "tini") {
-		t.Errorf("audit before the stop: %+v", a)
-	}
-	l := startTimeline(t)
-	docker(t, "stop", "-t", "2", "e2e-shell")
-	if code := exitCode(t, "e2e-shell"); code != "137" {
-		t.Errorf("docker reports exit %s, want 137", code)
-	}
-	ep := episodeOf(t, l.stop(t), id)
-	if ep.Outcome != "ignored_by_init" || ep.StopSignal != "SIGTERM" || ep.Container.Name != "e2e-shell" || ep.Container.Runtime != "docker" {
-		t.Errorf("episode: outcome %s signal %s container %+v", ep.Outcome, ep.StopSignal, ep.Container)
-	}
-	if ep.StopSender == nil || ep.StopSender.PID == 0 {
-		t.Errorf("no stop sender: %+v", ep.StopSender)
-	}
-	within(t, "kill_after_s", ep.KillAfter, 1.8, 6)
-	if ep.KillAt == "" || ep.ExitAt == "" {
-		t.Errorf("kill_at %q exit_at %q", ep.KillAt, ep.ExitAt)
-	}
-	if len(ep.CascadeKills) != 2 {
-		t.Errorf("cascade kills %+v, want the 2 sleeps", ep.CascadeKills)
-	}
-	if ep.ExitStatus == nil || *ep.ExitStatus != 137 {
-		t.Errorf("exit status %v, want 137", ep.ExitStatus)
-	}
-	if !strings.Contains(ep.Hint, "exec") {
-		t.Errorf("hint %q", ep.Hint)
-	}
+	forEngine(t, func(t *testing.T, e *engine) {
+		img := e.image(t, busyboxImage(t))
+		id := e.runContainer(t, "e2e-shell", img, "sh", "-c", "sleep 1000 & sleep 1000 & wait")
+		a := e.auditOf(t, id)
+		if a.Prediction != "ignored_by_init" || a.Catches || a.StopSignal != "SIGTERM" || !strings.Contains(a.Hint, "tini") {
+			t.Errorf("audit before the stop: %+v", a)
+		}
+		l := e.startTimeline(t)
+		e.docker(t, "stop", "-t", "2", "e2e-shell")
+		if code := e.exitCode(t, "e2e-shell"); code != "137" {
+			t.Errorf("docker reports exit %s, want 137", code)
+		}
+		ep := episodeOf(t, l.stop(t), id)
+		if ep.Outcome != "ignored_by_init" || ep.StopSignal != "SIGTERM" || ep.Container.Name != "e2e-shell" || ep.Container.Runtime != "docker" {
+			t.Errorf("episode: outcome %s signal %s container %+v", ep.Outcome, ep.StopSignal, ep.Container)
+		}
+		if ep.StopSender == nil || ep.StopSender.PID == 0 {
+			t.Errorf("no stop sender: %+v", ep.StopSender)
+		}
+		within(t, "kill_after_s", ep.KillAfter, 1.8, 6)
+		if ep.KillAt == "" || ep.ExitAt == "" {
+			t.Errorf("kill_at %q exit_at %q", ep.KillAt, ep.ExitAt)
+		}
+		if len(ep.CascadeKills) != 2 {
+			t.Errorf("cascade kills %+v, want the 2 sleeps", ep.CascadeKills)
+		}
+		if ep.ExitStatus == nil || *ep.ExitStatus != 137 {
+			t.Errorf("exit status %v, want 137", ep.ExitStatus)
+		}
+		if !strings.Contains(ep.Hint, "exec") {
+			t.Errorf("hint %q", ep.Hint)
+		}
+	})
 }
 
-// A PID 1 that traps SIGTERM and exits: graceful, no SIGKILL.
+// A PID 1 that traps SIGTERM and exits: graceful, no SIGKILL; on every
+// engine.
 func TestDockerStopGraceful(t *testing.T) {
-	img := busyboxImage(t)
-	id := runContainer(t, "e2e-trap", img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
-	if a := auditOf(t, id); a.Prediction != "graceful" || !a.Catches {
-		t.Errorf("audit before the stop: %+v", a)
-	}
-	l := startTimeline(t)
-	docker(t, "stop", "-t", "5", "e2e-trap")
-	if code := exitCode(t, "e2e-trap"); code != "0" {
-		t.Errorf("docker reports exit %s, want 0", code)
-	}
-	ep := episodeOf(t, l.stop(t), id)
-	if ep.Outcome != "graceful" || ep.KillAt != "" || ep.StopSignal != "SIGTERM" {
-		t.Errorf("episode: outcome %s kill_at %q signal %s", ep.Outcome, ep.KillAt, ep.StopSignal)
-	}
-	if ep.ExitStatus == nil || *ep.ExitStatus != 0 {
-		t.Errorf("exit status %v, want 0", ep.ExitStatus)
-	}
+	forEngine(t, func(t *testing.T, e *engine) {
+		img := e.image(t, busyboxImage(t))
+		id := e.runContainer(t, "e2e-trap", img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
+		if a := e.auditOf(t, id); a.Prediction != "graceful" || !a.Catches {
+			t.Errorf("audit before the stop: %+v", a)
+		}
+		l := e.startTimeline(t)
+		e.docker(t, "stop", "-t", "5", "e2e-trap")
+		if code := e.exitCode(t, "e2e-trap"); code != "0" {
+			t.Errorf("docker reports exit %s, want 0", code)
+		}
+		ep := episodeOf(t, l.stop(t), id)
+		if ep.Outcome != "graceful" || ep.KillAt != "" || ep.StopSignal != "SIGTERM" {
+			t.Errorf("episode: outcome %s kill_at %q signal %s", ep.Outcome, ep.KillAt, ep.StopSignal)
+		}
+		if ep.ExitStatus == nil || *ep.ExitStatus != 0 {
+			t.Errorf("exit status %v, want 0", ep.ExitStatus)
+		}
+	})
 }
 
 // A handler slower than the timeout: it ran, PID 1 was still alive at the

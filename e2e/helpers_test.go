@@ -17,26 +17,6 @@ import (
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
-// waitChild waits until the container's PID 1 has a child process.
-func waitChild(t *testing.T, name string) {
-	t.Helper()
-	pid := docker(t, "inspect", "-f", "{{.State.Pid}}", name)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
-		if err != nil {
-			t.Fatalf("container %s: %v", name, err)
-		}
-		if len(strings.TrimSpace(string(children))) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s: PID 1 (%s) started no child within 10s", name, pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitSigMask waits until field ("SigCgt", "SigBlk", "SigIgn") of
 // /proc/PID/status has signal sig set: a script's trap or a program's
 // sigprocmask is in place.
@@ -69,11 +49,7 @@ func waitSigMask(t *testing.T, pid int, field string, sig syscall.Signal) {
 // mainPID is the host pid of a running container's main process.
 func mainPID(t *testing.T, name string) int {
 	t.Helper()
-	pid, err := strconv.Atoi(docker(t, "inspect", "-f", "{{.State.Pid}}", name))
-	if err != nil || pid <= 0 {
-		t.Fatalf("container %s: no pid (%v)", name, err)
-	}
-	return pid
+	return hostEngine.mainPID(t, name)
 }
 
 // pidNSOf is the inode of a process's pid namespace (the "pidns" of
@@ -171,7 +147,7 @@ type recorder struct{ *testutil.Running }
 
 func startTrace(t *testing.T, args ...string) recorder {
 	t.Helper()
-	return recorder{testutil.StartSigscope(t, append([]string{"trace", "-o", "json"}, args...)...)}
+	return hostEngine.startTrace(t, args...)
 }
 
 // stop ends the trace and returns its lines.
@@ -292,13 +268,6 @@ func saveStream(t *testing.T, name string, stream []string) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s (%d lines)", path, len(stream))
-}
-
-// startTimelineText starts `sigscope timeline` with its text output, for
-// what only the text says (the outcome line's summary).
-func startTimelineText(t *testing.T) live {
-	t.Helper()
-	return live{testutil.StartSigscope(t, "timeline", "-o", "text")}
 }
 
 // stopText ends a text timeline and returns the lines of container name's

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,6 +42,9 @@ type stopCase struct {
 	// summary are substrings of the outcome line of `sigscope timeline`'s
 	// text output, run beside the JSON one during the stop.
 	summary []string
+
+	// engine runs the scenario; nil: the host's Docker.
+	engine *engine
 }
 
 // stopResult is what runStopResult saw.
@@ -61,14 +65,18 @@ func runStop(t *testing.T, c stopCase) []episode {
 // runStopResult runs the scenario and returns what it saw.
 func runStopResult(t *testing.T, c stopCase) stopResult {
 	t.Helper()
-	id := runContainer(t, c.name, c.args...)
-	pid := mainPID(t, c.name)
+	e := c.engine
+	if e == nil {
+		e = hostEngine
+	}
+	id := e.runContainer(t, c.name, c.args...)
+	pid := e.mainPID(t, c.name)
 	if c.ready != nil {
 		c.ready(t, c.name, pid)
 	}
 	pidns := pidNSOf(t, pid)
 
-	a := auditOf(t, id)
+	a := e.auditOf(t, id)
 	if a.Prediction != c.prediction || a.StopSignal != c.signal {
 		t.Errorf("audit before the stop: prediction %s stop_signal %s, want %s %s; %+v", a.Prediction, a.StopSignal, c.prediction, c.signal, a)
 	}
@@ -77,20 +85,20 @@ func runStopResult(t *testing.T, c stopCase) stopResult {
 			a.Source, c.source, a.PID1.Cmdline, a)
 	}
 
-	l := startTimeline(t)
+	l := e.startTimeline(t)
 	var lt live
 	if len(c.summary) > 0 {
-		lt = startTimelineText(t)
+		lt = e.startTimelineText(t)
 	}
-	rec := startTrace(t, "--signals", "default")
+	rec := e.startTrace(t, "--signals", "default")
 	stop := []string{"stop"}
 	if c.timeout != "" {
 		stop = append(stop, "-t", c.timeout)
 	}
 	start := time.Now()
-	docker(t, append(stop, c.name)...)
+	e.docker(t, append(stop, c.name)...)
 	took := time.Since(start)
-	code := exitCode(t, c.name)
+	code := e.exitCode(t, c.name)
 	eps := l.stop(t)
 	var text []string
 	if len(c.summary) > 0 {
@@ -111,6 +119,9 @@ func runStopResult(t *testing.T, c stopCase) stopResult {
 	}
 	t.Logf("%s took %v, exit %s; kernel stream (pid ns %d, %d of %d lines, %d not the container's):\n%s",
 		strings.Join(append([]string{"docker"}, stop...), " "), took.Round(time.Millisecond), code, pidns, len(stream), len(lines), dropped, strings.Join(described, "\n"))
+	if e != hostEngine {
+		c.stream += "_" + strings.ReplaceAll(e.name, "-", "_")
+	}
 	saveStream(t, c.stream, stream)
 
 	if code != strconv.Itoa(c.exitStatus) {
@@ -163,7 +174,7 @@ func deref(p *int) any {
 	return *p
 }
 
-func childReady(t *testing.T, name string, _ int) { waitChild(t, name) }
+func childReady(t *testing.T, _ string, pid int) { waitChildOf(t, pid) }
 
 // docker run --init: PID 1 is docker-init (tini). It blocks every signal
 // and waits for them with sigtimedwait, so it has no handler, yet the
@@ -183,54 +194,75 @@ func TestInitDockerInit(t *testing.T) {
 // A container that joins another's pid namespace (--pid container:...):
 // its main process is not PID 1 of the namespace, so SIGTERM's default
 // action kills it (143), and the stop is that container's own episode, not
-// one of the namespace's owner.
+// one of the namespace's owner. On every engine.
 func TestInitSharedPidNS(t *testing.T) {
-	img := initsImage(t)
-	owner := runContainer(t, "e2e-init-pidowner", img, "sleep", "1000")
-	eps := runStop(t, stopCase{
-		name: "e2e-init-pidsharer", stream: "shared_pidns",
-		args:    []string{"--pid", "container:e2e-init-pidowner", img, "sleep", "1000"},
-		timeout: "2",
-		// The main process is not a namespace init: SIGTERM's default
-		// action applies.
-		prediction: "graceful", signal: "SIGTERM",
-		outcome: "graceful", exitStatus: 143,
-	})
-	if st := docker(t, "inspect", "-f", "{{.State.Running}}", "e2e-init-pidowner"); st != "true" {
-		t.Errorf("the pid namespace's owner is no longer running (%s)", st)
-	}
-	for _, ep := range eps {
-		if ep.Container.ID == owner {
-			t.Errorf("an episode for the namespace's owner, which was not stopped: %s", ep.raw)
+	forEngine(t, func(t *testing.T, e *engine) {
+		img := e.image(t, initsImage(t))
+		owner := e.runContainer(t, "e2e-init-pidowner", img, "sleep", "1000")
+		eps := runStop(t, stopCase{
+			name: "e2e-init-pidsharer", stream: "shared_pidns", engine: e,
+			args:    []string{"--pid", "container:e2e-init-pidowner", img, "sleep", "1000"},
+			timeout: "2",
+			// The main process is not a namespace init: SIGTERM's default
+			// action applies.
+			prediction: "graceful", signal: "SIGTERM",
+			outcome: "graceful", exitStatus: 143,
+		})
+		if st := e.docker(t, "inspect", "-f", "{{.State.Running}}", "e2e-init-pidowner"); st != "true" {
+			t.Errorf("the pid namespace's owner is no longer running (%s)", st)
 		}
-	}
+		for _, ep := range eps {
+			if ep.Container.ID == owner {
+				t.Errorf("an episode for the namespace's owner, which was not stopped: %s", ep.raw)
+			}
+		}
+	})
 }
 
 // The same with a main process that leaves children behind: a shell that
 // traps TERM and exits 0 while its two sleeps live on. With no pid
-// namespace of its own there is no cascade; runc SIGKILLs what is left in
-// the container's cgroup after the main process exits (measured: runc
-// 1.1.5, cgroup v1, a few ms later). The verdict is the main process's:
-// graceful, exit 0, and those kills are neither a kill of the main process
-// nor cascade kills.
+// namespace of its own there is no cascade; the runtime SIGKILLs what is
+// left in the container's cgroup after the main process exits: runc 1.1
+// on cgroup v1 with kill(2), one per process (measured: a few ms later);
+// runc 1.2 and later by writing cgroup.kill, which the kernel turns into
+// one SIGKILL per process, flagged cgroup_kill. The verdict is the main
+// process's: graceful, exit 0, and those kills are neither a kill of the
+// main process nor cascade kills; on every engine.
 func TestInitSharedPidNSLeftover(t *testing.T) {
-	img := initsImage(t)
-	owner := runContainer(t, "e2e-init-pidowner", img, "sleep", "1000")
-	eps := runStop(t, stopCase{
-		name: "e2e-init-pidsharer", stream: "shared_pidns_leftover",
-		args: []string{"--pid", "container:e2e-init-pidowner", img, "sh", "-c", `trap "exit 0" TERM; sleep 1000 & sleep 1000 & wait`},
-		ready: func(t *testing.T, _ string, pid int) {
-			waitSigMask(t, pid, "SigCgt", syscall.SIGTERM)
-		},
-		timeout:    "2",
-		prediction: "graceful", signal: "SIGTERM",
-		outcome: "graceful", exitStatus: 0,
-	})
-	for _, ep := range eps {
-		if ep.Container.ID == owner {
-			t.Errorf("an episode for the namespace's owner, which was not stopped: %s", ep.raw)
+	forEngine(t, func(t *testing.T, e *engine) {
+		img := e.image(t, initsImage(t))
+		owner := e.runContainer(t, "e2e-init-pidowner", img, "sleep", "1000")
+		r := runStopResult(t, stopCase{
+			name: "e2e-init-pidsharer", stream: "shared_pidns_leftover", engine: e,
+			args: []string{"--pid", "container:e2e-init-pidowner", img, "sh", "-c", `trap "exit 0" TERM; sleep 1000 & sleep 1000 & wait`},
+			ready: func(t *testing.T, _ string, pid int) {
+				waitSigMask(t, pid, "SigCgt", syscall.SIGTERM)
+			},
+			timeout:    "2",
+			prediction: "graceful", signal: "SIGTERM",
+			outcome: "graceful", exitStatus: 0,
+		})
+		for _, ep := range r.eps {
+			if ep.Container.ID == owner {
+				t.Errorf("an episode for the namespace's owner, which was not stopped: %s", ep.raw)
+			}
 		}
-	}
+		// The two sleeps' SIGKILLs are steps of the episode, each flagged
+		// cgroup_kill exactly when the runtime used cgroup.kill.
+		var kills []string
+		for _, st := range r.ep.Steps {
+			if st.Kind != "sigkill" {
+				continue
+			}
+			kills = append(kills, st.Text)
+			if got := slices.Contains(st.Flags, "cgroup_kill"); got != e.cgroupKill {
+				t.Errorf("sigkill step %q flags %v: cgroup_kill %v, want %v (runc of %s)", st.Text, st.Flags, got, e.cgroupKill, e.name)
+			}
+		}
+		if len(kills) != 2 {
+			t.Errorf("%d sigkill steps %q, want the runtime's SIGKILL to each of the 2 sleeps", len(kills), kills)
+		}
+	})
 }
 
 // PID 1 blocks SIGTERM and has no handler: the kernel queues runc's

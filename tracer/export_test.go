@@ -13,3 +13,10 @@ func WithHelperReads(o Options) Options {
 	o.helperReads = true
 	return o
 }
+
+// WithCompatObject returns o with the programs built for kernels without
+// bpf_get_current_task_btf() loaded whatever the kernel has.
+func WithCompatObject(o Options) Options {
+	o.compat = true
+	return o
+}

@@ -375,7 +375,7 @@ func TestHostSIGKILLToInit(t *testing.T) {
 }
 
 // waitSigIgn waits until pid has SIG_IGN for sig (SigIgn in /proc/PID/status).
-func waitSigIgn(t *testing.T, pid int, sig Signal) {
+func waitSigIgn(t testing.TB, pid int, sig Signal) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {

@@ -44,7 +44,7 @@ func preflight() error {
 		return fmt.Errorf("%w: kernel lockdown is in confidentiality mode, which forbids the BPF programs reading kernel memory", ErrUnsupported)
 	}
 	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
-		return fmt.Errorf("%w: kernel too old: the BPF ring buffer needs Linux 5.8 or later, and sigscope needs 5.11 (%v)", ErrUnsupported, err)
+		return fmt.Errorf("%w: kernel too old: the BPF ring buffer needs Linux 5.8 or later, and sigscope needs 5.10 (%v)", ErrUnsupported, err)
 	}
 	return nil
 }

@@ -108,10 +108,50 @@ func TestExitProgramMatchesKernel(t *testing.T) {
 	if tr.OOMProgram() != wantOOM {
 		t.Errorf("attached %s, want %s", tr.OOMProgram(), wantOOM)
 	}
+	// The helper probe against the kernel's own list of helpers: the
+	// BPF_FUNC_get_current_task_btf value of its enum bpf_func_id.
+	wantObject := ObjectCompat
+	if kernelKnowsHelper(t, spec, "BPF_FUNC_get_current_task_btf") {
+		wantObject = ObjectFast
+	}
+	t.Logf("loaded object %s", tr.Object())
+	if tr.Object() != wantObject {
+		t.Errorf("loaded %s, want %s", tr.Object(), wantObject)
+	}
 	if err := tr.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
 	if err := tr.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+func kernelKnowsHelper(t *testing.T, spec *btf.Spec, name string) bool {
+	t.Helper()
+	var ids *btf.Enum
+	if err := spec.TypeByName("bpf_func_id", &ids); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range ids.Values {
+		if v.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// A program that calls a helper the kernel does not have fails to load with
+// the verifier's "invalid func unknown#N" (5.10) or "unknown func NAME"
+// (newer kernels): the error must say so as a kernel too old for sigscope,
+// with the version it needs, and wrap ErrUnsupported.
+func TestMissingHelperIsNamed(t *testing.T) {
+	for _, msg := range []string{
+		"program handle_generate: load program: invalid argument: invalid func unknown#158",
+		"program handle_generate: load program: invalid argument: unknown func bpf_get_current_task_btf#158",
+	} {
+		err := explainLoadError(errors.New(msg))
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "Linux 5.10") || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v", msg, err)
+		}
 	}
 }

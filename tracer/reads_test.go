@@ -28,8 +28,28 @@ func TestHelperReadsMatchDirect(t *testing.T) {
 		// Both tracers read with helpers: the checks below still test them.
 		t.Log("kernel without bpf_rdonly_cast: both tracers read with helpers")
 	}
-	direct := startCollector(t, Options{Signals: AllSignals})
-	helper := startCollector(t, WithHelperReads(Options{Signals: AllSignals}))
+	sameRecords(t, "direct reads", Options{Signals: AllSignals}, "helper reads", WithHelperReads(Options{Signals: AllSignals}))
+}
+
+// The compat object (kernels without bpf_get_current_task_btf, before 5.11)
+// reads the current task, and every task it may be, with CO-RE helper reads
+// instead of direct loads. Attached next to the fast one, it must record the
+// same bytes. Where the kernel lacks the helper both tracers load the compat
+// object: the checks of sameRecords still test it.
+func TestCompatObjectMatchesFast(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	if !haveCurrentTaskBTF() {
+		t.Log("kernel without bpf_get_current_task_btf: both tracers load the compat object")
+	}
+	sameRecords(t, "the fast object", Options{Signals: AllSignals}, "the compat object", WithCompatObject(Options{Signals: AllSignals}))
+}
+
+// sameRecords attaches two tracers at once, runs a scenario that makes every
+// kind of read, and requires the same records from both (but the time stamp).
+func sameRecords(t *testing.T, nameA string, optsA Options, nameB string, optsB Options) {
+	t.Helper()
+	direct := startCollector(t, optsA)
+	helper := startCollector(t, optsB)
 
 	// A trapped signal interrupts read: each step waits for its own line.
 	ns := testutil.StartNSInit(t, `trap 'echo usr1' USR1; trap '' USR2; trap 'echo chld' CHLD; sleep 60 & echo ready
@@ -81,12 +101,12 @@ func TestHelperReadsMatchDirect(t *testing.T) {
 	}
 	for k, n := range want {
 		if got[k] != n {
-			t.Errorf("direct reads recorded %d times what helper reads recorded %d times: %+v", n, got[k], decodeKey(t, k))
+			t.Errorf("%s recorded %d times what %s recorded %d times: %+v", nameA, n, nameB, got[k], decodeKey(t, k))
 		}
 	}
 	for k, n := range got {
 		if _, ok := want[k]; !ok {
-			t.Errorf("helper reads recorded %d times what direct reads never did: %+v", n, decodeKey(t, k))
+			t.Errorf("%s recorded %d times what %s never did: %+v", nameB, n, nameA, decodeKey(t, k))
 		}
 	}
 

@@ -19,7 +19,7 @@ import (
 
 // ignoringTarget starts a process that ignores SIGUSR1 (a storm target that
 // survives its storm) and returns its pid.
-func ignoringTarget(t *testing.T) int {
+func ignoringTarget(t testing.TB) int {
 	t.Helper()
 	pid := testutil.StartReady(t, exec.Command("sh", "-c", `trap '' USR1; echo ready; exec sleep 120`))
 	waitSigIgn(t, pid, SIGUSR1)

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/sigscope/sigscope/internal/sigvocab"
@@ -58,6 +60,10 @@ type Options struct {
 	// helperReads makes the programs read as on kernels without
 	// bpf_rdonly_cast (before 6.2): the tests compare both ways.
 	helperReads bool
+	// compat loads the object built for kernels without
+	// bpf_get_current_task_btf() (before 5.11) whatever the kernel has: the
+	// tests compare it with the fast one.
+	compat bool
 	// procRoot is where the OOM victim's identity is read from when the
 	// kernel passed its thread id only; "" means /proc. Run hands it to
 	// completeOOMFrom, which the tests call with a directory of their own.
@@ -86,7 +92,20 @@ type Tracer struct {
 
 	exitProgram string // see ExitProgram
 	oomProgram  string // see OOMProgram
+	object      string // see Object
 }
+
+// The two builds of bpf/sigscope.bpf.c; see [Tracer.Object].
+const (
+	ObjectFast   = "sigscope"
+	ObjectCompat = "sigscope_compat"
+)
+
+// Object names the build of the programs that was loaded: [ObjectFast],
+// which reads the current task through bpf_get_current_task_btf() (Linux
+// 5.11 and later), or [ObjectCompat], which reads it with a helper call per
+// field where the kernel lacks that helper.
+func (t *Tracer) Object() string { return t.object }
 
 // ExitProgram names the sched_process_exit program that was attached:
 // "handle_exit_v1" (1 argument, kernels before 6.16) or "handle_exit_v2".
@@ -132,7 +151,15 @@ func New(opts Options) (*Tracer, error) {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
 	}
 
-	spec, err := loadSigscope()
+	object := ObjectFast
+	if opts.compat || !haveCurrentTaskBTF() {
+		object = ObjectCompat
+	}
+	load := loadSigscope
+	if object == ObjectCompat {
+		load = loadSigscopeCompat
+	}
+	spec, err := load()
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +208,7 @@ func New(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, explainLoadError(err)
 	}
-	t := &Tracer{opts: opts, log: opts.Logger, coll: coll, exitProgram: keep, oomProgram: oomKeep,
+	t := &Tracer{opts: opts, log: opts.Logger, coll: coll, exitProgram: keep, oomProgram: oomKeep, object: object,
 		counters: coll.Maps[sigscopeMapEventCounters]}
 	for _, name := range []string{sigscopeProgHandleGenerate, sigscopeProgHandleDeliver, keep, oomKeep, sigscopeProgHandleExec} {
 		p := coll.Programs[name]
@@ -198,8 +225,25 @@ func New(opts Options) (*Tracer, error) {
 		t.Close()
 		return nil, fmt.Errorf("opening ring buffer reader: %w", err)
 	}
-	t.log.Debug("tracer attached", "exit_program", keep, "ring_bytes", opts.RingSize, "signals", opts.Signals.String())
+	if object == ObjectCompat && !opts.compat {
+		// Everything works; each traced signal costs more (docs/kernel.md).
+		t.log.Info("kernel without bpf_get_current_task_btf (Linux 5.11): loaded the compat programs, which read the current task with helper calls",
+			"object", object)
+	}
+	t.log.Debug("tracer attached", "object", object, "exit_program", keep, "ring_bytes", opts.RingSize, "signals", opts.Signals.String())
 	return t, nil
+}
+
+// haveCurrentTaskBTF reports whether the kernel offers
+// bpf_get_current_task_btf() (Linux 5.11) to tracing programs, by loading a
+// raw tracepoint program that calls it: cilium/ebpf has no helper probe for
+// tp_btf (Tracing) programs, and the kernel offers its tracing helpers to
+// both types alike (bpf_tracing_func_proto). The result is cached. An
+// inconclusive probe counts as "yes": the fast object's own load then says
+// what is wrong.
+func haveCurrentTaskBTF() bool {
+	err := features.HaveProgramHelper(ebpf.RawTracepoint, asm.FnGetCurrentTaskBtf)
+	return err == nil || !errors.Is(err, ebpf.ErrNotSupported)
 }
 
 // hasKfunc reports whether the kernel's BTF has the kfunc: the programs call
@@ -217,8 +261,10 @@ func explainLoadError(err error) error {
 			return fmt.Errorf("%w (kernel said: %v)", cerr, err)
 		}
 		return fmt.Errorf("%w: the kernel refused with EPERM (lockdown, a seccomp filter or an LSM policy may forbid bpf()): %v", ErrUnsupported, err)
-	case strings.Contains(err.Error(), "bpf_get_current_task_btf") || strings.Contains(err.Error(), "unknown func"):
-		return fmt.Errorf("%w: kernel too old: sigscope needs Linux 5.11 or later (bpf_get_current_task_btf): %v", ErrUnsupported, err)
+	case strings.Contains(err.Error(), "unknown func") || strings.Contains(err.Error(), "invalid func"):
+		// Both objects call only helpers of Linux 5.10 and earlier but
+		// bpf_get_current_task_btf(), which is probed before the load.
+		return fmt.Errorf("%w: kernel too old: a BPF helper the programs call is missing; sigscope needs Linux 5.10 or later: %v", ErrUnsupported, err)
 	case errors.Is(err, ebpf.ErrNotSupported):
 		return fmt.Errorf("%w: kernel too old or built without a needed feature: %v", ErrUnsupported, err)
 	}

@@ -34,6 +34,9 @@ func TestLinkedPackages(t *testing.T) {
 		"github.com/sigscope/sigscope/internal/testutil",
 		"testing",
 		"net/http/httptest",
+		// The agent's OpenTelemetry logs (internal/otlplog).
+		"go.opentelemetry.io/otel/sdk",
+		"go.opentelemetry.io/otel/exporters",
 	}
 	for _, p := range deps {
 		for _, f := range forbidden {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sigscope/sigscope/internal/agent"
 	"github.com/sigscope/sigscope/internal/kubeclient"
+	"github.com/sigscope/sigscope/internal/otlplog"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -24,6 +25,7 @@ func newServeCmd() *cobra.Command {
 		maxEpisodes int
 		rt          runtimeFlags
 		jf          journalFlags
+		otlp        otlplog.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -48,7 +50,15 @@ With --journal-dir every completed episode is also appended, as the JSON line
 --journal-files × --journal-file-size (default 8 × 7M = 56 MiB): read back at
 start, so that episodes and their ids outlive a restart, and readable with
 "sigscope timeline -f DIR". A full or read-only disk never stops tracing
-(sigscope_journal_errors_total; docs/deploy.md).`,
+(sigscope_journal_errors_total; docs/deploy.md).
+
+With --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_LOGS_ENDPOINT),
+one OpenTelemetry log record per completed stop episode is sent over OTLP/HTTP
+(protobuf) or gRPC (--otlp-protocol, OTEL_EXPORTER_OTLP_PROTOCOL); headers, TLS
+and timeout come from the standard OTEL_EXPORTER_OTLP_* variables
+(docs/otlp.md). While the collector does not answer, records wait in a bounded
+queue and are retried; sigscope_otlp_log_records_{sent,failed,dropped}_total
+count them.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sigs, err := tracer.ParseSignalSet(signals)
@@ -74,6 +84,17 @@ start, so that episodes and their ids outlive a restart, and readable with
 					return fmt.Errorf("kubernetes client: %w", err)
 				}
 			}
+			if otlplog.Configured(otlp.Endpoint) {
+				if otlp.Protocol, err = otlplog.ResolveProtocol(otlp.Protocol); err != nil {
+					return usageError{err}
+				}
+				if otlp.Endpoint != "" {
+					if _, err := otlplog.EndpointURL(otlp.Endpoint, otlp.Protocol); err != nil {
+						return usageError{fmt.Errorf("--otlp-endpoint: %w", err)}
+					}
+				}
+				opts.OTLP = &otlp
+			}
 			a, err := agent.New(opts)
 			if err != nil {
 				return err
@@ -95,6 +116,10 @@ start, so that episodes and their ids outlive a restart, and readable with
 	fl.DurationVar(&auditEvery, "audit-interval", agent.DefaultAuditInterval, "how often every running container is audited")
 	fl.IntVar(&maxEpisodes, "max-episodes", agent.DefaultMaxEpisodes, "recent stop episodes kept for /api/v1/episodes")
 	jf.register(fl)
+	fl.StringVar(&otlp.Endpoint, "otlp-endpoint", "", "send OpenTelemetry log records of stop episodes to this OTLP URL, as OTEL_EXPORTER_OTLP_ENDPOINT means it (HTTP: /v1/logs is appended; default: the OTEL_EXPORTER_OTLP_[LOGS_]ENDPOINT variables; docs/otlp.md)")
+	fl.StringVar(&otlp.Protocol, "otlp-protocol", "", `OTLP protocol, "http/protobuf" or "grpc" (default $OTEL_EXPORTER_OTLP_LOGS_PROTOCOL, $OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)`)
+	fl.IntVar(&otlp.QueueSize, "otlp-queue-size", otlplog.DefaultQueueSize, "OTLP log records kept while the collector does not answer; past it the oldest are dropped (and counted)")
+	fl.DurationVar(&otlp.RetryMax, "otlp-retry-max", otlplog.DefaultRetryMax, "longest wait between tries while the collector does not answer (from 1s, doubling)")
 	rt.register(fl)
 	return cmd
 }

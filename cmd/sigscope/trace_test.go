@@ -66,6 +66,8 @@ func TestUsageErrors(t *testing.T) {
 		{"trace", "--no-such-flag"},
 		{"trace", "extra-arg"},
 		{"--log-level", "loud", "trace"},
+		{"serve", "--otlp-endpoint", "collector:4318"}, // no scheme
+		{"serve", "--otlp-endpoint", "http://collector:4318", "--otlp-protocol", "http/json"},
 	} {
 		cmd := newRootCmd()
 		cmd.SetArgs(args)

@@ -17,16 +17,17 @@ import (
 )
 
 // installAgent runs `make cluster-agent`'s script for namespace ns: the
-// chart with test/cluster/agent-values.yaml and the image of this tree,
-// waited for until Ready; removed when the test ends.
-func installAgent(t *testing.T, c *cluster, ns string) {
+// chart with test/cluster/agent-values.yaml (and the chart values set, as
+// helm --set takes them) and the image of this tree, waited for until
+// Ready; removed when the test ends.
+func installAgent(t *testing.T, c *cluster, ns string, set ...string) {
 	t.Helper()
 	testutil.RequirePrivileged(t)
 	requireAgentImage(t, c)
 	script := filepath.Join("..", "..", "test", "cluster", "agent.sh")
 	run := func(ctx context.Context, args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
-		cmd.Env = append(os.Environ(), "SIGSCOPE_AGENT_NAMESPACE="+ns)
+		cmd.Env = append(os.Environ(), "SIGSCOPE_AGENT_NAMESPACE="+ns, "SIGSCOPE_AGENT_SET="+strings.Join(set, ","))
 		return cmd.CombinedOutput()
 	}
 	t.Cleanup(func() {

@@ -22,6 +22,7 @@ import (
 	"github.com/sigscope/sigscope/internal/kubeclient"
 	"github.com/sigscope/sigscope/internal/kubeevents"
 	"github.com/sigscope/sigscope/internal/kubemeta"
+	"github.com/sigscope/sigscope/internal/otlplog"
 	"github.com/sigscope/sigscope/internal/pipeline"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -53,6 +54,10 @@ type Options struct {
 	RingSize  int              // the tracer's ring buffer in bytes; 0: tracer.DefaultRingSize
 	PodLabels bool             // namespace/pod/container labels on the counters
 	MaxSeries int              // per metric, with PodLabels
+
+	// OTLP, when set, sends one OpenTelemetry log record per episode
+	// (internal/otlplog); the agent sets its node and version.
+	OTLP *otlplog.Options
 
 	KubeEvents bool              // post Kubernetes Events on pods
 	KubeClient kubeclient.Client // used when KubeEvents; the caller builds it
@@ -210,6 +215,17 @@ func New(opts Options) (*Agent, error) {
 		a.reg.MustRegister(a.events) // sigscope_kube_events_*: only with --kube-events
 		a.pods = kubemeta.New(opts.KubeClient, opts.NodeName, opts.Logger)
 	}
+	if opts.OTLP != nil {
+		o := *opts.OTLP
+		o.NodeName, o.Version, o.Logger = opts.NodeName, opts.Version, opts.Logger
+		s, err := otlplog.New(o)
+		if err != nil {
+			a.release()
+			return nil, fmt.Errorf("otlp logs: %w", err)
+		}
+		a.sinks = append(a.sinks, s)
+		a.reg.MustRegister(s) // sigscope_otlp_log_*: only with OTLP
+	}
 	return a, nil
 }
 
@@ -321,14 +337,21 @@ func (a *Agent) Close() error {
 func (a *Agent) release() {
 	a.closeOnce.Do(func() {
 		a.closeAudits()
+		// The Events sender and the sinks flush at once, each within its
+		// own bound (Events 3 s, OTLP 4 s, the journal a local write):
+		// one after the other they could outlast the pod's 10 s grace.
+		var wg sync.WaitGroup
 		if a.events != nil {
-			_ = a.events.Close()
+			wg.Go(func() { _ = a.events.Close() })
 		}
 		for _, s := range a.sinks {
-			if err := s.Close(); err != nil {
-				a.log.Warn("closing an episode sink", "error", err)
-			}
+			wg.Go(func() {
+				if err := s.Close(); err != nil {
+					a.log.Warn("closing an episode sink", "error", err)
+				}
+			})
 		}
+		wg.Wait()
 		_ = a.resolver.Close()
 	})
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sigscope/sigscope/internal/kubeclient"
 	"github.com/sigscope/sigscope/internal/kubeclient/kubeclienttest"
+	"github.com/sigscope/sigscope/internal/otlplog"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -71,6 +72,14 @@ func TestAgentLifecycleLeavesNothing(t *testing.T) {
 		{"fake-api-server", func(t *testing.T, opts Options) {
 			opts.KubeEvents, opts.KubeClient, opts.NodeName = true, kubeclienttest.FromClientset(fake.NewClientset()), "node-a"
 			runAndStop(t, opts, true)
+		}},
+		{"otlp-collector-down-http", func(t *testing.T, opts Options) {
+			opts.OTLP = &otlplog.Options{Endpoint: "http://127.0.0.1:1", Protocol: otlplog.ProtocolHTTP}
+			runAndStop(t, opts, true)
+		}},
+		{"otlp-collector-down-grpc", func(t *testing.T, opts Options) {
+			opts.OTLP = &otlplog.Options{Endpoint: "http://127.0.0.1:1", Protocol: otlplog.ProtocolGRPC}
+			runAndStop(t, opts, false)
 		}},
 		{"port-taken", func(t *testing.T, opts Options) {
 			taken := listen(t)

@@ -3,7 +3,6 @@ package dockertest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -131,26 +130,6 @@ func buildCRIO(t testing.TB) string {
 		t.Logf("dockertest: test/crio/build.sh (%v):\n%s", time.Since(start).Round(time.Second), s)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// repoRoot is the directory of sigscope's go.mod, above the test's
-// working directory (its package's directory).
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.HasPrefix(string(data), "module github.com/sigscope/sigscope\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no sigscope go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // runcClamp is the OCI runtime CRI-O is given: Debian's runc, after

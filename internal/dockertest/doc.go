@@ -27,6 +27,13 @@
 // flags such as --cgroup-parent, and stops it at cleanup; CopyImage gives
 // it an image of the shared daemon's.
 //
+// EnsureCgroup2Daemon starts (once, and leaves running) a Docker daemon on
+// a cgroup2-only view of this hybrid machine: in a mount namespace of its
+// own whose /sys/fs/cgroup is the unified hierarchy, with the runc of
+// `make cluster` (1.2 or later, built by test/cluster/build.sh when
+// missing) as its default runtime. EngineWanted says which engines
+// (SIGSCOPE_ENGINES) the tests parameterised over them run.
+//
 // Restart stops dockerd (with a service manager's SIGTERM, or a crash's
 // SIGKILL) and starts it again, for the fault tests.
 //

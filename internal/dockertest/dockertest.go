@@ -30,6 +30,7 @@ const lockPath = "/run/sigscope-dockertest.lock"
 // Daemon is a Docker daemon that answered /_ping.
 type Daemon struct {
 	Socket string // unix socket path
+	pid    int    // the private daemons' (PIDOfDaemon)
 }
 
 var (

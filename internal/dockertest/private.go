@@ -22,45 +22,74 @@ import (
 // reused.
 func StartPrivateDaemon(t testing.TB, name string, extra ...string) *Daemon {
 	t.Helper()
+	return startPrivate(t, name, func(bin string, p private) ([]string, error) {
+		return append([]string{bin}, p.daemonArgs(name, extra...)...), nil
+	}, extra)
+}
+
+// startPrivate is StartPrivateDaemon with the command line command makes
+// from the dockerd binary and the daemon's paths.
+func startPrivate(t testing.TB, name string, command func(bin string, p private) ([]string, error), extra []string) *Daemon {
+	t.Helper()
 	EnsureDaemon(t) // installs docker.io when missing
 	bin, err := dockerdPath()
 	if err != nil {
 		t.Fatalf("dockertest: %v", err)
 	}
-	var (
-		dataRoot = "/var/lib/sigscope-dockertest-" + name
-		execRoot = "/run/sigscope-dt-" + name
-		socket   = execRoot + ".sock"
-		pidFile  = execRoot + ".pid"
-		log      = filepath.Join(os.TempDir(), "sigscope-dockerd-"+name+".log")
-	)
-	d := &Daemon{Socket: socket}
-	pid := processOf(pidFile, "dockerd")
-	if pid == 0 || Ping(socket) != nil {
+	p := privatePaths(name)
+	d := &Daemon{Socket: p.socket}
+	pid := processOf(p.pidFile, "dockerd")
+	if pid == 0 || Ping(p.socket) != nil {
 		if pid != 0 {
-			t.Fatalf("dockertest: dockerd %d of %s runs but does not answer on %s; log: %s", pid, pidFile, socket, log)
+			t.Fatalf("dockertest: dockerd %d of %s runs but does not answer on %s; log: %s", pid, p.pidFile, p.socket, p.log)
 		}
 		// A pid file naming no dockerd is a dead run's: dockerd would
 		// refuse to start.
-		if err := os.Remove(pidFile); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(p.pidFile); err != nil && !os.IsNotExist(err) {
 			t.Fatalf("dockertest: %v", err)
 		}
-		args := append([]string{bin,
-			"--data-root", dataRoot, "--exec-root", execRoot,
-			"--host", "unix://" + socket, "--pidfile", pidFile,
-			"--iptables=false", "--bridge=none",
-			"--containerd-namespace", "sigscope-" + name,
-			"--containerd-plugins-namespace", "sigscope-" + name + "-plugins",
-		}, extra...)
+		args, err := command(bin, p)
+		if err != nil {
+			t.Fatalf("dockertest: %v", err)
+		}
 		start := time.Now()
-		pid, err = startDaemonAt(args, socket, log)
+		pid, err = startDaemonAt(args, p.socket, p.log)
 		if err != nil {
 			t.Fatalf("dockertest: %v", err)
 		}
 		t.Logf("dockertest: private dockerd %s (%s) answered after %v", name, strings.Join(extra, " "), time.Since(start).Round(time.Millisecond))
 	}
+	d.pid = pid
 	t.Cleanup(func() { d.stopPrivate(t, pid) })
 	return d
+}
+
+// private are the paths of a private daemon.
+type private struct {
+	dataRoot, execRoot, socket, pidFile, log string
+}
+
+func privatePaths(name string) private {
+	execRoot := "/run/sigscope-dt-" + name
+	return private{
+		dataRoot: "/var/lib/sigscope-dockertest-" + name,
+		execRoot: execRoot,
+		socket:   execRoot + ".sock",
+		pidFile:  execRoot + ".pid",
+		log:      filepath.Join(os.TempDir(), "sigscope-dockerd-"+name+".log"),
+	}
+}
+
+// daemonArgs are dockerd's arguments (after the binary) for the private
+// daemon name, with extra flags.
+func (p private) daemonArgs(name string, extra ...string) []string {
+	return append([]string{
+		"--data-root", p.dataRoot, "--exec-root", p.execRoot,
+		"--host", "unix://" + p.socket, "--pidfile", p.pidFile,
+		"--iptables=false", "--bridge=none",
+		"--containerd-namespace", "sigscope-" + name,
+		"--containerd-plugins-namespace", "sigscope-" + name + "-plugins",
+	}, extra...)
 }
 
 // stopPrivate removes every container of a private daemon, then stops it

@@ -143,6 +143,23 @@ build_sigscope() {
 }
 
 # ctr warns on every call that cgroup v1 is deprecated: said once in docs/cluster.md.
+# The OpenTelemetry Collector of the OTLP tests (test/otelcol, its own Go
+# module; the agent's OTLP logs go to it as a Deployment: e2e/kube/otlp_test.go).
+# Built only on request (images.sh --otelcol): from an empty Go build cache it
+# takes two to three minutes.
+OTELCOL_IMAGE=sigscope.local/otelcol:dev
+
+build_otelcol() {
+	local root
+	root=$(mktemp -d)
+	if ! (cd "$top/test/otelcol" && CGO_ENABLED=0 go build -trimpath -o "$root/otelcol" .); then
+		rm -rf "$root"
+		return 1
+	fi
+	write_image "$IMAGES/otelcol.tar" "$OTELCOL_IMAGE" "$root" '{"Entrypoint":["/otelcol"],"User":"65534:65534"}'
+	rm -rf "$root"
+}
+
 ctr_k8s() { "$BIN/ctr" --address "$CONTAINERD_SOCKET" -n k8s.io "$@" 2> >(grep -v 'DEPRECATION: The support for cgroup v1' >&2); }
 
 # import_image NAME REF: imports IMAGES/NAME.tar unless containerd has REF with
@@ -160,8 +177,16 @@ import_image() {
 }
 
 mode=${1:-}
-case $mode in "" | --no-import | --import-only) ;; *) die "usage: images.sh [--no-import | --import-only]" ;; esac
+case $mode in "" | --no-import | --import-only | --otelcol) ;; *) die "usage: images.sh [--no-import | --import-only | --otelcol]" ;; esac
 mkdir -p "$IMAGES"
+if [ "$mode" = --otelcol ]; then
+	stage "images: build $OTELCOL_IMAGE and import it"
+	build_otelcol || die "building $OTELCOL_IMAGE failed"
+	"$BIN/ctr" --address "$CONTAINERD_SOCKET" version >/dev/null 2>&1 || die "the cluster's containerd is not running: make cluster first"
+	import_image otelcol "$OTELCOL_IMAGE"
+	stage_end
+	exit 0
+fi
 if [ "$mode" != --import-only ]; then
 	stage "images: build pause, busybox, node, sigscope tarballs"
 	[ -x "$BIN/pause" ] || bash "$here/build.sh" pause
