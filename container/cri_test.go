@@ -143,30 +143,30 @@ func TestInfoFromCRI(t *testing.T) {
 		created bool
 	}{
 		{"kubelet container", kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242),
-			Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod"}, PodUID: uid, GracePeriod: 60, MainPID: 4242}, false},
+			Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242}, false},
 		// ContainerStopSignals: containerd 2.4 reports the kubelet's
 		// lifecycle.stopSignal, which it stops the container with.
 		{"kubelet container with lifecycle.stopSignal", func() *runtimeapi.ContainerStatusResponse {
 			r := kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242)
 			r.Status.StopSignal = runtimeapi.Signal_SIGNAL_SIGUSR1
 			return r
-		}(), Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod"}, PodUID: uid, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGUSR1}, false},
+		}(), Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGUSR1}, false},
 		// CRI-O 1.34: stop_signal unset, the signal it stops with (the
 		// image's STOPSIGNAL here) in the runtime spec's annotations.
 		{"CRI-O container with an image STOPSIGNAL", func() *runtimeapi.ContainerStatusResponse {
 			r := kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242)
 			r.Info["info"] = `{"sandboxID":"s","pid":4242,"runtimeSpec":{"annotations":{"org.opencontainers.image.stopSignal":"SIGINT"}}}`
 			return r
-		}(), Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod"}, PodUID: uid, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGINT}, false},
+		}(), Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGINT}, false},
 		// Where both say, stop_signal wins: it is the runtime's own answer.
 		{"stop_signal and the spec's annotation", func() *runtimeapi.ContainerStatusResponse {
 			r := kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242)
 			r.Status.StopSignal = runtimeapi.Signal_SIGNAL_SIGUSR1
 			r.Info["info"] = `{"pid":4242,"runtimeSpec":{"annotations":{"org.opencontainers.image.stopSignal":"SIGINT"}}}`
 			return r
-		}(), Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod"}, PodUID: uid, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGUSR1}, false},
+		}(), Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGUSR1}, false},
 		{"created, not started", kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_CREATED, 0),
-			Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod"}, PodUID: uid, GracePeriod: 60}, true},
+			Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60}, true},
 		{"image by ref, stop signal, no verbose info", &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
 			Id: id2, Metadata: &runtimeapi.ContainerMetadata{Name: "side"}, ImageRef: "sha256:ff", State: runtimeapi.ContainerState_CONTAINER_EXITED,
 			StopSignal: runtimeapi.Signal_SIGNAL_SIGQUIT,

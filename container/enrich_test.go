@@ -162,7 +162,7 @@ func TestCRISandbox(t *testing.T) {
 	sock := startFakeCRI(t, f)
 	r := h.resolver(Options{DockerSocket: filepath.Join(t.TempDir(), "none.sock"), CRISockets: []string{sock}})
 	info := r.Lookup(h.kubepodsProcess(100, 4026532100, id2))
-	want := Info{Identity: Identity{ID: id2, Runtime: RuntimeContainerd, Name: SandboxName, Pod: "web-0", Namespace: "shop"}, Sandbox: true, PodUID: uid, MainPID: 555}
+	want := Info{Identity: Identity{ID: id2, Runtime: RuntimeContainerd, Name: SandboxName, Pod: "web-0", Namespace: "shop", PodUID: uid}, Sandbox: true, MainPID: 555}
 	if info == nil {
 		t.Fatal("no Info")
 	}

@@ -13,6 +13,10 @@ import (
 // timeline's episode embed it, so a field is declared, named and matched
 // here only. Its JSON is the first fields of each of those objects
 // (docs/events.md); an empty field is left out.
+//
+// The six fields before PodUID name the container; PodUID tells a pod from
+// an earlier one of the same name (a StatefulSet's pod deleted and made
+// again), for whoever joins episodes with the API server's records.
 type Identity struct {
 	ID      string `json:"id,omitempty"`      // full container ID (64 hex for docker/containerd/CRI-O/podman)
 	Name    string `json:"name,omitempty"`    // runtime name (docker: without the leading "/"); Kubernetes: the container name
@@ -22,6 +26,7 @@ type Identity struct {
 	// Kubernetes, from the io.kubernetes.* labels and annotations.
 	Pod       string `json:"pod,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
+	PodUID    string `json:"pod_uid,omitempty"` // the io.kubernetes.pod.uid label, or the CRI sandbox's metadata
 }
 
 // ShortID is the 12-character ID docker ps and crictl show.
@@ -52,7 +57,7 @@ func (c Identity) DisplayName() string {
 // names, images and pods are anyone's, and JSON and metric labels must be
 // valid UTF-8.
 func (c Identity) UTF8() Identity {
-	for _, s := range []*string{&c.ID, &c.Name, &c.Image, &c.Runtime, &c.Pod, &c.Namespace} {
+	for _, s := range []*string{&c.ID, &c.Name, &c.Image, &c.Runtime, &c.Pod, &c.Namespace, &c.PodUID} {
 		*s = textsafe.UTF8(*s)
 	}
 	return c

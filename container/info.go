@@ -10,7 +10,6 @@ import (
 // runtime reachable, ID and Runtime still come from the cgroup path.
 type Info struct {
 	Identity
-	PodUID string // Kubernetes, from the io.kubernetes.pod.uid label
 
 	// MainPID is the host pid of the container's main process, the one the
 	// runtime started and sends the stop signal to: the pid-namespace init

@@ -132,7 +132,7 @@ func TestDockerEnrichment(t *testing.T) {
 	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}, TTL: ttl})
 	p := h.dockerProcess(100, 4026532100, id1)
 	info := r.Lookup(p)
-	want := Info{Identity: Identity{ID: id1, Runtime: RuntimeDocker, Name: "web\x1b[31m", Image: "sigscope-test:latest", Pod: "web-0", Namespace: "shop"}, PodUID: uid, StopSignal: sigvocab.SIGTERM, StopTimeout: 7, GracePeriod: 45, MainPID: 1234}
+	want := Info{Identity: Identity{ID: id1, Runtime: RuntimeDocker, Name: "web\x1b[31m", Image: "sigscope-test:latest", Pod: "web-0", Namespace: "shop", PodUID: uid}, StopSignal: sigvocab.SIGTERM, StopTimeout: 7, GracePeriod: 45, MainPID: 1234}
 	if info == nil {
 		t.Fatal("no Info")
 	}

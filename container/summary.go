@@ -76,6 +76,7 @@ func (i *Info) AppendJSON(b []byte) []byte {
 	b = appendJSONField(b, `,"runtime":`, i.Runtime)
 	b = appendJSONField(b, `,"pod":`, i.Pod)
 	b = appendJSONField(b, `,"namespace":`, i.Namespace)
+	b = appendJSONField(b, `,"pod_uid":`, i.PodUID)
 	if i.StopSignal != 0 {
 		b = append(b, `,"stop_signal":"`...)
 		b = i.StopSignal.AppendName(b)

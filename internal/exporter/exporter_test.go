@@ -388,7 +388,7 @@ sigscope_container_pid1_handles_stop_signal{container="ex-trap",namespace="",pod
 }
 
 var (
-	webApp  = &container.Info{Identity: container.Identity{ID: "aaaa", Name: "app", Pod: "web-1", Namespace: "shop", Runtime: "containerd"}, PodUID: "u1"}
+	webApp  = &container.Info{Identity: container.Identity{ID: "aaaa", Name: "app", Pod: "web-1", Namespace: "shop", Runtime: "containerd", PodUID: "u1"}}
 	webSide = &container.Info{Identity: container.Identity{ID: "bbbb", Name: "sidecar", Pod: "web-1", Namespace: "shop", Runtime: "containerd"}}
 	plain   = &container.Info{Identity: container.Identity{ID: "3d3243f7f97e0123456789", Name: "ex-shell", Runtime: "docker"}}
 	bare    = &container.Info{Identity: container.Identity{ID: "905c652eaf05ffffffffffff", Runtime: "docker"}} // runtime unreachable: no name

@@ -13,13 +13,13 @@
 // timestamp is the episode's start, the observed timestamp when the agent
 // completed it. Attributes follow the semantic conventions (v1.43) where
 // they have a name: k8s.node.name, k8s.namespace.name, k8s.pod.name,
-// k8s.container.name, k8s.<workload>.name, container.name, container.id,
+// k8s.pod.uid, k8s.container.name, k8s.<workload>.name, container.name, container.id,
 // container.runtime.name (the conventions' name since container.runtime
 // was deprecated), container.image.name and container.image.tags,
 // process.pid (the main process, host pid), process.exit.code (the status
 // as a runtime reports it: 137 for SIGKILL); the rest is sigscope.*
 // ([Attributes]; docs/otlp.md lists them). Only what the episode knows is
-// set: k8s.pod.uid is not, as episodes do not carry it. Strings are made
+// set. Strings are made
 // valid UTF-8 (textsafe.UTF8: invalid bytes as \xNN).
 //
 // Counting exactly. The SDK's BatchProcessor keeps its own queue and drops

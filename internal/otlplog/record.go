@@ -91,6 +91,7 @@ func Attributes(ep *timeline.Episode) []attribute.KeyValue {
 	if c.Pod != "" {
 		str(semconv.K8SNamespaceNameKey, c.Namespace)
 		str(semconv.K8SPodNameKey, c.Pod)
+		str(semconv.K8SPodUIDKey, c.PodUID)
 		str(semconv.K8SContainerNameKey, c.Name)
 	}
 	str(semconv.ContainerNameKey, c.Name)

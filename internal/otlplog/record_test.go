@@ -25,7 +25,7 @@ func podEpisode() *timeline.Episode {
 		Node: "node-a",
 		Container: timeline.Container{PidNS: 4026532180, Identity: container.Identity{
 			ID: "3d3243f7f97e" + strings.Repeat("0", 52), Name: "web", Image: "registry:5000/shop/web:1.2",
-			Runtime: "containerd", Pod: "web-7c5f5f4f-fvp82", Namespace: "shop"}},
+			Runtime: "containerd", Pod: "web-7c5f5f4f-fvp82", Namespace: "shop", PodUID: "5f1c0a5e-8d1b-4b6e-9c2a-0d6f3a9e7b21"}},
 		Owner:       &timeline.Owner{Kind: "Deployment", Name: "web"},
 		Main:        timeline.Proc{PID: 12660, NsPID: 1, Comm: "sh", Runtime: langrt.Shell},
 		MainIsInit:  true,
@@ -77,6 +77,7 @@ func TestRecordAttributes(t *testing.T) {
 		"k8s.node.name":               attribute.StringValue("node-a"),
 		"k8s.namespace.name":          attribute.StringValue("shop"),
 		"k8s.pod.name":                attribute.StringValue("web-7c5f5f4f-fvp82"),
+		"k8s.pod.uid":                 attribute.StringValue("5f1c0a5e-8d1b-4b6e-9c2a-0d6f3a9e7b21"),
 		"k8s.container.name":          attribute.StringValue("web"),
 		"k8s.deployment.name":         attribute.StringValue("web"),
 		"container.name":              attribute.StringValue("web"),
