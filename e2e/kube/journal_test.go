@@ -61,9 +61,8 @@ func TestAgentJournalAcrossUpgrade(t *testing.T) {
 	c := requireCluster(t)
 	// A journal directory of this test's own on the node.
 	dir := fmt.Sprintf("/var/lib/sigscope-e2e-journal-%d", os.Getpid())
-	t.Setenv("SIGSCOPE_AGENT_SET", "journal.hostDir="+dir)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	installAgent(t, c, agentNS)
+	installAgent(t, c, agentNS, "journal.hostDir="+dir)
 	before := agentPod(t, c, agentNS, "")
 
 	prio, err := c.run(t, "-n", agentNS, "get", "pod", before, "-o", "jsonpath={.spec.priorityClassName} {.spec.priority}")
