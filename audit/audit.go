@@ -361,7 +361,9 @@ func handleFix(f Facts) string {
 		rt = langrt.Shell
 	}
 	h := rt.HandleFix()
-	if h == "" {
+	if h == "" || h == langrt.FixExecForm {
+		// The exec form's fix names an init already: a shell's (and an
+		// unknown program's) fix is the timeline's, said once.
 		return timeline.FixInit + " (docker run --init)."
 	}
 	return upperFirst(h) + ". Or run an init such as tini (docker run --init), which forwards the signal."

@@ -78,6 +78,9 @@ func TestPredict(t *testing.T) {
 		if c.hintHas == "" && hint != "" {
 			t.Errorf("%s: hint %q, want none", c.name, hint)
 		}
+		if n := strings.Count(hint, "run an init such as tini"); n > 1 {
+			t.Errorf("%s: hint %q gives the init fix %d times", c.name, hint, n)
+		}
 		if f := (Facts{Signal: c.sig, State: c.st, Cmdline: c.cmd, Comm: c.comm}); hint != "" && !c.signalfd && !hasFateWords(hint, fate, f) {
 			t.Errorf("%s: hint %q does not say the fate %s in its words (sigvocab.Fate.Reason)", c.name, hint, fate)
 		}
