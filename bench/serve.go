@@ -124,16 +124,20 @@ func runServeStorm(ctx context.Context, env stormEnv, d time.Duration) (serveSto
 type serveCounters struct{ signals, emitted, dropped, missed float64 }
 
 func (s *serveChild) serveCounters() (serveCounters, error) {
-	var c serveCounters
 	resp, err := s.client.Get(s.base + "/metrics")
 	if err != nil {
-		return c, err
+		return serveCounters{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return c, err
+		return serveCounters{}, err
 	}
+	return parseServeCounters(body)
+}
+
+func parseServeCounters(body []byte) (serveCounters, error) {
+	var c serveCounters
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
