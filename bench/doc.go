@@ -27,11 +27,12 @@
 //	(p) bpftrace  a bpftrace one-liner printing each signal to /dev/null
 //
 // Then, each with its own flag to shorten or skip it: a long storm through
-// (j) at the default ring (drops), `sigscope serve` left idle (CPU, memory,
-// threads, binary size), and two latencies (a signal to its line from
-// `sigscope trace`; a pid namespace's exit to its episode in the agent's
-// API). It ends with `RESULT name=value` lines and one PASS, FAIL or SKIP
-// line per target of issue 13, and exits 0 whatever the figures (2 with
+// (j) at the default ring (drops), a long storm through `sigscope serve`
+// (drops, the agent's CPU per event, its peak RSS; serve.go), `sigscope
+// serve` left idle (CPU, memory, threads, binary size), and two latencies
+// (a signal to its line from `sigscope trace`; a pid namespace's exit to
+// its episode in the agent's API). It ends with `RESULT name=value` lines
+// and one PASS, FAIL or SKIP line per target of issues 13 and 24, and exits 0 whatever the figures (2 with
 // -strict when a target is missed; 1 when it could not measure).
 //
 // The sender must be a separate process because sigscope's programs drop

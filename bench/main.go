@@ -52,6 +52,7 @@ type options struct {
 	configs     []config
 	bpftrace    string
 	drops       time.Duration
+	serveStorm  time.Duration
 	idle        time.Duration
 	traceN      int
 	episodeN    int
@@ -69,6 +70,7 @@ var quickDefaults = map[string]string{
 	"phase":  "500ms",
 	"warmup": "500ms",
 	"drops":  "10s",
+	"serve":  "10s",
 	"idle":   "10s",
 }
 
@@ -77,7 +79,7 @@ func parseFlags(args []string) (options, error) {
 	var configs, serveArgs string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.bin, "bin", "bin/sigscope", "the sigscope binary for (j), the drops, the idle agent and the latencies (`make build`)")
-	fs.BoolVar(&o.quick, "quick", false, "every section, shortened (-rounds 3 -phase 500ms -warmup 500ms -drops 10s -idle 10s) unless given")
+	fs.BoolVar(&o.quick, "quick", false, "every section, shortened (-rounds 3 -phase 500ms -warmup 500ms -drops 10s -serve 10s -idle 10s) unless given")
 	fs.IntVar(&o.rounds, "rounds", 7, "storm rounds; each runs every configuration once, between untraced phases; 0 skips the storm")
 	fs.DurationVar(&o.phase, "phase", time.Second, "length of one storm phase")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "untimed untraced storm before the first round; 0 skips it")
@@ -89,6 +91,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&configs, "configs", "noop,empty,stamped,filtered,emitted,json,bpftrace", "storm configurations, comma-separated: noop (0), empty (e), stamped (t), filtered (a), emitted (b), json (j), bpftrace (p)")
 	fs.StringVar(&o.bpftrace, "bpftrace", "bpftrace", "the bpftrace binary for (p); (p) is skipped when it is not found")
 	fs.DurationVar(&o.drops, "drops", 60*time.Second, "length of the storm through (j) that counts drops at the ring; 0 skips it")
+	fs.DurationVar(&o.serveStorm, "serve", 60*time.Second, "length of the storm through `sigscope serve` (default signals, /metrics scraped every second); 0 skips it")
 	fs.DurationVar(&o.idle, "idle", 60*time.Second, "how long the idle agent is watched; 0 skips it")
 	fs.IntVar(&o.traceN, "trace-samples", 20, "signal -> `trace -o json` line samples; 0 skips them")
 	fs.IntVar(&o.episodeN, "episode-samples", 20, "exit -> /api/v1/episodes samples; 0 skips them")
@@ -210,6 +213,11 @@ func run(args []string, out io.Writer) error {
 			return interrupted(ctx, fmt.Errorf("drops: %w", err))
 		}
 		rep.drops = &d
+	}
+	if haveBin && o.serveStorm > 0 {
+		if err := serveStormSection(ctx, env, &rep); err != nil {
+			return interrupted(ctx, err)
+		}
 	}
 	if haveBin && (o.idle > 0 || o.episodeN > 0) {
 		if err := serveSections(ctx, o, &rep); err != nil {

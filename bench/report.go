@@ -17,6 +17,7 @@ type report struct {
 	notes          []string
 	phases         []phase
 	drops          *dropsResult
+	serveStorm     *serveStormResult
 	idle           *idleResult
 	traceLat       []time.Duration
 	episodeLat     []time.Duration
@@ -96,6 +97,10 @@ func (rep report) print(w io.Writer) verdicts {
 		if _, ok := f[figJSONReaderMs]; !ok && d.read > 0 {
 			f[figJSONReaderMs] = ms(d.cpu) / float64(d.read) * 1e5
 		}
+	}
+
+	if r := rep.serveStorm; r != nil {
+		r.print(w, f)
 	}
 
 	if r := rep.idle; r != nil {

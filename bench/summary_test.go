@@ -155,14 +155,23 @@ func TestResultsAndVerdicts(t *testing.T) {
 		figIdleCPU:          1.6,
 		figIdleRSS:          38.2,
 		figTraceLatency:     9.87,
+		// Issue 24's.
+		figEmittedOverStamped: 61.4,
+		figServeDropped:       0,
+		figServeMs:            31.25,
+		figServePeakRSS:       70.44,
 	}
 	sums := map[config]cfgSummary{emitted: {addedNS: 250}}
 	var b bytes.Buffer
 	writeResults(&b, f)
 	wantResults := `RESULT filtered_over_noop=1.04
 RESULT emitted_over_floor_ns=75
+RESULT emitted_over_stamped_ns=61
 RESULT json_added_ns=4260
 RESULT dropped=0
+RESULT serve_dropped=0
+RESULT serve_ms_per_100k=31.2
+RESULT serve_peak_rss_mb=70.4
 RESULT idle_cpu_pct=1.600
 RESULT idle_rss_mb=38.2
 RESULT trace_latency_p99_ms=9.9
@@ -182,12 +191,15 @@ RESULT trace_latency_p99_ms=9.9
 		"PASS idle_rss_mb=38.2 <= 40.0",
 		"SKIP episode_latency_p99_ms: not measured in this run",
 		"PASS trace_latency_p99_ms=9.9 <= 20.0",
+		"FAIL emitted_over_stamped_ns=61 <= 60",
+		"PASS serve_dropped=0 <= 0",
+		"PASS serve_peak_rss_mb=70.4 <= 96.0",
 	}
 	if strings.Join(v.lines, "\n") != strings.Join(wantLines, "\n") {
 		t.Errorf("verdicts:\n%s\nwant:\n%s", strings.Join(v.lines, "\n"), strings.Join(wantLines, "\n"))
 	}
-	if v.passed != 4 || v.failed != 3 {
-		t.Errorf("passed %d, failed %d; want 4, 3", v.passed, v.failed)
+	if v.passed != 6 || v.failed != 4 {
+		t.Errorf("passed %d, failed %d; want 6, 4", v.passed, v.failed)
 	}
 
 	// json_added_ns has no limit without (b): skipped, not judged against 0.
@@ -246,8 +258,8 @@ func TestQuickFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.rounds != 3 || o.phase != 500*time.Millisecond || o.drops != 10*time.Second || o.idle != 0 {
-		t.Errorf("-quick gave rounds %d, phase %v, drops %v, idle %v (an explicit -idle 0 must stay)", o.rounds, o.phase, o.drops, o.idle)
+	if o.rounds != 3 || o.phase != 500*time.Millisecond || o.drops != 10*time.Second || o.serveStorm != 10*time.Second || o.idle != 0 {
+		t.Errorf("-quick gave rounds %d, phase %v, drops %v, serve %v, idle %v (an explicit -idle 0 must stay)", o.rounds, o.phase, o.drops, o.serveStorm, o.idle)
 	}
 	if len(o.configs) != 2 || o.configs[0] != noop || o.configs[1] != emitted {
 		t.Errorf("configs = %v", o.configs)

@@ -36,11 +36,13 @@ const loadSignal = tracer.Signal(47) // SIGRTMIN+13
 const (
 	loadClients = 50
 	// loadMaxRSS bounds the agent's peak RSS (VmHWM) under the load. At
-	// rest it is about 65 MiB: the binary's pages, the 8 MiB ring mapped
-	// twice (for wrap-around) and a 6 MiB heap; 50 clients reading
-	// the whole ring of 1000 episodes (740 kB of JSON) at once add 70-86
-	// MiB (measured peaks 130-150 MiB).
-	loadMaxRSS = 192 << 20
+	// rest it is about 65 MiB: the binary's pages, the 8 MiB ring and a
+	// 6 MiB heap. 50 clients reading the whole ring of 1000 episodes
+	// (740 kB of JSON) at once added 70-86 MiB (peaks 130-150 MiB) while
+	// each answer was encoded per request; written from each episode's
+	// JSON, encoded once as it entered the ring, through a 32 KiB buffer
+	// per answer, they add little (docs/benchmarks.md has the runs).
+	loadMaxRSS = 96 << 20
 )
 
 // The environment of the re-executed test binary that sends the storm.

@@ -139,6 +139,12 @@ type episodeSink interface {
 	Close() error
 }
 
+// lineSink is a sink that takes an episode as the JSON line the ring
+// encoded for the API (the journal): one encoding for both.
+type lineSink interface {
+	ObserveLine(id uint64, line []byte)
+}
+
 // ErrClosed is Run's error on an agent already closed or already run.
 var ErrClosed = errors.New("agent: closed or already run")
 
@@ -370,13 +376,17 @@ func (a *Agent) complete(eps []timeline.Episode) {
 	if len(eps) == 0 {
 		return
 	}
-	a.ring.add(eps, a.opts.NodeName)
+	lines := a.ring.add(eps, a.opts.NodeName)
 	for i := range eps {
 		a.exp.ObserveEpisode(&eps[i])
 		if a.events != nil {
 			a.events.ObserveEpisode(&eps[i])
 		}
 		for _, s := range a.sinks {
+			if ls, ok := s.(lineSink); ok && lines[i] != nil {
+				ls.ObserveLine(eps[i].ID, lines[i])
+				continue
+			}
 			s.ObserveEpisode(&eps[i])
 		}
 	}

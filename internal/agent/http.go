@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -16,7 +15,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
-	"github.com/sigscope/sigscope/timeline"
 )
 
 // APIVersion is the version of the agent's HTTP API (docs/api.md).
@@ -130,25 +128,15 @@ func (a *Agent) serveEpisodes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := newEpisodeFilter(q, time.Now())
-	eps := a.ring.recent()
-	out := []timeline.Episode{}
-	more := false
-	// Newest first, so that the page is the newest matches.
-	for i := len(eps) - 1; i >= 0; i-- {
-		if !f.match(&eps[i]) {
-			continue
-		}
-		if q.Limit > 0 && len(out) == q.Limit {
-			more = true
-			break
-		}
-		out = append(out, eps[i])
+	lines, oldest, more, err := a.ring.matching(&f, q.Limit)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
 	}
-	slices.Reverse(out)
 	if more {
-		w.Header().Set("Link", fmt.Sprintf("<%s>; rel=\"next\"", apiv1.NextPage(query, out[0].ID)))
+		w.Header().Set("Link", fmt.Sprintf("<%s>; rel=\"next\"", apiv1.NextPage(query, oldest)))
 	}
-	writeJSON(w, out)
+	writeEpisodes(w, lines)
 }
 
 func (a *Agent) serveInfo(w http.ResponseWriter, _ *http.Request) {

@@ -1,19 +1,28 @@
 package agent
 
 import (
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
+	"github.com/sigscope/sigscope/internal/journal"
 	"github.com/sigscope/sigscope/timeline"
 )
 
 // episodeRing keeps the last completed episodes for /api/v1/episodes and
 // numbers them. Its own lock: the tracer's goroutine adds while HTTP
 // handlers and scrapes read.
+//
+// Each episode is kept with its JSON, encoded once as it enters (the line
+// the journal writes too): fifty clients reading the whole ring used to
+// encode it fifty times at once, 1000 episodes into a buffer each, which
+// was most of the agent's peak memory under load (docs/benchmarks.md).
 type episodeRing struct {
 	mu       sync.Mutex
 	episodes []timeline.Episode // oldest first once full
+	lines    [][]byte           // episodes[i]'s journal.Encode; nil if it failed
 	next     int
 	full     bool
 	seq      uint64    // the last episode's ID
@@ -22,26 +31,30 @@ type episodeRing struct {
 }
 
 func newEpisodeRing(capacity int) *episodeRing {
-	return &episodeRing{episodes: make([]timeline.Episode, capacity)}
+	return &episodeRing{episodes: make([]timeline.Episode, capacity), lines: make([][]byte, capacity)}
 }
 
 // add numbers eps (their IDs and node are set in place) and keeps them,
-// pushing the oldest out.
-func (r *episodeRing) add(eps []timeline.Episode, node string) {
+// pushing the oldest out. It returns each one's line (nil where encoding
+// failed), for the journal.
+func (r *episodeRing) add(eps []timeline.Episode, node string) [][]byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	lines := make([][]byte, len(eps))
 	for i := range eps {
 		r.seq++
 		eps[i].ID, eps[i].Node = r.seq, node
 		if old := &r.episodes[r.next]; r.full && old.Start.After(r.evicted) {
 			r.evicted = old.Start
 		}
-		r.episodes[r.next] = eps[i]
+		lines[i] = encodeLine(&eps[i])
+		r.episodes[r.next], r.lines[r.next] = eps[i], lines[i]
 		r.next = (r.next + 1) % len(r.episodes)
 		if r.next == 0 {
 			r.full = true
 		}
 	}
+	return lines
 }
 
 // load fills the ring with episodes read back from the journal, oldest
@@ -67,7 +80,7 @@ func (r *episodeRing) load(eps []timeline.Episode, lastID uint64, lines int) {
 	}
 	for i := range eps {
 		r.seq = max(r.seq, eps[i].ID)
-		r.episodes[r.next] = eps[i]
+		r.episodes[r.next], r.lines[r.next] = eps[i], encodeLine(&eps[i])
 		r.next = (r.next + 1) % len(r.episodes)
 		if r.next == 0 {
 			r.full = true
@@ -76,15 +89,41 @@ func (r *episodeRing) load(eps []timeline.Episode, lastID uint64, lines int) {
 	r.seq = max(r.seq, lastID)
 }
 
-// recent returns the kept episodes, oldest first.
-func (r *episodeRing) recent() []timeline.Episode {
+// matching returns the lines of the newest limit episodes that f matches
+// (all of them when limit is 0), oldest first, the oldest one's ID, and
+// whether older ones match too. The lines are shared, never written: the
+// answer is written from them after the lock is released.
+func (r *episodeRing) matching(f *episodeFilter, limit int) (lines [][]byte, oldest uint64, more bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []timeline.Episode
-	if r.full {
-		out = append(out, r.episodes[r.next:]...)
+	n := r.keptLocked()
+	lines = make([][]byte, 0, n)
+	if limit > 0 {
+		lines = make([][]byte, 0, min(n, limit))
 	}
-	return append(out, r.episodes[:r.next]...)
+	// Newest first, so that the page is the newest matches.
+	for k := range n {
+		i := (r.next - 1 - k + len(r.episodes)) % len(r.episodes)
+		ep := &r.episodes[i]
+		if !f.match(ep) {
+			continue
+		}
+		if limit > 0 && len(lines) == limit {
+			more = true
+			break
+		}
+		if r.lines[i] == nil {
+			// Encoding failed as it entered: try again, to answer the
+			// error rather than leave the episode out.
+			if r.lines[i], err = journal.Encode(ep); err != nil {
+				return nil, 0, false, fmt.Errorf("episode %d: %w", ep.ID, err)
+			}
+		}
+		lines = append(lines, r.lines[i])
+		oldest = ep.ID
+	}
+	slices.Reverse(lines)
+	return lines, oldest, more, nil
 }
 
 // size returns how many episodes are kept and how many can be.

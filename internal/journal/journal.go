@@ -59,7 +59,7 @@ type Journal struct {
 
 	mu     sync.RWMutex // closed against ObserveEpisode's sends
 	closed bool
-	queue  chan timeline.Episode
+	queue  chan queued
 	stop   chan struct{}
 	done   chan struct{}
 	once   sync.Once
@@ -105,7 +105,7 @@ func Open(opts Options) (*Journal, error) {
 		opts.Logger = slog.Default()
 	}
 	j := &Journal{opts: opts, log: opts.Logger.With("journal", opts.Dir),
-		queue: make(chan timeline.Episode, opts.Queue), stop: make(chan struct{}), done: make(chan struct{})}
+		queue: make(chan queued, opts.Queue), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		j.log.Warn("cannot create the journal directory; episodes are written once it can be", "error", err)
 	}
@@ -150,6 +150,14 @@ func (j *Journal) lockDir() error {
 	return nil
 }
 
+// queued is an episode waiting for the writer: its line when the caller
+// encoded it (ObserveLine), else a copy of it to encode.
+type queued struct {
+	id   uint64
+	ep   *timeline.Episode
+	line []byte
+}
+
 // Loaded is what Open read back.
 func (j *Journal) Loaded() Loaded { return j.loaded }
 
@@ -158,6 +166,18 @@ func (j *Journal) Loaded() Loaded { return j.loaded }
 // counted. ep is copied: its slices must not change after, as for every
 // completed episode.
 func (j *Journal) ObserveEpisode(ep *timeline.Episode) {
+	cp := *ep
+	j.enqueue(queued{id: ep.ID, ep: &cp})
+}
+
+// ObserveLine queues an episode already encoded by [Encode] (the agent
+// encodes each episode once, for its API and for the journal), as
+// ObserveEpisode does. line must not change after.
+func (j *Journal) ObserveLine(id uint64, line []byte) {
+	j.enqueue(queued{id: id, line: line})
+}
+
+func (j *Journal) enqueue(q queued) {
 	j.mu.RLock()
 	defer j.mu.RUnlock()
 	if j.closed {
@@ -165,7 +185,7 @@ func (j *Journal) ObserveEpisode(ep *timeline.Episode) {
 		return
 	}
 	select {
-	case j.queue <- *ep:
+	case j.queue <- q:
 	default:
 		j.dropped.Add(1)
 	}
@@ -217,8 +237,8 @@ func (j *Journal) run() {
 		case <-j.stop:
 			j.shutdown(nil)
 			return
-		case ep := <-j.queue:
-			line := j.encode(&ep)
+		case q := <-j.queue:
+			line := j.line(q)
 			if line == nil {
 				continue
 			}
@@ -244,12 +264,12 @@ func (j *Journal) shutdown(pending []byte) {
 	}
 	for {
 		select {
-		case ep := <-j.queue:
+		case q := <-j.queue:
 			if !ok {
 				j.dropped.Add(1)
 				continue
 			}
-			if line := j.encode(&ep); line != nil {
+			if line := j.line(q); line != nil {
 				if err := j.write(line); err != nil {
 					j.failed(err)
 					ok = false
@@ -267,24 +287,38 @@ func (j *Journal) shutdown(pending []byte) {
 	}
 }
 
-// encode is ep's line: exactly the object /api/v1/episodes serves for it
-// (the same encoder settings as the agent's writeJSON). nil when it cannot
-// be written at all (counted as dropped).
-func (j *Journal) encode(ep *timeline.Episode) []byte {
+// Encode is an episode's journal line: exactly the object
+// /api/v1/episodes serves for it (encoding/json without HTML escaping, as
+// the agent's API), then a newline.
+func Encode(ep *timeline.Episode) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(ep); err != nil {
+		return nil, err
+	}
+	// Exactly its size: a line may be kept as long as its episode is.
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// line is q's line, encoded here unless the caller did. nil when it cannot
+// be written at all (counted as dropped).
+func (j *Journal) line(q queued) []byte {
+	line := q.line
+	if line == nil {
+		var err error
+		if line, err = Encode(q.ep); err != nil {
+			j.dropped.Add(1)
+			j.log.Warn("an episode cannot be encoded for the journal", "id", q.id, "error", err)
+			return nil
+		}
+	}
+	if int64(len(line)) > j.opts.FileSize {
 		j.dropped.Add(1)
-		j.log.Warn("an episode cannot be encoded for the journal", "id", ep.ID, "error", err)
+		j.log.Warn("an episode is larger than a journal file (--journal-file-size): not written", "id", q.id, "bytes", len(line))
 		return nil
 	}
-	if int64(buf.Len()) > j.opts.FileSize {
-		j.dropped.Add(1)
-		j.log.Warn("an episode is larger than a journal file (--journal-file-size): not written", "id", ep.ID, "bytes", buf.Len())
-		return nil
-	}
-	return buf.Bytes()
+	return line
 }
 
 func (j *Journal) failed(err error) {
