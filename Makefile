@@ -121,7 +121,7 @@ cluster-images: ## Rebuild the cluster's images (sigscope.local/sigscope:dev fro
 	bash test/cluster/images.sh
 
 .PHONY: bench
-bench: build ## Benchmark (root; ~5 min, ARGS=-quick ~2): sigscope against the kernel floor and bpftrace, drops, idle agent, latencies (docs/benchmarks.md)
+bench: build ## Benchmark (root; ~6 min, ARGS=-quick ~2): sigscope against the kernel floor and bpftrace, drops, the agent under the storm, idle agent, latencies (docs/benchmarks.md)
 	$(GO) run ./bench -bin $(BIN) $(ARGS)
 
 # The test collector (test/otelcol: its own Go module, so sigscope's go.mod does not grow).
