@@ -80,7 +80,7 @@ const lossEvery = 100 * time.Millisecond
 // noteLoss hands the kernel's total of dropped events to the engine, at
 // most every lossEvery.
 func (p *Pipeline) noteLoss(now time.Time) {
-	if p.engine == nil || now.Sub(p.lossAt) < lossEvery {
+	if p.engine == nil || p.t == nil || now.Sub(p.lossAt) < lossEvery {
 		return
 	}
 	p.lossAt = now
@@ -175,29 +175,7 @@ func (p *Pipeline) episodes(eps []timeline.Episode) error {
 // every open episode (they say what they lack: unfinished when only a stop
 // signal was seen). It returns the first callback error, except ErrStop.
 func (p *Pipeline) Run(ctx context.Context) error {
-	runErr := p.t.Run(ctx, func(e *tracer.Event) error {
-		if p.err != nil {
-			return p.err
-		}
-		var target, sender *container.Info
-		if r := p.opts.Resolver; r != nil {
-			now := p.clock.at(e)
-			target = r.LookupAt(&e.Target, now)
-			if p.opts.Senders && e.Kind == tracer.KindGenerate {
-				sender = r.LookupAt(&e.Sender, now)
-			}
-		}
-		if p.opts.OnEvent != nil {
-			if err := p.opts.OnEvent(e, target, sender); err != nil {
-				return err
-			}
-		}
-		if p.engine == nil {
-			return nil
-		}
-		p.noteLoss(e.Time)
-		return p.episodes(p.engine.Add(e, target))
-	})
+	runErr := p.t.Run(ctx, p.Handle)
 	if runErr == nil {
 		runErr = p.err
 	}
@@ -209,6 +187,44 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 	}
 	return runErr
+}
+
+// NewReplay returns a pipeline without a tracer, for events that come from
+// elsewhere through Handle: the JSON path's benchmark replays recorded
+// records through the very code Run uses. Options.Tracer is ignored; Run
+// and Close must not be called.
+func NewReplay(opts Options) *Pipeline {
+	p := &Pipeline{opts: opts}
+	if opts.Timeline != nil {
+		p.engine = timeline.New(*opts.Timeline)
+	}
+	return p
+}
+
+// Handle is Run's work for one decoded event: resolve its containers, hand
+// it to OnEvent, then to the engine.
+func (p *Pipeline) Handle(e *tracer.Event) error {
+	if p.err != nil {
+		return p.err
+	}
+	var target, sender *container.Info
+	if r := p.opts.Resolver; r != nil {
+		now := p.clock.at(e)
+		target = r.LookupAt(&e.Target, now)
+		if p.opts.Senders && e.Kind == tracer.KindGenerate {
+			sender = r.LookupAt(&e.Sender, now)
+		}
+	}
+	if p.opts.OnEvent != nil {
+		if err := p.opts.OnEvent(e, target, sender); err != nil {
+			return err
+		}
+	}
+	if p.engine == nil {
+		return nil
+	}
+	p.noteLoss(e.Time)
+	return p.episodes(p.engine.Add(e, target))
 }
 
 // Close detaches the tracer. It is idempotent.
