@@ -46,6 +46,39 @@ type Pipeline struct {
 	// engine (Engine.NoteDropped).
 	lossAt time.Time
 	clock  eventClock
+	memo   lookupMemo
+}
+
+// lookupMemo remembers the resolver's answers for the current clock
+// reading: the resolver answers a key from its cache against that reading,
+// so asking again with the same key and reading gets the same answer, and
+// a storm's sender and target (one key when both are on the host) need
+// not take the resolver's lock and hash its key twice per signal. An answer
+// the resolver changes meanwhile (re-enrichment in the background) is seen
+// at the next reading, within a millisecond or 1024 events: the staleness
+// a reading already allows. Direct-mapped and tiny: the keys of the
+// events within one reading.
+type lookupMemo [memoSlots]struct {
+	gen  uint64 // the eventClock reading; 0: empty
+	key  container.Key
+	info *container.Info
+}
+
+const memoSlots = 4
+
+// lookup is r.LookupAt(p, now) through the memo.
+func (p *Pipeline) lookup(r *container.Resolver, proc *tracer.Process, now time.Time) *container.Info {
+	key := container.KeyOf(proc)
+	if key == (container.Key{}) {
+		return r.LookupAt(proc, now) // resolved from /proc each time: nothing to key it by
+	}
+	m := &p.memo[uint(key.PidNS^uint32(key.CgroupID)^uint32(key.CgroupV1ID))%memoSlots]
+	if m.gen == p.clock.gen && m.key == key {
+		return m.info
+	}
+	info := r.LookupAt(proc, now)
+	m.gen, m.key, m.info = p.clock.gen, key, info
+	return info
 }
 
 // eventClock reads the clock for the resolver's cache (LookupAt) once for
@@ -57,6 +90,7 @@ type eventClock struct {
 	now  time.Time
 	boot uint64 // the kernel time of the event that read it
 	left int    // events that may still use it
+	gen  uint64 // counts the readings: the memo's answers are for one
 }
 
 const (
@@ -67,6 +101,7 @@ const (
 func (c *eventClock) at(e *tracer.Event) time.Time {
 	if c.left == 0 || e.BootNS-c.boot >= clockStale || e.BootNS < c.boot {
 		c.now, c.boot, c.left = time.Now(), e.BootNS, clockReuse
+		c.gen++
 	}
 	c.left--
 	return c.now
@@ -210,9 +245,9 @@ func (p *Pipeline) Handle(e *tracer.Event) error {
 	var target, sender *container.Info
 	if r := p.opts.Resolver; r != nil {
 		now := p.clock.at(e)
-		target = r.LookupAt(&e.Target, now)
+		target = p.lookup(r, &e.Target, now)
 		if p.opts.Senders && e.Kind == tracer.KindGenerate {
-			sender = r.LookupAt(&e.Sender, now)
+			sender = p.lookup(r, &e.Sender, now)
 		}
 	}
 	if p.opts.OnEvent != nil {
