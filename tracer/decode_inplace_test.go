@@ -10,12 +10,7 @@ import (
 // Decode reads an aligned record in place and copies one that is not: both
 // give the same event.
 func TestDecodeUnalignedRecord(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join("testdata", "events", "*.hex"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no recorded events: %v", err)
-	}
-	for _, p := range paths {
-		raw := loadFixture(t, strings.TrimSuffix(filepath.Base(p), ".hex"))
+	for p, raw := range recordedRecords(t) {
 		buf := make([]byte, len(raw)+1)
 		copy(buf[1:], raw)
 		var aligned, unaligned Event
@@ -29,4 +24,19 @@ func TestDecodeUnalignedRecord(t *testing.T) {
 			t.Errorf("%s: unaligned %+v, aligned %+v", p, unaligned, aligned)
 		}
 	}
+}
+
+// recordedRecords are the records the privileged tests captured
+// (testdata/events), by file name.
+func recordedRecords(t *testing.T) map[string][]byte {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", "events", "*.hex"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no recorded events: %v", err)
+	}
+	out := map[string][]byte{}
+	for _, p := range paths {
+		out[p] = loadFixture(t, strings.TrimSuffix(filepath.Base(p), ".hex"))
+	}
+	return out
 }

@@ -3,8 +3,6 @@ package tracer
 import (
 	"bytes"
 	"math/rand/v2"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,13 +24,9 @@ func checkEncoder(t *testing.T, enc *sigvocab.Encoder, e *Event) {
 // field (same pids: same slot) is cached.
 func TestEncoderMatchesAppendJSON(t *testing.T) {
 	cases := jsonCases()
-	paths, err := filepath.Glob(filepath.Join("testdata", "events", "*.hex"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no recorded events: %v", err)
-	}
-	for _, p := range paths {
+	for _, raw := range recordedRecords(t) {
 		var e Event
-		if err := Decode(loadFixture(t, strings.TrimSuffix(filepath.Base(p), ".hex")), Clock{}, &e); err != nil {
+		if err := Decode(raw, Clock{}, &e); err != nil {
 			t.Fatal(err)
 		}
 		cases = append(cases, e)
