@@ -85,6 +85,9 @@ func (rep report) print(w io.Writer) verdicts {
 		stormFigures(sums, f)
 		if s, ok := sums[jsonOut]; ok && s.read > 0 {
 			f[figJSONReaderMs] = s.readerMsPer100k()
+			if s.rate > 0 {
+				f[figJSONKeepup] = jsonKeepup(s.readerMsPer100k(), 1e9/s.rate)
+			}
 		}
 	}
 
@@ -96,6 +99,9 @@ func (rep report) print(w io.Writer) verdicts {
 		f[figDropped] = float64(d.lost)
 		if _, ok := f[figJSONReaderMs]; !ok && d.read > 0 {
 			f[figJSONReaderMs] = ms(d.cpu) / float64(d.read) * 1e5
+			if d.storm.sent > 0 {
+				f[figJSONKeepup] = jsonKeepup(f[figJSONReaderMs], 1e9/d.storm.rate())
+			}
 		}
 	}
 

@@ -110,6 +110,17 @@ func TestStormFiguresNeedBothSides(t *testing.T) {
 	}
 }
 
+// json_keepup is the reader's ns per event over the sender's ns per kill:
+// 54.8 ms per 100k events is 548 ns, against a 420 ns kill.
+func TestJSONKeepup(t *testing.T) {
+	if got := jsonKeepup(54.8, 420); math.Abs(got-548.0/420) > 1e-9 {
+		t.Errorf("jsonKeepup(54.8 ms/100k, 420 ns) = %v, want %v", got, 548.0/420)
+	}
+	if got := jsonKeepup(30, 0); !math.IsNaN(got) {
+		t.Errorf("jsonKeepup over a sender of 0 ns = %v, want NaN", got)
+	}
+}
+
 func TestSchedule(t *testing.T) {
 	s := schedule([]config{noop, emitted, jsonOut}, 2)
 	var got []string
@@ -152,6 +163,7 @@ func TestResultsAndVerdicts(t *testing.T) {
 		figEmittedOverFloor: 75.4,
 		figJSONAdded:        4260,
 		figDropped:          0,
+		figJSONKeepup:       1.3049,
 		figIdleCPU:          1.6,
 		figIdleRSS:          38.2,
 		figTraceLatency:     9.87,
@@ -169,6 +181,7 @@ RESULT emitted_over_floor_ns=75
 RESULT emitted_over_stamped_ns=61
 RESULT json_added_ns=4260
 RESULT dropped=0
+RESULT json_keepup=1.30
 RESULT serve_dropped=0
 RESULT serve_ms_per_100k=31.2
 RESULT serve_peak_rss_mb=70.4
@@ -187,6 +200,7 @@ RESULT trace_latency_p99_ms=9.9
 		"FAIL json_added_ns=4260 <= 500 (2 x (b) emitted's 250 ns)",
 		"SKIP bpftrace_over_json: not measured in this run",
 		"PASS dropped=0 <= 0",
+		"FAIL json_keepup=1.30 <= 0.80",
 		"FAIL idle_cpu_pct=1.600 <= 0.100",
 		"PASS idle_rss_mb=38.2 <= 40.0",
 		"SKIP episode_latency_p99_ms: not measured in this run",
@@ -198,8 +212,8 @@ RESULT trace_latency_p99_ms=9.9
 	if strings.Join(v.lines, "\n") != strings.Join(wantLines, "\n") {
 		t.Errorf("verdicts:\n%s\nwant:\n%s", strings.Join(v.lines, "\n"), strings.Join(wantLines, "\n"))
 	}
-	if v.passed != 6 || v.failed != 4 {
-		t.Errorf("passed %d, failed %d; want 6, 4", v.passed, v.failed)
+	if v.passed != 6 || v.failed != 5 {
+		t.Errorf("passed %d, failed %d; want 6, 5", v.passed, v.failed)
 	}
 
 	// json_added_ns has no limit without (b): skipped, not judged against 0.

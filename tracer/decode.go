@@ -21,14 +21,24 @@ func (c Clock) Wall(bootNS uint64) time.Time {
 }
 
 // Decode fills e from one raw record and classifies it. It allocates
-// nothing: the record is copied into a stack value of the generated type,
-// which bpf2go derived from struct event, so no layout is mirrored by hand.
+// nothing: the record is read as the generated type, which bpf2go derived
+// from struct event, so no layout is mirrored by hand. A record aligned as
+// the ring aligns them (8 bytes) is read where it is, without a copy: at a
+// storm's rate of records the copy was a tenth of the JSON path's time.
 func Decode(raw []byte, clk Clock, e *Event) error {
 	if len(raw) < RecordSize {
 		return fmt.Errorf("short record: %d bytes, want %d", len(raw), RecordSize)
 	}
-	var r sigscopeEvent
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), RecordSize), raw)
+	var (
+		r   *sigscopeEvent
+		tmp sigscopeEvent
+	)
+	if uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%unsafe.Alignof(tmp) == 0 {
+		r = (*sigscopeEvent)(unsafe.Pointer(unsafe.SliceData(raw)))
+	} else {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&tmp)), RecordSize), raw)
+		r = &tmp
+	}
 
 	kind := Kind(r.Type)
 	if !kind.Valid() {
@@ -90,10 +100,8 @@ func decodeProc(p *sigscopeProc) Process {
 	}
 }
 
+// comm is c's bytes: an int8 and a byte array of one length share their
+// layout, so this is one 16-byte load rather than a loop.
 func comm(c *[16]int8) Comm {
-	var out Comm
-	for i, b := range c {
-		out[i] = byte(b)
-	}
-	return out
+	return *(*Comm)(unsafe.Pointer(c))
 }

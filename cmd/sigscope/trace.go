@@ -157,7 +157,8 @@ type traceSink struct {
 	filter container.Filter
 	count  uint64 // stop after this many events; 0: no limit
 	n      uint64
-	buf    []byte // the JSON line, reused
+	buf    []byte                 // the JSON line, reused
+	enc    pipeline.RecordEncoder // what repeats from line to line, encoded once
 }
 
 func (s *traceSink) event(e *tracer.Event, target, sender *container.Info) error {
@@ -165,10 +166,7 @@ func (s *traceSink) event(e *tracer.Event, target, sender *container.Info) error
 		return nil
 	}
 	if s.json {
-		var err error
-		if s.buf, err = pipeline.AppendRecord(s.buf[:0], e, target, sender); err != nil {
-			return err
-		}
+		s.buf = s.enc.Append(s.buf[:0], e, target, sender)
 		if _, err := s.w.Write(s.buf); err != nil {
 			return err
 		}

@@ -46,6 +46,39 @@ type Pipeline struct {
 	// engine (Engine.NoteDropped).
 	lossAt time.Time
 	clock  eventClock
+	memo   lookupMemo
+}
+
+// lookupMemo remembers the resolver's answers for the current clock
+// reading: the resolver answers a key from its cache against that reading,
+// so asking again with the same key and reading gets the same answer, and
+// a storm's sender and target (one key when both are on the host) need
+// not take the resolver's lock and hash its key twice per signal. An answer
+// the resolver changes meanwhile (re-enrichment in the background) is seen
+// at the next reading, within a millisecond or 1024 events: the staleness
+// a reading already allows. Direct-mapped and tiny: the keys of the
+// events within one reading.
+type lookupMemo [memoSlots]struct {
+	gen  uint64 // the eventClock reading; 0: empty
+	key  container.Key
+	info *container.Info
+}
+
+const memoSlots = 4
+
+// lookup is r.LookupAt(p, now) through the memo.
+func (p *Pipeline) lookup(r *container.Resolver, proc *tracer.Process, now time.Time) *container.Info {
+	key := container.KeyOf(proc)
+	if key == (container.Key{}) {
+		return r.LookupAt(proc, now) // resolved from /proc each time: nothing to key it by
+	}
+	m := &p.memo[uint(key.PidNS^uint32(key.CgroupID)^uint32(key.CgroupV1ID))%memoSlots]
+	if m.gen == p.clock.gen && m.key == key {
+		return m.info
+	}
+	info := r.LookupAt(proc, now)
+	m.gen, m.key, m.info = p.clock.gen, key, info
+	return info
 }
 
 // eventClock reads the clock for the resolver's cache (LookupAt) once for
@@ -57,6 +90,7 @@ type eventClock struct {
 	now  time.Time
 	boot uint64 // the kernel time of the event that read it
 	left int    // events that may still use it
+	gen  uint64 // counts the readings: the memo's answers are for one
 }
 
 const (
@@ -67,6 +101,7 @@ const (
 func (c *eventClock) at(e *tracer.Event) time.Time {
 	if c.left == 0 || e.BootNS-c.boot >= clockStale || e.BootNS < c.boot {
 		c.now, c.boot, c.left = time.Now(), e.BootNS, clockReuse
+		c.gen++
 	}
 	c.left--
 	return c.now
@@ -80,7 +115,7 @@ const lossEvery = 100 * time.Millisecond
 // noteLoss hands the kernel's total of dropped events to the engine, at
 // most every lossEvery.
 func (p *Pipeline) noteLoss(now time.Time) {
-	if p.engine == nil || now.Sub(p.lossAt) < lossEvery {
+	if p.engine == nil || p.t == nil || now.Sub(p.lossAt) < lossEvery {
 		return
 	}
 	p.lossAt = now
@@ -175,29 +210,7 @@ func (p *Pipeline) episodes(eps []timeline.Episode) error {
 // every open episode (they say what they lack: unfinished when only a stop
 // signal was seen). It returns the first callback error, except ErrStop.
 func (p *Pipeline) Run(ctx context.Context) error {
-	runErr := p.t.Run(ctx, func(e *tracer.Event) error {
-		if p.err != nil {
-			return p.err
-		}
-		var target, sender *container.Info
-		if r := p.opts.Resolver; r != nil {
-			now := p.clock.at(e)
-			target = r.LookupAt(&e.Target, now)
-			if p.opts.Senders && e.Kind == tracer.KindGenerate {
-				sender = r.LookupAt(&e.Sender, now)
-			}
-		}
-		if p.opts.OnEvent != nil {
-			if err := p.opts.OnEvent(e, target, sender); err != nil {
-				return err
-			}
-		}
-		if p.engine == nil {
-			return nil
-		}
-		p.noteLoss(e.Time)
-		return p.episodes(p.engine.Add(e, target))
-	})
+	runErr := p.t.Run(ctx, p.Handle)
 	if runErr == nil {
 		runErr = p.err
 	}
@@ -209,6 +222,44 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 	}
 	return runErr
+}
+
+// NewReplay returns a pipeline without a tracer, for events that come from
+// elsewhere through Handle: the JSON path's benchmark replays recorded
+// records through the very code Run uses. Options.Tracer is ignored; Run
+// and Close must not be called.
+func NewReplay(opts Options) *Pipeline {
+	p := &Pipeline{opts: opts}
+	if opts.Timeline != nil {
+		p.engine = timeline.New(*opts.Timeline)
+	}
+	return p
+}
+
+// Handle is Run's work for one decoded event: resolve its containers, hand
+// it to OnEvent, then to the engine.
+func (p *Pipeline) Handle(e *tracer.Event) error {
+	if p.err != nil {
+		return p.err
+	}
+	var target, sender *container.Info
+	if r := p.opts.Resolver; r != nil {
+		now := p.clock.at(e)
+		target = p.lookup(r, &e.Target, now)
+		if p.opts.Senders && e.Kind == tracer.KindGenerate {
+			sender = p.lookup(r, &e.Sender, now)
+		}
+	}
+	if p.opts.OnEvent != nil {
+		if err := p.opts.OnEvent(e, target, sender); err != nil {
+			return err
+		}
+	}
+	if p.engine == nil {
+		return nil
+	}
+	p.noteLoss(e.Time)
+	return p.episodes(p.engine.Add(e, target))
 }
 
 // Close detaches the tracer. It is idempotent.

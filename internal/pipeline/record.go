@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -21,7 +22,26 @@ const hostPidNS = 0xEFFFFFFC
 func AppendRecord(b []byte, e *tracer.Event, target, sender *container.Info) ([]byte, error) {
 	// Written by hand (tracer.Event.AppendJSON, container.Info.AppendJSON):
 	// trace writes one line per signal, without allocating.
-	b = e.AppendJSON(b)
+	return appendContainers(e.AppendJSON(b), target, sender), nil
+}
+
+// RecordEncoder writes AppendRecord's lines, byte for byte, for a stream
+// of events: `trace -o json` writes one per signal, and what repeats from
+// one to the next (the sender and its ancestors, the target, the verdict,
+// the second) is encoded once (sigvocab.Encoder). The zero value is ready;
+// it is not safe for concurrent use.
+type RecordEncoder struct {
+	events sigvocab.Encoder
+}
+
+// Append appends e's line, as AppendRecord does.
+func (r *RecordEncoder) Append(b []byte, e *tracer.Event, target, sender *container.Info) []byte {
+	return appendContainers(r.events.AppendEvent(b, e), target, sender)
+}
+
+// appendContainers turns the event object that ends b into the line: the
+// containers added (see [About]), and the newline.
+func appendContainers(b []byte, target, sender *container.Info) []byte {
 	b = b[:len(b)-1] // the object without its closing brace
 	about, other := About(target, sender)
 	if about != nil {
@@ -30,7 +50,7 @@ func AppendRecord(b []byte, e *tracer.Event, target, sender *container.Info) ([]
 	if other != nil {
 		b = other.AppendJSON(append(b, `,"sender_container":`...))
 	}
-	return append(b, '}', '\n'), nil
+	return append(b, '}', '\n')
 }
 
 // MaxRecordLine bounds a recording's line: a longer one is invalid (an

@@ -3,7 +3,8 @@
 // the kernel answered ([Result]) and had installed ([Disposition]), the
 // verdict words ([Flags]), the signal's [Fate], and the decoded [Event]
 // with its documented JSON form (docs/events.md; json.go writes it by hand
-// and reads it back from recordings).
+// and reads it back from recordings; [Encoder], jsoncache.go, writes the
+// same bytes for a stream, encoding once what repeats from event to event).
 //
 // It decides, and is the only place that decides, what the kernel did with
 // a signal: [Classify] reads an event's fate (fate.go) and flags

@@ -66,6 +66,19 @@ func (e *Event) MarshalJSON() ([]byte, error) {
 func (e *Event) AppendJSON(b []byte) []byte {
 	b = append(b, `{"time":"`...)
 	b = appendTime(b, e.Time)
+	b = appendVerdict(b, e)
+	if hasSender(e.Kind) {
+		b = appendSender(b, e)
+	}
+	b = append(b, `,"target":`...)
+	b = appendProc(b, &e.Target)
+	return appendExit(append(b, '}'), e)
+}
+
+// appendVerdict appends what follows the time, up to the sender: the
+// kind, signal, result, flags, fate, code and handler. It reads only the
+// fields of verdictKey (Encoder caches it by them).
+func appendVerdict(b []byte, e *Event) []byte {
 	b = append(b, `","event":"`...)
 	b = append(b, e.Kind.String()...)
 	b = append(b, '"')
@@ -109,33 +122,41 @@ func (e *Event) AppendJSON(b []byte) []byte {
 		b = append(b, e.Handler.String()...)
 		b = append(b, '"')
 	}
-	if e.Kind == KindGenerate || e.Kind == KindExec || e.Kind == KindNSEmpty {
-		// A generate event's sender, or the parent that started an exec,
-		// with its ancestors; an ns_empty's init's parent (none).
-		b = append(b, `,"sender":`...)
-		b = appendProc(b, &e.Sender)
-		if e.SenderExiting {
-			b = append(b, `,"exiting":true`...)
-		}
-		if as := e.SenderAncestors(); len(as) > 0 {
-			b = append(b, `,"ancestors":[`...)
-			for i := range as {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = append(b, `{"pid":`...)
-				b = strconv.AppendUint(b, uint64(as[i].PID), 10)
-				b = append(b, `,"comm":`...)
-				b = textsafe.AppendJSON(b, as[i].Comm.bytes())
-				b = append(b, '}')
-			}
-			b = append(b, ']')
-		}
-		b = append(b, '}')
+	return b
+}
+
+// hasSender says which kinds write a "sender": a generate event's sender,
+// or the parent that started an exec, with its ancestors; an ns_empty's
+// init's parent (none).
+func hasSender(k Kind) bool { return k == KindGenerate || k == KindExec || k == KindNSEmpty }
+
+// appendSender appends the "sender" key and object. It reads only the
+// fields of senderKey (Encoder caches it by them).
+func appendSender(b []byte, e *Event) []byte {
+	b = append(b, `,"sender":`...)
+	b = appendProc(b, &e.Sender)
+	if e.SenderExiting {
+		b = append(b, `,"exiting":true`...)
 	}
-	b = append(b, `,"target":`...)
-	b = appendProc(b, &e.Target)
-	b = append(b, '}')
+	if as := e.SenderAncestors(); len(as) > 0 {
+		b = append(b, `,"ancestors":[`...)
+		for i := range as {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"pid":`...)
+			b = strconv.AppendUint(b, uint64(as[i].PID), 10)
+			b = append(b, `,"comm":`...)
+			b = textsafe.AppendJSON(b, as[i].Comm.bytes())
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// appendExit appends an exit event's status, then the event's closing brace.
+func appendExit(b []byte, e *Event) []byte {
 	if e.Kind == KindExit {
 		if e.Signal != 0 {
 			b = append(b, `,"core_dumped":`...)
