@@ -19,7 +19,7 @@ BPF_DEPS  := clang-14 llvm-14 libbpf-dev
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/sigscope and the kubectl plugin bin/kubectl-sigscope, static and stripped (needs only Go: the BPF object is committed)
