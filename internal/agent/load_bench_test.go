@@ -5,45 +5,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/internal/pipeline"
+	"github.com/sigscope/sigscope/internal/pipeline/pipelinetest"
 	"github.com/sigscope/sigscope/timeline"
-	"github.com/sigscope/sigscope/tracer"
 )
-
-// streamEpisodes are the episodes of recorded streams (timeline/testdata).
-func streamEpisodes(tb testing.TB) []timeline.Episode {
-	tb.Helper()
-	var eps []timeline.Episode
-	for _, name := range []string{"docker_stop_t3.jsonl", "catatonit.jsonl", "runtime_java.jsonl", "docker_init_tini.jsonl"} {
-		f, err := os.Open(filepath.Join("..", "..", "timeline", "testdata", "streams", name))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		e := timeline.New(timeline.Options{})
-		err = pipeline.ReadRecording(f, func(ev *tracer.Event, target, _ *container.Info) error {
-			eps = append(eps, e.Add(ev, target)...)
-			return nil
-		})
-		_ = f.Close()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		eps = append(eps, e.Flush()...)
-	}
-	if len(eps) == 0 {
-		tb.Fatal("the streams made no episode")
-	}
-	return eps
-}
 
 // BenchmarkLoadClients is the HTTP side of e2e's TestLoad without the
 // kernel: a full ring of 1000 episodes, 50 keep-alive clients over
@@ -55,7 +25,7 @@ func streamEpisodes(tb testing.TB) []timeline.Episode {
 // clients.
 func BenchmarkLoadClients(b *testing.B) {
 	const clients = 50
-	src := streamEpisodes(b)
+	src := pipelinetest.StreamEpisodes(b)
 	eps := make([]timeline.Episode, 1000)
 	for i := range eps {
 		eps[i] = src[i%len(src)]

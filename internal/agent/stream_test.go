@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/sigscope/sigscope/internal/pipeline/pipelinetest"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -15,7 +16,7 @@ import (
 // with the HTML characters and invalid UTF-8 the encoding must keep as they
 // were; its Content-Length is its length.
 func TestEpisodesStreamedAsEncoded(t *testing.T) {
-	eps := streamEpisodes(t)
+	eps := pipelinetest.StreamEpisodes(t)
 	odd := eps[0]
 	odd.Container.Name, odd.Hint = "<a&b>\xff\x01", "\u2028 \"quoted\""
 	eps = append(eps, odd)

@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/sigscope/sigscope/internal/pipeline/pipelinetest"
 )
 
 // BenchmarkLoadFullJournal reads back a journal at the default bound
@@ -11,7 +13,7 @@ import (
 // default 1000: what an agent's start pays (docs/deploy.md).
 func BenchmarkLoadFullJournal(b *testing.B) {
 	dir := b.TempDir()
-	eps := realEpisodes(b)
+	eps := pipelinetest.StreamEpisodes(b)
 	j, err := Open(Options{Dir: dir, Logger: quiet(), Queue: 1 << 16})
 	if err != nil {
 		b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sigscope/sigscope/internal/pipeline/pipelinetest"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -16,7 +17,7 @@ import (
 // non-blank line is an episode or counted as skipped, and the agent's
 // load agrees with `timeline -f`'s read on both counts and on the last id.
 func FuzzReadEpisodes(f *testing.F) {
-	eps := numbered(realEpisodes(f), 1, 3)
+	eps := numbered(pipelinetest.StreamEpisodes(f), 1, 3)
 	var whole bytes.Buffer
 	for i := range eps {
 		b, _ := json.Marshal(eps[i])

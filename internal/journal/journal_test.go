@@ -9,37 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/internal/pipeline"
+	"github.com/sigscope/sigscope/internal/pipeline/pipelinetest"
 	"github.com/sigscope/sigscope/timeline"
-	"github.com/sigscope/sigscope/tracer"
 )
-
-// realEpisodes replays recorded streams into the episodes they make.
-func realEpisodes(t testing.TB) []timeline.Episode {
-	t.Helper()
-	var eps []timeline.Episode
-	for _, name := range []string{"docker_stop_t3.jsonl", "catatonit.jsonl", "runtime_java.jsonl", "docker_init_tini.jsonl"} {
-		f, err := os.Open(filepath.Join("..", "..", "timeline", "testdata", "streams", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := timeline.New(timeline.Options{})
-		err = pipeline.ReadRecording(f, func(ev *tracer.Event, target, _ *container.Info) error {
-			eps = append(eps, e.Add(ev, target)...)
-			return nil
-		})
-		_ = f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		eps = append(eps, e.Flush()...)
-	}
-	if len(eps) == 0 {
-		t.Fatal("the streams made no episode")
-	}
-	return eps
-}
 
 // numbered returns n episodes taken in turn from eps, numbered from first.
 func numbered(eps []timeline.Episode, first uint64, n int) []timeline.Episode {
@@ -84,7 +56,7 @@ func write(t *testing.T, opts Options, eps []timeline.Episode) Stats {
 func TestRotationKeepsTheBound(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{Dir: dir, FileSize: 16 << 10, Files: 3}
-	eps := numbered(realEpisodes(t), 1, 400)
+	eps := numbered(pipelinetest.StreamEpisodes(t), 1, 400)
 	st := write(t, opts, eps[:150])
 	st2 := write(t, opts, eps[150:]) // a restart in between: the newest file goes on
 	if st.Written+st2.Written != 400 || st.Dropped+st2.Dropped != 0 || st.Errors+st2.Errors != 0 {
@@ -133,7 +105,7 @@ func TestRotationKeepsTheBound(t *testing.T) {
 // A line is exactly what /api/v1/episodes serves for the episode.
 func TestLineIsTheAPIObject(t *testing.T) {
 	dir := t.TempDir()
-	eps := numbered(realEpisodes(t), 7, 1)
+	eps := numbered(pipelinetest.StreamEpisodes(t), 7, 1)
 	write(t, Options{Dir: dir}, eps)
 	files, _ := Files(dir)
 	if len(files) != 1 {
@@ -169,7 +141,7 @@ func TestLineIsTheAPIObject(t *testing.T) {
 // line is whole.
 func TestCutMidLine(t *testing.T) {
 	dir := t.TempDir()
-	eps := numbered(realEpisodes(t), 1, 6)
+	eps := numbered(pipelinetest.StreamEpisodes(t), 1, 6)
 	write(t, Options{Dir: dir}, eps[:5])
 	files, _ := Files(dir)
 	line, _ := json.Marshal(eps[5])
@@ -210,7 +182,7 @@ func TestCutMidLine(t *testing.T) {
 // The agent gets the newest Keep episodes, oldest first, and the last id.
 func TestLoadNewest(t *testing.T) {
 	dir := t.TempDir()
-	write(t, Options{Dir: dir, FileSize: 8 << 10, Files: 100}, numbered(realEpisodes(t), 1, 50))
+	write(t, Options{Dir: dir, FileSize: 8 << 10, Files: 100}, numbered(pipelinetest.StreamEpisodes(t), 1, 50))
 	ld, err := Load(dir, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +212,7 @@ func TestFailedWritesAreRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := open(t, Options{Dir: filepath.Join(dir, "sub"), Backoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Queue: 2})
-	eps := numbered(realEpisodes(t), 1, 10)
+	eps := numbered(pipelinetest.StreamEpisodes(t), 1, 10)
 	start := time.Now()
 	for i := range eps {
 		j.ObserveEpisode(&eps[i])

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/sigscope/sigscope/internal/pipeline/pipelinetest"
 )
 
 // exposition is the text format of a registry holding a journal that
@@ -16,7 +18,7 @@ import (
 func exposition(t *testing.T) ([]byte, *Journal) {
 	t.Helper()
 	j := open(t, Options{Dir: t.TempDir()})
-	eps := numbered(realEpisodes(t), 1, 3)
+	eps := numbered(pipelinetest.StreamEpisodes(t), 1, 3)
 	for i := range eps {
 		j.ObserveEpisode(&eps[i])
 	}

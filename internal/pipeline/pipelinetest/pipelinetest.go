@@ -1,0 +1,53 @@
+// Package pipelinetest gives tests the episodes of sigscope's recorded
+// streams (timeline/testdata/streams): real stops, replayed through the
+// recording reader and the timeline engine as `sigscope timeline -f` would.
+// Only tests import it.
+package pipelinetest
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/pipeline"
+	"github.com/sigscope/sigscope/timeline"
+	"github.com/sigscope/sigscope/tracer"
+)
+
+// Streams are the recordings StreamEpisodes replays by default: a
+// shell-form stop, catatonit, the JVM and tini.
+var Streams = []string{"docker_stop_t3.jsonl", "catatonit.jsonl", "runtime_java.jsonl", "docker_init_tini.jsonl"}
+
+// StreamEpisodes replays the named recorded streams (Streams when none are
+// named) into the episodes they make, in order.
+func StreamEpisodes(tb testing.TB, names ...string) []timeline.Episode {
+	tb.Helper()
+	if len(names) == 0 {
+		names = Streams
+	}
+	_, self, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(self), "..", "..", "..", "timeline", "testdata", "streams")
+	var eps []timeline.Episode
+	for _, name := range names {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		e := timeline.New(timeline.Options{})
+		err = pipeline.ReadRecording(f, func(ev *tracer.Event, target, _ *container.Info) error {
+			eps = append(eps, e.Add(ev, target)...)
+			return nil
+		})
+		_ = f.Close()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		eps = append(eps, e.Flush()...)
+	}
+	if len(eps) == 0 {
+		tb.Fatal("the streams made no episode")
+	}
+	return eps
+}
