@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sigscope/sigscope/internal/kubeclient"
+	"github.com/sigscope/sigscope/internal/retry"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -361,7 +362,7 @@ func (r *Recorder) Close() error {
 // the next try; the wait doubles while the API server does not answer.
 func (r *Recorder) run() {
 	defer close(r.done)
-	b := backoff{min: r.opts.RetryMin, max: r.opts.RetryMax}
+	b := retry.Backoff{Min: r.opts.RetryMin, Max: r.opts.RetryMax}
 	timer := time.NewTimer(time.Hour) // one timer for every wait
 	timer.Stop()
 	var outage time.Time // when the API server stopped answering
@@ -379,7 +380,7 @@ func (r *Recorder) run() {
 					"queued", r.Queued(), "dropped_total", r.Dropped())
 				outage = time.Time{}
 			}
-			b.reset()
+			b.Reset()
 			continue
 		}
 		if r.ctx.Err() != nil { // Close gave up: counted by Close
@@ -399,7 +400,7 @@ func (r *Recorder) run() {
 		if !r.requeue(j) {
 			continue // closing: no waiting, each job had its last try
 		}
-		timer.Reset(b.next(err))
+		timer.Reset(b.Next(retryAfter(err)))
 		select {
 		case <-timer.C:
 		case <-r.closing:

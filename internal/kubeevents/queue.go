@@ -1,7 +1,6 @@
 package kubeevents
 
 import (
-	"math/rand/v2"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -9,24 +8,13 @@ import (
 
 // The sender's queue and its wait between tries.
 
-// backoff is the wait between tries: doubling from min to max, at least
-// what a 429 or 5xx answer asks for (Retry-After), and up to a fifth more
-// at random, so that the agents of a cluster do not all come back at once.
-type backoff struct{ min, max, cur time.Duration }
-
-func (b *backoff) reset() { b.cur = 0 }
-
-func (b *backoff) next(err error) time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	d := b.cur
+// retryAfter is the wait a 429 or 5xx answer asks for (Retry-After); 0
+// for none.
+func retryAfter(err error) time.Duration {
 	if s, ok := apierrors.SuggestsClientDelay(err); ok {
-		d = max(d, min(time.Duration(s)*time.Second, b.max))
+		return time.Duration(s) * time.Second
 	}
-	return d + rand.N(d/5+1)
+	return 0
 }
 
 // ring is the queue: a fixed array, so that queueing allocates nothing.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"net/url"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sigscope/sigscope/internal/retry"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -194,7 +194,7 @@ func (s *Sender) Close() error {
 // sender waits before the next try, doubling while the collector is away.
 func (s *Sender) run() {
 	defer close(s.done)
-	b := backoff{min: s.opts.RetryMin, max: s.opts.RetryMax}
+	b := retry.Backoff{Min: s.opts.RetryMin, Max: s.opts.RetryMax}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var outage time.Time
@@ -213,7 +213,7 @@ func (s *Sender) run() {
 					"queued", s.Queued(), "dropped_total", s.Dropped())
 				outage = time.Time{}
 			}
-			b.reset()
+			b.Reset()
 			continue
 		case s.ctx.Err() != nil: // Close gave up: counted as dropped
 			s.mu.Lock()
@@ -237,7 +237,7 @@ func (s *Sender) run() {
 		if !s.requeue(batch) {
 			continue // closing: each record had its last try
 		}
-		timer.Reset(b.next())
+		timer.Reset(b.Next(0))
 		select {
 		case <-timer.C:
 		case <-s.closing:
@@ -308,21 +308,6 @@ func Transient(err error) bool {
 		return true
 	}
 	return strings.Contains(err.Error(), "retry-able request failure")
-}
-
-// backoff is the wait between tries: doubling from min to max, and up to a
-// fifth more at random, so that a fleet's agents do not all come back at once.
-type backoff struct{ min, max, cur time.Duration }
-
-func (b *backoff) reset() { b.cur = 0 }
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur + rand.N(b.cur/5+1)
 }
 
 // ring is the queue: a fixed array of records.
