@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/sigscope/sigscope/internal/retry"
 )
 
 // warnMissing warns once about each socket in given, the ones the user
@@ -45,12 +48,31 @@ func (r *Resolver) warnMissing(given []string) {
 	}
 }
 
+// outage is a runtime endpoint that failed and has not answered since.
+type outage struct {
+	until time.Time // not asked again before (isDown)
+	// sock is the endpoint's socket file as it was when it failed: a
+	// runtime that restarts makes a new one, and is asked again at once.
+	sock    fileID
+	backoff retry.Backoff
+	err     error // the last failure, for what an unnamed container says (Why)
+}
+
+// Bounds of the time a failing runtime endpoint is left alone: a daemon
+// slow for a moment under load (one call past APITimeout) is asked again
+// a second later, and one that keeps failing at most every retryInterval,
+// so a hung runtime costs one timeout per interval, not one per new
+// container. Containers whose enrichment failed meanwhile are asked again
+// when it answers (prefetch.go), so a moment's stall costs no names.
+const outageMin = time.Second
+
 // fail counts an error from source and logs it: at warn the first time
 // since the endpoint (a socket path; "" for /proc and cgroups) last
 // worked, at debug after that, so an unreachable runtime writes one line,
 // not one per container, and each of two broken CRI sockets says so once.
-// A runtime endpoint is not asked again for retryInterval, so a hung
-// runtime costs one timeout per interval, not one per new container.
+// A failing runtime endpoint is not asked again for a while: a second
+// after its first failure, twice as long after each next one, up to
+// retryInterval.
 func (r *Resolver) fail(source, endpoint string, err error) {
 	key := endpoint
 	if key == "" {
@@ -65,8 +87,12 @@ func (r *Resolver) fail(source, endpoint string, err error) {
 	first := !r.warned[key]
 	r.warned[key] = true
 	if endpoint != "" {
-		r.downTil[endpoint] = r.now().Add(r.retryInterval)
-		r.downSock[endpoint] = sock
+		o := r.down[endpoint]
+		if o == nil {
+			o = &outage{backoff: retry.Backoff{Min: outageMin, Max: max(r.retryInterval, outageMin)}}
+			r.down[endpoint] = o
+		}
+		o.until, o.sock, o.err = r.now().Add(o.backoff.Next(0)), sock, err
 	}
 	r.errMu.Unlock()
 	attrs := []any{"source", source}
@@ -86,27 +112,40 @@ func (r *Resolver) ok(source, endpoint string) {
 	r.errMu.Lock()
 	was := r.warned[endpoint]
 	r.warned[endpoint] = false
-	delete(r.downTil, endpoint)
-	delete(r.downSock, endpoint)
+	delete(r.down, endpoint)
 	r.errMu.Unlock()
 	if was {
 		r.log.Info("container metadata source answers again", "source", source, "endpoint", endpoint)
 	}
 }
 
-// isDown reports whether endpoint failed less than retryInterval ago and
-// is the same socket still: a daemon restarted since (dockerd, containerd)
-// has made a new one, and the containers started right after it are named
-// at once, not retryInterval later.
+// isDown reports whether endpoint failed and is left alone still, and is
+// the same socket: a daemon restarted since (dockerd, containerd) has made
+// a new one, and the containers started right after it are named at once.
 func (r *Resolver) isDown(endpoint string) bool {
 	r.errMu.Lock()
-	until, ok := r.downTil[endpoint]
-	sock := r.downSock[endpoint]
+	o := r.down[endpoint]
+	var until time.Time
+	var sock fileID
+	if o != nil {
+		until, sock = o.until, o.sock
+	}
 	r.errMu.Unlock()
-	if !ok || !r.now().Before(until) {
+	if o == nil || !r.now().Before(until) {
 		return false
 	}
 	return socketFile(endpoint) == sock
+}
+
+// lastErr is endpoint's last failure while it has not answered since; nil
+// when it is not failing.
+func (r *Resolver) lastErr(endpoint string) error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	if o := r.down[endpoint]; o != nil {
+		return o.err
+	}
+	return nil
 }
 
 // fileID is a file's identity; zero for none. The modification time is

@@ -21,6 +21,9 @@ type enrichment struct {
 	// started it (no main pid yet), or knows nothing of it yet (containerd
 	// registers a pod sandbox only once it runs).
 	again bool
+	// why the runtime told nothing of the container (info is bare): what
+	// an episode that cannot name its container says. "" when it answered.
+	why string
 }
 
 // metaFor returns the container's metadata: cached within TTL, else asked
@@ -69,9 +72,10 @@ func (r *Resolver) fetchMeta(id, runtime string, maxAge time.Duration) *meta {
 			m = &meta{info: en.info}
 		}
 		m.fetched, m.complete, m.retryAt = now, en.complete, now.Add(r.retryInterval)
+		m.noteWhy(en)
 		r.metas.put(id, m)
 		r.mu.Unlock()
-		if en.again {
+		if en.again || !en.complete {
 			r.queueRecheck(id, runtime)
 		}
 		return m
@@ -108,8 +112,9 @@ func (r *Resolver) reenrich(m *meta) {
 	} else {
 		m.retryAt = r.now().Add(r.retryInterval)
 	}
+	m.noteWhy(en)
 	r.mu.Unlock()
-	if en.again {
+	if en.again || !en.complete {
 		r.queueRecheck(id, runtime)
 	}
 }
@@ -151,7 +156,7 @@ func (r *Resolver) askRuntime(id, runtime string) enrichment {
 	bare := &Info{Identity: Identity{ID: id, Runtime: runtime}}
 	rts := r.apis()
 	if rts == nil {
-		return enrichment{info: bare, complete: true}
+		return enrichment{info: bare, complete: true, why: "no runtime API is asked"}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.APITimeout)
 	defer cancel()
@@ -163,7 +168,7 @@ func (r *Resolver) askRuntime(id, runtime string) enrichment {
 		if !found && failed == 0 {
 			// Docker records a container before it makes its cgroup: one
 			// it does not know has been removed.
-			en.complete = true
+			en.complete, en.why = true, "Docker had removed it before it was asked"
 		}
 		return en
 	case RuntimeContainerd, RuntimeCRIO:
@@ -177,11 +182,13 @@ func (r *Resolver) askRuntime(id, runtime string) enrichment {
 				err = fmt.Errorf("no CRI socket found (looked for %s)", strings.Join(r.opts.CRISockets, ", "))
 			}
 			r.fail(SourceCRI, strings.Join(r.opts.CRISockets, " "), err)
+			en.why = err.Error()
 		case failed == 0:
 			// Nobody knows it: a container removed already, or a pod
 			// sandbox containerd has not registered yet (it does once the
 			// sandbox runs, after its cgroup appeared).
 			en.complete, en.again = true, true
+			en.why = "no CRI runtime knew it (removed before it was asked)"
 		}
 		if runtime != RuntimeContainerd {
 			return en
@@ -201,7 +208,7 @@ func (r *Resolver) askRuntime(id, runtime string) enrichment {
 		return en
 	}
 	// podman: its Docker-compatible API is not asked (yet).
-	return enrichment{info: bare, complete: true}
+	return enrichment{info: bare, complete: true, why: "podman's API is not asked"}
 }
 
 // bySource returns the runtimes of rts whose errors count under source.
@@ -219,8 +226,10 @@ func bySource(rts []runtimeAPI, source string) []runtimeAPI {
 // sandbox, until one knows it (found); those whose socket is missing are
 // skipped unless absentToo. asked counts those asked, failed those of them
 // that could not answer (down, or an error). When none knows it, the
-// enrichment is bare and not complete: what that means is the caller's.
+// enrichment is bare and not complete: what that means is the caller's;
+// its why names the endpoints that failed, and how.
 func (r *Resolver) ask(ctx context.Context, apis []runtimeAPI, bare *Info, absentToo bool) (en enrichment, found bool, asked, failed int) {
+	var why []string
 	for _, a := range apis {
 		if !absentToo && !a.present() {
 			continue
@@ -228,6 +237,7 @@ func (r *Resolver) ask(ctx context.Context, apis []runtimeAPI, bare *Info, absen
 		asked++
 		if r.isDown(a.endpoint()) {
 			failed++
+			why = append(why, fmt.Sprintf("%v (not asked again yet)", r.lastErr(a.endpoint())))
 			continue
 		}
 		ans, err := a.describe(ctx, runtimeRef{id: bare.ID})
@@ -238,6 +248,7 @@ func (r *Resolver) ask(ctx context.Context, apis []runtimeAPI, bare *Info, absen
 		if err != nil {
 			r.fail(a.source(), a.endpoint(), err)
 			failed++
+			why = append(why, err.Error())
 			continue
 		}
 		r.ok(a.source(), a.endpoint())
@@ -247,5 +258,5 @@ func (r *Resolver) ask(ctx context.Context, apis []runtimeAPI, bare *Info, absen
 		}
 		return enrichment{info: info, complete: true, again: ans.notStarted}, true, asked, failed
 	}
-	return enrichment{info: bare}, false, asked, failed
+	return enrichment{info: bare, why: strings.Join(why, "; ")}, false, asked, failed
 }

@@ -2,6 +2,8 @@ package container
 
 import (
 	"time"
+
+	"github.com/sigscope/sigscope/internal/retry"
 )
 
 // prefetchQueue bounds the containers waiting for early enrichment; past
@@ -15,6 +17,13 @@ const prefetchQueue = 1024
 // Options.recheckTries times (5 s by default), until it gives a pid or
 // forgets the container, so that MainPID is known by the time the
 // container is stopped.
+//
+// A container the runtime could not be asked about (it failed: slow under
+// load, restarting, down) is asked again until it answers, for at most
+// the resolver's TTL: after a second, then twice as long each time up to
+// the resolver's retryInterval. Docker keeps an exited container until it
+// is removed, so even a container stopped meanwhile is named; what is
+// known when its episode completes is what the episode says (Known).
 const (
 	defaultRecheckInterval = 250 * time.Millisecond
 	defaultRecheckTries    = 20
@@ -24,8 +33,13 @@ type prefetchItem struct{ id, runtime string }
 
 type recheck struct {
 	runtime string
-	tries   int
+	tries   int       // asked again and told "not started yet"
 	due     time.Time // wall clock
+	// failing: the runtime could not be asked (enrichment incomplete);
+	// asked again with backoff until giveUp, tries not counted.
+	failing bool
+	giveUp  time.Time
+	backoff retry.Backoff
 }
 
 // queuePrefetch queues the container of the cgroup at rel, if any, for
@@ -141,6 +155,34 @@ func (r *Resolver) nextRecheck() (time.Duration, bool) {
 	return max(time.Until(first), 0), true
 }
 
+// rechecked decides, under recheckMu, what comes after asking again about
+// container id: nothing more once the runtime answered for good, the
+// container left the cache, or its tries (or, failing, its time) ran out.
+func (r *Resolver) rechecked(id string, c *recheck, known bool, en enrichment) {
+	now := time.Now()
+	switch {
+	case !known || en.complete && !en.again:
+		delete(r.rechecks, id)
+	case !en.complete:
+		if !c.failing {
+			c.failing, c.giveUp = true, now.Add(r.opts.TTL)
+			c.backoff = retry.Backoff{Min: outageMin, Max: max(r.retryInterval, outageMin)}
+		}
+		if now.After(c.giveUp) {
+			delete(r.rechecks, id)
+			return
+		}
+		c.due = now.Add(c.backoff.Next(0))
+	default:
+		c.failing = false
+		if c.tries++; c.tries >= r.opts.recheckTries {
+			delete(r.rechecks, id)
+			return
+		}
+		c.due = now.Add(r.opts.recheckInterval)
+	}
+}
+
 // runRechecks asks the runtimes again about the containers that are due,
 // and updates their metadata in place, so that every key resolving to
 // them sees it.
@@ -167,14 +209,13 @@ func (r *Resolver) runRechecks() {
 		if known && en.complete {
 			m.info, m.complete = merged(m.info, m.complete, en.info), true
 		}
+		if known {
+			m.noteWhy(en)
+		}
 		r.mu.Unlock()
 		r.recheckMu.Lock()
 		if c := r.rechecks[it.id]; c != nil {
-			c.tries++
-			c.due = time.Now().Add(r.opts.recheckInterval)
-			if !known || !en.again && en.complete || c.tries >= r.opts.recheckTries {
-				delete(r.rechecks, it.id)
-			}
+			r.rechecked(it.id, c, known, en)
 		}
 		r.recheckMu.Unlock()
 	}

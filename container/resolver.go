@@ -21,7 +21,7 @@ type Resolver struct {
 	log           *slog.Logger
 	fs            procFS
 	now           func() time.Time
-	retryInterval time.Duration // before asking a failed runtime again
+	retryInterval time.Duration // the longest a failing runtime is left alone
 	cg            *cgroupIndex
 	own           *cgroupOwners // cgroups no pattern names, from the runtimes' main processes (owners.go)
 	watch         *cgroupWatch  // nil with NoCgroupWatch or when inotify failed
@@ -56,14 +56,10 @@ type Resolver struct {
 	reenriching sync.WaitGroup
 	closing     bool
 
-	errMu   sync.Mutex
-	errs    map[string]uint64
-	warned  map[string]bool
-	downTil map[string]time.Time
-	// downSock is a failed endpoint's socket file as it was when it
-	// failed: a runtime that restarts makes a new one, and is asked again
-	// at once instead of after retryInterval.
-	downSock map[string]fileID
+	errMu  sync.Mutex
+	errs   map[string]uint64
+	warned map[string]bool
+	down   map[string]*outage // the runtime endpoints failing now (endpoints.go)
 }
 
 // entry is the resolution of one Key.
@@ -81,6 +77,38 @@ type meta struct {
 	complete bool      // the runtime answered (or there is no runtime to ask)
 	retryAt  time.Time // when !complete: not before
 	retrying bool
+	// why the runtime told nothing of it, when info is bare (Known).
+	why string
+}
+
+// noteWhy keeps what en says of why the runtime told nothing, unless an
+// earlier answer named the container: a runtime that has forgotten it
+// since (docker rm) does not unname it (merged).
+func (m *meta) noteWhy(en enrichment) {
+	if m.info.bare() {
+		m.why = en.why
+	} else {
+		m.why = ""
+	}
+}
+
+// Known returns what the resolver knows now of container id, from its
+// cache and without I/O: nil when nothing; and when the runtime told
+// nothing of it (only its cgroup path names it), why. An episode that
+// completes asks it, so that a container named after its stop began (a
+// runtime slow for a moment under load, asked again since) is named.
+func (r *Resolver) Known(id string) (*Info, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.metas.get(id)
+	if !ok {
+		return nil, ""
+	}
+	why := m.why
+	if m.info.bare() && why == "" {
+		why = "the runtime has not answered yet"
+	}
+	return m.info, why
 }
 
 // procFS is the resolver's only access to /proc, so that tests can count
@@ -115,8 +143,7 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 		metas:         newLRU[string, *meta](opts.MaxEntries),
 		errs:          make(map[string]uint64),
 		warned:        make(map[string]bool),
-		downTil:       make(map[string]time.Time),
-		downSock:      make(map[string]fileID),
+		down:          make(map[string]*outage),
 		rechecks:      make(map[string]*recheck),
 		recheckWake:   make(chan struct{}, 1),
 	}

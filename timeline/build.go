@@ -67,10 +67,17 @@ func (ep *episode) isVictim(pid uint32) bool {
 // noteInfo names the episode. Info from an event about the main process
 // wins over an earlier one about another process.
 func (ep *episode) noteInfo(c *container.Info, aboutMain bool) {
-	if c == nil || ep.infoFromInit || ep.hasInfo && !aboutMain {
+	if c == nil {
 		return
 	}
-	ep.hasInfo, ep.infoFromInit = true, aboutMain
+	// The runtime named the container since the episode took its bare
+	// identity (it was slow then, and was asked again): the named answer
+	// replaces it, whichever process it came with.
+	named := ep.hasInfo && ep.Container.Name == "" && c.Name != "" && c.ID == ep.Container.ID
+	if !named && (ep.infoFromInit || ep.hasInfo && !aboutMain) {
+		return
+	}
+	ep.hasInfo, ep.infoFromInit = true, aboutMain || ep.infoFromInit
 	ns := ep.Container.PidNS
 	ep.Container = Container{Identity: c.Identity, PidNS: ns}
 	ep.configuredStop = c.StopSignal

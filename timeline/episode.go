@@ -92,6 +92,11 @@ const (
 type Container struct {
 	container.Identity
 	PidNS uint32 `json:"pidns,omitempty"` // inode of the container's pid namespace: the episode's key
+	// NameUnknown says why a container known by its ID only (from its
+	// cgroup path) has no name: what asking its runtime gave, as of the
+	// episode's completion ("Docker had removed it before it was asked",
+	// a runtime API's error). Empty when it is named or not a container.
+	NameUnknown string `json:"name_unknown,omitempty"`
 }
 
 // Untrusted strings (comms, container names and images, and the texts and

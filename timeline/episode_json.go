@@ -130,7 +130,7 @@ func safeSender(s *Sender) *Sender {
 // JSON; encoding/json escapes their control characters.
 func (ep Episode) MarshalJSON() ([]byte, error) {
 	c := ep.Container
-	c.Identity = c.Identity.UTF8()
+	c.Identity, c.NameUnknown = c.Identity.UTF8(), textsafe.UTF8(c.NameUnknown)
 	j := jsonEpisode{
 		ID:             ep.ID,
 		Node:           textsafe.UTF8(ep.Node),

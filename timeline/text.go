@@ -64,6 +64,8 @@ func (ep *Episode) title() string {
 		who = fmt.Sprintf("pod %s/%s container %s", c.Namespace, c.Pod, c.Name)
 	case c.Name != "":
 		who = "container " + c.Name
+	case c.ID != "" && c.NameUnknown != "":
+		who = "container (name unknown: " + c.NameUnknown + ")"
 	case c.ID != "":
 		who = "container"
 	default:

@@ -198,12 +198,39 @@ func (p *Pipeline) episodes(eps []timeline.Episode) error {
 	if len(eps) == 0 || p.opts.OnEpisodes == nil {
 		return nil
 	}
+	if r := p.opts.Resolver; r != nil {
+		for i := range eps {
+			nameEpisode(r, &eps[i])
+		}
+	}
 	if p.opts.Annotate != nil {
 		for i := range eps {
 			p.opts.Annotate(&eps[i])
 		}
 	}
 	return p.opts.OnEpisodes(eps)
+}
+
+// nameEpisode gives an episode whose container is known by its ID only
+// what the resolver knows of it now: the engine took the container's
+// identity from the stop's first events, and a runtime that was slow then
+// may have answered since (the resolver asks again until it does). Still
+// unnamed, the episode says why. Once per episode, from the resolver's
+// cache: no I/O.
+func nameEpisode(r *container.Resolver, ep *timeline.Episode) {
+	c := &ep.Container
+	if c.ID == "" || c.Name != "" {
+		return
+	}
+	info, why := r.Known(c.ID)
+	if info != nil && info.Name != "" {
+		c.Identity, c.NameUnknown = info.Identity, ""
+		return
+	}
+	if why == "" {
+		why = "the resolver no longer remembers it"
+	}
+	c.NameUnknown = why
 }
 
 // Run processes events until ctx ends or a callback fails, then completes
