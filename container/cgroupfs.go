@@ -111,6 +111,22 @@ func (ix *cgroupIndex) find(id uint64, v1 bool) (path string, goneAt time.Time, 
 	return path, time.Time{}, ok, err
 }
 
+// idOf returns the id of the live cgroup at path (relative to its
+// hierarchy's root, as /proc/PID/cgroup gives it), when the index knows it.
+func (ix *cgroupIndex) idOf(path string, v1 bool) (uint64, bool) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	h := ix.hier[0]
+	if v1 {
+		h = ix.hier[1]
+	}
+	if h == nil {
+		return 0, false
+	}
+	id, ok := h.ids[path]
+	return id, ok
+}
+
 // walkLocked rewalks h and merges: cgroups that vanished since the last
 // walk move to h.gone. With w, each directory gets a watch as it is walked.
 func (ix *cgroupIndex) walkLocked(h *hierarchy, w *cgroupWatch) error {

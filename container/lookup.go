@@ -27,6 +27,20 @@ func KeyOf(p *sigvocab.Process) Key {
 	return k
 }
 
+// NamespaceEnded tells the resolver that pid namespace ns has ended: the
+// kernel said its init's exit was its last (the tracer's ns_empty record,
+// after which nothing of the namespace comes). The answer cached under the
+// namespace alone, for events that carry no cgroup id (a kernel without
+// the memory controller on a host whose cgroup2 tree is unused), is
+// dropped: the next namespace to get the inode is another, and may be
+// another container's. Answers keyed by a cgroup id stay: those ids are
+// never reused.
+func (r *Resolver) NamespaceEnded(ns uint32) {
+	r.mu.Lock()
+	r.entries.remove(Key{PidNS: ns})
+	r.mu.Unlock()
+}
+
 // flightKey is k as the string a singleflight.Group is keyed by: the three
 // ids at fixed width. Made on a miss only, never on a cache hit.
 func (k Key) flightKey() string {
@@ -187,10 +201,11 @@ func (r *Resolver) identify(p *sigvocab.Process, key Key) identity {
 		}
 		if alive {
 			data, err := r.fs.ReadFile(filepath.Join(dir, "cgroup"))
-			if err == nil {
-				return r.fromCgroups(p, splitCgroupFile(string(data)), time.Time{})
+			if err != nil {
+				r.procErr(err)
+			} else if l := splitCgroupFile(string(data)); r.sameCgroups(key, l) {
+				return r.fromCgroups(p, l, time.Time{})
 			}
-			r.procErr(err)
 		}
 	}
 	// The process is gone; its cgroup may not be.
@@ -214,6 +229,29 @@ func (r *Resolver) identify(p *sigvocab.Process, key Key) identity {
 		}
 	}
 	return identity{}
+}
+
+// sameCgroups reports whether the cgroups /proc/PID/cgroup names (l) can
+// be the event's (key): a pid and a pid namespace inode are both reused as
+// soon as they are free, so a process that exited may have left its pid to
+// a process of a new namespace with the same inode, in another cgroup. A
+// cgroup id is never reused: when the index knows the cgroup at l's path
+// and its id is not the event's, /proc shows another process, and the
+// event's is looked for by its cgroup id instead.
+func (r *Resolver) sameCgroups(key Key, l cgroupLines) bool {
+	for _, c := range []struct {
+		id   uint64
+		path string
+		v1   bool
+	}{{key.CgroupID, l.v2, false}, {key.CgroupV1ID, l.memory, true}} {
+		if c.id == 0 || c.path == "" {
+			continue
+		}
+		if id, ok := r.cg.idOf(c.path, c.v1); ok && id != c.id {
+			return false
+		}
+	}
+	return true
 }
 
 // procErr counts a /proc read that failed for another reason than the

@@ -127,6 +127,58 @@ func TestLookupReusedPid(t *testing.T) {
 	}
 }
 
+// A pid and a pid namespace inode reused together (issue 28): the event's
+// process, of container id1, has exited and its pid belongs now to the
+// init of container id2, whose namespace got the freed inode. /proc/PID
+// matches the event's namespace, yet shows another cgroup: the event's
+// cgroup id decides, and the event resolves to id1, not id2.
+func TestLookupReusedPidAndPidNS(t *testing.T) {
+	for _, v1 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("v1=%v", v1), func(t *testing.T) {
+			h := newFakeHost(t)
+			r := h.resolver(Options{})
+			const pid, ns = 500, 4026532600
+			old := h.mkCgroup(v1, "/docker/"+id1)
+			waitIndexed(t, r, old, v1, false)
+			// id2's cgroups are made before id1's go: the temp file
+			// system reuses inodes, which cgroupfs never does.
+			h.dockerProcess(pid, ns, id2) // id1's pid and inode, reused
+			waitIndexed(t, r, h.mkCgroup(v1, "/docker/"+id2), v1, false)
+			h.rmCgroup(v1, "/docker/"+id1) // id1 has ended
+			waitIndexed(t, r, old, v1, true)
+			p := &sigvocab.Process{PID: pid, NsPID: 1, PidNS: ns}
+			if v1 {
+				p.CgroupV1ID = old
+			} else {
+				p.CgroupID = old
+			}
+			if info := r.Lookup(p); info == nil || info.ID != id1 {
+				t.Fatalf("Lookup = %+v, want %s (the event's cgroup), not %s (/proc's)", info, id1, id2)
+			}
+		})
+	}
+}
+
+// An event with no cgroup id is cached under its pid namespace alone; once
+// the namespace has ended (NamespaceEnded), the next namespace with its
+// inode is resolved afresh, not served the old one's container.
+func TestLookupNamespaceEnded(t *testing.T) {
+	h := newFakeHost(t)
+	r := h.resolver(Options{})
+	const ns = 4026532700
+	h.dockerProcess(600, ns, id1)
+	if info := r.Lookup(&sigvocab.Process{PID: 600, NsPID: 1, PidNS: ns}); info == nil || info.ID != id1 {
+		t.Fatalf("Lookup = %+v, want %s", info, id1)
+	}
+	h.removeProcess(600)
+	r.NamespaceEnded(ns)
+	// A host namespace made by unshare gets the inode.
+	h.addProcess(601, ns, "4:memory:/user.slice\n0::/\n")
+	if info := r.Lookup(&sigvocab.Process{PID: 601, NsPID: 1, PidNS: ns}); info != nil {
+		t.Fatalf("after the namespace ended, a new one with its inode resolved to %+v, want none", info)
+	}
+}
+
 func TestLookupLRUBound(t *testing.T) {
 	h := newFakeHost(t)
 	r := h.resolver(Options{MaxEntries: 3})

@@ -282,11 +282,17 @@ func (p *Pipeline) Handle(e *tracer.Event) error {
 			return err
 		}
 	}
-	if p.engine == nil {
-		return nil
+	var err error
+	if p.engine != nil {
+		p.noteLoss(e.Time)
+		err = p.episodes(p.engine.Add(e, target))
 	}
-	p.noteLoss(e.Time)
-	return p.episodes(p.engine.Add(e, target))
+	if e.Kind == tracer.KindNSEmpty && p.opts.Resolver != nil {
+		// The namespace is over: its inode is free for the next one.
+		p.opts.Resolver.NamespaceEnded(e.Target.PidNS)
+		p.memo = lookupMemo{}
+	}
+	return err
 }
 
 // Close detaches the tracer. It is idempotent.
