@@ -51,6 +51,7 @@ func (r *Resolver) warnMissing(given []string) {
 // outage is a runtime endpoint that failed and has not answered since.
 type outage struct {
 	until time.Time // not asked again before (isDown)
+	since time.Time // when until was last pushed back
 	// sock is the endpoint's socket file as it was when it failed: a
 	// runtime that restarts makes a new one, and is asked again at once.
 	sock    fileID
@@ -74,6 +75,14 @@ const outageMin = time.Second
 // after its first failure, twice as long after each next one, up to
 // retryInterval.
 func (r *Resolver) fail(source, endpoint string, err error) {
+	r.failSince(source, endpoint, err, time.Time{})
+}
+
+// failSince is fail for a request to endpoint sent at sent: one that was
+// in flight when the endpoint was last found failing is the same outage
+// (a stall times out every request it holds), and does not lengthen the
+// time the endpoint is left alone; a request sent after that does.
+func (r *Resolver) failSince(source, endpoint string, err error, sent time.Time) {
 	key := endpoint
 	if key == "" {
 		key = source
@@ -92,7 +101,11 @@ func (r *Resolver) fail(source, endpoint string, err error) {
 			o = &outage{backoff: retry.Backoff{Min: outageMin, Max: max(r.retryInterval, outageMin)}}
 			r.down[endpoint] = o
 		}
-		o.until, o.sock, o.err = r.now().Add(o.backoff.Next(0)), sock, err
+		now := r.now()
+		if o.since.IsZero() || sent.IsZero() || !sent.Before(o.since) {
+			o.until, o.since = now.Add(o.backoff.Next(0)), now
+		}
+		o.sock, o.err = sock, err
 	}
 	r.errMu.Unlock()
 	attrs := []any{"source", source}
@@ -112,8 +125,13 @@ func (r *Resolver) ok(source, endpoint string) {
 	r.errMu.Lock()
 	was := r.warned[endpoint]
 	r.warned[endpoint] = false
+	_, failing := r.down[endpoint]
 	delete(r.down, endpoint)
 	r.errMu.Unlock()
+	if failing {
+		// The containers it could not be asked about are asked now.
+		r.recheckFailedNow()
+	}
 	if was {
 		r.log.Info("container metadata source answers again", "source", source, "endpoint", endpoint)
 	}

@@ -211,6 +211,14 @@ func (r *Resolver) askRuntime(id, runtime string) enrichment {
 	return enrichment{info: bare, complete: true, why: "podman's API is not asked"}
 }
 
+// whyFailed says how asking endpoint failed, for an unnamed container.
+func (r *Resolver) whyFailed(endpoint string, err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("%s did not answer within %v", endpoint, r.opts.APITimeout)
+	}
+	return fmt.Sprint(err)
+}
+
 // bySource returns the runtimes of rts whose errors count under source.
 func bySource(rts []runtimeAPI, source string) []runtimeAPI {
 	var out []runtimeAPI
@@ -237,18 +245,19 @@ func (r *Resolver) ask(ctx context.Context, apis []runtimeAPI, bare *Info, absen
 		asked++
 		if r.isDown(a.endpoint()) {
 			failed++
-			why = append(why, fmt.Sprintf("%v (not asked again yet)", r.lastErr(a.endpoint())))
+			why = append(why, r.whyFailed(a.endpoint(), r.lastErr(a.endpoint()))+" (not asked again yet)")
 			continue
 		}
+		sent := r.now()
 		ans, err := a.describe(ctx, runtimeRef{id: bare.ID})
 		if errors.Is(err, errNotFound) {
 			r.ok(a.source(), a.endpoint())
 			continue
 		}
 		if err != nil {
-			r.fail(a.source(), a.endpoint(), err)
+			r.failSince(a.source(), a.endpoint(), err, sent)
 			failed++
-			why = append(why, err.Error())
+			why = append(why, r.whyFailed(a.endpoint(), err))
 			continue
 		}
 		r.ok(a.source(), a.endpoint())

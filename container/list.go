@@ -35,9 +35,10 @@ func (r *Resolver) ListRunning(ctx context.Context) ([]Running, error) {
 			continue
 		}
 		tried = append(tried, a.endpoint())
+		sent := r.now()
 		runs, err := r.listRunning(ctx, a)
 		if err != nil {
-			r.fail(a.source(), a.endpoint(), err)
+			r.failSince(a.source(), a.endpoint(), err, sent)
 			errs = append(errs, err)
 		} else {
 			r.ok(a.source(), a.endpoint())

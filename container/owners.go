@@ -450,10 +450,11 @@ func (r *Resolver) listMains(known map[string]bool) (listed map[string]*owner, a
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.opts.APITimeout)
+		sent := r.now()
 		refs, err := a.list(ctx, true)
 		cancel()
 		if err != nil {
-			r.fail(a.source(), a.endpoint(), err)
+			r.failSince(a.source(), a.endpoint(), err, sent)
 			continue
 		}
 		r.ok(a.source(), a.endpoint())
@@ -468,11 +469,12 @@ func (r *Resolver) listMains(known map[string]bool) (listed map[string]*owner, a
 			}
 			budget--
 			ctx, cancel := context.WithTimeout(context.Background(), r.opts.APITimeout)
+			sent := r.now()
 			ans, err := a.describe(ctx, ref)
 			cancel()
 			if err != nil {
 				if !errors.Is(err, errNotFound) {
-					r.fail(a.source(), a.endpoint(), err)
+					r.failSince(a.source(), a.endpoint(), err, sent)
 				}
 				continue
 			}

@@ -2,8 +2,6 @@ package container
 
 import (
 	"time"
-
-	"github.com/sigscope/sigscope/internal/retry"
 )
 
 // prefetchQueue bounds the containers waiting for early enrichment; past
@@ -19,11 +17,13 @@ const prefetchQueue = 1024
 // container is stopped.
 //
 // A container the runtime could not be asked about (it failed: slow under
-// load, restarting, down) is asked again until it answers, for at most
-// the resolver's TTL: after a second, then twice as long each time up to
-// the resolver's retryInterval. Docker keeps an exited container until it
-// is removed, so even a container stopped meanwhile is named; what is
-// known when its episode completes is what the episode says (Known).
+// load, restarting, down) is asked again every second until it answers,
+// for at most the resolver's TTL, and at once when the runtime answers
+// another request. Asking a runtime left alone after a failure (isDown)
+// does no I/O, so the runtime itself is asked no more often than its
+// outage allows. Docker keeps an exited container until it is removed, so
+// even a container stopped meanwhile is named; what is known when its
+// episode completes is what the episode says (Known).
 const (
 	defaultRecheckInterval = 250 * time.Millisecond
 	defaultRecheckTries    = 20
@@ -36,10 +36,9 @@ type recheck struct {
 	tries   int       // asked again and told "not started yet"
 	due     time.Time // wall clock
 	// failing: the runtime could not be asked (enrichment incomplete);
-	// asked again with backoff until giveUp, tries not counted.
+	// asked again every outageMin until giveUp, tries not counted.
 	failing bool
 	giveUp  time.Time
-	backoff retry.Backoff
 }
 
 // queuePrefetch queues the container of the cgroup at rel, if any, for
@@ -139,6 +138,28 @@ func (r *Resolver) queueRecheck(id, runtime string) {
 	}
 }
 
+// recheckFailedNow makes the containers whose runtime could not be asked
+// due now: it has just answered another request.
+func (r *Resolver) recheckFailedNow() {
+	if r.prefetch == nil {
+		return
+	}
+	now, any := time.Now(), false
+	r.recheckMu.Lock()
+	for _, c := range r.rechecks {
+		if c.failing && c.due.After(now) {
+			c.due, any = now, true
+		}
+	}
+	r.recheckMu.Unlock()
+	if any {
+		select {
+		case r.recheckWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // nextRecheck says how long until the earliest recheck is due.
 func (r *Resolver) nextRecheck() (time.Duration, bool) {
 	r.recheckMu.Lock()
@@ -166,13 +187,12 @@ func (r *Resolver) rechecked(id string, c *recheck, known bool, en enrichment) {
 	case !en.complete:
 		if !c.failing {
 			c.failing, c.giveUp = true, now.Add(r.opts.TTL)
-			c.backoff = retry.Backoff{Min: outageMin, Max: max(r.retryInterval, outageMin)}
 		}
 		if now.After(c.giveUp) {
 			delete(r.rechecks, id)
 			return
 		}
-		c.due = now.Add(c.backoff.Next(0))
+		c.due = now.Add(outageMin)
 	default:
 		c.failing = false
 		if c.tries++; c.tries >= r.opts.recheckTries {

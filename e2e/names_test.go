@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -175,6 +179,187 @@ func TestNamesThroughRuntimeStall(t *testing.T) {
 	}
 	checkNamed(t, base, img, ctrs)
 	t.Logf("names: %d containers, %d agent requests held by the 3 s stall", len(ctrs), held)
+
+	// A container started and stopped within one long stall cannot be
+	// named: its episode says so, and why.
+	proxy.stall(15 * time.Second)
+	c := startNamed(t, d, img, fmt.Sprintf("stall-%s-unnamed", tag))
+	time.Sleep(time.Second)
+	if out, err := d.DockerErr("stop", "-t", "5", c.name); err != nil {
+		t.Fatalf("docker stop: %v\n%s", err, out)
+	}
+	ep := faultWaitEpisode(t, base, c.id)
+	if time.Now().After(proxy.until) {
+		t.Fatal("the episode completed after the stall: the test did not test a name that could not be learnt")
+	}
+	var text strings.Builder
+	if err := ep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if ep.Container.Name != "" || ep.Container.ID != c.id || !strings.Contains(ep.Container.NameUnknown, proxy.path+" did not answer within 2s") ||
+		!strings.Contains(text.String(), "(name unknown: ") {
+		t.Errorf("a container stopped while Docker did not answer: name %q, id %.12s, name_unknown %q; want no name, its ID, and why; text:\n%s",
+			ep.Container.Name, ep.Container.ID, ep.Container.NameUnknown, text.String())
+	}
+	t.Logf("names: the container stopped within the stall says: %s", ep.Container.NameUnknown)
+	if t.Failed() {
+		t.Logf("agent:\n%s", tail(agentErr.String()))
+	}
+}
+
+// reuseCgroup makes a cgroup named name in the v1 memory hierarchy and in
+// cgroup2 (this host's hybrid layout: /sys/fs/cgroup/unified), moves pid
+// into both, and returns a function that removes them once pid is gone.
+func reuseCgroup(t *testing.T, name string, pid int) func() {
+	t.Helper()
+	var dirs []string
+	for _, root := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified"} {
+		if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+			continue
+		}
+		dir := filepath.Join(root, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			t.Fatalf("moving %d into %s: %v", pid, dir, err)
+		}
+	}
+	if len(dirs) == 0 {
+		t.Fatal("no v1 memory or cgroup2 hierarchy under /sys/fs/cgroup")
+	}
+	rm := func() {
+		for _, dir := range dirs {
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				err := os.Remove(dir)
+				if err == nil || os.IsNotExist(err) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("removing %s: %v", dir, err)
+					break
+				}
+			}
+		}
+	}
+	t.Cleanup(rm)
+	return rm
+}
+
+// Kernel ids reused on purpose (issue 28): each round, a pid namespace made
+// by unshare in a cgroup of its own (with mount, UTS, IPC and network
+// namespaces, as a container has) is stopped (its init drops the SIGTERM,
+// then is SIGKILLed), its cgroup removed, and a Docker container started at
+// once, which gets the freed pid namespace inode more often than not;
+// the container is then stopped. For four rounds in the middle the Docker
+// API stalls past the agent's timeout, as a daemon under load does. Every
+// namespace's episode names no container; every container's names the
+// right one in full (ID, name, image, runtime, pid namespace) with its
+// outcome. The test fails unless some inode was in fact reused.
+func TestIdentityThroughReuse(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	img := busyboxImage(t)
+	d := dockertest.EnsureDaemon(t)
+	proxy := newStallProxy(t, d.Socket)
+	port, agentErr := startServe(t, "--docker-socket", proxy.path)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitHTTP(t, base+"/readyz")
+	tag := fmt.Sprint(time.Now().UnixNano() % 1e6)
+
+	type nsRecord struct {
+		pid   int
+		pidns uint32
+	}
+	var nss []nsRecord
+	var ctrs []namedContainer
+	ctrNS := map[string]uint32{}
+	const rounds = 12
+	for i := range rounds {
+		if i == 4 {
+			proxy.stall(3 * time.Second)
+		}
+		ns := testutil.StartNSInitIn(t, []string{"-m", "-u", "-i", "-n"}, "echo ready; read x")
+		rec := nsRecord{ns.PID, ns.PidNS(t)}
+		rmCgroup := reuseCgroup(t, fmt.Sprintf("sigscope-reuse-%s-%d", tag, i), ns.PID)
+		testutil.Run(t, "kill", "-TERM", strconv.Itoa(ns.PID))
+		time.Sleep(50 * time.Millisecond)
+		testutil.Run(t, "kill", "-KILL", strconv.Itoa(ns.PID))
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", ns.PID)); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("namespace init %d still there 5 s after SIGKILL", ns.PID)
+			}
+		}
+		_ = ns.Cmd.Wait()
+		rmCgroup()
+		nss = append(nss, rec)
+
+		c := startNamed(t, d, img, fmt.Sprintf("reuse-%s-%d", tag, i))
+		pid, err := d.DockerErr("inspect", "-f", "{{.State.Pid}}", c.name)
+		if err != nil {
+			t.Fatalf("docker inspect: %v\n%s", err, pid)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(fmt.Sprintf("/proc/%s/ns/pid", strings.TrimSpace(pid)), &st); err != nil {
+			t.Fatal(err)
+		}
+		ctrNS[c.id] = uint32(st.Ino)
+		ctrs = append(ctrs, c)
+	}
+	held := proxy.heldRequests()
+	for time.Now().Before(proxy.until) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	args := []string{"stop", "-t", "5"}
+	for _, c := range ctrs {
+		args = append(args, c.name)
+	}
+	if out, err := d.DockerErr(args...); err != nil {
+		t.Fatalf("docker stop: %v\n%s", err, out)
+	}
+
+	seen := map[uint32]bool{}
+	reused := 0
+	for i, c := range ctrs {
+		seen[nss[i].pidns] = true
+		if seen[ctrNS[c.id]] {
+			reused++
+		}
+	}
+	if reused == 0 {
+		t.Fatalf("no container got a pid namespace inode a namespace of the test had had: the test did not test reuse")
+	}
+
+	checkNamed(t, base, img, ctrs)
+	for _, c := range ctrs {
+		if ep := faultWaitEpisode(t, base, c.id); ep.Container.PidNS != ctrNS[c.id] {
+			t.Errorf("container %s: episode's pid namespace %d, want %d", c.name, ep.Container.PidNS, ctrNS[c.id])
+		}
+	}
+	var eps []timeline.Episode
+	if err := json.Unmarshal(faultGet(t, base, "/api/v1/episodes"), &eps); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range nss {
+		var got []timeline.Episode
+		for _, ep := range eps {
+			if ep.Container.PidNS == ns.pidns && ep.Main.PID == uint32(ns.pid) {
+				got = append(got, ep)
+			}
+		}
+		if len(got) != 1 || got[0].Container.ID != "" || got[0].Outcome != timeline.OutcomeIgnoredByInit {
+			for _, ep := range got {
+				t.Logf("episode: container %.12s %q, %s", ep.Container.ID, ep.Container.Name, ep.Outcome)
+			}
+			t.Errorf("namespace %d (init %d): %d episodes, want 1 naming no container, ignored_by_init", ns.pidns, ns.pid, len(got))
+		}
+	}
+	t.Logf("reuse: %d rounds, %d containers got an inode a namespace of the test had had, %d agent requests held by the stall",
+		rounds, reused, held)
 	if t.Failed() {
 		t.Logf("agent:\n%s", tail(agentErr.String()))
 	}

@@ -31,6 +31,17 @@ func StartNSInit(t testing.TB, script string) *NSInit {
 	return startNSInit(t, exec.Command("unshare", "-p", "-f", "sh", "-c", script))
 }
 
+// StartNSInitIn is StartNSInit with more namespaces of its own, as
+// unshare(1)'s flags ("-m", "-u", ...): a test that wants a container to get
+// the pid namespace inode it frees makes and frees as many as a container
+// makes before its pid namespace (the kernel gives out the lowest free
+// inode, mount, UTS and IPC namespaces first).
+func StartNSInitIn(t testing.TB, flags []string, script string) *NSInit {
+	t.Helper()
+	args := append(append([]string{"-p", "-f"}, flags...), "sh", "-c", script)
+	return startNSInit(t, exec.Command("unshare", args...))
+}
+
 // StartNSInitUnnotified is StartNSInit with a parent that ignores SIGCHLD:
 // do_notify_parent() then sends no signal for the init's exit, so the
 // tracer records no ns_empty for it and its episode can only end by its
