@@ -19,7 +19,16 @@
 // Identities are cached by the keys events carry (pid-namespace inode and
 // cgroup ids), so the hot path does no /proc read and short-lived processes
 // still resolve: a process that is gone is found through its cgroup id, and
-// a container that has ended is remembered for a TTL. The caches and the
+// a container that has ended is remembered for a TTL. Pids and pid
+// namespace inodes are reused as soon as they are free; cgroup ids never
+// are. So a /proc/PID read is trusted only when its cgroup is the event's,
+// and an answer keyed by a pid namespace alone is dropped when the
+// namespace ends ([Resolver.NamespaceEnded]).
+//
+// A runtime that fails (slow under load, restarting) is left alone for a
+// second, doubling up to 30 s; the containers it could not be asked about
+// are asked again until it answers, and [Resolver.Known] says, at an
+// episode's end, what is known of a container and why it has no name. The caches and the
 // background queues are bounded. A runtime that is missing or unreachable
 // only degrades enrichment; errors are counted per source
 // ([Resolver.Errors]) and logged once per endpoint and outage.

@@ -333,3 +333,37 @@ func waitMeta(t *testing.T, r *Resolver, id string, ok func(*Info) bool) {
 	}
 	t.Fatalf("metadata of %s never came", ShortID(id))
 }
+
+// A runtime that fails for a moment (issue 28): the containers it could not
+// be asked about are asked again by themselves, without any lookup, once
+// it answers; meanwhile Known says why they have no name. The endpoint is
+// left alone for about a second after one failure, not retryInterval.
+func TestFailedEnrichmentIsAskedAgain(t *testing.T) {
+	h := newFakeHost(t)
+	d := startFakeDocker(t, map[string]map[string]any{id1: dockerInspectJSON(id1, "web", nil, "", nil, 4321)})
+	d.failing.Store(true)
+	r := h.resolver(fastRechecks(Options{DockerSocket: d.socket, CRISockets: []string{}}, 20*time.Millisecond, 20))
+	p := h.dockerProcess(100, 4026532100, id1)
+	if info := r.Lookup(p); info == nil || info.ID != id1 || info.Name != "" {
+		t.Fatalf("Lookup while Docker fails = %+v, want its ID and no name", info)
+	}
+	if _, why := r.Known(id1); !strings.Contains(why, "daemon is sick") {
+		t.Fatalf("Known's why = %q, want Docker's error", why)
+	}
+	r.errMu.Lock()
+	o := r.down[d.socket]
+	left := o.until.Sub(h.clock.now())
+	r.errMu.Unlock()
+	if left <= 0 || left > 2*outageMin {
+		t.Fatalf("one failure leaves Docker alone for %v, want about %v", left, outageMin)
+	}
+	d.failing.Store(false)
+	h.clock.advance(2 * outageMin)
+	waitMeta(t, r, id1, func(i *Info) bool { return i.Name == "web" })
+	if info, why := r.Known(id1); info.Name != "web" || why != "" {
+		t.Fatalf("Known = %+v, %q after Docker answered", info, why)
+	}
+	if info := r.Lookup(p); info == nil || info.Name != "web" || info.MainPID != 4321 {
+		t.Fatalf("Lookup after Docker answered = %+v", info)
+	}
+}
