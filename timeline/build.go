@@ -2,7 +2,6 @@ package timeline
 
 import (
 	"container/list"
-	"fmt"
 	"slices"
 	"time"
 
@@ -149,10 +148,43 @@ func (ep *episode) add(s Step, important bool, limit int) {
 	ep.Steps = append(ep.Steps, s)
 }
 
-// generateStep is the common part of a step made from a generate event.
-func generateStep(ev *sigvocab.Event, kind StepKind, text string) Step {
+// initLike reports whether the main process counts as its namespace's
+// init: it is one, or it has not shown itself yet (a stop's target is
+// taken for PID 1 until then).
+func (ep *episode) initLike() bool { return !ep.mainKnown || ep.MainIsInit }
+
+// stepOf is a step with what every step takes from its event: the
+// exported fields, and the facts its sentence will need.
+func (ep *episode) stepOf(ev *sigvocab.Event, kind StepKind) Step {
+	snd := &ev.Sender
+	return Step{Time: ev.Time, Kind: kind, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags, facts: stepFacts{
+		event: ev.Kind, result: ev.Result, fate: ev.Fate, handler: ev.Handler, kernel: ev.Code == sigvocab.CodeKernel,
+		inside:   snd.PidNS == ev.Target.PidNS && snd.PidNS != hostPidNS && !ev.Flags.Has(sigvocab.FlagCrossNS),
+		mainInit: ep.initLike(),
+	}}
+}
+
+// sentStep is the step of a sent signal: with its sender.
+func (ep *episode) sentStep(ev *sigvocab.Event, kind StepKind) Step {
+	s := ep.stepOf(ev, kind)
 	snd := proc(&ev.Sender)
-	return Step{Time: ev.Time, Kind: kind, Signal: ev.Signal, Sender: &snd, Target: proc(&ev.Target), Flags: ev.Flags, Text: text}
+	s.Sender = &snd
+	return s
+}
+
+// verdictStep is a kernel_verdict step: what the kernel did with ev's signal.
+func (ep *episode) verdictStep(ev *sigvocab.Event) Step {
+	s := ep.stepOf(ev, StepKernelVerdict)
+	s.Verdict = ev.Fate
+	return s
+}
+
+// exitStep is the step of a process's end, with its status.
+func (ep *episode) exitStep(ev *sigvocab.Event, kind StepKind) Step {
+	s := ep.stepOf(ev, kind)
+	st := exitStatus(ev)
+	s.Exit, s.facts.status, s.facts.core = &st, st, ev.CoreDumped
+	return s
 }
 
 func (ep *episode) stopSignal(ev *sigvocab.Event, limit int) {
@@ -160,18 +192,13 @@ func (ep *episode) stopSignal(ev *sigvocab.Event, limit int) {
 	if first {
 		ep.StopSignal, ep.StopAt, ep.StopSender = ev.Signal, ev.Time, sender(ev)
 		ep.stopHandler, ep.stopBlocked = ev.Handler, ev.Flags.Has(sigvocab.FlagBlocked)
+		ep.StopVerdict = ev.Fate
 	}
-	ep.add(generateStep(ev, StepStopSignal, fmt.Sprintf("%s sends %s to %s", senderText(ev), ev.Signal, targetText(ev))), first, limit)
-	v := ev.Fate
-	if first {
-		ep.StopVerdict = v
-	}
-	ep.add(Step{Time: ev.Time, Kind: StepKernelVerdict, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
-		Verdict: v, Text: "kernel: " + v.Explain(ev.Signal, ev.Handler, ep.mainName())}, first, limit)
+	ep.add(ep.sentStep(ev, StepStopSignal), first, limit)
+	ep.add(ep.verdictStep(ev), first, limit)
 }
 
 func (ep *episode) deliver(ev *sigvocab.Event, main, stop bool, limit int) {
-	who := targetText(ev)
 	switch {
 	case ev.Fate == sigvocab.FateHandler:
 		first := stop && !ep.handled
@@ -181,17 +208,12 @@ func (ep *episode) deliver(ev *sigvocab.Event, main, stop bool, limit int) {
 				ep.StopVerdict = sigvocab.FateHandler // unblocked, then handled
 			}
 		}
-		ep.add(Step{Time: ev.Time, Kind: StepDeliver, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
-			Text: fmt.Sprintf("%s runs its %s handler", who, ev.Signal)}, first, limit)
+		ep.add(ep.stepOf(ev, StepDeliver), first, limit)
 	case main && (ev.Fate == sigvocab.FateDroppedInit || ev.Fate == sigvocab.FateDroppedSigIgn):
 		// The drop of a signal that was blocked at generation: the kernel
 		// discards it when the init dequeues it (docs/kernel.md).
-		why := "it has no handler"
-		if ev.Fate == sigvocab.FateDroppedSigIgn {
-			why = "it has set it to SIG_IGN"
-		}
+		s := ep.verdictStep(ev)
 		first := stop && ev.Signal == ep.StopSignal && (ep.StopVerdict == sigvocab.FateBlocked || ep.StopVerdict == sigvocab.FateAlreadyPending)
-		what := ev.Signal.String()
 		switch {
 		case first:
 			ep.StopVerdict = ev.Fate
@@ -200,10 +222,9 @@ func (ep *episode) deliver(ev *sigvocab.Event, main, stop bool, limit int) {
 			// it blocked (no SA_NODEFER): the re-raise is queued, and
 			// dropped when the handler returns and unblocks it.
 			ep.ReraiseVerdict = ev.Fate
-			first, what = true, "the re-raised "+what
+			first, s.facts.reraise = true, true
 		}
-		ep.add(Step{Time: ev.Time, Kind: StepKernelVerdict, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
-			Verdict: ev.Fate, Text: fmt.Sprintf("kernel: dropped — %s unblocked %s and %s", ep.mainName(), what, why)}, first, limit)
+		ep.add(s, first, limit)
 	}
 }
 
@@ -214,11 +235,7 @@ func (ep *episode) sigkill(ev *sigvocab.Event, main bool, limit int) {
 		ep.killed, ep.KillAt, ep.KillSender = true, ev.Time, sender(ev)
 		ep.killKernel = ev.Code == sigvocab.CodeKernel
 	}
-	how := "sends SIGKILL to"
-	if ev.Flags.Has(sigvocab.FlagCgroupKill) {
-		how = "kills through cgroup.kill:"
-	}
-	ep.add(generateStep(ev, StepSIGKILL, fmt.Sprintf("%s %s %s%s", senderText(ev), how, targetText(ev), resultSuffix(ev))), first, limit)
+	ep.add(ep.sentStep(ev, StepSIGKILL), first, limit)
 }
 
 // reraise records the main process sending its stop signal to itself
@@ -232,13 +249,10 @@ func (ep *episode) reraise(ev *sigvocab.Event, limit int) {
 	if first {
 		ep.reraised, ep.ReraiseVerdict = true, ev.Fate
 	}
-	ep.add(generateStep(ev, StepReraise, fmt.Sprintf("%s re-raises %s with the default action (its handler ran)", targetText(ev), ev.Signal)), first, limit)
-	text := "kernel: " + ev.Fate.Explain(ev.Signal, ev.Handler, ep.mainName())
-	if ev.Fate == sigvocab.FateDroppedInit {
-		text = fmt.Sprintf("kernel: ignored — %s cannot be ended by a signal it has no handler for, its own included", ep.mainName())
-	}
-	ep.add(Step{Time: ev.Time, Kind: StepKernelVerdict, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
-		Verdict: ev.Fate, Text: text}, first, limit)
+	ep.add(ep.sentStep(ev, StepReraise), first, limit)
+	s := ep.verdictStep(ev)
+	s.facts.reraise = true
+	ep.add(s, first, limit)
 }
 
 // isReraise reports whether ev is the main process sending its stop signal
@@ -262,30 +276,13 @@ func (ep *episode) forward(ev *sigvocab.Event, limit int) {
 	}
 	first := !ep.forwarded
 	ep.forwarded = true
-	ep.add(generateStep(ev, StepForward, fmt.Sprintf("%s forwards %s to %s%s", senderText(ev), ev.Signal, targetText(ev), resultSuffix(ev))), first, limit)
+	ep.add(ep.sentStep(ev, StepForward), first, limit)
 }
 
 // signal records any other signal to a process of the namespace: a repeated
 // stop signal, a reload, an init forwarding the stop signal to its children.
 func (ep *episode) signal(ev *sigvocab.Event, limit int) {
-	ep.add(generateStep(ev, StepSignal, fmt.Sprintf("%s sends %s to %s%s", senderText(ev), ev.Signal, targetText(ev), resultSuffix(ev))), false, limit)
-}
-
-func resultSuffix(ev *sigvocab.Event) string {
-	switch {
-	case ev.Result == sigvocab.ResultDelivered:
-		return ""
-	case ev.Flags.Has(sigvocab.FlagPID1Ignored):
-		if ev.Signal == sigvocab.SIGKILL {
-			return " — ignored: PID 1 cannot be killed from inside its namespace"
-		}
-		return " — ignored: PID 1 has no handler"
-	case ev.Flags.Has(sigvocab.FlagSigIgn):
-		return " — ignored: SIG_IGN"
-	case ev.Flags.Has(sigvocab.FlagTargetExiting):
-		return " — ignored: already exiting"
-	}
-	return " — " + ev.Result.String()
+	ep.add(ep.sentStep(ev, StepSignal), false, limit)
 }
 
 func (ep *episode) cascadeKill(ev *sigvocab.Event, limit int) {
@@ -295,23 +292,24 @@ func (ep *episode) cascadeKill(ev *sigvocab.Event, limit int) {
 	} else {
 		ep.CascadeOmitted++
 	}
-	ep.add(generateStep(ev, StepCascadeKill, "kernel: namespace cascade — SIGKILL to "+procText(p)), false, limit)
+	ep.add(ep.sentStep(ev, StepCascadeKill), false, limit)
 }
 
 // cascadeVictim shows, in the episode of a process's own container, the
 // cascade SIGKILL that another container's init sent it.
 func (ep *episode) cascadeVictim(ev *sigvocab.Event, limit int) {
-	ep.add(generateStep(ev, StepCascadeKill, fmt.Sprintf("kernel: namespace cascade — PID 1 %s (host %d) exited, SIGKILL to %s",
-		ev.Sender.Comm.String(), ev.Sender.PID, targetText(ev))), false, limit)
+	s := ep.sentStep(ev, StepCascadeKill)
+	s.facts.victim = true
+	ep.add(s, false, limit)
 }
 
-// sandbox shows the end of the pod's sandbox (pause) container.
+// sandbox shows the end of the pod's sandbox (pause) container: its
+// SIGKILL, or its exit.
 func (ep *episode) sandbox(ev *sigvocab.Event, limit int) {
-	text := "the pod's sandbox is torn down: " + exitText(ev, fmt.Sprintf("%s (host %d)", ev.Target.Comm.String(), ev.Target.PID))
-	if ev.Kind == sigvocab.KindGenerate {
-		text = fmt.Sprintf("%s sends SIGKILL to the pod's sandbox (%s, host %d): the pod's teardown", senderText(ev), ev.Target.Comm.String(), ev.Target.PID)
-	}
-	ep.add(Step{Time: ev.Time, Kind: StepSandbox, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags, Text: text}, false, limit)
+	s := ep.stepOf(ev, StepSandbox)
+	by := proc(&ev.Sender)
+	s.facts.by, s.facts.status, s.facts.core = &by, exitStatus(ev), ev.CoreDumped
+	ep.add(s, false, limit)
 }
 
 func (ep *episode) oomKill(ev *sigvocab.Event, main bool, limit int) {
@@ -323,12 +321,12 @@ func (ep *episode) oomKill(ev *sigvocab.Event, main bool, limit int) {
 	if main {
 		ep.oomMain = true
 	}
-	p := proc(&ev.Target)
+	s := ep.stepOf(ev, StepOOMKill)
+	s.Signal = 0 // the victim's SIGKILL is its own event
 	if len(ep.OOMVictims) < limit || firstInit {
-		ep.OOMVictims = append(ep.OOMVictims, p)
+		ep.OOMVictims = append(ep.OOMVictims, s.Target)
 	}
-	ep.add(Step{Time: ev.Time, Kind: StepOOMKill, Target: p, Flags: ev.Flags,
-		Text: "kernel: the OOM killer picks " + targetText(ev)}, first || firstInit, limit)
+	ep.add(s, first || firstInit, limit)
 }
 
 // exitStatus is the status a container runtime reports: the exit code, or
@@ -340,21 +338,8 @@ func exitStatus(ev *sigvocab.Event) int {
 	return ev.ExitCode
 }
 
-func exitText(ev *sigvocab.Event, who string) string {
-	st := exitStatus(ev)
-	switch {
-	case ev.Signaled() && ev.CoreDumped:
-		return fmt.Sprintf("%s killed by %s, core dumped (exit status %d)", who, ev.Signal, st)
-	case ev.Signaled():
-		return fmt.Sprintf("%s killed by %s (exit status %d)", who, ev.Signal, st)
-	}
-	return fmt.Sprintf("%s exits with code %d", who, st)
-}
-
 func (ep *episode) processExit(ev *sigvocab.Event, limit int) {
-	st := exitStatus(ev)
-	ep.add(Step{Time: ev.Time, Kind: StepProcessExit, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
-		Exit: &st, Text: exitText(ev, targetText(ev))}, false, limit)
+	ep.add(ep.exitStep(ev, StepProcessExit), false, limit)
 }
 
 func (ep *episode) mainExit(ev *sigvocab.Event) {
@@ -363,46 +348,7 @@ func (ep *episode) mainExit(ev *sigvocab.Event) {
 	if ev.Signaled() {
 		ep.ExitSignal = ev.Signal
 	}
-	ep.add(Step{Time: ev.Time, Kind: StepMainExit, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags,
-		Exit: &st, Text: exitText(ev, targetText(ev))}, true, 0)
-}
-
-// procText names a process of the namespace: "PID 1 sh (host 5151)",
-// "sleep (ns pid 2, host 5152)". Comms stay raw here: MarshalJSON makes
-// them valid UTF-8 and WriteText escapes them, each once.
-func procText(p Proc) string {
-	if p.NsPID == 1 {
-		return fmt.Sprintf("PID 1 %s (host %d)", p.Comm, p.PID)
-	}
-	return fmt.Sprintf("%s (ns pid %d, host %d)", p.Comm, p.NsPID, p.PID)
-}
-
-func targetText(ev *sigvocab.Event) string {
-	p := proc(&ev.Target)
-	if ev.Flags.Has(sigvocab.FlagNSInit) {
-		p.NsPID = 1
-	}
-	return procText(p)
-}
-
-// mainName is how texts call the episode's main process: "PID 1" for a
-// namespace init, "the main process" for one that shares a namespace.
-func (ep *episode) mainName() string {
-	return MainRole(!ep.mainKnown || ep.MainIsInit)
-}
-
-// senderText names a sender: a process of the target's namespace by its
-// place there, one outside (runc, kubelet, a shell on the host) by its host
-// pid, and a kernel-raised signal as the kernel's, running in that task.
-func senderText(ev *sigvocab.Event) string {
-	s := &ev.Sender
-	switch {
-	case ev.Code == sigvocab.CodeKernel:
-		return fmt.Sprintf("the kernel (in %s, host %d)", s.Comm.String(), s.PID)
-	case s.PidNS == ev.Target.PidNS && s.PidNS != hostPidNS && !ev.Flags.Has(sigvocab.FlagCrossNS):
-		return procText(proc(s))
-	}
-	return fmt.Sprintf("%s (%d)", s.Comm.String(), s.PID)
+	ep.add(ep.exitStep(ev, StepMainExit), true, 0)
 }
 
 // order puts the steps in time order and starts the episode at the first.
@@ -425,7 +371,7 @@ func (ep *episode) finish() {
 	ep.PreStop = ep.preStop()
 	ep.GracePeriod = ep.appliedGrace()
 	ep.Outcome = decide(ep.facts())
-	ep.Hint = capitalize(hint(ep))
+	ep.words()
 }
 
 // graceEarly and graceLate bound when a SIGKILL counts as the end of the
@@ -458,12 +404,4 @@ func (ep *episode) appliedGrace() time.Duration {
 		return c
 	}
 	return 0
-}
-
-// capitalize starts a sentence that may begin with "the main process".
-func capitalize(s string) string {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return s
-	}
-	return string(s[0]-'a'+'A') + s[1:]
 }

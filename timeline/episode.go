@@ -152,7 +152,32 @@ type Step struct {
 	Flags   sigvocab.Flags  // the event's verdict flags
 	Verdict sigvocab.Fate   // kernel_verdict steps: the kernel's decision
 	Exit    *int            // exit steps: the status as a runtime reports it (code, or 128+signal)
-	Text    string          // human description, quoting untrusted comms unescaped
+	// Text tells the step in a sentence, quoting untrusted comms
+	// unescaped. The words (words.go) write it when the episode completes,
+	// from the fields above and the facts below.
+	Text string
+
+	facts stepFacts // none in a step read back from JSON, whose Text is already written
+}
+
+// stepFacts are what a step's sentence needs beyond its exported fields:
+// facts of its event, and of the episode when it was recorded. Steps
+// record facts only; the words turn them into Text at completion.
+type stepFacts struct {
+	event    sigvocab.Kind        // the kind of the event recorded; KindExec for an exec session's start and end
+	result   sigvocab.Result      // generate: the kernel's result
+	fate     sigvocab.Fate        // generate, deliver: what the kernel did (Verdict shows it on kernel_verdict steps only)
+	handler  sigvocab.Disposition // generate, deliver: the target's disposition for the signal
+	kernel   bool                 // the kernel raised the signal (SI_KERNEL)
+	inside   bool                 // the sender is a process of the target's pid namespace (not the host's, not across namespaces)
+	mainInit bool                 // the main process was its namespace's init, or not known yet, when the step was recorded
+	reraise  bool                 // a kernel verdict on the stop signal the main process raised again
+	victim   bool                 // a cascade kill that another container's exiting init sent
+	hook     bool                 // an exec session that is the preStop hook
+	core     bool                 // an exit that dumped core
+	status   int                  // an exit's status, as a runtime reports it
+	by       *Proc                // who started an exec session, or sent the sandbox its SIGKILL (steps with no Sender)
+	began    time.Time            // an exec session's end: its start
 }
 
 // Episode is the story of one container stop. Times are zero when absent.
@@ -278,6 +303,16 @@ func (ep *Episode) StopDuration() (time.Duration, bool) {
 		return 0, false
 	}
 	return ep.ExitAt.Sub(begin), true
+}
+
+// graceBegin is when the grace period began, as the kernel saw it: the
+// start of an exec preStop hook it recorded, else the stop signal (an
+// estimated hook start is derived from a grace, so it cannot tell one).
+func (ep *Episode) graceBegin() time.Time {
+	if p := ep.PreStop; p != nil && !p.StartAt.IsZero() && !p.Estimated {
+		return p.StartAt
+	}
+	return ep.StopAt
 }
 
 // ExitAfter is the time from the stop signal to PID 1's exit; false without both.

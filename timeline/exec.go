@@ -2,7 +2,6 @@ package timeline
 
 import (
 	"container/list"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -137,21 +136,18 @@ type PreStop struct {
 	Estimated bool
 }
 
-// exec adds a session's start to the episode, and makes it the preStop
-// hook when the container has an exec preStop and it is the session that
-// ran just before the stop.
+// exec adds a session's start to the episode, and its end when it has
+// ended; the session is the preStop hook when the container has an exec
+// preStop and it is the session that ran just before the stop.
 func (ep *episode) exec(s execSession, limit int) {
 	ep.execs = append(ep.execs, s)
-	what := "an exec session"
-	if ep.isHookSession(s) {
-		what = "the preStop hook"
-	}
-	ep.add(Step{Time: s.start, Kind: StepExec, Target: s.proc,
-		Text: fmt.Sprintf("%s (%d) starts %s in the container: %s", s.parent.Comm, s.parent.PID, procText(s.proc), what)}, false, limit)
+	parent := s.parent
+	f := stepFacts{event: sigvocab.KindExec, hook: ep.isHookSession(s), by: &parent}
+	ep.add(Step{Time: s.start, Kind: StepExec, Target: s.proc, facts: f}, false, limit)
 	if !s.end.IsZero() {
 		st := s.exit
-		ep.add(Step{Time: s.end, Kind: StepProcessExit, Signal: s.signal, Target: s.proc, Exit: &st,
-			Text: fmt.Sprintf("%s, %s, ends after %.3fs: exit status %d", what, procText(s.proc), s.end.Sub(s.start).Seconds(), st)}, false, limit)
+		f.status, f.began = st, s.start
+		ep.add(Step{Time: s.end, Kind: StepProcessExit, Signal: s.signal, Target: s.proc, Exit: &st, facts: f}, false, limit)
 	}
 }
 

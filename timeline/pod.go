@@ -1,14 +1,8 @@
 package timeline
 
 import (
-	"fmt"
-	"io"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/sigscope/sigscope/internal/sigvocab"
-	"github.com/sigscope/sigscope/internal/textsafe"
 )
 
 // PodStop is the stop of a whole pod: the episodes of its containers, in
@@ -104,61 +98,4 @@ func (g *PodGrouper) done(i int) PodStop {
 	g.waiting = slices.Delete(g.waiting, i, i+1)
 	slices.SortStableFunc(ps.Episodes, func(a, b Episode) int { return a.Start.Compare(b.Start) })
 	return *ps
-}
-
-// WriteText writes the pod's stop as one view: every container's steps on
-// one clock, each line naming its container, then each container's outcome
-// and the sandbox's teardown. Untrusted strings are escaped here.
-func (ps *PodStop) WriteText(w io.Writer) error {
-	var b strings.Builder
-	start := time.Time{}
-	for _, ep := range ps.Episodes {
-		if start.IsZero() || ep.Start.Before(start) {
-			start = ep.Start
-		}
-	}
-	var nodes []string
-	for _, ep := range ps.Episodes {
-		if ep.Node != "" && !slices.Contains(nodes, ep.Node) {
-			nodes = append(nodes, ep.Node)
-		}
-	}
-	on := ""
-	if len(nodes) > 0 {
-		on = " on node " + textsafe.Terminal(strings.Join(nodes, ", "))
-	}
-	fmt.Fprintf(&b, "pod %s/%s%s: %d container(s) stopped, from %s\n", textsafe.Terminal(ps.Namespace), textsafe.Terminal(ps.Pod), on,
-		len(ps.Episodes), start.Format(sigvocab.TimeFormat))
-	type line struct {
-		at   time.Time
-		name string
-		text string
-	}
-	var lines []line
-	width := 0
-	for _, ep := range ps.Episodes {
-		name := ep.Container.Name
-		width = max(width, len(textsafe.Terminal(name)))
-		for _, s := range ep.Steps {
-			if s.Kind == StepSandbox {
-				continue // once, below
-			}
-			lines = append(lines, line{s.Time, name, s.Text})
-		}
-	}
-	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
-	for _, l := range lines {
-		fmt.Fprintf(&b, "%-8s %-*s  %s\n", offset(l.at.Sub(start)), width, textsafe.Terminal(l.name), textsafe.Terminal(l.text))
-	}
-	if !ps.SandboxAt.IsZero() {
-		fmt.Fprintf(&b, "%-8s %-*s  the pod's sandbox is torn down\n", offset(ps.SandboxAt.Sub(start)), width, "")
-	}
-	for _, ep := range ps.Episodes {
-		fmt.Fprintf(&b, "%s: %s — %s\n", textsafe.Terminal(ep.Container.Name), textsafe.Terminal(string(ep.Outcome)), textsafe.Terminal(ep.Summary()))
-		if ep.Hint != "" {
-			fmt.Fprintf(&b, "  hint: %s\n", textsafe.Terminal(ep.Hint))
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }

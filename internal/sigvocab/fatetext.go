@@ -6,7 +6,8 @@ import "fmt"
 // kernel_verdict steps ("kernel: ignored — PID 1 has no SIGTERM handler")
 // and the audit's hints ("PID 1 (sh) has no SIGTERM handler: the kernel
 // drops ...") both say what the kernel does with the stop signal in these
-// words, so a recorded stop and its prediction read the same.
+// words, so a recorded stop and its prediction read the same; the
+// timeline's other sent signals end with ResultWords.
 
 // Verb is the one word for what the kernel did with the signal: ignored
 // (dropped), delivered (to a handler or the default action), queued
@@ -71,4 +72,24 @@ func (f Fate) Explain(sig Signal, h Disposition, who string) string {
 		return f.Verb() + " — " + r
 	}
 	return f.Verb()
+}
+
+// ResultWords says, after a sentence that sends sig, what the kernel did
+// with it when it did not deliver it (result r): "ignored: PID 1 has no
+// handler", "ignored: SIG_IGN", "ignored: already exiting", or the result
+// itself ("already_pending"); "" when it was delivered.
+func (f Fate) ResultWords(r Result, sig Signal) string {
+	switch {
+	case r == ResultDelivered:
+		return ""
+	case f == FateDroppedInit && sig == SIGKILL:
+		return "ignored: PID 1 cannot be killed from inside its namespace"
+	case f == FateDroppedInit:
+		return "ignored: PID 1 has no handler"
+	case f == FateDroppedSigIgn:
+		return "ignored: SIG_IGN"
+	case f == FateDroppedExiting:
+		return "ignored: already exiting"
+	}
+	return r.String()
 }
