@@ -100,23 +100,8 @@ type Engine struct {
 	stats    Stats
 	dropped  uint64 // the tracer's dropped total at the last NoteDropped
 	since    time.Time
-	starts   starts // main processes whose start was seen
-}
-
-// epKey names the container an episode follows: its ID when the resolver
-// found one, else its pid namespace (a namespace made by unshare, or a
-// container whose runtime cannot be asked), whose init is then the main
-// process.
-type epKey struct {
-	id string
-	ns uint32
-}
-
-func keyOf(c *container.Info, p *sigvocab.Process) epKey {
-	if c != nil && c.ID != "" {
-		return epKey{id: c.ID}
-	}
-	return epKey{ns: p.PidNS}
+	starts   starts   // main processes whose start was seen
+	routes   []routed // route's answer, reused from one event to the next
 }
 
 // New returns an engine with opts, zero fields replaced by the defaults.
@@ -145,6 +130,10 @@ func (e *Engine) Stats() Stats {
 // process or an unresolved one), and returns the episodes that completed by
 // the event's time, oldest deadline first. It keeps neither ev nor c: the
 // tracer reuses its Event, and the resolver may update its Info.
+//
+// An event goes one way: the engine routes it to its episodes (route.go),
+// each applies it (apply.go) and says what the engine must do next, the
+// engine does that, and an episode that completes gets its words (words.go).
 func (e *Engine) Add(ev *sigvocab.Event, c *container.Info) []Episode {
 	var out []Episode
 	if e.since.IsZero() {
@@ -154,21 +143,22 @@ func (e *Engine) Add(ev *sigvocab.Event, c *container.Info) []Episode {
 		e.now = ev.Time
 		e.expire(&out)
 	}
-	switch ev.Kind {
-	case sigvocab.KindGenerate:
-		e.addGenerate(ev, c, &out)
-	case sigvocab.KindDeliver:
-		e.addDeliver(ev, c)
-	case sigvocab.KindExit:
-		e.addExit(ev, c, &out)
-	case sigvocab.KindOOM:
-		e.addOOM(ev, c, &out)
-	case sigvocab.KindExec:
-		e.addExec(ev, c, &out)
-	case sigvocab.KindNSEmpty:
-		e.addNSEmpty(ev, &out)
+	for _, r := range e.route(ev, c, &out) {
+		e.act(r.ep, ev.Time, r.ep.apply(ev, r.role), &out)
 	}
 	return out
+}
+
+// act does what applying an event at t asked of the engine.
+func (e *Engine) act(ep *episode, t time.Time, fx effect, out *[]Episode) {
+	switch fx {
+	case settleAfter:
+		e.settle(ep, t.Add(e.opts.Settle))
+	case awaitMain:
+		e.unsettle(ep)
+	case completeNow:
+		e.complete(ep, out)
+	}
 }
 
 // Advance tells the engine that time has reached now, with no event, and
@@ -208,87 +198,6 @@ func (e *Engine) Flush() []Episode {
 	return out
 }
 
-// inContainer reports whether a pid namespace can hold an episode of a
-// container nobody resolved: known and not the host's.
-func inContainer(ns uint32) bool { return ns != 0 && ns != hostPidNS }
-
-// isMain reports whether p is the main process of its container c: the one
-// the runtime started and signals. That is the init of the container's pid
-// namespace when it has its own (an init that resolves to c is c's), and
-// the process the runtime named otherwise: a container in another's pid
-// namespace (docker --pid container:X, a pod sharing its namespace) or in
-// the host's (--pid host, hostPID pods).
-//
-// The runtime's word wins when it gave one: a pid namespace nested in the
-// container (docker-in-docker, unshare in an entrypoint) has an init of its
-// own that is not the container's main process. The resolver asks again
-// when a container restarts, so the pid is not a stale one.
-func isMain(p *sigvocab.Process, c *container.Info) bool {
-	if c != nil && c.MainPID > 0 {
-		return int(p.PID) == c.MainPID
-	}
-	return p.NsPID == 1 && (c != nil || inContainer(p.PidNS))
-}
-
-// episodeOf returns the open episode of the container c of process p (nil
-// when there is none yet). A process whose container was not resolved (its
-// cgroup went before the lookup, or no runtime answers) finds its episode
-// through its main process or its namespace's init; an episode begun before
-// its container was known takes the container's ID when it is. A main
-// process other than the episode's means the container was restarted (or
-// its ID or namespace reused, or the old main process's exit lost): the old
-// episode is completed first.
-func (e *Engine) episodeOf(p *sigvocab.Process, c *container.Info, main bool, out *[]Episode) *episode {
-	key := keyOf(c, p)
-	ep := e.open[key]
-	if ep == nil {
-		if ep = e.byMain[p.PID]; ep == nil && (c == nil || main) {
-			ep = e.byNS[p.PidNS]
-		}
-		if ep != nil && key.id != "" {
-			if ep.key.id != "" && ep.key.id != key.id {
-				ep = nil // another container's: a shared namespace
-			} else if ep.key.id == "" {
-				delete(e.open, ep.key)
-				ep.key = key
-				e.open[key] = ep
-			}
-		}
-	}
-	if ep != nil && main && ep.mainKnown && ep.Main.PID != p.PID {
-		e.complete(ep, out)
-		return nil
-	}
-	return ep
-}
-
-// tracked reports whether events about p in container c can belong to an
-// episode: processes of the host belong to none, unless a runtime said they
-// are a container's.
-func tracked(p *sigvocab.Process, c *container.Info) bool {
-	return c != nil && c.ID != "" || inContainer(p.PidNS)
-}
-
-func (e *Engine) begin(p *sigvocab.Process, c *container.Info, t time.Time) *episode {
-	if len(e.open) >= e.opts.MaxOpen {
-		e.remove(e.order.Front().Value.(*episode))
-		e.stats.Evicted++
-	}
-	ep := &episode{heapIdx: -1, key: keyOf(c, p)}
-	ep.Start = t
-	ep.Container.PidNS = p.PidNS
-	ep.elem = e.order.PushBack(ep)
-	e.open[ep.key] = ep
-	e.stats.Started++
-	// What ran in the container just before the stop (a preStop hook)
-	// is part of it.
-	ep.noteInfo(c, isMain(p, c))
-	for _, s := range e.execs.take(ep.key, t) {
-		ep.exec(s, e.opts.MaxSteps)
-	}
-	return ep
-}
-
 // NoteDropped tells the engine the tracer's total of dropped events (every
 // kind), as read now: when it rose since the last call, every open episode
 // counts the difference in EventsDropped, since any of the lost events may
@@ -315,18 +224,6 @@ func (e *Engine) HasOpen(namespace, pod string) bool {
 		}
 	}
 	return false
-}
-
-// noteMain records the episode's main process and indexes it.
-func (e *Engine) noteMain(ep *episode, p *sigvocab.Process) {
-	if ep.mainKnown {
-		return
-	}
-	ep.noteMain(p)
-	e.byMain[p.PID] = ep
-	if ep.MainIsInit {
-		e.byNS[p.PidNS] = ep
-	}
 }
 
 func (e *Engine) remove(ep *episode) {
@@ -407,4 +304,28 @@ func (e *Engine) expire(out *[]Episode) {
 	for len(e.settling) > 0 && e.settling[0].deadline.Before(e.now) {
 		e.complete(e.settling[0], out)
 	}
+}
+
+// settleQueue is a min-heap of episodes by deadline.
+type settleQueue []*episode
+
+func (q settleQueue) Len() int           { return len(q) }
+func (q settleQueue) Less(i, j int) bool { return q[i].deadline.Before(q[j].deadline) }
+func (q settleQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].heapIdx = i
+	q[j].heapIdx = j
+}
+func (q *settleQueue) Push(x any) {
+	ep := x.(*episode)
+	ep.heapIdx = len(*q)
+	*q = append(*q, ep)
+}
+func (q *settleQueue) Pop() any {
+	old := *q
+	ep := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	ep.heapIdx = -1
+	return ep
 }

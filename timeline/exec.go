@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -103,24 +102,10 @@ func (x *execs) take(key epKey, t time.Time) []execSession {
 	return out
 }
 
-// addExec takes a process that entered its container from outside.
-func (e *Engine) addExec(ev *sigvocab.Event, c *container.Info, out *[]Episode) {
-	t := &ev.Target
-	if !tracked(t, c) || c != nil && c.Sandbox {
-		return
-	}
-	if isMain(t, c) {
-		// A container's own start: from now on its stops are seen whole.
-		e.starts.add(procKey{t.PID, t.PidNS})
-		return
-	}
-	s := execSession{proc: proc(t), parent: proc(&ev.Sender), start: ev.Time}
-	if ep := e.episodeOf(t, c, false, out); ep != nil {
-		ep.noteInfo(c, false)
-		ep.exec(s, e.opts.MaxSteps)
-		return
-	}
-	e.execs.add(keyOf(c, t), s)
+// sessionOf is the session a process that entered its container from
+// outside begins.
+func sessionOf(ev *sigvocab.Event) execSession {
+	return execSession{proc: proc(&ev.Target), parent: proc(&ev.Sender), start: ev.Time}
 }
 
 // PreStop is a container's preStop hook as the stop showed it.
@@ -139,15 +124,15 @@ type PreStop struct {
 // exec adds a session's start to the episode, and its end when it has
 // ended; the session is the preStop hook when the container has an exec
 // preStop and it is the session that ran just before the stop.
-func (ep *episode) exec(s execSession, limit int) {
+func (ep *episode) exec(s execSession) {
 	ep.execs = append(ep.execs, s)
 	parent := s.parent
 	f := stepFacts{event: sigvocab.KindExec, hook: ep.isHookSession(s), by: &parent}
-	ep.add(Step{Time: s.start, Kind: StepExec, Target: s.proc, facts: f}, false, limit)
+	ep.add(Step{Time: s.start, Kind: StepExec, Target: s.proc, facts: f}, false)
 	if !s.end.IsZero() {
 		st := s.exit
 		f.status, f.began = st, s.start
-		ep.add(Step{Time: s.end, Kind: StepProcessExit, Signal: s.signal, Target: s.proc, Exit: &st, facts: f}, false, limit)
+		ep.add(Step{Time: s.end, Kind: StepProcessExit, Signal: s.signal, Target: s.proc, Exit: &st, facts: f}, false)
 	}
 }
 
