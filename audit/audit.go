@@ -10,8 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/langrt"
@@ -241,7 +239,7 @@ func Predict(f Facts) (prediction string, fate sigvocab.Fate, hint string) {
 	// why is the kernel's reason, about the process by name or as "it".
 	why := func(who string) string { return fate.Reason(sig, st.Handler, who) }
 	if sig == sigvocab.SIGKILL {
-		return Killed, fate, fmt.Sprintf("The stop signal is SIGKILL: %s gets no chance to shut down. Use SIGTERM (or the signal the app handles) as the stop signal.", name)
+		return Killed, fate, fmt.Sprintf("The stop signal is SIGKILL: %s gets no chance to shut down. %s", name, timeline.StopSignalFix(sig, fate, role(st)))
 	}
 	switch fate {
 	case sigvocab.FateDroppedExiting:
@@ -283,7 +281,7 @@ func Predict(f Facts) (prediction string, fate sigvocab.Fate, hint string) {
 		if st.NSInit {
 			p = IgnoredByInit
 		}
-		return p, fate, fmt.Sprintf("%s has no %s handler and %s: the stop will wait the whole timeout and end in SIGKILL (exit 137). Use SIGTERM as the stop signal.", name, sig, why("it"))
+		return p, fate, fmt.Sprintf("%s has no %s handler and %s: the stop will wait the whole timeout and end in SIGKILL (exit 137). %s", name, sig, why("it"), timeline.StopSignalFix(sig, fate, role(st)))
 	case sigvocab.FateDroppedInit:
 		shell := ""
 		if isShell(f) {
@@ -297,7 +295,7 @@ func Predict(f Facts) (prediction string, fate sigvocab.Fate, hint string) {
 		if st.NSInit {
 			p = IgnoredByInit
 		}
-		return p, fate, fmt.Sprintf("%s has no %s handler and %s: the stop will wait the whole timeout and end in SIGKILL (exit 137). Use a stop signal the process handles.", name, sig, why(name))
+		return p, fate, fmt.Sprintf("%s has no %s handler and %s: the stop will wait the whole timeout and end in SIGKILL (exit 137). %s", name, sig, why(name), timeline.StopSignalFix(sig, fate, role(st)))
 	}
 	return Unknown, fate, ""
 }
@@ -327,8 +325,8 @@ func handled(f Facts, name string) (prediction, hint string) {
 	case rt.ExitAfterReraise() != 0 && reraised(sig):
 		// The Go runtime: its handler is there whether or not the
 		// application called signal.Notify, which no handler table shows.
-		return Graceful, fmt.Sprintf("%s runs on %s: unless the application handles %s itself, %s re-raises it, the kernel drops that for PID 1, and %s then exits at once with status %d: a stop without cleanup, with exit status %d rather than %d. To shut down cleanly, %s.",
-			name, rt.Name(), sig, rt.Name(), rt.Name(), rt.ExitAfterReraise(), rt.ExitAfterReraise(), 128+int(sig), rt.HandleFix())
+		return Graceful, fmt.Sprintf("%s runs on %s: unless the application handles %s itself, %s re-raises it, the kernel drops that for PID 1, and %s then exits at once with status %d: a stop without cleanup, with exit status %d rather than %d. %s",
+			name, rt.Name(), sig, rt.Name(), rt.Name(), rt.ExitAfterReraise(), rt.ExitAfterReraise(), 128+int(sig), timeline.CleanExitFix(rt))
 	}
 	return Graceful, ""
 }
@@ -351,28 +349,14 @@ func exitsInHandler(rt langrt.Runtime) bool {
 }
 
 // handleFix is how a hint ends when the process must act on the stop
-// signal itself: the runtime's own way (a shell's is the exec form), with
-// an init that forwards the signal as the other way out; the generic fix
-// (timeline.FixInit, shared with the timeline's hints) for an unknown
-// runtime.
+// signal itself: the timeline's fix for its runtime (a program run by a
+// shell, by its argv[0], is the shell's), as a prediction says it.
 func handleFix(f Facts) string {
 	rt := f.Runtime
 	if rt == langrt.Unknown && isShell(f) {
 		rt = langrt.Shell
 	}
-	h := rt.HandleFix()
-	if h == "" || h == langrt.FixExecForm {
-		// The exec form's fix names an init already: a shell's (and an
-		// unknown program's) fix is the timeline's, said once.
-		return timeline.FixInit + " (docker run --init)."
-	}
-	return upperFirst(h) + ". Or run an init such as tini (docker run --init), which forwards the signal."
-}
-
-// upperFirst makes s start a sentence.
-func upperFirst(s string) string {
-	r, n := utf8.DecodeRuneInString(s)
-	return string(unicode.ToUpper(r)) + s[n:]
+	return timeline.HandleFix(rt, f.State.NSInit, timeline.FixForPrediction)
 }
 
 func ignoredSigIgn(name string, sig sigvocab.Signal, st sigvocab.TaskState, fate sigvocab.Fate) (string, sigvocab.Fate, string) {
@@ -380,8 +364,8 @@ func ignoredSigIgn(name string, sig sigvocab.Signal, st sigvocab.TaskState, fate
 	if st.NSInit {
 		p = IgnoredByInit
 	}
-	return p, fate, fmt.Sprintf("%s: the stop will wait the whole timeout and end in SIGKILL (exit 137). Stop ignoring it, or use a stop signal %s handles.",
-		sigvocab.FateDroppedSigIgn.Reason(sig, st.Handler, name), role(st))
+	return p, fate, fmt.Sprintf("%s: the stop will wait the whole timeout and end in SIGKILL (exit 137). %s",
+		sigvocab.FateDroppedSigIgn.Reason(sig, st.Handler, name), timeline.StopSignalFix(sig, sigvocab.FateDroppedSigIgn, role(st)))
 }
 
 // role is how hints call the main process.

@@ -26,5 +26,7 @@
 // It owns the prediction and its hint. The kernel's rules are
 // internal/sigvocab's (fate.go), reading the kernel is tracer's, container
 // listing and /proc parsing are package container's, and the outcome words
-// are the timeline's.
+// and the fixes a hint ends with are the timeline's (timeline.HandleFix,
+// StopSignalFix, CleanExitFix: the words the episodes' hints use), so a
+// prediction and the stop it predicts name one fix, worded once.
 package audit
