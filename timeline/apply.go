@@ -95,64 +95,8 @@ func (ep *episode) apply(ev *sigvocab.Event, r role) effect {
 	return noEffect
 }
 
-func proc(p *sigvocab.Process) Proc {
-	return Proc{PID: p.PID, NsPID: p.NsPID, Comm: p.Comm.String()}
-}
-
-func sender(ev *sigvocab.Event) *Sender {
-	s := &Sender{PID: ev.Sender.PID, Comm: ev.Sender.Comm.String(), Kernel: ev.Code == sigvocab.CodeKernel}
-	for _, a := range ev.SenderAncestors() {
-		s.Ancestors = append(s.Ancestors, Ancestor{PID: a.PID, Comm: a.Comm.String()})
-	}
-	return s
-}
-
-// add appends a step. Minor steps past the limit are only counted, so an
-// episode stays bounded whatever the container does; the few steps that
-// decide the outcome are always kept.
-func (ep *episode) add(s Step, important bool) {
-	if !important && len(ep.Steps) >= ep.limit {
-		ep.StepsOmitted++
-		return
-	}
-	s.At = s.Time.Sub(ep.Start)
-	ep.Steps = append(ep.Steps, s)
-}
-
-// stepOf is a step with what every step takes from its event: the
-// exported fields, and the facts its sentence will need.
-func (ep *episode) stepOf(ev *sigvocab.Event, kind StepKind) Step {
-	snd := &ev.Sender
-	return Step{Time: ev.Time, Kind: kind, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags, facts: stepFacts{
-		event: ev.Kind, result: ev.Result, fate: ev.Fate, handler: ev.Handler, kernel: ev.Code == sigvocab.CodeKernel,
-		inside:   snd.PidNS == ev.Target.PidNS && snd.PidNS != hostPidNS && !ev.Flags.Has(sigvocab.FlagCrossNS),
-		mainInit: ep.initLike(),
-	}}
-}
-
-// sentStep is the step of a sent signal: with its sender.
-func (ep *episode) sentStep(ev *sigvocab.Event, kind StepKind) Step {
-	s := ep.stepOf(ev, kind)
-	snd := proc(&ev.Sender)
-	s.Sender = &snd
-	return s
-}
-
-// verdictStep is a kernel_verdict step: what the kernel did with ev's signal.
-func (ep *episode) verdictStep(ev *sigvocab.Event) Step {
-	s := ep.stepOf(ev, StepKernelVerdict)
-	s.Verdict = ev.Fate
-	return s
-}
-
-// exitStep is the step of a process's end, with its status.
-func (ep *episode) exitStep(ev *sigvocab.Event, kind StepKind) Step {
-	s := ep.stepOf(ev, kind)
-	st := exitStatus(ev)
-	s.Exit, s.facts.status, s.facts.core = &st, st, ev.CoreDumped
-	return s
-}
-
+// stopSignal records a stop signal sent to the main process, and the
+// kernel's verdict on it; the first is the stop's.
 func (ep *episode) stopSignal(ev *sigvocab.Event) {
 	first := ep.StopSignal == 0
 	if first {
@@ -164,6 +108,9 @@ func (ep *episode) stopSignal(ev *sigvocab.Event) {
 	ep.add(ep.verdictStep(ev), first)
 }
 
+// deliver records what became of a signal a process dequeued: its handler
+// ran (the main process acting on the stop signal), or the kernel dropped
+// one that was blocked when it was sent.
 func (ep *episode) deliver(ev *sigvocab.Event, main, stop bool) {
 	switch {
 	case ev.Fate == sigvocab.FateHandler:
@@ -194,6 +141,8 @@ func (ep *episode) deliver(ev *sigvocab.Event, main, stop bool) {
 	}
 }
 
+// sigkill records a SIGKILL; the first delivered to the main process is
+// the one the outcome is read against.
 func (ep *episode) sigkill(ev *sigvocab.Event, main bool) {
 	delivered := ev.Result == sigvocab.ResultDelivered
 	first := main && delivered && !ep.killed
@@ -251,6 +200,8 @@ func (ep *episode) signal(ev *sigvocab.Event) {
 	ep.add(ep.sentStep(ev, StepSignal), false)
 }
 
+// cascadeKill records a SIGKILL that the episode's exiting init sent to
+// another process of its namespace.
 func (ep *episode) cascadeKill(ev *sigvocab.Event) {
 	p := proc(&ev.Target)
 	if len(ep.CascadeKills) < ep.limit {
@@ -278,6 +229,8 @@ func (ep *episode) sandbox(ev *sigvocab.Event) {
 	ep.add(s, false)
 }
 
+// oomKill records the OOM killer's choice of victim: one that comes before
+// any stop, or the main process, decides the outcome.
 func (ep *episode) oomKill(ev *sigvocab.Event, main bool) {
 	first := len(ep.OOMVictims) == 0
 	if first && !ep.stopped() && !ep.killed && !ep.exited {
@@ -295,19 +248,13 @@ func (ep *episode) oomKill(ev *sigvocab.Event, main bool) {
 	ep.add(s, first || firstInit)
 }
 
-// exitStatus is the status a container runtime reports: the exit code, or
-// 128 + the signal that killed the process.
-func exitStatus(ev *sigvocab.Event) int {
-	if ev.Signaled() {
-		return 128 + int(ev.Signal)
-	}
-	return ev.ExitCode
-}
-
+// processExit records the end of a process other than the main one.
 func (ep *episode) processExit(ev *sigvocab.Event) {
 	ep.add(ep.exitStep(ev, StepProcessExit), false)
 }
 
+// mainExit records the main process's end: the last thing the episode
+// waits for.
 func (ep *episode) mainExit(ev *sigvocab.Event) {
 	st := exitStatus(ev)
 	ep.exited, ep.ExitAt, ep.ExitStatus = true, ev.Time, st
@@ -315,4 +262,74 @@ func (ep *episode) mainExit(ev *sigvocab.Event) {
 		ep.ExitSignal = ev.Signal
 	}
 	ep.add(ep.exitStep(ev, StepMainExit), true)
+}
+
+// add appends a step. Minor steps past the limit are only counted, so an
+// episode stays bounded whatever the container does; the few steps that
+// decide the outcome are always kept.
+func (ep *episode) add(s Step, important bool) {
+	if !important && len(ep.Steps) >= ep.limit {
+		ep.StepsOmitted++
+		return
+	}
+	s.At = s.Time.Sub(ep.Start)
+	ep.Steps = append(ep.Steps, s)
+}
+
+// stepOf is a step with what every step takes from its event: the
+// exported fields, and the facts its sentence will need.
+func (ep *episode) stepOf(ev *sigvocab.Event, kind StepKind) Step {
+	snd := &ev.Sender
+	return Step{Time: ev.Time, Kind: kind, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags, facts: stepFacts{
+		event: ev.Kind, result: ev.Result, fate: ev.Fate, handler: ev.Handler, kernel: ev.Code == sigvocab.CodeKernel,
+		inside:   snd.PidNS == ev.Target.PidNS && snd.PidNS != hostPidNS && !ev.Flags.Has(sigvocab.FlagCrossNS),
+		mainInit: ep.initLike(),
+	}}
+}
+
+// sentStep is the step of a sent signal: with its sender.
+func (ep *episode) sentStep(ev *sigvocab.Event, kind StepKind) Step {
+	s := ep.stepOf(ev, kind)
+	snd := proc(&ev.Sender)
+	s.Sender = &snd
+	return s
+}
+
+// verdictStep is a kernel_verdict step: what the kernel did with ev's signal.
+func (ep *episode) verdictStep(ev *sigvocab.Event) Step {
+	s := ep.stepOf(ev, StepKernelVerdict)
+	s.Verdict = ev.Fate
+	return s
+}
+
+// exitStep is the step of a process's end, with its status.
+func (ep *episode) exitStep(ev *sigvocab.Event, kind StepKind) Step {
+	s := ep.stepOf(ev, kind)
+	st := exitStatus(ev)
+	s.Exit, s.facts.status, s.facts.core = &st, st, ev.CoreDumped
+	return s
+}
+
+// proc is what an episode keeps of a process an event names.
+func proc(p *sigvocab.Process) Proc {
+	return Proc{PID: p.PID, NsPID: p.NsPID, Comm: p.Comm.String()}
+}
+
+// sender is who sent the signal that counts, with its ancestry: what a
+// reader needs to tell runc from the kubelet or a script.
+func sender(ev *sigvocab.Event) *Sender {
+	s := &Sender{PID: ev.Sender.PID, Comm: ev.Sender.Comm.String(), Kernel: ev.Code == sigvocab.CodeKernel}
+	for _, a := range ev.SenderAncestors() {
+		s.Ancestors = append(s.Ancestors, Ancestor{PID: a.PID, Comm: a.Comm.String()})
+	}
+	return s
+}
+
+// exitStatus is the status a container runtime reports: the exit code, or
+// 128 + the signal that killed the process.
+func exitStatus(ev *sigvocab.Event) int {
+	if ev.Signaled() {
+		return 128 + int(ev.Signal)
+	}
+	return ev.ExitCode
 }

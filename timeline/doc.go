@@ -26,6 +26,18 @@
 // sandbox (pause) container makes no episode: its end is a step of the
 // pod's open episodes.
 //
+// An event goes one way through the engine. [Engine.Add] routes it
+// (route.go): the engine's indexes find the episodes it belongs to, or
+// begin one, and give its role there. The episode applies it (apply.go):
+// one switch on the event's kind changes its state, records the step's
+// facts, and says what the engine must do next (settle, wait for the main
+// process, complete), which the engine does. When an episode completes,
+// its outcome is decided from its facts (outcome.go) and the words
+// (words.go) write its steps' texts and its hint; its summary is written
+// when asked. All prose is in the words, the fixes the audit's hints end
+// with included. A new stop pattern is a case in apply and its sentence in
+// the words.
+//
 // It does not read events, resolve containers or print anything by itself:
 // cmd/sigscope feeds it and writes its episodes.
 package timeline

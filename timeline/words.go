@@ -35,9 +35,7 @@ func stepText(s *Step) string {
 	case StepKernelVerdict:
 		who := MainRole(f.mainInit)
 		switch {
-		case f.event == sigvocab.KindDeliver:
-			// The drop of a signal that was blocked at generation: the
-			// kernel discards it when the init dequeues it (docs/kernel.md).
+		case f.event == sigvocab.KindDeliver: // a drop at dequeue (apply.go's deliver)
 			what, why := sig, "it has no handler"
 			if f.reraise {
 				what = "the re-raised " + sig
@@ -156,10 +154,7 @@ func namedSender(p *Proc, f *stepFacts) string {
 // signal, when the SIGKILL came against the grace period, the exit status
 // and the cascade. It quotes untrusted comms unescaped, like Step.Text.
 func (ep *Episode) Summary() string {
-	who := ep.mainRole()
-	if ep.Main.Comm != "" {
-		who = fmt.Sprintf("%s (%s)", who, mainLabel(ep.Main))
-	}
+	who := ep.who()
 	reraiseDropped := ep.ReraiseVerdict.Dropped()
 	var parts []string
 	switch ep.Outcome {
@@ -263,6 +258,16 @@ func mainLabel(p Proc) string {
 	return p.Comm
 }
 
+// who names the main process with its command, and its runtime when that
+// says more: "PID 1 (sh)", "PID 1 (node, Node.js)", "the main process
+// (sleep)".
+func (ep *Episode) who() string {
+	if ep.Main.Comm == "" {
+		return ep.mainRole()
+	}
+	return fmt.Sprintf("%s (%s)", ep.mainRole(), mainLabel(ep.Main))
+}
+
 // mainRole is how a sentence calls the main process a second time: "PID 1"
 // or "the main process".
 func (ep *Episode) mainRole() string {
@@ -340,20 +345,6 @@ func (ep *Episode) budget() string {
 		s = fmt.Sprintf("grace %s = %s", ep.GracePeriod, s)
 	}
 	return s
-}
-
-// mainName is how texts call the episode's main process: "PID 1" for a
-// namespace init, "the main process" for one that shares a namespace.
-func (ep *episode) mainName() string { return MainRole(ep.initLike()) }
-
-// who names the main process with its command, and its runtime when that
-// says more: "PID 1 (sh)", "PID 1 (node, Node.js)", "the main process
-// (sleep)".
-func (ep *episode) who() string {
-	if ep.Main.Comm == "" {
-		return ep.mainName()
-	}
-	return fmt.Sprintf("%s (%s)", ep.mainName(), mainLabel(ep.Main))
 }
 
 // hint says what to change, for the outcomes that call for a change.
