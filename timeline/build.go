@@ -101,7 +101,8 @@ func (ep *episode) order() {
 	}
 }
 
-// finish decides the outcome and the hint of an ordered episode.
+// finish decides the outcome of an ordered episode from its facts, then
+// has the words write what it says.
 func (ep *episode) finish() {
 	ep.Main.Runtime = ep.mainRuntime()
 	ep.PreStop = ep.preStop()
