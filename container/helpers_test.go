@@ -177,8 +177,8 @@ func (h *fakeHost) dockerProcess(pid, pidns uint32, id string) *sigvocab.Process
 func (h *fakeHost) hostProcess(pid uint32, memcg string) *sigvocab.Process {
 	h.t.Helper()
 	v1 := h.mkCgroup(true, memcg)
-	h.addProcess(pid, hostPidNS, "4:memory:"+memcg+"\n0::/\n")
-	return &sigvocab.Process{PID: pid, NsPID: pid, PidNS: hostPidNS, CgroupID: 1, CgroupV1ID: v1}
+	h.addProcess(pid, sigvocab.HostPidNS, "4:memory:"+memcg+"\n0::/\n")
+	return &sigvocab.Process{PID: pid, NsPID: pid, PidNS: sigvocab.HostPidNS, CgroupID: 1, CgroupV1ID: v1}
 }
 
 // waitIndexed waits until r's cgroup watch has seen the cgroup id created

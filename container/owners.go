@@ -53,10 +53,6 @@ const ownersMinRefresh = time.Second
 // and the stop of a container sigscope never looked up must find it known.
 const ownersFreshWindow = 5 * time.Second
 
-// hostPidNS is the inode of the host's (initial) pid namespace,
-// PROC_PID_INIT_INO.
-const hostPidNS = 0xEFFFFFFC
-
 // cgPath is a cgroup in one hierarchy.
 type cgPath struct {
 	v1   bool   // the v1 memory controller's hierarchy; else cgroup2
@@ -215,7 +211,7 @@ func (o *cgroupOwners) rebuildLocked() {
 // containerLike reports whether a process in these cgroups, in pid
 // namespace pidns, looks like a container's (see the top of this file).
 func containerLike(paths []cgPath, pidns uint32) bool {
-	if pidns != 0 && pidns != hostPidNS {
+	if pidns != 0 && pidns != sigvocab.HostPidNS {
 		return true
 	}
 	for _, p := range paths {

@@ -50,7 +50,7 @@ func TestOwnersCustomCgroupParent(t *testing.T) {
 	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}, NoCgroupWatch: true})
 	path1, path2 := "/sigscope-parent/"+id1, "/sigscope-parent/"+id2
 	main1 := h.customProcess(4321, 4026532100, path1)
-	main2 := h.customProcess(5432, hostPidNS, path2) // --pid host
+	main2 := h.customProcess(5432, sigvocab.HostPidNS, path2) // --pid host
 	child := h.customProcess(4400, 4026532100, path1+"/sub")
 
 	for _, c := range []struct {
@@ -78,7 +78,7 @@ func TestOwnersCustomCgroupParent(t *testing.T) {
 	}
 	// The parent itself is nobody's, and a host process there is no
 	// container's; the host's services cost no refresh.
-	host := h.customProcess(900, hostPidNS, "/sigscope-parent")
+	host := h.customProcess(900, sigvocab.HostPidNS, "/sigscope-parent")
 	svc := h.hostProcess(901, "/system.slice/ssh.service")
 	h.clock.advance(2 * ownersMinRefresh)
 	for _, p := range []*sigvocab.Process{host, svc} {
@@ -185,7 +185,7 @@ func TestUnresolvedCgroupsCounted(t *testing.T) {
 
 	h.clock.advance(2 * ownersMinRefresh)
 	hexPath := "/elsewhere/" + strings.Repeat("ab", 32)
-	if info := r.Lookup(h.customProcess(200, hostPidNS, hexPath)); info != nil {
+	if info := r.Lookup(h.customProcess(200, sigvocab.HostPidNS, hexPath)); info != nil {
 		t.Fatalf("resolved to %+v", info)
 	}
 	if info := r.Lookup(h.hostProcess(300, "/system.slice/cron.service")); info != nil {
@@ -301,7 +301,7 @@ func TestOwnersLearntBeforeFirstEvent(t *testing.T) {
 	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
 	// runc makes the cgroup and its init; Docker lists the container once
 	// it runs.
-	main := h.customProcess(4321, hostPidNS, "/sigscope-parent/"+id1)
+	main := h.customProcess(4321, sigvocab.HostPidNS, "/sigscope-parent/"+id1)
 	time.Sleep(50 * time.Millisecond)
 	d.set(id1, dockerInspectJSON(id1, "late-starter", nil, "", nil, 4321))
 	h.clock.advance(ownersMinRefresh)

@@ -12,9 +12,6 @@ import (
 	"github.com/sigscope/sigscope/tracer"
 )
 
-// hostPidNS is the inode of the initial pid namespace (PROC_PID_INIT_INO).
-const hostPidNS = 0xEFFFFFFC
-
 // AppendRecord writes one `trace -o json` line (docs/events.md): the event's
 // documented object, with a "container" key when the event is about a
 // container (see [About]) and a "sender_container" key when the sender is in
@@ -190,7 +187,7 @@ func parseRecord(b []byte) (e *tracer.Event, target, sender *container.Info, err
 		sender = extra.SenderContainer.Info()
 	}
 	if e.Kind == tracer.KindGenerate && sender == nil && target != nil &&
-		e.Target.PidNS == hostPidNS && e.Sender.PidNS != hostPidNS {
+		e.Target.PidNS == sigvocab.HostPidNS && e.Sender.PidNS != sigvocab.HostPidNS {
 		target, sender = nil, target
 	}
 	return e, target, sender, nil

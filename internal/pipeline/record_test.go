@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -67,7 +68,7 @@ func TestRecordRoundTrip(t *testing.T) {
 // object is the sender's, and reads back as such.
 func TestRecordSenderOnly(t *testing.T) {
 	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Time: time.Unix(1700000000, 5)}
-	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 42, hostPidNS
+	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 42, sigvocab.HostPidNS
 	e.Sender.PID, e.Sender.NsPID, e.Sender.PidNS = 77, 3, 4026532177
 	c := &container.Info{Identity: container.Identity{ID: "abc123", Runtime: "docker", Name: "web"}, MainPID: 70}
 	buf, err := AppendRecord(nil, &e, nil, c)
