@@ -147,9 +147,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		}
 		in = rec
 		engine = timeline.New(topts)
-		st, err := pipeline.ReadRecordingWith(in, pipeline.ReadOptions{SkipInvalid: f.skip}, func(e *tracer.Event, target, _ *container.Info) error {
-			return print(engine.Add(e, target))
-		})
+		st, err := pipeline.Replay(in, pipeline.ReadOptions{SkipInvalid: f.skip}, engine, print)
 		var rerr *pipeline.RecordError
 		if errors.As(err, &rerr) {
 			return fmt.Errorf("%s:%d: not a sigscope trace record: %v (--skip-invalid goes on past such lines)", name, rerr.Line, rerr.Err)
@@ -163,9 +161,6 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		if st.Skipped > 0 {
 			fmt.Fprintf(stderr, "sigscope: %s: skipped %d invalid line(s) of %d; the first, %s:%d: %v; episodes around them may be incomplete\n",
 				name, st.Skipped, st.Records+st.Skipped, name, st.FirstSkipped.Line, st.FirstSkipped.Err)
-		}
-		if err := print(engine.Flush()); err != nil {
-			return err
 		}
 		return flush()
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/sigvocab"
+	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -137,6 +138,23 @@ func ReadRecordingWith(r io.Reader, opts ReadOptions, fn func(e *tracer.Event, t
 			return st, nil
 		}
 	}
+}
+
+// Replay runs a recording through the timeline engine e as `sigscope
+// timeline -f` does: each record's event with its target's container as the
+// recording names it, then, once the recording is read to its end, what the
+// engine still holds (e.Flush). fn gets the episodes as they complete; an
+// error of fn ends the replay and is returned as is. What was read, and the
+// errors of a bad recording, are ReadRecordingWith's. It is the one replay
+// of a recording: the command's, and the tests' (pipelinetest).
+func Replay(r io.Reader, opts ReadOptions, e *timeline.Engine, fn func([]timeline.Episode) error) (ReadStats, error) {
+	st, err := ReadRecordingWith(r, opts, func(ev *tracer.Event, target, _ *container.Info) error {
+		return fn(e.Add(ev, target))
+	})
+	if err != nil {
+		return st, err
+	}
+	return st, fn(e.Flush())
 }
 
 // readLine reads one line without its newline; complete says it ended in

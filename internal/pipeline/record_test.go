@@ -3,6 +3,8 @@ package pipeline
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/sigvocab"
+	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -124,5 +127,40 @@ func TestReadRecordingBadLines(t *testing.T) {
 		case tc.skipped > 0 && (st.FirstSkipped == nil || st.FirstSkipped.Line != 2):
 			t.Errorf("%s: first skipped %+v, want line 2", tc.name, st.FirstSkipped)
 		}
+	}
+}
+
+// Replay hands over the episodes the records complete and, at a clean end,
+// those the engine still held; a bad line ends it without that flush, and
+// an error of fn is returned as is.
+func TestReplay(t *testing.T) {
+	rec, err := os.ReadFile(filepath.Join("..", "..", "timeline", "testdata", "streams", "catatonit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := func(in string, fn func([]timeline.Episode) error) (int, ReadStats, error) {
+		n := 0
+		st, err := Replay(strings.NewReader(in), ReadOptions{}, timeline.New(timeline.Options{}), func(eps []timeline.Episode) error {
+			n += len(eps)
+			return fn(eps)
+		})
+		return n, st, err
+	}
+	ok := func([]timeline.Episode) error { return nil }
+	if n, st, err := replay(string(rec), ok); err != nil || n != 1 || st.Records == 0 {
+		t.Errorf("catatonit: %d episodes, %+v, %v; want 1", n, st, err)
+	}
+	var rerr *RecordError
+	if n, _, err := replay(string(rec)+"not json\n", ok); !errors.As(err, &rerr) || n != 0 {
+		t.Errorf("a bad last line: %d episodes, %v; want none (no flush) and a RecordError", n, err)
+	}
+	stop := errors.New("stop")
+	if _, _, err := replay(string(rec), func(eps []timeline.Episode) error {
+		if len(eps) > 0 {
+			return stop
+		}
+		return nil
+	}); err != stop {
+		t.Errorf("fn's error came back as %v", err)
 	}
 }
