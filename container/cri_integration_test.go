@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/internal/procsig"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -71,7 +73,7 @@ func cgroupOf(t *testing.T, rt criRuntime, pid int, id string) {
 func waitLearnt(t *testing.T, r *Resolver, id, runtime string, sandbox bool, pid int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var info *Info
+		var info *identity.Info
 		r.mu.Lock()
 		if m, ok := r.metas.get(id); ok {
 			info = m.info
@@ -88,13 +90,13 @@ func waitLearnt(t *testing.T, r *Resolver, id, runtime string, sandbox bool, pid
 
 // listedContainer returns what r's ListRunning says of the pod's
 // container; the pod's sandbox must not be listed.
-func listedContainer(t *testing.T, r *Resolver, ids dockertest.PodIDs) Running {
+func listedContainer(t *testing.T, r *Resolver, ids dockertest.PodIDs) identity.Running {
 	t.Helper()
 	runs, err := r.ListRunning(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var found *Running
+	var found *identity.Running
 	for i, run := range runs {
 		if run.Info.ID == ids.Sandbox || run.Info.Sandbox {
 			t.Errorf("ListRunning lists a sandbox: %+v", run.Info)
@@ -129,7 +131,7 @@ func testRealCRI(t *testing.T, rt criRuntime, c *dockertest.CRI) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run *Running
+	var run *identity.Running
 	for i := range runs {
 		if runs[i].Info.ID == id {
 			run = &runs[i]
@@ -143,7 +145,7 @@ func testRealCRI(t *testing.T, rt criRuntime, c *dockertest.CRI) {
 		run.Info.PodUID != uid || run.Info.Name != "app" || run.Info.GracePeriod != 45 || run.Info.Image != img {
 		t.Errorf("ListRunning Info %+v", run.Info)
 	}
-	caught, _, _, _, err := PID1Signals("", run.PID)
+	caught, _, _, _, err := procsig.PID1Signals("", run.PID)
 	if err != nil || !caught.Has(sigvocab.SIGTERM) {
 		t.Errorf("PID1Signals: caught %s, err %v; want SIGTERM caught", caught, err)
 	}

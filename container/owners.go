@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
 )
@@ -226,11 +227,11 @@ func containerLike(paths []cgPath, pidns uint32) bool {
 // (or when the pattern named an outer container of a nested one) by the
 // owners, else it is unresolved. goneAt is passed through for a removed
 // cgroup.
-func (r *Resolver) fromCgroups(p *sigvocab.Process, l cgroupLines, goneAt time.Time) identity {
+func (r *Resolver) fromCgroups(p *sigvocab.Process, l cgroupLines, goneAt time.Time) identified {
 	id, runtime, ok, nested := l.parse()
 	if ok && !nested {
 		r.own.notePatterned(id)
-		return identity{id: id, runtime: runtime, found: true, definite: true, goneAt: goneAt}
+		return identified{id: id, runtime: runtime, found: true, definite: true, goneAt: goneAt}
 	}
 	paths := l.owned()
 	o := r.own
@@ -247,11 +248,11 @@ func (r *Resolver) fromCgroups(p *sigvocab.Process, l cgroupLines, goneAt time.T
 	}
 	switch {
 	case owned:
-		return identity{id: ow.id, runtime: ow.runtime, found: true, definite: true, goneAt: goneAt}
+		return identified{id: ow.id, runtime: ow.runtime, found: true, definite: true, goneAt: goneAt}
 	case ok:
-		return identity{id: id, runtime: runtime, found: true, definite: true, goneAt: goneAt}
+		return identified{id: id, runtime: runtime, found: true, definite: true, goneAt: goneAt}
 	case len(paths) == 0 || !containerLike(paths, p.PidNS):
-		return identity{definite: true}
+		return identified{definite: true}
 	}
 	return r.unresolvedCgroup(p, paths, goneAt)
 }
@@ -260,7 +261,7 @@ func (r *Resolver) fromCgroups(p *sigvocab.Process, l cgroupLines, goneAt time.T
 // nor the owners resolve: it refreshes the owners when allowed and due for
 // its cgroup, and counts the cgroup once a refresh begun after it was first
 // seen has not resolved it. The identity's retryAt says when to look again.
-func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt time.Time) identity {
+func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt time.Time) identified {
 	o := r.own
 	key := paths[0]
 	now := r.now()
@@ -273,7 +274,7 @@ func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt 
 	if seen && now.Before(u.retryAt) {
 		retry := u.retryAt
 		o.mu.Unlock()
-		return identity{definite: true, retryAt: retry}
+		return identified{definite: true, retryAt: retry}
 	}
 	o.mu.Unlock()
 
@@ -283,7 +284,7 @@ func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt 
 	if ow, ok := o.lookupLocked(paths); ok {
 		o.unresolved.remove(key)
 		o.mu.Unlock()
-		return identity{id: ow.id, runtime: ow.runtime, found: true, definite: true, goneAt: goneAt}
+		return identified{id: ow.id, runtime: ow.runtime, found: true, definite: true, goneAt: goneAt}
 	}
 	var log *unresolvedCgroup
 	if !u.counted && !o.last.Before(u.first) {
@@ -301,7 +302,7 @@ func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt 
 	retry := u.retryAt
 	o.mu.Unlock()
 	r.logUnresolved(log)
-	return identity{definite: true, retryAt: retry}
+	return identified{definite: true, retryAt: retry}
 }
 
 func (o *cgroupOwners) countLocked(u *unresolvedCgroup) *unresolvedCgroup {
@@ -494,7 +495,7 @@ func (r *Resolver) stopping() bool {
 // metadata, so that resolving it asks nothing more. Nil when it has no
 // main pid (not started yet: listed again at the next refresh) or the
 // process cannot be read.
-func (r *Resolver) learnMain(info *Info, source string) *owner {
+func (r *Resolver) learnMain(info *identity.Info, source string) *owner {
 	if info.ID == "" || info.MainPID <= 0 {
 		return nil
 	}

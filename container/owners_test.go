@@ -10,6 +10,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -62,7 +63,7 @@ func TestOwnersCustomCgroupParent(t *testing.T) {
 	}{{main1, "custom-parent", id1, 4321, "the namespace init"}, {main2, "pid-host", id2, 5432, "a --pid host main process"}, {child, "custom-parent", id1, 4321, "a process of a subgroup"}} {
 		info := r.Lookup(c.p)
 		if info == nil || info.ID != c.id || info.Name != c.name || info.Runtime != RuntimeDocker || info.MainPID != c.mainPID {
-			t.Fatalf("%s: Lookup = %+v, want %s (%s, docker, main pid %d)", c.processRef, info, c.name, ShortID(c.id), c.mainPID)
+			t.Fatalf("%s: Lookup = %+v, want %s (%s, docker, main pid %d)", c.processRef, info, c.name, identity.ShortID(c.id), c.mainPID)
 		}
 	}
 	// One list and one inspect per container, for all of them: the owners
@@ -211,7 +212,7 @@ func TestUnresolvedCgroupsCounted(t *testing.T) {
 
 	// Its container shows up in a runtime: resolved at the next try.
 	d.set(id1, dockerInspectJSON(id1, "late", nil, "", nil, 100))
-	var info *Info
+	var info *identity.Info
 	for i := 0; i < 100 && info == nil; i++ {
 		h.clock.advance(time.Second)
 		info = r.Lookup(ns)
@@ -286,7 +287,7 @@ func waitOwned(t *testing.T, r *Resolver, id string) {
 			return
 		}
 	}
-	t.Fatalf("the owners never learnt %s", ShortID(id))
+	t.Fatalf("the owners never learnt %s", identity.ShortID(id))
 }
 
 // A container started under a custom parent while sigscope runs, and
@@ -340,7 +341,7 @@ func TestOwnersRefreshSkipsPatternContainers(t *testing.T) {
 	waitIndexed(t, r, last.CgroupV1ID, true, false)
 	// The watch's prefetch inspects each (that is the ordinary
 	// enrichment); wait for it, then count.
-	waitMeta(t, r, fmt.Sprintf("%064x", 0xd0c00+19), func(i *Info) bool { return i.Name == "c19" })
+	waitMeta(t, r, fmt.Sprintf("%064x", 0xd0c00+19), func(i *identity.Info) bool { return i.Name == "c19" })
 	h.customProcess(4000, 4026532900, "/custom/"+id1)
 	time.Sleep(100 * time.Millisecond) // the background refresh the custom cgroup asks for
 	before := d.requests.Load()

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
@@ -20,8 +20,8 @@ type episode struct {
 	heapIdx  int           // in Engine.settling; -1 when it has no deadline
 	deadline time.Time
 
-	hook  *container.Hook // the container's preStop hook, nil: none
-	execs []execSession   // exec sessions in the container during the stop
+	hook  *identity.Hook // the container's preStop hook, nil: none
+	execs []execSession  // exec sessions in the container during the stop
 
 	hasInfo        bool
 	infoFromInit   bool
@@ -66,7 +66,7 @@ func (ep *episode) isVictim(pid uint32) bool {
 
 // noteInfo names the episode. Info from an event about the main process
 // wins over an earlier one about another process.
-func (ep *episode) noteInfo(c *container.Info, aboutMain bool) {
+func (ep *episode) noteInfo(c *identity.Info, aboutMain bool) {
 	if c == nil {
 		return
 	}

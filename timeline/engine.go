@@ -5,7 +5,7 @@ import (
 	"container/list"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -70,7 +70,7 @@ type Options struct {
 	// first event: a `docker kill` moments after tracing began is killed,
 	// not unfinished. Without it (a recording, a runtime that keeps no
 	// record, such as CRI's) the cautious rule above holds.
-	History *container.StopHistory
+	History *identity.StopHistory
 }
 
 // Stats counts episodes since the engine was made; monotonic totals except
@@ -112,7 +112,7 @@ type epKey struct {
 	ns uint32
 }
 
-func keyOf(c *container.Info, p *sigvocab.Process) epKey {
+func keyOf(c *identity.Info, p *sigvocab.Process) epKey {
 	if c != nil && c.ID != "" {
 		return epKey{id: c.ID}
 	}
@@ -145,7 +145,7 @@ func (e *Engine) Stats() Stats {
 // process or an unresolved one), and returns the episodes that completed by
 // the event's time, oldest deadline first. It keeps neither ev nor c: the
 // tracer reuses its Event, and the resolver may update its Info.
-func (e *Engine) Add(ev *sigvocab.Event, c *container.Info) []Episode {
+func (e *Engine) Add(ev *sigvocab.Event, c *identity.Info) []Episode {
 	var out []Episode
 	if e.since.IsZero() {
 		e.since = ev.Time
@@ -223,7 +223,7 @@ func inContainer(ns uint32) bool { return ns != 0 && ns != hostPidNS }
 // container (docker-in-docker, unshare in an entrypoint) has an init of its
 // own that is not the container's main process. The resolver asks again
 // when a container restarts, so the pid is not a stale one.
-func isMain(p *sigvocab.Process, c *container.Info) bool {
+func isMain(p *sigvocab.Process, c *identity.Info) bool {
 	if c != nil && c.MainPID > 0 {
 		return int(p.PID) == c.MainPID
 	}
@@ -238,7 +238,7 @@ func isMain(p *sigvocab.Process, c *container.Info) bool {
 // process other than the episode's means the container was restarted (or
 // its ID or namespace reused, or the old main process's exit lost): the old
 // episode is completed first.
-func (e *Engine) episodeOf(p *sigvocab.Process, c *container.Info, main bool, out *[]Episode) *episode {
+func (e *Engine) episodeOf(p *sigvocab.Process, c *identity.Info, main bool, out *[]Episode) *episode {
 	key := keyOf(c, p)
 	ep := e.open[key]
 	if ep == nil {
@@ -265,11 +265,11 @@ func (e *Engine) episodeOf(p *sigvocab.Process, c *container.Info, main bool, ou
 // tracked reports whether events about p in container c can belong to an
 // episode: processes of the host belong to none, unless a runtime said they
 // are a container's.
-func tracked(p *sigvocab.Process, c *container.Info) bool {
+func tracked(p *sigvocab.Process, c *identity.Info) bool {
 	return c != nil && c.ID != "" || inContainer(p.PidNS)
 }
 
-func (e *Engine) begin(p *sigvocab.Process, c *container.Info, t time.Time) *episode {
+func (e *Engine) begin(p *sigvocab.Process, c *identity.Info, t time.Time) *episode {
 	if len(e.open) >= e.opts.MaxOpen {
 		e.remove(e.order.Front().Value.(*episode))
 		e.stats.Evicted++

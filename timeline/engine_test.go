@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -561,7 +561,7 @@ func TestIdentity(t *testing.T) {
 // A configured stop signal other than TERM/INT/QUIT starts an episode;
 // Kubernetes grace period wins over StopTimeout.
 func TestConfiguredStopSignalAndGrace(t *testing.T) {
-	info := &container.Info{Identity: container.Identity{ID: idA, Runtime: "containerd", Name: "httpd", Pod: "web-0", Namespace: "shop"}, StopSignal: sigvocab.SIGWINCH, StopTimeout: 10, GracePeriod: 30}
+	info := &identity.Info{Identity: identity.Identity{ID: idA, Runtime: "containerd", Name: "httpd", Pod: "web-0", Namespace: "shop"}, StopSignal: sigvocab.SIGWINCH, StopTimeout: 10, GracePeriod: 30}
 	s := newSim(t, nsA, 5151, "httpd", info)
 	s.stop(0, sigvocab.SIGWINCH, sigvocab.DispHandler, false).
 		deliver(ms, sigvocab.SIGWINCH, sigvocab.DispHandler).

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
@@ -90,7 +90,7 @@ const (
 // Container names an episode's container. Without a resolved container.Info
 // only PidNS is set.
 type Container struct {
-	container.Identity
+	identity.Identity
 	PidNS uint32 `json:"pidns,omitempty"` // inode of the container's pid namespace: the episode's key
 	// NameUnknown says why a container known by its ID only (from its
 	// cgroup path) has no name: what asking its runtime gave, as of the

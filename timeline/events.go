@@ -1,7 +1,7 @@
 package timeline
 
 import (
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -13,7 +13,7 @@ import (
 // runtime said, else SIGTERM (the runtimes' default), SIGINT or SIGQUIT
 // (the usual STOPSIGNAL choices). Other signals (SIGHUP, SIGUSR1: reloads;
 // SIGWINCH from a terminal resize) begin no episode.
-func isStopSignal(sig sigvocab.Signal, c *container.Info, ep *episode) bool {
+func isStopSignal(sig sigvocab.Signal, c *identity.Info, ep *episode) bool {
 	switch sig {
 	case 0, sigvocab.SIGKILL, sigvocab.SIGSTOP:
 		return false
@@ -24,7 +24,7 @@ func isStopSignal(sig sigvocab.Signal, c *container.Info, ep *episode) bool {
 	return sig == sigvocab.SIGTERM || sig == sigvocab.SIGINT || sig == sigvocab.SIGQUIT
 }
 
-func (e *Engine) addGenerate(ev *sigvocab.Event, c *container.Info, out *[]Episode) {
+func (e *Engine) addGenerate(ev *sigvocab.Event, c *identity.Info, out *[]Episode) {
 	if ev.Signal == sigvocab.SIGCHLD {
 		return // every exit sends one to its parent: noise in a stop story
 	}
@@ -86,7 +86,7 @@ func (e *Engine) addGenerate(ev *sigvocab.Event, c *container.Info, out *[]Episo
 // episode of the init whose exit sent it, and is shown in the victim's
 // container's episode too when that is another (a pod sharing one pid
 // namespace, whose init is the sandbox's pause).
-func (e *Engine) addCascade(ev *sigvocab.Event, c *container.Info) {
+func (e *Engine) addCascade(ev *sigvocab.Event, c *identity.Info) {
 	ep := e.byMain[ev.Sender.PID]
 	if ep == nil {
 		ep = e.byNS[ev.Sender.PidNS]
@@ -108,7 +108,7 @@ func (e *Engine) addCascade(ev *sigvocab.Event, c *container.Info) {
 // sandboxStep shows the end of a pod's sandbox (pause) container in the
 // episodes of its pod's containers still open: the last step of the pod's
 // teardown, never an episode of its own.
-func (e *Engine) sandboxStep(ev *sigvocab.Event, c *container.Info) {
+func (e *Engine) sandboxStep(ev *sigvocab.Event, c *identity.Info) {
 	e.stats.SandboxStops++
 	if c.Pod == "" {
 		return
@@ -121,7 +121,7 @@ func (e *Engine) sandboxStep(ev *sigvocab.Event, c *container.Info) {
 	}
 }
 
-func (e *Engine) addDeliver(ev *sigvocab.Event, c *container.Info) {
+func (e *Engine) addDeliver(ev *sigvocab.Event, c *identity.Info) {
 	t := &ev.Target
 	if ev.Signal == sigvocab.SIGCHLD || !tracked(t, c) || c != nil && c.Sandbox {
 		return
@@ -139,7 +139,7 @@ func (e *Engine) addDeliver(ev *sigvocab.Event, c *container.Info) {
 	ep.deliver(ev, main, main && isStopSignal(ev.Signal, c, ep), e.opts.MaxSteps)
 }
 
-func (e *Engine) addExit(ev *sigvocab.Event, c *container.Info, out *[]Episode) {
+func (e *Engine) addExit(ev *sigvocab.Event, c *identity.Info, out *[]Episode) {
 	t := &ev.Target
 	if !tracked(t, c) {
 		return
@@ -205,7 +205,7 @@ func (e *Engine) addNSEmpty(ev *sigvocab.Event, out *[]Episode) {
 // SIGKILL to the victim. A victim whose namespace the tracer could not learn
 // (PidNS 0: the tracepoint gave only a thread id and /proc had no entry left)
 // and whose container is unknown cannot be placed and is skipped.
-func (e *Engine) addOOM(ev *sigvocab.Event, c *container.Info, out *[]Episode) {
+func (e *Engine) addOOM(ev *sigvocab.Event, c *identity.Info, out *[]Episode) {
 	t := &ev.Target
 	if !tracked(t, c) || c != nil && c.Sandbox {
 		return

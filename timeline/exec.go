@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -105,7 +105,7 @@ func (x *execs) take(key epKey, t time.Time) []execSession {
 }
 
 // addExec takes a process that entered its container from outside.
-func (e *Engine) addExec(ev *sigvocab.Event, c *container.Info, out *[]Episode) {
+func (e *Engine) addExec(ev *sigvocab.Event, c *identity.Info, out *[]Episode) {
 	t := &ev.Target
 	if !tracked(t, c) || c != nil && c.Sandbox {
 		return

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -88,7 +88,7 @@ var (
 
 type input struct {
 	ev sigvocab.Event
-	c  *container.Info
+	c  *identity.Info
 }
 
 // sim builds the events of one pid namespace: a container with its PID 1.
@@ -97,13 +97,13 @@ type sim struct {
 	base  time.Time
 	pidns uint32
 	init  sigvocab.Process
-	info  *container.Info
+	info  *identity.Info
 	in    []input
 }
 
 var base = time.Date(2026, 11, 21, 20, 16, 59, 95361713, time.UTC)
 
-func newSim(t *testing.T, pidns, initPID uint32, initComm string, info *container.Info) *sim {
+func newSim(t *testing.T, pidns, initPID uint32, initComm string, info *identity.Info) *sim {
 	return &sim{t: t, base: base, pidns: pidns, info: info,
 		init: sigvocab.Process{PID: initPID, TID: initPID, NsPID: 1, PidNS: pidns, CgroupID: 1, CgroupV1ID: 2595, Comm: comm(initComm)}}
 }
@@ -268,6 +268,6 @@ func merge(streams ...[]input) []input {
 	return out
 }
 
-func dockerInfo(id, name string, stopTimeout int) *container.Info {
-	return &container.Info{Identity: container.Identity{ID: id, Runtime: "docker", Name: name, Image: "sigscope/" + name + ":test"}, StopTimeout: stopTimeout}
+func dockerInfo(id, name string, stopTimeout int) *identity.Info {
+	return &identity.Info{Identity: identity.Identity{ID: id, Runtime: "docker", Name: name, Image: "sigscope/" + name + ":test"}, StopTimeout: stopTimeout}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/kubemeta"
 	"github.com/sigscope/sigscope/internal/pipeline"
 	"github.com/sigscope/sigscope/timeline"
@@ -220,7 +221,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 // --pod and text output, a pod's episodes are written together as one view
 // of the pod's stop once its sandbox is torn down (flush writes what is
 // still waiting).
-func episodePrinter(w io.Writer, format string, cf container.Filter, open func(namespace, pod string) bool) (print func([]timeline.Episode) error, flush func() error) {
+func episodePrinter(w io.Writer, format string, cf identity.Filter, open func(namespace, pod string) bool) (print func([]timeline.Episode) error, flush func() error) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	var pods *timeline.PodGrouper

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -22,10 +22,10 @@ func TestRecordRoundTrip(t *testing.T) {
 	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Result: tracer.ResultIgnored,
 		Flags: tracer.FlagPID1Ignored | tracer.FlagNSInit, Time: time.Unix(1700000000, 5)}
 	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 1, 4026532177
-	c := &container.Info{Identity: container.Identity{ID: "abc123", Runtime: "docker", Name: "web\xff", Pod: "p", Namespace: "ns"}, StopSignal: tracer.SIGTERM, StopTimeout: 10, GracePeriod: 30}
+	c := &identity.Info{Identity: identity.Identity{ID: "abc123", Runtime: "docker", Name: "web\xff", Pod: "p", Namespace: "ns"}, StopSignal: tracer.SIGTERM, StopTimeout: 10, GracePeriod: 30}
 	var buf []byte
 	var err error
-	other := &container.Info{Identity: container.Identity{ID: "def456", Runtime: "docker", Name: "sidecar"}}
+	other := &identity.Info{Identity: identity.Identity{ID: "def456", Runtime: "docker", Name: "sidecar"}}
 	if buf, err = AppendRecord(buf, &e, c, other); err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +43,9 @@ func TestRecordRoundTrip(t *testing.T) {
 	if strings.Count(string(buf), `"container":`) != 1 {
 		t.Errorf("want exactly one container object: %s", buf)
 	}
-	var got []*container.Info
+	var got []*identity.Info
 	var events []tracer.Event
-	err = ReadRecording(bytes.NewReader(buf), func(ev *tracer.Event, ci, _ *container.Info) error {
+	err = ReadRecording(bytes.NewReader(buf), func(ev *tracer.Event, ci, _ *identity.Info) error {
 		events = append(events, *ev)
 		got = append(got, ci)
 		return nil
@@ -62,7 +62,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if ev := events[0]; ev.Flags != e.Flags || ev.Target.PidNS != e.Target.PidNS || !ev.Time.Equal(e.Time) {
 		t.Errorf("event read back as %+v", ev)
 	}
-	if err := ReadRecording(strings.NewReader("{not json\n"), func(_ *tracer.Event, _, _ *container.Info) error { return nil }); err == nil || !strings.Contains(err.Error(), "line 1") {
+	if err := ReadRecording(strings.NewReader("{not json\n"), func(_ *tracer.Event, _, _ *identity.Info) error { return nil }); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("bad line: %v", err)
 	}
 }
@@ -73,12 +73,12 @@ func TestRecordSenderOnly(t *testing.T) {
 	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Time: time.Unix(1700000000, 5)}
 	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 42, sigvocab.HostPidNS
 	e.Sender.PID, e.Sender.NsPID, e.Sender.PidNS = 77, 3, 4026532177
-	c := &container.Info{Identity: container.Identity{ID: "abc123", Runtime: "docker", Name: "web"}, MainPID: 70}
+	c := &identity.Info{Identity: identity.Identity{ID: "abc123", Runtime: "docker", Name: "web"}, MainPID: 70}
 	buf, err := AppendRecord(nil, &e, nil, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = ReadRecording(bytes.NewReader(buf), func(_ *tracer.Event, target, sender *container.Info) error {
+	err = ReadRecording(bytes.NewReader(buf), func(_ *tracer.Event, target, sender *identity.Info) error {
 		if target != nil || sender == nil || sender.ID != "abc123" {
 			t.Errorf("target %+v sender %+v", target, sender)
 		}
@@ -97,8 +97,8 @@ func TestReadRecordingBadLines(t *testing.T) {
 	if _, _, _, err := parseRecord([]byte(good)); err != nil {
 		t.Fatalf("the good line does not parse: %v", err)
 	}
-	count := func(string) func(*tracer.Event, *container.Info, *container.Info) error {
-		return func(*tracer.Event, *container.Info, *container.Info) error { return nil }
+	count := func(string) func(*tracer.Event, *identity.Info, *identity.Info) error {
+		return func(*tracer.Event, *identity.Info, *identity.Info) error { return nil }
 	}
 	for _, tc := range []struct {
 		name, in  string
