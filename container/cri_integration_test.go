@@ -75,7 +75,7 @@ func waitLearnt(t *testing.T, r *Resolver, id, runtime string, sandbox bool, pid
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var info *identity.Info
 		r.mu.Lock()
-		if m, ok := r.metas.get(id); ok {
+		if m, ok := r.metas.Get(id); ok {
 			info = m.info
 		}
 		r.mu.Unlock()

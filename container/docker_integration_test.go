@@ -199,7 +199,7 @@ func TestRealDockerRemovedBeforeLookup(t *testing.T) {
 		// included (the cgroup may appear before Docker has a pid to give).
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 			r.mu.Lock()
-			m, ok := r.metas.get(id)
+			m, ok := r.metas.Get(id)
 			var info *identity.Info
 			if ok {
 				info = m.info

@@ -40,7 +40,7 @@ func (r *Resolver) metaFor(id, runtime string) *meta {
 // appears once per v1 hierarchy: answers younger than a second stand.
 func (r *Resolver) restarted(id, runtime string) {
 	r.mu.Lock()
-	old, ok := r.metas.get(id)
+	old, ok := r.metas.Get(id)
 	r.mu.Unlock()
 	maxAge := r.opts.TTL
 	if ok && old.info.MainPID != 0 {
@@ -54,7 +54,7 @@ func (r *Resolver) restarted(id, runtime string) {
 func (r *Resolver) fetchMeta(id, runtime string, maxAge time.Duration) *meta {
 	now := r.now()
 	r.mu.Lock()
-	old, ok := r.metas.get(id)
+	old, ok := r.metas.Get(id)
 	if ok && now.Sub(old.fetched) < maxAge {
 		r.mu.Unlock()
 		return old
@@ -74,7 +74,7 @@ func (r *Resolver) fetchMeta(id, runtime string, maxAge time.Duration) *meta {
 		}
 		m.fetched, m.complete, m.retryAt = now, en.complete, now.Add(r.retryInterval)
 		m.noteWhy(en)
-		r.metas.put(id, m)
+		r.metas.Add(id, m)
 		r.mu.Unlock()
 		if en.again || !en.complete {
 			r.queueRecheck(id, runtime)
@@ -140,7 +140,7 @@ func (r *Resolver) detectRuntime(info *identity.Info) {
 		return
 	}
 	r.mu.Lock()
-	m, ok := r.metas.get(info.ID)
+	m, ok := r.metas.Get(info.ID)
 	if ok && m.info.MainPID == info.MainPID && m.info.MainRuntime != langrt.Unknown {
 		info.MainRuntime = m.info.MainRuntime
 		r.mu.Unlock()

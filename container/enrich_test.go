@@ -322,7 +322,7 @@ func waitMeta(t *testing.T, r *Resolver, id string, ok func(*identity.Info) bool
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		r.mu.Lock()
-		m, found := r.metas.get(id)
+		m, found := r.metas.Get(id)
 		var info *identity.Info
 		if found {
 			info = m.info

@@ -193,7 +193,7 @@ func waitIndexed(t testing.TB, r *Resolver, id uint64, v1, gone bool) {
 		r.cg.mu.Lock()
 		_, ok := h.live[id]
 		if gone {
-			_, ok = h.gone.get(id)
+			_, ok = h.gone.Get(id)
 		}
 		r.cg.mu.Unlock()
 		if ok {

@@ -49,7 +49,7 @@ func (r *Resolver) ListRunning(ctx context.Context) ([]identity.Running, error) 
 			info := run.Info
 			now := r.now()
 			r.mu.Lock()
-			r.metas.put(info.ID, &meta{info: &info, fetched: now, complete: true})
+			r.metas.Add(info.ID, &meta{info: &info, fetched: now, complete: true})
 			r.mu.Unlock()
 		}
 	}

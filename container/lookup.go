@@ -39,7 +39,7 @@ func KeyOf(p *sigvocab.Process) Key {
 // never reused.
 func (r *Resolver) NamespaceEnded(ns uint32) {
 	r.mu.Lock()
-	r.entries.remove(Key{PidNS: ns})
+	r.entries.Remove(Key{PidNS: ns})
 	r.mu.Unlock()
 }
 
@@ -84,7 +84,7 @@ func (r *Resolver) LookupAt(p *sigvocab.Process, now time.Time) *identity.Info {
 		return r.resolve(p, key, nil)
 	}
 	r.mu.Lock()
-	e, ok := r.entries.get(key)
+	e, ok := r.entries.Get(key)
 	if ok && now.Before(e.expires) {
 		var info *identity.Info
 		if m := e.meta; m != nil {
@@ -112,7 +112,7 @@ func (r *Resolver) LookupAt(p *sigvocab.Process, now time.Time) *identity.Info {
 	return once(&r.keyCall, key.flightKey(), func() *identity.Info {
 		// Another caller may have resolved key between our miss and now.
 		r.mu.Lock()
-		if e, ok := r.entries.get(key); ok && r.now().Before(e.expires) && e != expired {
+		if e, ok := r.entries.Get(key); ok && r.now().Before(e.expires) && e != expired {
 			var info *identity.Info
 			if e.meta != nil {
 				info = e.meta.info
@@ -163,7 +163,7 @@ func (r *Resolver) store(key Key, e *entry) *identity.Info {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if key != (Key{}) {
-		r.entries.put(key, e)
+		r.entries.Add(key, e)
 	}
 	if e.meta == nil {
 		return nil

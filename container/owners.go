@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/sigscope/sigscope/container/identity"
@@ -93,12 +94,12 @@ type cgroupOwners struct {
 	byPath     map[cgPath]string // container ID; "" when two containers' main processes share it, naming neither
 	last       time.Time         // when the last refresh began
 	refreshes  int               // for tests
-	unresolved *lru[cgPath, *unresolvedCgroup]
+	unresolved *simplelru.LRU[cgPath, *unresolvedCgroup]
 	// patterned: containers whose cgroup a pattern names (seen by the
 	// watch or a lookup): a refresh lists them without inspecting them,
 	// so that the first refresh on a node of many ordinary containers
 	// costs one list per runtime, not an inspect each.
-	patterned *lru[string, struct{}]
+	patterned *simplelru.LRU[string, struct{}]
 	counted   uint64
 	timer     *time.Timer // a refresh for the cgroups waiting on one
 	closed    bool
@@ -139,7 +140,7 @@ func (r *Resolver) noteUnknownCgroup() {
 // notePatterned notes a container whose cgroup a pattern names.
 func (o *cgroupOwners) notePatterned(id string) {
 	o.mu.Lock()
-	o.patterned.put(id, struct{}{})
+	o.patterned.Add(id, struct{}{})
 	o.mu.Unlock()
 }
 
@@ -266,10 +267,10 @@ func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt 
 	key := paths[0]
 	now := r.now()
 	o.mu.Lock()
-	u, seen := o.unresolved.get(key)
+	u, seen := o.unresolved.Get(key)
 	if !seen {
 		u = &unresolvedCgroup{paths: slices.Clone(paths), pid: p.PID, pidns: p.PidNS, first: now, wait: ownersMinRefresh}
-		o.unresolved.put(key, u)
+		o.unresolved.Add(key, u)
 	}
 	if seen && now.Before(u.retryAt) {
 		retry := u.retryAt
@@ -282,7 +283,7 @@ func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt 
 
 	o.mu.Lock()
 	if ow, ok := o.lookupLocked(paths); ok {
-		o.unresolved.remove(key)
+		o.unresolved.Remove(key)
 		o.mu.Unlock()
 		return identified{id: ow.id, runtime: ow.runtime, found: true, definite: true, goneAt: goneAt}
 	}
@@ -370,11 +371,13 @@ func (r *Resolver) refreshOwnersNow() {
 	}
 	o.last = now
 	o.refreshes++
-	known := make(map[string]bool, len(o.byID)+o.patterned.len())
+	known := make(map[string]bool, len(o.byID)+o.patterned.Len())
 	for id := range o.byID {
 		known[id] = true
 	}
-	o.patterned.each(func(id string, _ struct{}) { known[id] = true })
+	for _, id := range o.patterned.Keys() {
+		known[id] = true
+	}
 	o.mu.Unlock()
 
 	listed, answered := r.listMains(known)
@@ -384,7 +387,7 @@ func (r *Resolver) refreshOwnersNow() {
 		if old, ok := o.byID[id]; ok {
 			old.listed = now
 		} else if ow != nil && ow.paths == nil {
-			o.patterned.put(id, struct{}{}) // not needed to resolve anything
+			o.patterned.Add(id, struct{}{}) // not needed to resolve anything
 		} else if ow != nil {
 			ow.listed = now
 			o.byID[id] = ow
@@ -413,19 +416,21 @@ func (r *Resolver) refreshOwnersNow() {
 	// now, or counted.
 	var resolved []cgPath
 	var logs []*unresolvedCgroup
-	o.unresolved.each(func(k cgPath, u *unresolvedCgroup) {
+	// Most recently seen first; Peek leaves their order as it is.
+	for _, k := range slices.Backward(o.unresolved.Keys()) {
+		u, _ := o.unresolved.Peek(k)
 		if u.counted || now.Before(u.first) {
-			return
+			continue
 		}
 		if _, ok := o.lookupLocked(u.paths); ok {
 			resolved = append(resolved, k)
-			return
+			continue
 		}
 		logs = append(logs, o.countLocked(u))
 		u.retryAt = now.Add(u.wait)
-	})
+	}
 	for _, k := range resolved {
-		o.unresolved.remove(k)
+		o.unresolved.Remove(k)
 	}
 	o.mu.Unlock()
 	for _, u := range logs {
@@ -517,10 +522,10 @@ func (r *Resolver) learnMain(info *identity.Info, source string) *owner {
 	r.detectRuntime(info)
 	now := r.now()
 	r.mu.Lock()
-	if m, ok := r.metas.get(info.ID); ok {
+	if m, ok := r.metas.Get(info.ID); ok {
 		m.info, m.complete, m.fetched = merged(m.info, m.complete, info), true, now
 	} else {
-		r.metas.put(info.ID, &meta{info: info, fetched: now, complete: true})
+		r.metas.Add(info.ID, &meta{info: info, fetched: now, complete: true})
 	}
 	r.mu.Unlock()
 	return ow

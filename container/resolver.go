@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/sigscope/sigscope/container/identity"
@@ -47,8 +48,8 @@ type Resolver struct {
 	recheckWake chan struct{} // a recheck was added
 
 	mu      sync.Mutex
-	entries *lru[Key, *entry]   // by event key
-	metas   *lru[string, *meta] // by container ID
+	entries *simplelru.LRU[Key, *entry]   // by event key
+	metas   *simplelru.LRU[string, *meta] // by container ID
 	// One resolution per key (Key.flightKey) and one enrichment per
 	// container ID at a time: concurrent callers wait for its result.
 	keyCall singleflight.Group
@@ -102,7 +103,7 @@ func (m *meta) noteWhy(en enrichment) {
 func (r *Resolver) Known(id string) (*identity.Info, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m, ok := r.metas.get(id)
+	m, ok := r.metas.Get(id)
 	if !ok {
 		return nil, ""
 	}
