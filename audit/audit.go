@@ -11,8 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/langrt"
+	"github.com/sigscope/sigscope/internal/procsig"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/timeline"
@@ -35,19 +36,19 @@ const (
 
 // Result is one container's audit line (`sigscope audit -o json`).
 type Result struct {
-	Container  container.Summary `json:"container"`
-	PID1       PID1              `json:"pid1"`
-	StopSignal string            `json:"stop_signal"`
-	Source     string            `json:"source,omitempty"` // SourceKernel or SourceProc; empty when nothing was read
-	NSInit     bool              `json:"ns_init"`          // the main process is the init of its pid namespace
-	Catches    bool              `json:"catches"`          // a handler for the stop signal
-	Ignores    bool              `json:"ignores"`          // SIG_IGN for it
-	Blocks     bool              `json:"blocks"`           // blocked (not counting a sigtimedwait() in progress)
-	Signalfd   bool              `json:"signalfd"`         // a signalfd of the process watches it
-	Fate       string            `json:"fate"`             // sigvocab.Fate: what the kernel will do with it
-	Prediction string            `json:"prediction"`
-	Hint       string            `json:"hint,omitempty"`
-	Error      string            `json:"error,omitempty"`
+	Container  identity.Summary `json:"container"`
+	PID1       PID1             `json:"pid1"`
+	StopSignal string           `json:"stop_signal"`
+	Source     string           `json:"source,omitempty"` // SourceKernel or SourceProc; empty when nothing was read
+	NSInit     bool             `json:"ns_init"`          // the main process is the init of its pid namespace
+	Catches    bool             `json:"catches"`          // a handler for the stop signal
+	Ignores    bool             `json:"ignores"`          // SIG_IGN for it
+	Blocks     bool             `json:"blocks"`           // blocked (not counting a sigtimedwait() in progress)
+	Signalfd   bool             `json:"signalfd"`         // a signalfd of the process watches it
+	Fate       string           `json:"fate"`             // sigvocab.Fate: what the kernel will do with it
+	Prediction string           `json:"prediction"`
+	Hint       string           `json:"hint,omitempty"`
+	Error      string           `json:"error,omitempty"`
 }
 
 // PID1 is the container's main process as the host sees it: the process the
@@ -66,7 +67,7 @@ type PID1 struct {
 
 // Lister is what RunWith needs from a container.Resolver.
 type Lister interface {
-	ListRunning(ctx context.Context) ([]container.Running, error)
+	ListRunning(ctx context.Context) ([]identity.Running, error)
 }
 
 // Options say where the audit reads processes.
@@ -144,20 +145,20 @@ func RunWith(ctx context.Context, l Lister, opts Options) ([]Result, error) {
 	return out, err
 }
 
-func (res *Result) fromKernel(r container.Running, s *sigvocab.TaskSnapshot, procRoot string) {
+func (res *Result) fromKernel(r identity.Running, s *sigvocab.TaskSnapshot, procRoot string) {
 	sig := r.Info.StopSignalOrDefault()
 	// The command line is only for the hint and the table: a process that
 	// is gone by now still has its prediction.
-	cmdline, _ := container.Cmdline(procRoot, r.PID)
+	cmdline, _ := procsig.Cmdline(procRoot, r.PID)
 	comm := s.Comm.String()
 	res.finish(r, procRoot, SourceKernel, Facts{
 		Signal: sig, State: s.State(sig), Cmdline: cmdline, Comm: comm, Runtime: runtimeOf(r, procRoot, comm),
 	}, s.NSPID)
 }
 
-func (res *Result) fromProc(r container.Running, procRoot string) {
+func (res *Result) fromProc(r identity.Running, procRoot string) {
 	sig := r.Info.StopSignalOrDefault()
-	p, err := container.ReadProcSignals(procRoot, r.PID)
+	p, err := procsig.ReadProcSignals(procRoot, r.PID)
 	if err != nil {
 		res.Prediction, res.Fate, res.Error = Unknown, sigvocab.FateUnknown.String(), err.Error()
 		return
@@ -170,7 +171,7 @@ func (res *Result) fromProc(r container.Running, procRoot string) {
 // runtimeOf recognises the main process's language runtime: from /proc
 // (its executable, which alone tells a Go binary), else from what the
 // resolver learnt, else from the command name the kernel gave.
-func runtimeOf(r container.Running, procRoot, comm string) langrt.Runtime {
+func runtimeOf(r identity.Running, procRoot, comm string) langrt.Runtime {
 	if rt := langrt.Detect(procRoot, r.PID); rt != langrt.Unknown {
 		return rt
 	}
@@ -180,12 +181,12 @@ func runtimeOf(r container.Running, procRoot, comm string) langrt.Runtime {
 	return langrt.FromName(comm)
 }
 
-func (res *Result) finish(r container.Running, procRoot, source string, f Facts, nsPID int) {
+func (res *Result) finish(r identity.Running, procRoot, source string, f Facts, nsPID int) {
 	var fdErr error
 	if f.State.Blocked {
 		// Only a blocked signal can be read from a signalfd.
 		var set sigvocab.SignalSet
-		set, fdErr = container.SignalfdMask(procRoot, r.PID)
+		set, fdErr = procsig.SignalfdMask(procRoot, r.PID)
 		f.Signalfd = set.Has(f.Signal)
 	}
 	f.Source = source

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
@@ -108,11 +108,11 @@ func hasFateWords(hint string, fate sigvocab.Fate, f Facts) bool {
 }
 
 type fakeLister struct {
-	running []container.Running
+	running []identity.Running
 	err     error
 }
 
-func (f fakeLister) ListRunning(context.Context) ([]container.Running, error) {
+func (f fakeLister) ListRunning(context.Context) ([]identity.Running, error) {
 	return f.running, f.err
 }
 
@@ -142,13 +142,13 @@ func TestRunReadsProc(t *testing.T) {
 	writeProc(t, proc, "100", "1", none, "0000000000004000", "/app serve")
 	writeProc(t, proc, "200", "1", none, none, "/bin/sh -c app")
 	writeProc(t, proc, "400", "7", none, none, "/app serve")
-	l := fakeLister{running: []container.Running{
-		{Info: container.Info{Identity: container.Identity{ID: "b", Name: "shell"}}, PID: 200},
-		{Info: container.Info{Identity: container.Identity{ID: "a", Name: "app"}}, PID: 100},
-		{Info: container.Info{Identity: container.Identity{ID: "c", Name: "gone"}}, PID: 300},
-		{Info: container.Info{Identity: container.Identity{ID: "d", Name: "quitter"}, StopSignal: sigvocab.SIGQUIT}, PID: 100},
-		{Info: container.Info{Identity: container.Identity{ID: "e", Name: "shared"}}, PID: 400},
-		{Info: container.Info{Identity: container.Identity{ID: "f", Name: "nopid"}}},
+	l := fakeLister{running: []identity.Running{
+		{Info: identity.Info{Identity: identity.Identity{ID: "b", Name: "shell"}}, PID: 200},
+		{Info: identity.Info{Identity: identity.Identity{ID: "a", Name: "app"}}, PID: 100},
+		{Info: identity.Info{Identity: identity.Identity{ID: "c", Name: "gone"}}, PID: 300},
+		{Info: identity.Info{Identity: identity.Identity{ID: "d", Name: "quitter"}, StopSignal: sigvocab.SIGQUIT}, PID: 100},
+		{Info: identity.Info{Identity: identity.Identity{ID: "e", Name: "shared"}}, PID: 400},
+		{Info: identity.Info{Identity: identity.Identity{ID: "f", Name: "nopid"}}},
 	}}
 	kernel := func([]int) (map[int]sigvocab.TaskSnapshot, error) {
 		t.Error("the kernel was read with Source proc")
@@ -198,9 +198,9 @@ func TestRunPrefersKernel(t *testing.T) {
 	// tini while it waits: /proc shows nothing blocked, nothing caught.
 	writeProc(t, proc, "100", "1", none, none, "/usr/bin/tini -s -- app")
 	writeProc(t, proc, "200", "1", none, none, "/bin/sh -c app")
-	l := fakeLister{running: []container.Running{
-		{Info: container.Info{Identity: container.Identity{ID: "a", Name: "tini"}}, PID: 100},
-		{Info: container.Info{Identity: container.Identity{ID: "b", Name: "shell"}}, PID: 200},
+	l := fakeLister{running: []identity.Running{
+		{Info: identity.Info{Identity: identity.Identity{ID: "a", Name: "tini"}}, PID: 100},
+		{Info: identity.Info{Identity: identity.Identity{ID: "b", Name: "shell"}}, PID: 200},
 	}}
 	var asked []int
 	kernel := func(pids []int) (map[int]sigvocab.TaskSnapshot, error) {
@@ -262,7 +262,7 @@ func (h levels) WithGroup(string) slog.Handler      { return h }
 func TestFallbackWarnsOnce(t *testing.T) {
 	proc := t.TempDir()
 	writeProc(t, proc, "200", "1", none, none, "/bin/sh -c app")
-	l := fakeLister{running: []container.Running{{Info: container.Info{Identity: container.Identity{ID: "b", Name: "shell"}}, PID: 200}}}
+	l := fakeLister{running: []identity.Running{{Info: identity.Info{Identity: identity.Identity{ID: "b", Name: "shell"}}, PID: 200}}}
 	failing := func([]int) (map[int]sigvocab.TaskSnapshot, error) { return nil, errors.New("no CAP_BPF") }
 	run := func(warned *atomic.Bool) []slog.Level {
 		var got []slog.Level
@@ -365,10 +365,10 @@ func TestRunRuntime(t *testing.T) {
 		}
 	}
 	term := sigvocab.NewSignalSet(sigvocab.SIGTERM)
-	l := fakeLister{running: []container.Running{
-		{Info: container.Info{Identity: container.Identity{ID: "a", Name: "node-default"}}, PID: 100},
-		{Info: container.Info{Identity: container.Identity{ID: "b", Name: "node-listener"}}, PID: 200},
-		{Info: container.Info{Identity: container.Identity{ID: "c", Name: "app"}}, PID: 300},
+	l := fakeLister{running: []identity.Running{
+		{Info: identity.Info{Identity: identity.Identity{ID: "a", Name: "node-default"}}, PID: 100},
+		{Info: identity.Info{Identity: identity.Identity{ID: "b", Name: "node-listener"}}, PID: 200},
+		{Info: identity.Info{Identity: identity.Identity{ID: "c", Name: "app"}}, PID: 300},
 	}}
 	kernel := func([]int) (map[int]sigvocab.TaskSnapshot, error) {
 		return map[int]sigvocab.TaskSnapshot{

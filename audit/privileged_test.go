@@ -9,7 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/internal/procsig"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/tracer"
@@ -71,7 +72,7 @@ func commOf(pid int) string {
 // auditOne audits a container whose main process is pid.
 func auditOne(t *testing.T, pid int, source string) Result {
 	t.Helper()
-	l := fakeLister{running: []container.Running{{Info: container.Info{Identity: container.Identity{ID: "c", Name: "c"}}, PID: pid}}}
+	l := fakeLister{running: []identity.Running{{Info: identity.Info{Identity: identity.Identity{ID: "c", Name: "c"}}, PID: pid}}}
 	res, err := RunWith(context.Background(), l, Options{Source: source, ReadTaskStates: tracer.ReadTaskStates})
 	if err != nil || len(res) != 1 {
 		t.Fatalf("audit: %v, %+v", err, res)
@@ -150,7 +151,7 @@ func TestAuditCatatonitPrivileged(t *testing.T) {
 	if !r.Blocks || !r.Signalfd || r.Catches {
 		t.Errorf("catatonit: blocks %v signalfd %v catches %v, want blocked, watched, no handler", r.Blocks, r.Signalfd, r.Catches)
 	}
-	set, err := container.SignalfdMask("", init)
+	set, err := procsig.SignalfdMask("", init)
 	if err != nil || !set.Has(sigvocab.SIGTERM) {
 		t.Errorf("fdinfo: signalfd watches %s (%v), want SIGTERM among them", set, err)
 	}

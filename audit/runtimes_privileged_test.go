@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
@@ -232,7 +232,7 @@ func TestAuditRuntimesPrivileged(t *testing.T) {
 			if !s.NSInit() || s.Handled.Has(sigvocab.SIGTERM) != c.handled || s.OneShot.Has(sigvocab.SIGTERM) != c.oneShot {
 				t.Errorf("SIGTERM: handler %v, one-shot %v; want %v, %v", s.Handled.Has(sigvocab.SIGTERM), s.OneShot.Has(sigvocab.SIGTERM), c.handled, c.oneShot)
 			}
-			l := fakeLister{running: []container.Running{{Info: container.Info{Identity: container.Identity{ID: "c", Name: "c"}}, PID: init.pid}}}
+			l := fakeLister{running: []identity.Running{{Info: identity.Info{Identity: identity.Identity{ID: "c", Name: "c"}}, PID: init.pid}}}
 			res, err := RunWith(context.Background(), l, Options{Source: SourceKernel, ReadTaskStates: tracer.ReadTaskStates})
 			if err != nil || len(res) != 1 {
 				t.Fatalf("audit: %v, %+v", err, res)

@@ -15,14 +15,14 @@ type CacheSize struct {
 func (r *Resolver) Caches() []CacheSize {
 	r.mu.Lock()
 	out := []CacheSize{
-		{"resolver_processes", r.entries.len(), r.opts.MaxEntries},
-		{"resolver_containers", r.metas.len(), r.opts.MaxEntries},
+		{"resolver_processes", r.entries.Len(), r.opts.MaxEntries},
+		{"resolver_containers", r.metas.Len(), r.opts.MaxEntries},
 	}
 	r.mu.Unlock()
 	r.own.mu.Lock()
 	out = append(out,
 		CacheSize{"resolver_cgroup_owners", len(r.own.byID), r.own.max},
-		CacheSize{"resolver_unresolved_cgroups", r.own.unresolved.len(), r.own.max})
+		CacheSize{"resolver_unresolved_cgroups", r.own.unresolved.Len(), r.own.max})
 	r.own.mu.Unlock()
 	r.recheckMu.Lock()
 	out = append(out, CacheSize{"resolver_rechecks", len(r.rechecks), prefetchQueue})
@@ -33,7 +33,7 @@ func (r *Resolver) Caches() []CacheSize {
 	r.cg.mu.Lock()
 	for i, name := range [...]string{"cgroups_removed_v2", "cgroups_removed_v1"} {
 		if h := r.cg.hier[i]; h != nil {
-			out = append(out, CacheSize{name, h.gone.len(), h.gone.max})
+			out = append(out, CacheSize{name, h.gone.Len(), r.cg.maxGone})
 		}
 	}
 	if r.watch != nil {

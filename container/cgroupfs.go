@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // Bounds of one walk of a cgroup hierarchy: a node has a few thousand
@@ -36,6 +38,7 @@ type cgroupIndex struct {
 	hier      [2]*hierarchy // 0: cgroup2, 1: the v1 memory controller; nil when not mounted
 	minRewalk time.Duration
 	keepGone  time.Duration // how long a removed cgroup is remembered
+	maxGone   int           // how many removed cgroups each hierarchy remembers
 	now       func() time.Time
 
 	mu    sync.Mutex
@@ -47,7 +50,7 @@ type hierarchy struct {
 	root     string
 	live     map[uint64]string // id -> path relative to root, as walked or watched
 	ids      map[string]uint64 // the inverse of live, for removals
-	gone     *lru[uint64, goneCgroup]
+	gone     *simplelru.LRU[uint64, goneCgroup]
 	lastWalk time.Time
 }
 
@@ -62,7 +65,7 @@ type goneCgroup struct {
 // v1 controllers beside it. Removed cgroups are remembered for keepGone,
 // at most maxGone of them per hierarchy.
 func newCgroupIndex(root string, maxGone int, keepGone time.Duration, now func() time.Time) *cgroupIndex {
-	ix := &cgroupIndex{minRewalk: time.Second, keepGone: keepGone, now: now}
+	ix := &cgroupIndex{minRewalk: time.Second, keepGone: keepGone, maxGone: maxGone, now: now}
 	newHier := func(root string) *hierarchy {
 		return &hierarchy{root: root, live: map[uint64]string{}, ids: map[string]uint64{}, gone: newLRU[uint64, goneCgroup](maxGone)}
 	}
@@ -100,7 +103,7 @@ func (ix *cgroupIndex) find(id uint64, v1 bool) (path string, goneAt time.Time, 
 	if p, ok := h.live[id]; ok {
 		return p, time.Time{}, true, nil
 	}
-	if g, ok := h.gone.get(id); ok && ix.now().Sub(g.at) < ix.keepGone {
+	if g, ok := h.gone.Get(id); ok && ix.now().Sub(g.at) < ix.keepGone {
 		return g.path, g.at, true, nil
 	}
 	if d := ix.now().Sub(h.lastWalk); !h.lastWalk.IsZero() && d >= 0 && d < ix.minRewalk {
@@ -142,7 +145,7 @@ func (ix *cgroupIndex) walkLocked(h *hierarchy, w *cgroupWatch) error {
 	})
 	for id, p := range old {
 		if _, ok := h.live[id]; !ok {
-			h.gone.put(id, goneCgroup{p, h.lastWalk})
+			h.gone.Add(id, goneCgroup{p, h.lastWalk})
 		}
 	}
 	return err
@@ -157,7 +160,7 @@ func (ix *cgroupIndex) addedLocked(h *hierarchy, rel string, depth int, w *cgrou
 			// The same path made again (a restarted container): the old
 			// directory is gone even if its removal was not seen.
 			delete(h.live, old)
-			h.gone.put(old, goneCgroup{rel, ix.now()})
+			h.gone.Add(old, goneCgroup{rel, ix.now()})
 		}
 		h.live[id], h.ids[rel] = rel, id
 		fn(rel)
@@ -173,7 +176,7 @@ func (ix *cgroupIndex) removedLocked(h *hierarchy, rel string) {
 	}
 	delete(h.ids, rel)
 	delete(h.live, id)
-	h.gone.put(id, goneCgroup{rel, ix.now()})
+	h.gone.Add(id, goneCgroup{rel, ix.now()})
 }
 
 // walkCgroups visits every directory under root/start (start being at

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -98,7 +99,7 @@ func criRuntimeName(s string) string {
 
 // criStatus is a container or pod sandbox as a CRI endpoint describes it.
 type criStatus struct {
-	Info Info
+	Info identity.Info
 	// created: a container created and not started yet, so it has no main
 	// pid yet; asking again later gives one.
 	created bool
@@ -193,8 +194,8 @@ func infoFromCRI(s *runtimeapi.ContainerStatus, verbose map[string]string) (*cri
 		return nil, errors.New("ContainerStatus without a status")
 	}
 	v := readVerbose(verbose)
-	out := &criStatus{Info: Info{
-		Identity: Identity{ID: s.GetId(), Name: s.GetMetadata().GetName(), Image: s.GetImage().GetImage()}, Labels: s.GetLabels(),
+	out := &criStatus{Info: identity.Info{
+		Identity: identity.Identity{ID: s.GetId(), Name: s.GetMetadata().GetName(), Image: s.GetImage().GetImage()}, Labels: s.GetLabels(),
 		Annotations: s.GetAnnotations(),
 		StopSignal:  criSignal(s.GetStopSignal()),
 		MainPID:     v.PID,
@@ -203,7 +204,7 @@ func infoFromCRI(s *runtimeapi.ContainerStatus, verbose map[string]string) (*cri
 		// CRI-O (1.34) leaves stop_signal unset and stops the container
 		// with the signal it wrote into the OCI spec: the image's
 		// STOPSIGNAL, or the pod's lifecycle.stopSignal.
-		out.Info.StopSignal = parseStopSignal(v.RuntimeSpec.Annotations[ociStopSignalAnnotation])
+		out.Info.StopSignal = identity.ParseStopSignal(v.RuntimeSpec.Annotations[ociStopSignalAnnotation])
 	}
 	if out.Info.Image == "" {
 		out.Info.Image = s.GetImageRef()
@@ -226,8 +227,8 @@ func infoFromSandbox(s *runtimeapi.PodSandboxStatus, verbose map[string]string) 
 	if s == nil {
 		return nil, errors.New("PodSandboxStatus without a status")
 	}
-	info := Info{
-		Identity: Identity{ID: s.GetId()}, Sandbox: true,
+	info := identity.Info{
+		Identity: identity.Identity{ID: s.GetId()}, Sandbox: true,
 		Labels:      s.GetLabels(),
 		Annotations: s.GetAnnotations(),
 		MainPID:     verbosePID(verbose),
@@ -311,12 +312,12 @@ func criSignal(s runtimeapi.Signal) sigvocab.Signal {
 	}
 	if n, ok := strings.CutPrefix(name, "SIGRTMAX-"); ok {
 		k, err := strconv.Atoi(n)
-		if err != nil || k < 1 || k > sigvocab.MaxSignal-int(parseStopSignal("SIGRTMIN")) {
+		if err != nil || k < 1 || k > sigvocab.MaxSignal-int(identity.ParseStopSignal("SIGRTMIN")) {
 			return 0
 		}
 		return sigvocab.MaxSignal - sigvocab.Signal(k)
 	}
-	return parseStopSignal(name)
+	return identity.ParseStopSignal(name)
 }
 
 // readySandboxes lists the IDs of the pod sandboxes that run; none from a

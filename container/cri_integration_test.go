@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/internal/critest"
+	"github.com/sigscope/sigscope/internal/procsig"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -19,19 +21,19 @@ import (
 // cgroup).
 type criRuntime struct {
 	name   string
-	ensure func(testing.TB) *dockertest.CRI
+	ensure func(testing.TB) *critest.CRI
 	uid    string
 }
 
 // criRuntimes: containerd (docker.io's, CRI plugin on) and CRI-O (built
 // from the module proxy, Debian's conmon and runc), both cgroupfs.
 var criRuntimes = []criRuntime{
-	{RuntimeContainerd, dockertest.EnsureCRI, "5e1c0a2b"},
-	{RuntimeCRIO, dockertest.EnsureCRIO, "5e1c0c10"},
+	{RuntimeContainerd, critest.EnsureCRI, "5e1c0a2b"},
+	{RuntimeCRIO, critest.EnsureCRIO, "5e1c0c10"},
 }
 
 // forEachCRI runs test once per CRI runtime, as a subtest named after it.
-func forEachCRI(t *testing.T, test func(t *testing.T, rt criRuntime, c *dockertest.CRI)) {
+func forEachCRI(t *testing.T, test func(t *testing.T, rt criRuntime, c *critest.CRI)) {
 	for _, rt := range criRuntimes {
 		t.Run(rt.name, func(t *testing.T) { test(t, rt, rt.ensure(t)) })
 	}
@@ -71,9 +73,9 @@ func cgroupOf(t *testing.T, rt criRuntime, pid int, id string) {
 func waitLearnt(t *testing.T, r *Resolver, id, runtime string, sandbox bool, pid int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var info *Info
+		var info *identity.Info
 		r.mu.Lock()
-		if m, ok := r.metas.get(id); ok {
+		if m, ok := r.metas.Get(id); ok {
 			info = m.info
 		}
 		r.mu.Unlock()
@@ -88,13 +90,13 @@ func waitLearnt(t *testing.T, r *Resolver, id, runtime string, sandbox bool, pid
 
 // listedContainer returns what r's ListRunning says of the pod's
 // container; the pod's sandbox must not be listed.
-func listedContainer(t *testing.T, r *Resolver, ids dockertest.PodIDs) Running {
+func listedContainer(t *testing.T, r *Resolver, ids critest.PodIDs) identity.Running {
 	t.Helper()
 	runs, err := r.ListRunning(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var found *Running
+	var found *identity.Running
 	for i, run := range runs {
 		if run.Info.ID == ids.Sandbox || run.Info.Sandbox {
 			t.Errorf("ListRunning lists a sandbox: %+v", run.Info)
@@ -114,10 +116,10 @@ func listedContainer(t *testing.T, r *Resolver, ids dockertest.PodIDs) Running {
 // layout, looked up from its PID 1 and listed through the CRI API.
 func TestRealCRI(t *testing.T) { forEachCRI(t, testRealCRI) }
 
-func testRealCRI(t *testing.T, rt criRuntime, c *dockertest.CRI) {
+func testRealCRI(t *testing.T, rt criRuntime, c *critest.CRI) {
 	img := c.ImportImage(t, "sigscope-cri-app:latest", "")
 	uid := fmt.Sprintf("%s-0000-4000-8000-%012d", rt.uid, os.Getpid())
-	id := c.RunPod(t, dockertest.Pod{
+	id := c.RunPod(t, critest.Pod{
 		Name: "app-0", Namespace: "prod", UID: uid, Container: "app",
 		Image: img, Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"},
 		GracePeriod: 45,
@@ -129,7 +131,7 @@ func testRealCRI(t *testing.T, rt criRuntime, c *dockertest.CRI) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run *Running
+	var run *identity.Running
 	for i := range runs {
 		if runs[i].Info.ID == id {
 			run = &runs[i]
@@ -143,7 +145,7 @@ func testRealCRI(t *testing.T, rt criRuntime, c *dockertest.CRI) {
 		run.Info.PodUID != uid || run.Info.Name != "app" || run.Info.GracePeriod != 45 || run.Info.Image != img {
 		t.Errorf("ListRunning Info %+v", run.Info)
 	}
-	caught, _, _, _, err := PID1Signals("", run.PID)
+	caught, _, _, _, err := procsig.PID1Signals("", run.PID)
 	if err != nil || !caught.Has(sigvocab.SIGTERM) {
 		t.Errorf("PID1Signals: caught %s, err %v; want SIGTERM caught", caught, err)
 	}
@@ -173,14 +175,14 @@ func testRealCRI(t *testing.T, rt criRuntime, c *dockertest.CRI) {
 // process too.
 func TestRealCRISandbox(t *testing.T) { forEachCRI(t, testRealCRISandbox) }
 
-func testRealCRISandbox(t *testing.T, rt criRuntime, c *dockertest.CRI) {
+func testRealCRISandbox(t *testing.T, rt criRuntime, c *critest.CRI) {
 	img := c.ImportImage(t, "sigscope-cri-app:latest", "")
 	noDocker := filepath.Join(t.TempDir(), "no-docker.sock")
 	watching := NewResolver(Options{DockerSocket: noDocker, CRISockets: []string{c.Socket}})
 	defer watching.Close()
 
 	uid := fmt.Sprintf("%s-0000-4000-8001-%012d", rt.uid, os.Getpid())
-	ids := c.StartPod(t, dockertest.Pod{
+	ids := c.StartPod(t, critest.Pod{
 		Name: "sb-0", Namespace: "stage", UID: uid, Container: "app",
 		Image: img, Command: []string{"sh", "-c", "sleep 1000"},
 	})
@@ -232,14 +234,14 @@ func testRealCRISandbox(t *testing.T, rt criRuntime, c *dockertest.CRI) {
 // container, and asking about it must cost no error.
 func TestRealCRIOwnPIDNamespace(t *testing.T) { forEachCRI(t, testRealCRIOwnPIDNamespace) }
 
-func testRealCRIOwnPIDNamespace(t *testing.T, rt criRuntime, c *dockertest.CRI) {
+func testRealCRIOwnPIDNamespace(t *testing.T, rt criRuntime, c *critest.CRI) {
 	img := c.ImportImage(t, "sigscope-cri-app:latest", "")
 	noDocker := filepath.Join(t.TempDir(), "no-docker.sock")
 	watching := NewResolver(Options{DockerSocket: noDocker, CRISockets: []string{c.Socket}})
 	defer watching.Close()
 
 	uid := fmt.Sprintf("%s-0000-4000-8002-%012d", rt.uid, os.Getpid())
-	ids := c.StartPod(t, dockertest.Pod{
+	ids := c.StartPod(t, critest.Pod{
 		Name: "own-0", Namespace: "batch", UID: uid, Container: "job", OwnPIDNamespace: true,
 		Image: img, Command: []string{"sh", "-c", "sleep 1000"}, GracePeriod: 20,
 	})
@@ -292,13 +294,13 @@ func testRealCRIOwnPIDNamespace(t *testing.T, rt criRuntime, c *dockertest.CRI) 
 // verbose status carries. containerd 1.6 reports it in neither (checked by
 // running this against it), so only CRI-O runs this.
 func TestRealCRIImageStopSignal(t *testing.T) {
-	forEachCRI(t, func(t *testing.T, rt criRuntime, c *dockertest.CRI) {
+	forEachCRI(t, func(t *testing.T, rt criRuntime, c *critest.CRI) {
 		if rt.name != RuntimeCRIO {
 			t.Skipf("%s 1.6 reports an image's stop signal neither as stop_signal nor in the spec's annotations", rt.name)
 		}
 		img := c.ImportImage(t, "sigscope-cri-stopsignal:latest", "STOPSIGNAL SIGINT")
 		uid := fmt.Sprintf("%s-0000-4000-8003-%012d", rt.uid, os.Getpid())
-		ids := c.StartPod(t, dockertest.Pod{Name: "int-0", Namespace: "prod", UID: uid, Container: "app",
+		ids := c.StartPod(t, critest.Pod{Name: "int-0", Namespace: "prod", UID: uid, Container: "app",
 			Image: img, Command: []string{"sh", "-c", "sleep 1000"}, OwnPIDNamespace: true})
 		pid := c.ContainerPID(t, ids.Container)
 		r := NewResolver(Options{DockerSocket: filepath.Join(t.TempDir(), "no-docker.sock"), CRISockets: []string{c.Socket}})

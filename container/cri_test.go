@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -139,45 +140,45 @@ func TestInfoFromCRI(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		resp    *runtimeapi.ContainerStatusResponse
-		want    Info
+		want    identity.Info
 		created bool
 	}{
 		{"kubelet container", kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242),
-			Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242}, false},
+			identity.Info{Identity: identity.Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242}, false},
 		// ContainerStopSignals: containerd 2.4 reports the kubelet's
 		// lifecycle.stopSignal, which it stops the container with.
 		{"kubelet container with lifecycle.stopSignal", func() *runtimeapi.ContainerStatusResponse {
 			r := kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242)
 			r.Status.StopSignal = runtimeapi.Signal_SIGNAL_SIGUSR1
 			return r
-		}(), Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGUSR1}, false},
+		}(), identity.Info{Identity: identity.Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGUSR1}, false},
 		// CRI-O 1.34: stop_signal unset, the signal it stops with (the
 		// image's STOPSIGNAL here) in the runtime spec's annotations.
 		{"CRI-O container with an image STOPSIGNAL", func() *runtimeapi.ContainerStatusResponse {
 			r := kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242)
 			r.Info["info"] = `{"sandboxID":"s","pid":4242,"runtimeSpec":{"annotations":{"org.opencontainers.image.stopSignal":"SIGINT"}}}`
 			return r
-		}(), Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGINT}, false},
+		}(), identity.Info{Identity: identity.Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGINT}, false},
 		// Where both say, stop_signal wins: it is the runtime's own answer.
 		{"stop_signal and the spec's annotation", func() *runtimeapi.ContainerStatusResponse {
 			r := kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 4242)
 			r.Status.StopSignal = runtimeapi.Signal_SIGNAL_SIGUSR1
 			r.Info["info"] = `{"pid":4242,"runtimeSpec":{"annotations":{"org.opencontainers.image.stopSignal":"SIGINT"}}}`
 			return r
-		}(), Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGUSR1}, false},
+		}(), identity.Info{Identity: identity.Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60, MainPID: 4242, StopSignal: sigvocab.SIGUSR1}, false},
 		{"created, not started", kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_CREATED, 0),
-			Info{Identity: Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60}, true},
+			identity.Info{Identity: identity.Identity{ID: id1, Name: "app", Image: "registry.example/app:1.2", Pod: "app-7d9f-xk2", Namespace: "prod", PodUID: uid}, GracePeriod: 60}, true},
 		{"image by ref, stop signal, no verbose info", &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
 			Id: id2, Metadata: &runtimeapi.ContainerMetadata{Name: "side"}, ImageRef: "sha256:ff", State: runtimeapi.ContainerState_CONTAINER_EXITED,
 			StopSignal: runtimeapi.Signal_SIGNAL_SIGQUIT,
-		}}, Info{Identity: Identity{ID: id2, Name: "side", Image: "sha256:ff"}, StopSignal: sigvocab.SIGQUIT}, false},
+		}}, identity.Info{Identity: identity.Identity{ID: id2, Name: "side", Image: "sha256:ff"}, StopSignal: sigvocab.SIGQUIT}, false},
 		{"grace period as a label, garbage verbose info", &runtimeapi.ContainerStatusResponse{
 			Status: &runtimeapi.ContainerStatus{Id: id2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Labels: map[string]string{AnnotationGracePeriod: "5"}},
 			Info:   map[string]string{"info": "{not json"},
-		}, Info{Identity: Identity{ID: id2}, GracePeriod: 5}, false},
+		}, identity.Info{Identity: identity.Identity{ID: id2}, GracePeriod: 5}, false},
 		{"bad grace period ignored", &runtimeapi.ContainerStatusResponse{
 			Status: &runtimeapi.ContainerStatus{Id: id2, State: runtimeapi.ContainerState_CONTAINER_RUNNING, Annotations: map[string]string{AnnotationGracePeriod: "soon"}},
-		}, Info{Identity: Identity{ID: id2}}, false},
+		}, identity.Info{Identity: identity.Identity{ID: id2}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, err := infoFromCRI(c.resp.GetStatus(), c.resp.GetInfo())

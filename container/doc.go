@@ -7,9 +7,9 @@
 // --docker-socket and --cri-socket), with the usual locations as defaults.
 //
 // Besides names and stop settings, the runtime says which process is the
-// container's main one ([Info.MainPID], the one it sends the stop signal
-// to) and whether a pod's cgroup holds its sandbox ([Info.Sandbox]: the
-// pause container, asked with PodSandboxStatus under CRI, labelled
+// container's main one (MainPID of [identity.Info], the one it sends the
+// stop signal to) and whether a pod's cgroup holds its sandbox (Sandbox:
+// the pause container, asked with PodSandboxStatus under CRI, labelled
 // io.kubernetes.docker.type=podsandbox by cri-dockerd), whose end is not
 // a container stop. Containers are enriched in the background as soon as
 // their cgroup appears, often before the runtime has started them; the
@@ -34,8 +34,15 @@
 // ([Resolver.Errors]) and logged once per endpoint and outage.
 //
 // For `sigscope audit` it lists the running containers with their PID 1
-// ([Resolver.ListRunning], never pod sandboxes) and reads how a PID 1
-// handles signals ([PID1Signals]).
+// ([Resolver.ListRunning], never pod sandboxes); how a PID 1 handles
+// signals is read by internal/procsig.
+//
+// What it finds is package [identity]'s: the one identity type
+// ([identity.Identity]), [identity.Info], its JSON [identity.Summary], and
+// the [identity.Filter] users pick containers with. That package holds no
+// runtime client, so that the packages which only read identities (the
+// timeline, the audit, the kubectl plugin) link neither gRPC nor the CRI
+// API, which this one does.
 //
 // Names, labels and annotations are stored as the runtime gave them:
 // escaping them is each output's job (internal/textsafe). It does not read

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/sigscope/sigscope/container/identity"
 )
 
 // errNotFound: the runtime answered and does not know the container.
@@ -77,9 +79,9 @@ const dockerDefaultStopTimeout = 10
 
 // info maps an inspect to an Info. Names and labels are kept raw: they are
 // untrusted, and escaping them is each output's job.
-func (d *dockerInspect) info() *Info {
-	info := &Info{
-		Identity: Identity{ID: d.ID, Runtime: RuntimeDocker, Name: strings.TrimPrefix(d.Name, "/"), Image: d.Config.Image}, StopSignal: parseStopSignal(d.Config.StopSignal),
+func (d *dockerInspect) info() *identity.Info {
+	info := &identity.Info{
+		Identity: identity.Identity{ID: d.ID, Runtime: RuntimeDocker, Name: strings.TrimPrefix(d.Name, "/"), Image: d.Config.Image}, StopSignal: identity.ParseStopSignal(d.Config.StopSignal),
 		StopTimeout: dockerDefaultStopTimeout,
 		Labels:      d.Config.Labels,
 		MainPID:     max(d.State.Pid, 0), // Docker's API may say -1; no pid is 0, as for CRI

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/internal/procsig"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -197,8 +199,8 @@ func TestRealDockerRemovedBeforeLookup(t *testing.T) {
 		// included (the cgroup may appear before Docker has a pid to give).
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 			r.mu.Lock()
-			m, ok := r.metas.get(id)
-			var info *Info
+			m, ok := r.metas.Get(id)
+			var info *identity.Info
 			if ok {
 				info = m.info
 			}
@@ -251,7 +253,7 @@ func TestRealDockerListRunningAndPID1Signals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byID := make(map[string]Running)
+	byID := make(map[string]identity.Running)
 	for _, run := range runs {
 		byID[run.Info.ID] = run
 	}
@@ -275,7 +277,7 @@ func TestRealDockerListRunningAndPID1Signals(t *testing.T) {
 		if run.Info.Name != c.name || run.Info.Runtime != RuntimeDocker || run.Info.StopTimeout != c.stopTimeout {
 			t.Errorf("%s: Info %+v", c.name, run.Info)
 		}
-		caught, ignored, blocked, cmdline, err := PID1Signals("", run.PID)
+		caught, ignored, blocked, cmdline, err := procsig.PID1Signals("", run.PID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/langrt"
 )
 
 // enrichment is what asking the runtimes about a container gave.
 type enrichment struct {
-	info *Info
+	info *identity.Info
 	// complete: the runtime answered (or there is no runtime to ask);
 	// false when one that should know could not be asked.
 	complete bool
@@ -39,7 +40,7 @@ func (r *Resolver) metaFor(id, runtime string) *meta {
 // appears once per v1 hierarchy: answers younger than a second stand.
 func (r *Resolver) restarted(id, runtime string) {
 	r.mu.Lock()
-	old, ok := r.metas.get(id)
+	old, ok := r.metas.Get(id)
 	r.mu.Unlock()
 	maxAge := r.opts.TTL
 	if ok && old.info.MainPID != 0 {
@@ -53,7 +54,7 @@ func (r *Resolver) restarted(id, runtime string) {
 func (r *Resolver) fetchMeta(id, runtime string, maxAge time.Duration) *meta {
 	now := r.now()
 	r.mu.Lock()
-	old, ok := r.metas.get(id)
+	old, ok := r.metas.Get(id)
 	if ok && now.Sub(old.fetched) < maxAge {
 		r.mu.Unlock()
 		return old
@@ -73,7 +74,7 @@ func (r *Resolver) fetchMeta(id, runtime string, maxAge time.Duration) *meta {
 		}
 		m.fetched, m.complete, m.retryAt = now, en.complete, now.Add(r.retryInterval)
 		m.noteWhy(en)
-		r.metas.put(id, m)
+		r.metas.Add(id, m)
 		r.mu.Unlock()
 		if en.again || !en.complete {
 			r.queueRecheck(id, runtime)
@@ -84,8 +85,8 @@ func (r *Resolver) fetchMeta(id, runtime string, maxAge time.Duration) *meta {
 
 // merged is what is known of a container after the runtime answered next
 // with info, when it had answered old before (complete) or not.
-func merged(old *Info, complete bool, next *Info) *Info {
-	if complete && next.bare() && !old.bare() {
+func merged(old *identity.Info, complete bool, next *identity.Info) *identity.Info {
+	if complete && bare(next) && !bare(old) {
 		// The runtime has forgotten it (docker rm): what it said
 		// while the container existed still holds.
 		return old
@@ -134,12 +135,12 @@ func (r *Resolver) enrich(id, runtime string) enrichment {
 // per main process, when the runtime first names it, and again only while
 // it is not recognised (the runtime may name it before its entrypoint has
 // replaced runc's init), never per event.
-func (r *Resolver) detectRuntime(info *Info) {
+func (r *Resolver) detectRuntime(info *identity.Info) {
 	if info == nil || info.MainPID <= 0 {
 		return
 	}
 	r.mu.Lock()
-	m, ok := r.metas.get(info.ID)
+	m, ok := r.metas.Get(info.ID)
 	if ok && m.info.MainPID == info.MainPID && m.info.MainRuntime != langrt.Unknown {
 		info.MainRuntime = m.info.MainRuntime
 		r.mu.Unlock()
@@ -153,7 +154,7 @@ func (r *Resolver) detectRuntime(info *Info) {
 // runtimes are asked follows from the runtime the cgroup path names, and
 // what their not knowing the container means from which they are.
 func (r *Resolver) askRuntime(id, runtime string) enrichment {
-	bare := &Info{Identity: Identity{ID: id, Runtime: runtime}}
+	bare := &identity.Info{Identity: identity.Identity{ID: id, Runtime: runtime}}
 	rts := r.apis()
 	if rts == nil {
 		return enrichment{info: bare, complete: true, why: "no runtime API is asked"}
@@ -236,7 +237,7 @@ func bySource(rts []runtimeAPI, source string) []runtimeAPI {
 // that could not answer (down, or an error). When none knows it, the
 // enrichment is bare and not complete: what that means is the caller's;
 // its why names the endpoints that failed, and how.
-func (r *Resolver) ask(ctx context.Context, apis []runtimeAPI, bare *Info, absentToo bool) (en enrichment, found bool, asked, failed int) {
+func (r *Resolver) ask(ctx context.Context, apis []runtimeAPI, bare *identity.Info, absentToo bool) (en enrichment, found bool, asked, failed int) {
 	var why []string
 	for _, a := range apis {
 		if !absentToo && !a.present() {

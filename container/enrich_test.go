@@ -11,6 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -32,9 +33,9 @@ func (h *fakeHost) kubepodsProcess(pid, pidns uint32, id string) *sigvocab.Proce
 }
 
 // waitInfo polls Lookup (each a cache hit) until ok accepts the answer.
-func waitInfo(t *testing.T, r *Resolver, p *sigvocab.Process, what string, ok func(*Info) bool) *Info {
+func waitInfo(t *testing.T, r *Resolver, p *sigvocab.Process, what string, ok func(*identity.Info) bool) *identity.Info {
 	t.Helper()
-	var info *Info
+	var info *identity.Info
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if info = r.Lookup(p); info != nil && ok(info) {
 			return info
@@ -60,7 +61,7 @@ func TestDockerMainPIDAfterStart(t *testing.T) {
 	r := h.resolver(fastRechecks(Options{DockerSocket: d.socket, CRISockets: []string{}}, 20*time.Millisecond, 20))
 	p := h.dockerProcess(100, 4026532100, id1)
 	// The watch's enrichment, before any lookup: created, no pid.
-	waitMeta(t, r, id1, func(i *Info) bool { return i.Name == "web" })
+	waitMeta(t, r, id1, func(i *identity.Info) bool { return i.Name == "web" })
 	info := r.Lookup(p)
 	if info == nil || info.Name != "web" {
 		t.Fatalf("Info %+v", info)
@@ -70,7 +71,7 @@ func TestDockerMainPIDAfterStart(t *testing.T) {
 	started := dockerInspectJSON(id1, "web", nil, "", nil, 4321)
 	started["State"] = map[string]any{"Status": "running", "Running": true, "Pid": 4321}
 	d.set(id1, started)
-	waitInfo(t, r, p, "MainPID after the start", func(i *Info) bool { return i.MainPID == 4321 })
+	waitInfo(t, r, p, "MainPID after the start", func(i *identity.Info) bool { return i.MainPID == 4321 })
 	if h.fs.total() != reads {
 		t.Fatalf("waiting on hits made %d /proc accesses", h.fs.total()-reads)
 	}
@@ -99,7 +100,7 @@ func TestMainPIDRechecksAreBounded(t *testing.T) {
 	d := startFakeDocker(t, map[string]map[string]any{id1: createdInspect(id1, "never")})
 	r := h.resolver(fastRechecks(Options{DockerSocket: d.socket, CRISockets: []string{}}, 5*time.Millisecond, 4))
 	h.dockerProcess(100, 4026532100, id1)
-	waitMeta(t, r, id1, func(i *Info) bool { return i.Name == "never" })
+	waitMeta(t, r, id1, func(i *identity.Info) bool { return i.Name == "never" })
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		r.recheckMu.Lock()
 		n := len(r.rechecks)
@@ -132,7 +133,7 @@ func TestCRIMainPIDAfterStart(t *testing.T) {
 		t.Fatalf("Info %+v", info)
 	}
 	f.set(id1, kubeletStatus(id1, runtimeapi.ContainerState_CONTAINER_RUNNING, 777))
-	waitInfo(t, r, p, "MainPID after the start", func(i *Info) bool { return i.MainPID == 777 })
+	waitInfo(t, r, p, "MainPID after the start", func(i *identity.Info) bool { return i.MainPID == 777 })
 }
 
 // sandboxStatus is PodSandboxStatus as containerd answers it for a pod the
@@ -162,7 +163,7 @@ func TestCRISandbox(t *testing.T) {
 	sock := startFakeCRI(t, f)
 	r := h.resolver(Options{DockerSocket: filepath.Join(t.TempDir(), "none.sock"), CRISockets: []string{sock}})
 	info := r.Lookup(h.kubepodsProcess(100, 4026532100, id2))
-	want := Info{Identity: Identity{ID: id2, Runtime: RuntimeContainerd, Name: SandboxName, Pod: "web-0", Namespace: "shop", PodUID: uid}, Sandbox: true, MainPID: 555}
+	want := identity.Info{Identity: identity.Identity{ID: id2, Runtime: RuntimeContainerd, Name: SandboxName, Pod: "web-0", Namespace: "shop", PodUID: uid}, Sandbox: true, MainPID: 555}
 	if info == nil {
 		t.Fatal("no Info")
 	}
@@ -191,9 +192,9 @@ func TestCRISandboxRegisteredLate(t *testing.T) {
 	sock := startFakeCRI(t, f)
 	r := h.resolver(fastRechecks(Options{DockerSocket: filepath.Join(t.TempDir(), "none.sock"), CRISockets: []string{sock}}, 20*time.Millisecond, 20))
 	p := h.kubepodsProcess(100, 4026532100, id2)
-	waitMeta(t, r, id2, func(i *Info) bool { return i.bare() })
+	waitMeta(t, r, id2, func(i *identity.Info) bool { return bare(i) })
 	f.setSandbox(id2, sandboxStatus(id2, 555))
-	info := waitInfo(t, r, p, "sandbox once registered", func(i *Info) bool { return i.Sandbox })
+	info := waitInfo(t, r, p, "sandbox once registered", func(i *identity.Info) bool { return i.Sandbox })
 	if info.Pod != "web-0" || info.Namespace != "shop" || info.MainPID != 555 {
 		t.Fatalf("Info %+v", info)
 	}
@@ -317,12 +318,12 @@ func TestExplicitMissingSocketsWarnOnce(t *testing.T) {
 }
 
 // waitMeta waits until the resolver's metadata for id satisfies ok.
-func waitMeta(t *testing.T, r *Resolver, id string, ok func(*Info) bool) {
+func waitMeta(t *testing.T, r *Resolver, id string, ok func(*identity.Info) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		r.mu.Lock()
-		m, found := r.metas.get(id)
-		var info *Info
+		m, found := r.metas.Get(id)
+		var info *identity.Info
 		if found {
 			info = m.info
 		}
@@ -331,7 +332,7 @@ func waitMeta(t *testing.T, r *Resolver, id string, ok func(*Info) bool) {
 			return
 		}
 	}
-	t.Fatalf("metadata of %s never came", ShortID(id))
+	t.Fatalf("metadata of %s never came", identity.ShortID(id))
 }
 
 // A runtime that fails for a moment (issue 28): the containers it could not
@@ -359,7 +360,7 @@ func TestFailedEnrichmentIsAskedAgain(t *testing.T) {
 	}
 	d.failing.Store(false)
 	h.clock.advance(2 * outageMin)
-	waitMeta(t, r, id1, func(i *Info) bool { return i.Name == "web" })
+	waitMeta(t, r, id1, func(i *identity.Info) bool { return i.Name == "web" })
 	if info, why := r.Known(id1); info.Name != "web" || why != "" {
 		t.Fatalf("Known = %+v, %q after Docker answered", info, why)
 	}

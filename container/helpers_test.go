@@ -177,8 +177,8 @@ func (h *fakeHost) dockerProcess(pid, pidns uint32, id string) *sigvocab.Process
 func (h *fakeHost) hostProcess(pid uint32, memcg string) *sigvocab.Process {
 	h.t.Helper()
 	v1 := h.mkCgroup(true, memcg)
-	h.addProcess(pid, hostPidNS, "4:memory:"+memcg+"\n0::/\n")
-	return &sigvocab.Process{PID: pid, NsPID: pid, PidNS: hostPidNS, CgroupID: 1, CgroupV1ID: v1}
+	h.addProcess(pid, sigvocab.HostPidNS, "4:memory:"+memcg+"\n0::/\n")
+	return &sigvocab.Process{PID: pid, NsPID: pid, PidNS: sigvocab.HostPidNS, CgroupID: 1, CgroupV1ID: v1}
 }
 
 // waitIndexed waits until r's cgroup watch has seen the cgroup id created
@@ -193,7 +193,7 @@ func waitIndexed(t testing.TB, r *Resolver, id uint64, v1, gone bool) {
 		r.cg.mu.Lock()
 		_, ok := h.live[id]
 		if gone {
-			_, ok = h.gone.get(id)
+			_, ok = h.gone.Get(id)
 		}
 		r.cg.mu.Unlock()
 		if ok {

@@ -11,59 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
-
-// StopRequest is a stop signal a runtime says it sent to a container.
-type StopRequest struct {
-	ID     string
-	At     time.Time
-	Signal sigvocab.Signal
-}
-
-// StopHistory is what the runtimes recorded of the stop signals they sent
-// in a window of time: the window before tracing began, which the kernel's
-// record cannot show. A stop begun then ends after tracing begins with only
-// its SIGKILL or its exit seen; a runtime whose record of the window is
-// complete tells that apart from a plain kill (docker kill, docker rm -f)
-// of a container it never asked to stop.
-type StopHistory struct {
-	From, To time.Time
-	// CompleteSince says, for each runtime that answered (Info.Runtime
-	// values), from when on its record is complete: From or earlier when
-	// it covers the whole window, a later time when it kept too few events
-	// to reach back that far.
-	CompleteSince map[string]time.Time
-	// Requests are the stop signals (not SIGKILL) those runtimes sent in
-	// the window.
-	Requests []StopRequest
-}
-
-// Covers reports whether the history can answer for a container of
-// runtime rt from the time from on.
-func (h *StopHistory) Covers(rt string, from time.Time) bool {
-	if h == nil || from.Before(h.From) {
-		return false
-	}
-	since, ok := h.CompleteSince[rt]
-	return ok && !since.After(from)
-}
-
-// LastRequest is the last stop signal the runtime sent to container id at
-// or after since, within the window; false when there was none.
-func (h *StopHistory) LastRequest(id string, since time.Time) (StopRequest, bool) {
-	var out StopRequest
-	found := false
-	if h == nil {
-		return out, false
-	}
-	for _, r := range h.Requests {
-		if r.ID == id && !r.At.Before(since) && (!found || r.At.After(out.At)) {
-			out, found = r, true
-		}
-	}
-	return out, found
-}
 
 // StopHistory asks the reachable runtimes which stop signals they sent
 // between from and to. Docker keeps its last 256 events in memory: its
@@ -72,8 +22,8 @@ func (h *StopHistory) LastRequest(id string, since time.Time) (StopRequest, bool
 // begun by a daemon that restarted since then died with it). CRI runtimes
 // keep no such record and are never complete. A runtime that does not
 // answer is left out: the caller then keeps its cautious reading.
-func (r *Resolver) StopHistory(ctx context.Context, from, to time.Time) StopHistory {
-	h := StopHistory{From: from, To: to, CompleteSince: map[string]time.Time{}}
+func (r *Resolver) StopHistory(ctx context.Context, from, to time.Time) identity.StopHistory {
+	h := identity.StopHistory{From: from, To: to, CompleteSince: map[string]time.Time{}}
 	for _, a := range r.apis() {
 		hist, ok := a.(stopHistorian)
 		if !ok {
@@ -109,7 +59,7 @@ type dockerEvent struct {
 // stop signals among them from `from` on ("kill" events whose signal is
 // not SIGKILL: docker stop's first signal; docker kill -s TERM too), and
 // from when on its record is complete (the zero time: since it started).
-func (c *dockerClient) stopHistory(ctx context.Context, from, to time.Time) ([]StopRequest, time.Time, error) {
+func (c *dockerClient) stopHistory(ctx context.Context, from, to time.Time) ([]identity.StopRequest, time.Time, error) {
 	// since=1: every event kept (0 would mean "from now on" and stream).
 	path := fmt.Sprintf("/events?since=1&until=%d.%09d", to.Unix(), to.Nanosecond())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
@@ -127,7 +77,7 @@ func (c *dockerClient) stopHistory(ctx context.Context, from, to time.Time) ([]S
 	}
 	dec := json.NewDecoder(io.LimitReader(resp.Body, maxResponse))
 	var (
-		out    []StopRequest
+		out    []identity.StopRequest
 		n      int
 		oldest time.Time
 	)
@@ -151,7 +101,7 @@ func (c *dockerClient) stopHistory(ctx context.Context, from, to time.Time) ([]S
 		if sig == 0 || sig == sigvocab.SIGKILL {
 			continue
 		}
-		out = append(out, StopRequest{ID: ev.Actor.ID, At: at, Signal: sig})
+		out = append(out, identity.StopRequest{ID: ev.Actor.ID, At: at, Signal: sig})
 	}
 	if n < dockerEventsKept {
 		return out, time.Time{}, nil

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sigscope/sigscope/internal/sigvocab"
+	"github.com/sigscope/sigscope/container/identity"
 )
 
 // The kubelet's labels and annotations on every container it creates
@@ -25,7 +25,7 @@ const (
 // applyKubernetes fills the Kubernetes fields from a container's labels and
 // annotations. The grace period is an annotation under CRI; dockershim and
 // cri-dockerd turn annotations into labels, so a label counts too.
-func applyKubernetes(info *Info, labels, annotations map[string]string) {
+func applyKubernetes(info *identity.Info, labels, annotations map[string]string) {
 	if v := labels[LabelPodName]; v != "" {
 		info.Pod = v
 	}
@@ -54,33 +54,10 @@ func applyKubernetes(info *Info, labels, annotations map[string]string) {
 	}
 }
 
-// parseStopSignal reads a configured stop signal ("TERM", "15",
-// "SIGTERM"); 0 (the runtime default, SIGTERM) for "" or a name it cannot
-// read.
-func parseStopSignal(s string) sigvocab.Signal {
-	if s == "" {
-		return 0
-	}
-	sig, err := sigvocab.ParseSignal(s)
-	if err != nil {
-		return 0
-	}
-	return sig
-}
-
-// Hook is a container lifecycle hook (Kubernetes preStop): what runs
-// before the stop signal, inside the container (exec) or outside it.
-type Hook struct {
-	Kind    string   `json:"kind"`              // "exec", "http" or "sleep"
-	Command []string `json:"command,omitempty"` // exec: the command
-	URL     string   `json:"url,omitempty"`     // http: path and port, as the spec gives them
-	Seconds int      `json:"seconds,omitempty"` // sleep
-}
-
 // ParseHook reads a hook as the kubelet writes it in the
 // io.kubernetes.container.preStopHandler annotation (the JSON of a
 // v1.LifecycleHandler); nil for "" or anything it cannot read.
-func ParseHook(s string) *Hook {
+func ParseHook(s string) *identity.Hook {
 	if strings.TrimSpace(s) == "" {
 		return nil
 	}
@@ -103,11 +80,11 @@ func ParseHook(s string) *Hook {
 	}
 	switch {
 	case h.Exec != nil:
-		return &Hook{Kind: "exec", Command: h.Exec.Command}
+		return &identity.Hook{Kind: "exec", Command: h.Exec.Command}
 	case h.HTTPGet != nil:
-		return &Hook{Kind: "http", URL: fmt.Sprintf("%s:%v%s", h.HTTPGet.Host, h.HTTPGet.Port, h.HTTPGet.Path)}
+		return &identity.Hook{Kind: "http", URL: fmt.Sprintf("%s:%v%s", h.HTTPGet.Host, h.HTTPGet.Port, h.HTTPGet.Path)}
 	case h.Sleep != nil:
-		return &Hook{Kind: "sleep", Seconds: h.Sleep.Seconds}
+		return &identity.Hook{Kind: "sleep", Seconds: h.Sleep.Seconds}
 	}
 	return nil
 }

@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-)
 
-// Running is a running container and the host pid of its PID 1.
-type Running struct {
-	Info Info
-	PID  int // host pid of the container's main process (Info.MainPID); 0 when the runtime did not say
-}
+	"github.com/sigscope/sigscope/container/identity"
+)
 
 // ListRunning asks every reachable runtime for its running containers, for
 // `sigscope audit`. Pod sandboxes are not listed: their pause process is
@@ -19,13 +15,13 @@ type Running struct {
 // none exists it returns an error. A runtime that exists but fails adds to
 // the returned error while the others' containers are still returned. The
 // answers refresh the resolver's metadata cache.
-func (r *Resolver) ListRunning(ctx context.Context) ([]Running, error) {
+func (r *Resolver) ListRunning(ctx context.Context) ([]identity.Running, error) {
 	rts := r.apis()
 	if rts == nil {
 		return nil, errors.New("container runtime APIs are disabled")
 	}
 	var (
-		out   []Running
+		out   []identity.Running
 		errs  []error
 		tried []string
 		seen  = make(map[string]bool)
@@ -53,7 +49,7 @@ func (r *Resolver) ListRunning(ctx context.Context) ([]Running, error) {
 			info := run.Info
 			now := r.now()
 			r.mu.Lock()
-			r.metas.put(info.ID, &meta{info: &info, fetched: now, complete: true})
+			r.metas.Add(info.ID, &meta{info: &info, fetched: now, complete: true})
 			r.mu.Unlock()
 		}
 	}
@@ -78,14 +74,14 @@ func (r *Resolver) ListRunning(ctx context.Context) ([]Running, error) {
 
 // listRunning lists the running containers of one runtime, pod sandboxes
 // left out; those that ended since the list are too.
-func (r *Resolver) listRunning(ctx context.Context, a runtimeAPI) ([]Running, error) {
+func (r *Resolver) listRunning(ctx context.Context, a runtimeAPI) ([]identity.Running, error) {
 	cctx, cancel := context.WithTimeout(ctx, r.opts.APITimeout)
 	refs, err := a.list(cctx, false)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
-	var out []Running
+	var out []identity.Running
 	var errs []error
 	for _, ref := range refs {
 		cctx, cancel := context.WithTimeout(ctx, r.opts.APITimeout)
@@ -101,7 +97,7 @@ func (r *Resolver) listRunning(ctx context.Context, a runtimeAPI) ([]Running, er
 		if ans.stopped || ans.info.Sandbox {
 			continue
 		}
-		out = append(out, Running{Info: *ans.info, PID: ans.info.MainPID})
+		out = append(out, identity.Running{Info: *ans.info, PID: ans.info.MainPID})
 	}
 	return out, errors.Join(errs...)
 }

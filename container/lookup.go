@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/internal/procsig"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -37,7 +39,7 @@ func KeyOf(p *sigvocab.Process) Key {
 // never reused.
 func (r *Resolver) NamespaceEnded(ns uint32) {
 	r.mu.Lock()
-	r.entries.remove(Key{PidNS: ns})
+	r.entries.Remove(Key{PidNS: ns})
 	r.mu.Unlock()
 }
 
@@ -60,7 +62,7 @@ func (k Key) flightKey() string {
 // --pid=host containers share the host's, and a hybrid host gives every
 // task the same v2 id). A process that carries no key at all is resolved
 // from /proc every time.
-func (r *Resolver) Lookup(p *sigvocab.Process) *Info {
+func (r *Resolver) Lookup(p *sigvocab.Process) *identity.Info {
 	return r.LookupAt(p, r.now())
 }
 
@@ -70,7 +72,7 @@ func (r *Resolver) Lookup(p *sigvocab.Process) *Info {
 // two per signal at a million signals a second. now may be a little stale
 // (a cached answer then lives that much longer); a miss reads the clock
 // itself.
-func (r *Resolver) LookupAt(p *sigvocab.Process, now time.Time) *Info {
+func (r *Resolver) LookupAt(p *sigvocab.Process, now time.Time) *identity.Info {
 	if p == nil {
 		return nil
 	}
@@ -82,9 +84,9 @@ func (r *Resolver) LookupAt(p *sigvocab.Process, now time.Time) *Info {
 		return r.resolve(p, key, nil)
 	}
 	r.mu.Lock()
-	e, ok := r.entries.get(key)
+	e, ok := r.entries.Get(key)
 	if ok && now.Before(e.expires) {
-		var info *Info
+		var info *identity.Info
 		if m := e.meta; m != nil {
 			info = m.info
 			if !m.complete && !m.retrying && !now.Before(m.retryAt) && !r.closing {
@@ -107,11 +109,11 @@ func (r *Resolver) LookupAt(p *sigvocab.Process, now time.Time) *Info {
 	if ok {
 		expired = e
 	}
-	return once(&r.keyCall, key.flightKey(), func() *Info {
+	return once(&r.keyCall, key.flightKey(), func() *identity.Info {
 		// Another caller may have resolved key between our miss and now.
 		r.mu.Lock()
-		if e, ok := r.entries.get(key); ok && r.now().Before(e.expires) && e != expired {
-			var info *Info
+		if e, ok := r.entries.Get(key); ok && r.now().Before(e.expires) && e != expired {
+			var info *identity.Info
 			if e.meta != nil {
 				info = e.meta.info
 			}
@@ -125,7 +127,7 @@ func (r *Resolver) LookupAt(p *sigvocab.Process, now time.Time) *Info {
 
 // resolve handles a miss: identify the container, enrich it, cache both.
 // old is the expired entry for key, if any.
-func (r *Resolver) resolve(p *sigvocab.Process, key Key, old *entry) *Info {
+func (r *Resolver) resolve(p *sigvocab.Process, key Key, old *entry) *identity.Info {
 	c := r.identify(p, key)
 	now := r.now()
 	if !c.found {
@@ -157,11 +159,11 @@ func (r *Resolver) resolve(p *sigvocab.Process, key Key, old *entry) *Info {
 
 // store caches e under key and returns its Info, read under the lock that
 // background re-enrichment replaces it under.
-func (r *Resolver) store(key Key, e *entry) *Info {
+func (r *Resolver) store(key Key, e *entry) *identity.Info {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if key != (Key{}) {
-		r.entries.put(key, e)
+		r.entries.Add(key, e)
 	}
 	if e.meta == nil {
 		return nil
@@ -169,8 +171,8 @@ func (r *Resolver) store(key Key, e *entry) *Info {
 	return e.meta.info
 }
 
-// identity is what identify learnt of a process.
-type identity struct {
+// identified is what identify learnt of a process.
+type identified struct {
 	id, runtime string
 	found       bool // in a container
 	// definite: the answer came from the process or its cgroup (so
@@ -183,7 +185,7 @@ type identity struct {
 }
 
 // identify finds a process's container ID and runtime.
-func (r *Resolver) identify(p *sigvocab.Process, key Key) identity {
+func (r *Resolver) identify(p *sigvocab.Process, key Key) identified {
 	if p.PID != 0 {
 		dir := filepath.Join(r.opts.ProcRoot, strconv.FormatUint(uint64(p.PID), 10))
 		alive := true
@@ -228,7 +230,7 @@ func (r *Resolver) identify(p *sigvocab.Process, key Key) identity {
 			return r.fromCgroups(p, l, goneAt)
 		}
 	}
-	return identity{}
+	return identified{}
 }
 
 // sameCgroups reports whether the cgroups /proc/PID/cgroup names (l) can
@@ -260,5 +262,5 @@ func (r *Resolver) procErr(err error) {
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 		return
 	}
-	r.fail(SourceProc, "", NeedsPtrace(err))
+	r.fail(SourceProc, "", procsig.NeedsPtrace(err))
 }

@@ -11,8 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
 )
@@ -53,10 +55,6 @@ const ownersMinRefresh = time.Second
 // and the stop of a container sigscope never looked up must find it known.
 const ownersFreshWindow = 5 * time.Second
 
-// hostPidNS is the inode of the host's (initial) pid namespace,
-// PROC_PID_INIT_INO.
-const hostPidNS = 0xEFFFFFFC
-
 // cgPath is a cgroup in one hierarchy.
 type cgPath struct {
 	v1   bool   // the v1 memory controller's hierarchy; else cgroup2
@@ -96,12 +94,12 @@ type cgroupOwners struct {
 	byPath     map[cgPath]string // container ID; "" when two containers' main processes share it, naming neither
 	last       time.Time         // when the last refresh began
 	refreshes  int               // for tests
-	unresolved *lru[cgPath, *unresolvedCgroup]
+	unresolved *simplelru.LRU[cgPath, *unresolvedCgroup]
 	// patterned: containers whose cgroup a pattern names (seen by the
 	// watch or a lookup): a refresh lists them without inspecting them,
 	// so that the first refresh on a node of many ordinary containers
 	// costs one list per runtime, not an inspect each.
-	patterned *lru[string, struct{}]
+	patterned *simplelru.LRU[string, struct{}]
 	counted   uint64
 	timer     *time.Timer // a refresh for the cgroups waiting on one
 	closed    bool
@@ -142,7 +140,7 @@ func (r *Resolver) noteUnknownCgroup() {
 // notePatterned notes a container whose cgroup a pattern names.
 func (o *cgroupOwners) notePatterned(id string) {
 	o.mu.Lock()
-	o.patterned.put(id, struct{}{})
+	o.patterned.Add(id, struct{}{})
 	o.mu.Unlock()
 }
 
@@ -215,7 +213,7 @@ func (o *cgroupOwners) rebuildLocked() {
 // containerLike reports whether a process in these cgroups, in pid
 // namespace pidns, looks like a container's (see the top of this file).
 func containerLike(paths []cgPath, pidns uint32) bool {
-	if pidns != 0 && pidns != hostPidNS {
+	if pidns != 0 && pidns != sigvocab.HostPidNS {
 		return true
 	}
 	for _, p := range paths {
@@ -230,11 +228,11 @@ func containerLike(paths []cgPath, pidns uint32) bool {
 // (or when the pattern named an outer container of a nested one) by the
 // owners, else it is unresolved. goneAt is passed through for a removed
 // cgroup.
-func (r *Resolver) fromCgroups(p *sigvocab.Process, l cgroupLines, goneAt time.Time) identity {
+func (r *Resolver) fromCgroups(p *sigvocab.Process, l cgroupLines, goneAt time.Time) identified {
 	id, runtime, ok, nested := l.parse()
 	if ok && !nested {
 		r.own.notePatterned(id)
-		return identity{id: id, runtime: runtime, found: true, definite: true, goneAt: goneAt}
+		return identified{id: id, runtime: runtime, found: true, definite: true, goneAt: goneAt}
 	}
 	paths := l.owned()
 	o := r.own
@@ -251,11 +249,11 @@ func (r *Resolver) fromCgroups(p *sigvocab.Process, l cgroupLines, goneAt time.T
 	}
 	switch {
 	case owned:
-		return identity{id: ow.id, runtime: ow.runtime, found: true, definite: true, goneAt: goneAt}
+		return identified{id: ow.id, runtime: ow.runtime, found: true, definite: true, goneAt: goneAt}
 	case ok:
-		return identity{id: id, runtime: runtime, found: true, definite: true, goneAt: goneAt}
+		return identified{id: id, runtime: runtime, found: true, definite: true, goneAt: goneAt}
 	case len(paths) == 0 || !containerLike(paths, p.PidNS):
-		return identity{definite: true}
+		return identified{definite: true}
 	}
 	return r.unresolvedCgroup(p, paths, goneAt)
 }
@@ -264,20 +262,20 @@ func (r *Resolver) fromCgroups(p *sigvocab.Process, l cgroupLines, goneAt time.T
 // nor the owners resolve: it refreshes the owners when allowed and due for
 // its cgroup, and counts the cgroup once a refresh begun after it was first
 // seen has not resolved it. The identity's retryAt says when to look again.
-func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt time.Time) identity {
+func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt time.Time) identified {
 	o := r.own
 	key := paths[0]
 	now := r.now()
 	o.mu.Lock()
-	u, seen := o.unresolved.get(key)
+	u, seen := o.unresolved.Get(key)
 	if !seen {
 		u = &unresolvedCgroup{paths: slices.Clone(paths), pid: p.PID, pidns: p.PidNS, first: now, wait: ownersMinRefresh}
-		o.unresolved.put(key, u)
+		o.unresolved.Add(key, u)
 	}
 	if seen && now.Before(u.retryAt) {
 		retry := u.retryAt
 		o.mu.Unlock()
-		return identity{definite: true, retryAt: retry}
+		return identified{definite: true, retryAt: retry}
 	}
 	o.mu.Unlock()
 
@@ -285,9 +283,9 @@ func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt 
 
 	o.mu.Lock()
 	if ow, ok := o.lookupLocked(paths); ok {
-		o.unresolved.remove(key)
+		o.unresolved.Remove(key)
 		o.mu.Unlock()
-		return identity{id: ow.id, runtime: ow.runtime, found: true, definite: true, goneAt: goneAt}
+		return identified{id: ow.id, runtime: ow.runtime, found: true, definite: true, goneAt: goneAt}
 	}
 	var log *unresolvedCgroup
 	if !u.counted && !o.last.Before(u.first) {
@@ -305,7 +303,7 @@ func (r *Resolver) unresolvedCgroup(p *sigvocab.Process, paths []cgPath, goneAt 
 	retry := u.retryAt
 	o.mu.Unlock()
 	r.logUnresolved(log)
-	return identity{definite: true, retryAt: retry}
+	return identified{definite: true, retryAt: retry}
 }
 
 func (o *cgroupOwners) countLocked(u *unresolvedCgroup) *unresolvedCgroup {
@@ -373,11 +371,13 @@ func (r *Resolver) refreshOwnersNow() {
 	}
 	o.last = now
 	o.refreshes++
-	known := make(map[string]bool, len(o.byID)+o.patterned.len())
+	known := make(map[string]bool, len(o.byID)+o.patterned.Len())
 	for id := range o.byID {
 		known[id] = true
 	}
-	o.patterned.each(func(id string, _ struct{}) { known[id] = true })
+	for _, id := range o.patterned.Keys() {
+		known[id] = true
+	}
 	o.mu.Unlock()
 
 	listed, answered := r.listMains(known)
@@ -387,7 +387,7 @@ func (r *Resolver) refreshOwnersNow() {
 		if old, ok := o.byID[id]; ok {
 			old.listed = now
 		} else if ow != nil && ow.paths == nil {
-			o.patterned.put(id, struct{}{}) // not needed to resolve anything
+			o.patterned.Add(id, struct{}{}) // not needed to resolve anything
 		} else if ow != nil {
 			ow.listed = now
 			o.byID[id] = ow
@@ -416,19 +416,21 @@ func (r *Resolver) refreshOwnersNow() {
 	// now, or counted.
 	var resolved []cgPath
 	var logs []*unresolvedCgroup
-	o.unresolved.each(func(k cgPath, u *unresolvedCgroup) {
+	// Most recently seen first; Peek leaves their order as it is.
+	for _, k := range slices.Backward(o.unresolved.Keys()) {
+		u, _ := o.unresolved.Peek(k)
 		if u.counted || now.Before(u.first) {
-			return
+			continue
 		}
 		if _, ok := o.lookupLocked(u.paths); ok {
 			resolved = append(resolved, k)
-			return
+			continue
 		}
 		logs = append(logs, o.countLocked(u))
 		u.retryAt = now.Add(u.wait)
-	})
+	}
 	for _, k := range resolved {
-		o.unresolved.remove(k)
+		o.unresolved.Remove(k)
 	}
 	o.mu.Unlock()
 	for _, u := range logs {
@@ -498,7 +500,7 @@ func (r *Resolver) stopping() bool {
 // metadata, so that resolving it asks nothing more. Nil when it has no
 // main pid (not started yet: listed again at the next refresh) or the
 // process cannot be read.
-func (r *Resolver) learnMain(info *Info, source string) *owner {
+func (r *Resolver) learnMain(info *identity.Info, source string) *owner {
 	if info.ID == "" || info.MainPID <= 0 {
 		return nil
 	}
@@ -520,10 +522,10 @@ func (r *Resolver) learnMain(info *Info, source string) *owner {
 	r.detectRuntime(info)
 	now := r.now()
 	r.mu.Lock()
-	if m, ok := r.metas.get(info.ID); ok {
+	if m, ok := r.metas.Get(info.ID); ok {
 		m.info, m.complete, m.fetched = merged(m.info, m.complete, info), true, now
 	} else {
-		r.metas.put(info.ID, &meta{info: info, fetched: now, complete: true})
+		r.metas.Add(info.ID, &meta{info: info, fetched: now, complete: true})
 	}
 	r.mu.Unlock()
 	return ow

@@ -10,6 +10,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -50,7 +51,7 @@ func TestOwnersCustomCgroupParent(t *testing.T) {
 	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}, NoCgroupWatch: true})
 	path1, path2 := "/sigscope-parent/"+id1, "/sigscope-parent/"+id2
 	main1 := h.customProcess(4321, 4026532100, path1)
-	main2 := h.customProcess(5432, hostPidNS, path2) // --pid host
+	main2 := h.customProcess(5432, sigvocab.HostPidNS, path2) // --pid host
 	child := h.customProcess(4400, 4026532100, path1+"/sub")
 
 	for _, c := range []struct {
@@ -62,7 +63,7 @@ func TestOwnersCustomCgroupParent(t *testing.T) {
 	}{{main1, "custom-parent", id1, 4321, "the namespace init"}, {main2, "pid-host", id2, 5432, "a --pid host main process"}, {child, "custom-parent", id1, 4321, "a process of a subgroup"}} {
 		info := r.Lookup(c.p)
 		if info == nil || info.ID != c.id || info.Name != c.name || info.Runtime != RuntimeDocker || info.MainPID != c.mainPID {
-			t.Fatalf("%s: Lookup = %+v, want %s (%s, docker, main pid %d)", c.processRef, info, c.name, ShortID(c.id), c.mainPID)
+			t.Fatalf("%s: Lookup = %+v, want %s (%s, docker, main pid %d)", c.processRef, info, c.name, identity.ShortID(c.id), c.mainPID)
 		}
 	}
 	// One list and one inspect per container, for all of them: the owners
@@ -78,7 +79,7 @@ func TestOwnersCustomCgroupParent(t *testing.T) {
 	}
 	// The parent itself is nobody's, and a host process there is no
 	// container's; the host's services cost no refresh.
-	host := h.customProcess(900, hostPidNS, "/sigscope-parent")
+	host := h.customProcess(900, sigvocab.HostPidNS, "/sigscope-parent")
 	svc := h.hostProcess(901, "/system.slice/ssh.service")
 	h.clock.advance(2 * ownersMinRefresh)
 	for _, p := range []*sigvocab.Process{host, svc} {
@@ -185,7 +186,7 @@ func TestUnresolvedCgroupsCounted(t *testing.T) {
 
 	h.clock.advance(2 * ownersMinRefresh)
 	hexPath := "/elsewhere/" + strings.Repeat("ab", 32)
-	if info := r.Lookup(h.customProcess(200, hostPidNS, hexPath)); info != nil {
+	if info := r.Lookup(h.customProcess(200, sigvocab.HostPidNS, hexPath)); info != nil {
 		t.Fatalf("resolved to %+v", info)
 	}
 	if info := r.Lookup(h.hostProcess(300, "/system.slice/cron.service")); info != nil {
@@ -211,7 +212,7 @@ func TestUnresolvedCgroupsCounted(t *testing.T) {
 
 	// Its container shows up in a runtime: resolved at the next try.
 	d.set(id1, dockerInspectJSON(id1, "late", nil, "", nil, 100))
-	var info *Info
+	var info *identity.Info
 	for i := 0; i < 100 && info == nil; i++ {
 		h.clock.advance(time.Second)
 		info = r.Lookup(ns)
@@ -286,7 +287,7 @@ func waitOwned(t *testing.T, r *Resolver, id string) {
 			return
 		}
 	}
-	t.Fatalf("the owners never learnt %s", ShortID(id))
+	t.Fatalf("the owners never learnt %s", identity.ShortID(id))
 }
 
 // A container started under a custom parent while sigscope runs, and
@@ -301,7 +302,7 @@ func TestOwnersLearntBeforeFirstEvent(t *testing.T) {
 	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
 	// runc makes the cgroup and its init; Docker lists the container once
 	// it runs.
-	main := h.customProcess(4321, hostPidNS, "/sigscope-parent/"+id1)
+	main := h.customProcess(4321, sigvocab.HostPidNS, "/sigscope-parent/"+id1)
 	time.Sleep(50 * time.Millisecond)
 	d.set(id1, dockerInspectJSON(id1, "late-starter", nil, "", nil, 4321))
 	h.clock.advance(ownersMinRefresh)
@@ -340,7 +341,7 @@ func TestOwnersRefreshSkipsPatternContainers(t *testing.T) {
 	waitIndexed(t, r, last.CgroupV1ID, true, false)
 	// The watch's prefetch inspects each (that is the ordinary
 	// enrichment); wait for it, then count.
-	waitMeta(t, r, fmt.Sprintf("%064x", 0xd0c00+19), func(i *Info) bool { return i.Name == "c19" })
+	waitMeta(t, r, fmt.Sprintf("%064x", 0xd0c00+19), func(i *identity.Info) bool { return i.Name == "c19" })
 	h.customProcess(4000, 4026532900, "/custom/"+id1)
 	time.Sleep(100 * time.Millisecond) // the background refresh the custom cgroup asks for
 	before := d.requests.Load()

@@ -34,7 +34,7 @@ func TestOwnersV1CgroupOfTheRuntime(t *testing.T) {
 	path := "/sigscope-parent/" + id1
 	v2 := h.mkCgroup(false, path)
 	v1 := h.mkCgroup(true, runner)
-	h.addProcess(4000, hostPidNS, "4:memory:"+runner+"\n0::/\n") // the shim
+	h.addProcess(4000, sigvocab.HostPidNS, "4:memory:"+runner+"\n0::/\n") // the shim
 	h.addProcess(4321, 4026532100, "4:memory:"+runner+"\n0::"+path+"\n")
 	h.addStat(4321, 4000, "sleep")
 	main := &sigvocab.Process{PID: 4321, NsPID: 1, PidNS: 4026532100, CgroupID: v2, CgroupV1ID: v1}
@@ -48,7 +48,7 @@ func TestOwnersV1CgroupOfTheRuntime(t *testing.T) {
 	// Gone, with only its v1 id: nothing names it, rather than the
 	// container.
 	h.removeProcess(900)
-	gone := &sigvocab.Process{PID: 901, NsPID: 901, PidNS: hostPidNS, CgroupID: 1, CgroupV1ID: v1}
+	gone := &sigvocab.Process{PID: 901, NsPID: 901, PidNS: sigvocab.HostPidNS, CgroupID: 1, CgroupV1ID: v1}
 	if info := r.Lookup(gone); info != nil {
 		t.Errorf("a gone host process of the runtime's v1 cgroup was taken for container %s", info.Name)
 	}

@@ -225,7 +225,7 @@ func (r *Resolver) runRechecks() {
 		}
 		en := r.enrich(it.id, it.runtime)
 		r.mu.Lock()
-		m, known := r.metas.get(it.id)
+		m, known := r.metas.Get(it.id)
 		if known && en.complete {
 			m.info, m.complete = merged(m.info, m.complete, en.info), true
 		}

@@ -7,7 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/sigscope/sigscope/container/identity"
 )
 
 // Resolver maps processes to containers. It is safe for concurrent use.
@@ -45,8 +48,8 @@ type Resolver struct {
 	recheckWake chan struct{} // a recheck was added
 
 	mu      sync.Mutex
-	entries *lru[Key, *entry]   // by event key
-	metas   *lru[string, *meta] // by container ID
+	entries *simplelru.LRU[Key, *entry]   // by event key
+	metas   *simplelru.LRU[string, *meta] // by container ID
 	// One resolution per key (Key.flightKey) and one enrichment per
 	// container ID at a time: concurrent callers wait for its result.
 	keyCall singleflight.Group
@@ -72,7 +75,7 @@ type entry struct {
 // meta is what is known about one container, shared by every key that
 // resolves to it.
 type meta struct {
-	info     *Info // replaced, never mutated: callers may hold the old one
+	info     *identity.Info // replaced, never mutated: callers may hold the old one
 	fetched  time.Time
 	complete bool      // the runtime answered (or there is no runtime to ask)
 	retryAt  time.Time // when !complete: not before
@@ -85,7 +88,7 @@ type meta struct {
 // earlier answer named the container: a runtime that has forgotten it
 // since (docker rm) does not unname it (merged).
 func (m *meta) noteWhy(en enrichment) {
-	if m.info.bare() {
+	if bare(m.info) {
 		m.why = en.why
 	} else {
 		m.why = ""
@@ -97,15 +100,15 @@ func (m *meta) noteWhy(en enrichment) {
 // nothing of it (only its cgroup path names it), why. An episode that
 // completes asks it, so that a container named after its stop began (a
 // runtime slow for a moment under load, asked again since) is named.
-func (r *Resolver) Known(id string) (*Info, string) {
+func (r *Resolver) Known(id string) (*identity.Info, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m, ok := r.metas.get(id)
+	m, ok := r.metas.Get(id)
 	if !ok {
 		return nil, ""
 	}
 	why := m.why
-	if m.info.bare() && why == "" {
+	if bare(m.info) && why == "" {
 		why = "the runtime has not answered yet"
 	}
 	return m.info, why

@@ -189,7 +189,7 @@ func TestLookupLRUBound(t *testing.T) {
 	for _, p := range procs {
 		r.Lookup(p)
 	}
-	if n := r.entries.len(); n != 3 {
+	if n := r.entries.Len(); n != 3 {
 		t.Fatalf("%d entries, want the bound 3", n)
 	}
 	before := h.fs.total()
@@ -268,7 +268,7 @@ func TestLookupNoKey(t *testing.T) {
 			t.Fatalf("%d cgroup reads after %d lookups", got, i)
 		}
 	}
-	if r.entries.len() != 0 {
+	if r.entries.Len() != 0 {
 		t.Fatal("the zero key was cached")
 	}
 }

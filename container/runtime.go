@@ -3,6 +3,8 @@ package container
 import (
 	"context"
 	"time"
+
+	"github.com/sigscope/sigscope/container/identity"
 )
 
 // runtimeAPI is one container runtime's API at one endpoint: the Docker
@@ -38,7 +40,7 @@ type runtimeAPI interface {
 type stopHistorian interface {
 	// stopHistory returns the stop signals sent between from and to, and
 	// from when on the record is complete (the zero time: all along).
-	stopHistory(ctx context.Context, from, to time.Time) ([]StopRequest, time.Time, error)
+	stopHistory(ctx context.Context, from, to time.Time) ([]identity.StopRequest, time.Time, error)
 	// historyRuntime is the Info.Runtime the history answers for.
 	historyRuntime() string
 }
@@ -63,7 +65,7 @@ const (
 type runtimeAnswer struct {
 	// info is never nil. Its Runtime is the runtime's name ("docker",
 	// "containerd", "cri-o"), "" when it could not say which it is.
-	info *Info
+	info *identity.Info
 	// notStarted: the runtime knows the container but has not started it
 	// yet (no main pid yet): asking again later gives one.
 	notStarted bool

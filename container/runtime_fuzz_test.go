@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/mem"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -25,7 +26,7 @@ import (
 // valid UTF-8 JSON that reads back (Summary.Info, as a recording is read) to
 // a Summary that writes the same; the stop signal is 0 or a real signal;
 // the grace period is not negative; a hook is of a known kind.
-func checkInfo(t *testing.T, info *Info) {
+func checkInfo(t *testing.T, info *identity.Info) {
 	t.Helper()
 	if info.StopSignal < 0 || info.StopSignal > sigvocab.MaxSignal {
 		t.Fatalf("stop signal %d", info.StopSignal)
@@ -43,7 +44,7 @@ func checkInfo(t *testing.T, info *Info) {
 	if !utf8.Valid(b) || !json.Valid(b) {
 		t.Fatalf("Summary wrote invalid JSON: %q", b)
 	}
-	var s Summary
+	var s identity.Summary
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatalf("Summary %s does not read back: %v", b, err)
 	}
@@ -235,11 +236,11 @@ func FuzzParseHook(f *testing.F) {
 			t.Fatalf("a blank annotation is a hook: %+v", h)
 		}
 		ann := map[string]string{AnnotationPreStop: s, AnnotationGracePeriod: s}
-		fromCRI := &Info{Identity: Identity{ID: fuzzID, Runtime: RuntimeContainerd}}
+		fromCRI := &identity.Info{Identity: identity.Identity{ID: fuzzID, Runtime: RuntimeContainerd}}
 		applyKubernetes(fromCRI, nil, ann)
-		fromDocker := &Info{Identity: Identity{ID: fuzzID, Runtime: RuntimeDocker}}
+		fromDocker := &identity.Info{Identity: identity.Identity{ID: fuzzID, Runtime: RuntimeDocker}}
 		applyKubernetes(fromDocker, ann, nil)
-		for _, info := range []*Info{fromCRI, fromDocker} {
+		for _, info := range []*identity.Info{fromCRI, fromDocker} {
 			if (info.PreStop == nil) != (h == nil) {
 				t.Fatalf("annotation %q: hook %+v, ParseHook %+v", s, info.PreStop, h)
 			}

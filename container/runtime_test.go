@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -132,7 +133,7 @@ func TestDockerEnrichment(t *testing.T) {
 	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}, TTL: ttl})
 	p := h.dockerProcess(100, 4026532100, id1)
 	info := r.Lookup(p)
-	want := Info{Identity: Identity{ID: id1, Runtime: RuntimeDocker, Name: "web\x1b[31m", Image: "sigscope-test:latest", Pod: "web-0", Namespace: "shop", PodUID: uid}, StopSignal: sigvocab.SIGTERM, StopTimeout: 7, GracePeriod: 45, MainPID: 1234}
+	want := identity.Info{Identity: identity.Identity{ID: id1, Runtime: RuntimeDocker, Name: "web\x1b[31m", Image: "sigscope-test:latest", Pod: "web-0", Namespace: "shop", PodUID: uid}, StopSignal: sigvocab.SIGTERM, StopTimeout: 7, GracePeriod: 45, MainPID: 1234}
 	if info == nil {
 		t.Fatal("no Info")
 	}
@@ -296,7 +297,7 @@ func TestListRunningDockerAndErrors(t *testing.T) {
 
 // The kubelet's preStop annotation, each handler kind; anything else is none.
 func TestParseHook(t *testing.T) {
-	for in, want := range map[string]*Hook{
+	for in, want := range map[string]*identity.Hook{
 		`{"exec":{"command":["sleep","3"]}}`:                 {Kind: "exec", Command: []string{"sleep", "3"}},
 		`{"httpGet":{"path":"/quit","port":8080}}`:           {Kind: "http", URL: ":8080/quit"},
 		`{"httpGet":{"path":"/q","port":"http","host":"a"}}`: {Kind: "http", URL: "a:http/q"},

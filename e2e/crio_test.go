@@ -11,7 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/internal/critest"
 )
 
 // criRuntimes are the CRI runtimes the end-to-end tests play kubelet
@@ -20,12 +20,12 @@ import (
 // CRI-O itself, conmon only monitors).
 var criRuntimes = []struct {
 	name   string
-	ensure func(testing.TB) *dockertest.CRI
+	ensure func(testing.TB) *critest.CRI
 	uid    string
 	runner string
 }{
-	{"containerd", dockertest.EnsureCRI, "5e1ce2e0", "containerd-shim"},
-	{"cri-o", dockertest.EnsureCRIO, "5e1ce2e1", "crio"},
+	{"containerd", critest.EnsureCRI, "5e1ce2e0", "containerd-shim"},
+	{"cri-o", critest.EnsureCRIO, "5e1ce2e1", "crio"},
 }
 
 // TestCRIStopShellForm plays kubelet deleting a pod on each CRI runtime: a
@@ -42,7 +42,7 @@ func TestCRIStopShellForm(t *testing.T) {
 			c := rt.ensure(t)
 			img := c.ImportImage(t, "sigscope-cri-app:latest", "")
 			uid := fmt.Sprintf("%s-0000-4000-8000-%012d", rt.uid, os.Getpid())
-			ids := c.StartPod(t, dockertest.Pod{Name: "shell-0", Namespace: "e2e", UID: uid, Container: "app",
+			ids := c.StartPod(t, critest.Pod{Name: "shell-0", Namespace: "e2e", UID: uid, Container: "app",
 				Image: img, Command: []string{"sh", "-c", "sleep 1000 & sleep 1000 & wait"}, GracePeriod: 2,
 				OwnPIDNamespace: true})
 			pid := c.ContainerPID(t, ids.Container)
@@ -122,7 +122,7 @@ func TestCRIPodDeletion(t *testing.T) {
 			c := rt.ensure(t)
 			img := c.ImportImage(t, "sigscope-cri-app:latest", "")
 			uid := fmt.Sprintf("%s-0000-4000-8001-%012d", rt.uid, os.Getpid())
-			ids := c.StartPod(t, dockertest.Pod{Name: "del-0", Namespace: "e2e", UID: uid, Container: "web",
+			ids := c.StartPod(t, critest.Pod{Name: "del-0", Namespace: "e2e", UID: uid, Container: "web",
 				Image: img, Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"}, GracePeriod: 10})
 			pausePID, pid := c.SandboxPID(t, ids.Sandbox), c.ContainerPID(t, ids.Container)
 			waitChildren(t, pid, 1)

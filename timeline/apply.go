@@ -282,7 +282,7 @@ func (ep *episode) stepOf(ev *sigvocab.Event, kind StepKind) Step {
 	snd := &ev.Sender
 	return Step{Time: ev.Time, Kind: kind, Signal: ev.Signal, Target: proc(&ev.Target), Flags: ev.Flags, facts: stepFacts{
 		event: ev.Kind, result: ev.Result, fate: ev.Fate, handler: ev.Handler, kernel: ev.Code == sigvocab.CodeKernel,
-		inside:   snd.PidNS == ev.Target.PidNS && snd.PidNS != hostPidNS && !ev.Flags.Has(sigvocab.FlagCrossNS),
+		inside:   snd.PidNS == ev.Target.PidNS && snd.PidNS != sigvocab.HostPidNS && !ev.Flags.Has(sigvocab.FlagCrossNS),
 		mainInit: ep.initLike(),
 	}}
 }

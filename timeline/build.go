@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
@@ -20,8 +20,8 @@ type episode struct {
 	deadline time.Time
 	limit    int // Options.MaxSteps
 
-	hook  *container.Hook // the container's preStop hook, nil: none
-	execs []execSession   // exec sessions in the container during the stop
+	hook  *identity.Hook // the container's preStop hook, nil: none
+	execs []execSession  // exec sessions in the container during the stop
 
 	hasInfo        bool
 	infoFromInit   bool

@@ -17,7 +17,7 @@
 // the runtime started and sends the stop signal to. That is the init of the
 // container's pid namespace when it has one of its own, and another process
 // when it shares one (docker --pid container:X, a pod that shares its
-// process namespace, --pid=host): the [container.Info] passed with the
+// process namespace, --pid=host): the [identity.Info] passed with the
 // events names the container and its main pid. Without one (no runtime to
 // ask, a namespace made by unshare), the pid namespace stands for the
 // container and its init is the main process; an episode begun so takes the

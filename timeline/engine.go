@@ -5,14 +5,9 @@ import (
 	"container/list"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
-
-// hostPidNS is the inode of the host's (initial) pid namespace,
-// PROC_PID_INIT_INO in the kernel: the same constant on every kernel, so a
-// process of the host is recognisable from the event alone.
-const hostPidNS = 0xEFFFFFFC
 
 // Defaults for the zero fields of [Options].
 const (
@@ -70,7 +65,7 @@ type Options struct {
 	// first event: a `docker kill` moments after tracing began is killed,
 	// not unfinished. Without it (a recording, a runtime that keeps no
 	// record, such as CRI's) the cautious rule above holds.
-	History *container.StopHistory
+	History *identity.StopHistory
 }
 
 // Stats counts episodes since the engine was made; monotonic totals except
@@ -134,7 +129,7 @@ func (e *Engine) Stats() Stats {
 // An event goes one way: the engine routes it to its episodes (route.go),
 // each applies it (apply.go) and says what the engine must do next, the
 // engine does that, and an episode that completes gets its words (words.go).
-func (e *Engine) Add(ev *sigvocab.Event, c *container.Info) []Episode {
+func (e *Engine) Add(ev *sigvocab.Event, c *identity.Info) []Episode {
 	var out []Episode
 	if e.since.IsZero() {
 		e.since = ev.Time

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -517,7 +517,7 @@ func TestSettle(t *testing.T) {
 	}
 }
 
-// Without container.Info: an unshare-made namespace is keyed by its pid
+// Without identity.Info: an unshare-made namespace is keyed by its pid
 // namespace; host processes and the host's own PID 1 make nothing.
 func TestIdentity(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", nil)
@@ -530,7 +530,7 @@ func TestIdentity(t *testing.T) {
 	e := newEngine(Options{})
 	plain := record(t, "TestSigIgnPlainProcess__sig_ign") // a host process
 	e.Add(&plain, nil)
-	hostInit := newSim(t, hostPidNS, 1, "systemd", nil)
+	hostInit := newSim(t, sigvocab.HostPidNS, 1, "systemd", nil)
 	hostInit.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).initExit(ms, 0, 0)
 	for i := range hostInit.in {
 		e.Add(&hostInit.in[i].ev, nil)
@@ -561,7 +561,7 @@ func TestIdentity(t *testing.T) {
 // A configured stop signal other than TERM/INT/QUIT starts an episode;
 // Kubernetes grace period wins over StopTimeout.
 func TestConfiguredStopSignalAndGrace(t *testing.T) {
-	info := &container.Info{Identity: container.Identity{ID: idA, Runtime: "containerd", Name: "httpd", Pod: "web-0", Namespace: "shop"}, StopSignal: sigvocab.SIGWINCH, StopTimeout: 10, GracePeriod: 30}
+	info := &identity.Info{Identity: identity.Identity{ID: idA, Runtime: "containerd", Name: "httpd", Pod: "web-0", Namespace: "shop"}, StopSignal: sigvocab.SIGWINCH, StopTimeout: 10, GracePeriod: 30}
 	s := newSim(t, nsA, 5151, "httpd", info)
 	s.stop(0, sigvocab.SIGWINCH, sigvocab.DispHandler, false).
 		deliver(ms, sigvocab.SIGWINCH, sigvocab.DispHandler).

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
@@ -87,10 +87,10 @@ const (
 	StepReraise       StepKind = "reraise"        // the main process's stop-signal handler sent the signal to itself again, with the default action
 )
 
-// Container names an episode's container. Without a resolved container.Info
+// Container names an episode's container. Without a resolved identity.Info
 // only PidNS is set.
 type Container struct {
-	container.Identity
+	identity.Identity
 	PidNS uint32 `json:"pidns,omitempty"` // inode of the container's pid namespace: the episode's key
 	// NameUnknown says why a container known by its ID only (from its
 	// cgroup path) has no name: what asking its runtime gave, as of the

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -100,7 +100,7 @@ func BenchmarkAddNoEpisode(b *testing.B) {
 	s.kidExit(0, kid, 0, 0)
 	e := newEngine(Options{})
 	ev := s.in[0].ev
-	info := &container.Info{Identity: container.Identity{ID: idA}}
+	info := &identity.Info{Identity: identity.Identity{ID: idA}}
 	b.ReportAllocs()
 	for b.Loop() {
 		e.Add(&ev, info)
@@ -283,7 +283,7 @@ func TestNSEmptyCompletesAtOnce(t *testing.T) {
 // A pod's container waits for its settle even after ns_empty: the API
 // server's word on why it stopped can come after the exit.
 func TestNSEmptyPodWaitsForSettle(t *testing.T) {
-	pod := &container.Info{Identity: container.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
+	pod := &identity.Info{Identity: identity.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
 	s := newSim(t, nsA, 5151, "sh", pod)
 	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).
 		initExit(2*ms, 0, 0).

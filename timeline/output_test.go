@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -134,7 +134,7 @@ func TestEpisodeJSONOmits(t *testing.T) {
 // byte recoverable, and the text has no control bytes.
 func TestUntrustedStrings(t *testing.T) {
 	evil := "a\xff\x1b[2J\nb"
-	info := &container.Info{Identity: container.Identity{ID: idA, Runtime: "docker", Name: "n\xfe\x07", Image: "i\x1b]0;x\x07"}}
+	info := &identity.Info{Identity: identity.Identity{ID: idA, Runtime: "docker", Name: "n\xfe\x07", Image: "i\x1b]0;x\x07"}}
 	s := newSim(t, nsA, 5151, evil, info)
 	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).kill(time.Second, runc).initExit(time.Second+ms, sigvocab.SIGKILL, 0)
 	ep := only(t, newEngine(Options{}), s.in)
@@ -193,7 +193,7 @@ hint: PID 1 (sh) has no SIGTERM handler: the kernel drops SIGTERM sent to a name
 // Every outcome renders a summary and, where there is something to fix, a
 // hint; the pod form of the header.
 func TestTextPerOutcome(t *testing.T) {
-	info := &container.Info{Identity: container.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
+	info := &identity.Info{Identity: identity.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
 	s := newSim(t, nsA, 5151, "app", info)
 	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).initExit(2*ms, 0, 0)
 	ep := only(t, newEngine(Options{}), s.in)

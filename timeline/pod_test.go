@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -14,8 +14,8 @@ import (
 // it) and the sandbox: one pod stop, containers in the order they stopped,
 // complete when the sandbox goes.
 func TestPodGrouper(t *testing.T) {
-	app := &container.Info{Identity: container.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
-	side := &container.Info{Identity: container.Identity{ID: idB, Runtime: "containerd", Name: "proxy", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
+	app := &identity.Info{Identity: identity.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
+	side := &identity.Info{Identity: identity.Identity{ID: idB, Runtime: "containerd", Name: "proxy", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
 	// The app drops SIGTERM and is killed at the end of its grace
 	// period; then the kubelet stops its native sidecar, which handles it;
 	// then the sandbox goes, while both episodes are still settling.
@@ -24,7 +24,7 @@ func TestPodGrouper(t *testing.T) {
 	s := newSim(t, nsB, 6161, "envoy", side)
 	s.stop(5*time.Second+ms, sigvocab.SIGTERM, sigvocab.DispHandler, false).deliver(5*time.Second+2*ms, sigvocab.SIGTERM, sigvocab.DispHandler).
 		initExit(5*time.Second+3*ms, 0, 0)
-	pause := &container.Info{Identity: container.Identity{ID: idSandbox, Runtime: "containerd", Pod: "web-0", Namespace: "shop"}, Sandbox: true, MainPID: 4900}
+	pause := &identity.Info{Identity: identity.Identity{ID: idSandbox, Runtime: "containerd", Pod: "web-0", Namespace: "shop"}, Sandbox: true, MainPID: 4900}
 	p := newSim(t, 4026532999, 4900, "pause", pause)
 	p.kill(5100*ms, runc)
 	// Episode by episode as they complete: the app's, with the sandbox's

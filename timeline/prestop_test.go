@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -16,8 +16,8 @@ func (s *sim) execIn(at time.Duration, p sigvocab.Process) *sim {
 	return s.push(at, ev)
 }
 
-func podInfo(grace int, hook *container.Hook) *container.Info {
-	return &container.Info{Identity: container.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: grace, PreStop: hook}
+func podInfo(grace int, hook *identity.Hook) *identity.Info {
+	return &identity.Info{Identity: identity.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: grace, PreStop: hook}
 }
 
 // The kubelet's stop of a pod with grace 6 and preStop `exec: sleep 3`,
@@ -25,7 +25,7 @@ func podInfo(grace int, hook *container.Hook) *container.Info {
 // and the SIGKILL comes 3 s later. The episode starts at the hook and says
 // how the grace period was spent.
 func TestPreStopExec(t *testing.T) {
-	s := newSim(t, nsA, 5151, "sh", podInfo(6, &container.Hook{Kind: "exec", Command: []string{"sleep", "3"}}))
+	s := newSim(t, nsA, 5151, "sh", podInfo(6, &identity.Hook{Kind: "exec", Command: []string{"sleep", "3"}}))
 	hook := s.kid(5160, 10, "sleep")
 	s.execIn(0, hook).
 		kidExit(3002*ms, hook, 0, 0).
@@ -63,7 +63,7 @@ func TestPreStopExec(t *testing.T) {
 // Grace 4 and preStop `sleep 20`: the hook is still running when the grace
 // runs out, the kubelet gives SIGTERM its 2 s minimum, then SIGKILL.
 func TestPreStopTimeout(t *testing.T) {
-	s := newSim(t, nsA, 5151, "sh", podInfo(4, &container.Hook{Kind: "exec", Command: []string{"/bin/sleep", "20"}}))
+	s := newSim(t, nsA, 5151, "sh", podInfo(4, &identity.Hook{Kind: "exec", Command: []string{"/bin/sleep", "20"}}))
 	hook := s.kid(5160, 10, "sleep")
 	s.execIn(0, hook).
 		stop(4010*ms, sigvocab.SIGTERM, sigvocab.DispHandler, false).
@@ -82,7 +82,7 @@ func TestPreStopTimeout(t *testing.T) {
 
 	// A sleep hook is not a process: a SIGKILL at the 2 s minimum after
 	// the stop signal, with a longer grace, tells the same story.
-	s = newSim(t, nsA, 5151, "app", podInfo(4, &container.Hook{Kind: "sleep", Seconds: 20}))
+	s = newSim(t, nsA, 5151, "app", podInfo(4, &identity.Hook{Kind: "sleep", Seconds: 20}))
 	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
 		kill(2010*ms, runc).initExit(2010*ms+30*time.Microsecond, sigvocab.SIGKILL, 0)
 	ep = only(t, newEngine(Options{}), s.in)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
@@ -141,7 +141,7 @@ func TestMainRuntimeStale(t *testing.T) {
 
 // A one-shot handler at a process that is no init: the re-raise kills it.
 func TestReraiseKillsNonInit(t *testing.T) {
-	s := newSim(t, nsA, 5151, "node", &container.Info{Identity: container.Identity{ID: idA, Runtime: "docker", Name: "web"}, MainPID: 5151})
+	s := newSim(t, nsA, 5151, "node", &identity.Info{Identity: identity.Identity{ID: idA, Runtime: "docker", Name: "web"}, MainPID: 5151})
 	s.init.NsPID = 7 // a main process in another container's namespace
 	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false)
 	s.in[0].ev.Facts &^= factTargetNSInit

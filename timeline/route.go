@@ -3,7 +3,7 @@ package timeline
 import (
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
@@ -45,7 +45,7 @@ type routed struct {
 // main process's start, a sandbox's end. Finding an episode can complete
 // another (a restarted container's), into out. The slice is reused by the
 // next call.
-func (e *Engine) route(ev *sigvocab.Event, c *container.Info, out *[]Episode) []routed {
+func (e *Engine) route(ev *sigvocab.Event, c *identity.Info, out *[]Episode) []routed {
 	e.routes = e.routes[:0]
 	t := &ev.Target
 	switch {
@@ -122,7 +122,7 @@ func (e *Engine) route(ev *sigvocab.Event, c *container.Info, out *[]Episode) []
 // routeDeliver finds the episode of a process that dequeued a signal. A
 // dequeue begins nothing, nor names an episode: it only tells what
 // became of a signal an episode already holds.
-func (e *Engine) routeDeliver(ev *sigvocab.Event, c *container.Info) []routed {
+func (e *Engine) routeDeliver(ev *sigvocab.Event, c *identity.Info) []routed {
 	t := &ev.Target
 	if c != nil && c.Sandbox {
 		return nil
@@ -144,7 +144,7 @@ func (e *Engine) routeDeliver(ev *sigvocab.Event, c *container.Info) []routed {
 // episode of the init whose exit sent it, and is shown in the victim's
 // container's episode too when that is another (a pod sharing one pid
 // namespace, whose init is the sandbox's pause).
-func (e *Engine) routeCascade(ev *sigvocab.Event, c *container.Info) []routed {
+func (e *Engine) routeCascade(ev *sigvocab.Event, c *identity.Info) []routed {
 	ep := e.byMain[ev.Sender.PID]
 	if ep == nil {
 		ep = e.byNS[ev.Sender.PidNS]
@@ -167,7 +167,7 @@ func (e *Engine) routeCascade(ev *sigvocab.Event, c *container.Info) []routed {
 // routeSandbox shows the end of a pod's sandbox (pause) container in the
 // episodes of its pod's containers still open: the last step of the pod's
 // teardown, never an episode of its own.
-func (e *Engine) routeSandbox(c *container.Info) {
+func (e *Engine) routeSandbox(c *identity.Info) {
 	e.stats.SandboxStops++
 	if c.Pod == "" {
 		return
@@ -189,7 +189,7 @@ type epKey struct {
 	ns uint32
 }
 
-func keyOf(c *container.Info, p *sigvocab.Process) epKey {
+func keyOf(c *identity.Info, p *sigvocab.Process) epKey {
 	if c != nil && c.ID != "" {
 		return epKey{id: c.ID}
 	}
@@ -198,12 +198,12 @@ func keyOf(c *container.Info, p *sigvocab.Process) epKey {
 
 // inContainer reports whether a pid namespace can hold an episode of a
 // container nobody resolved: known and not the host's.
-func inContainer(ns uint32) bool { return ns != 0 && ns != hostPidNS }
+func inContainer(ns uint32) bool { return ns != 0 && ns != sigvocab.HostPidNS }
 
 // tracked reports whether events about p in container c can belong to an
 // episode: processes of the host belong to none, unless a runtime said they
 // are a container's.
-func tracked(p *sigvocab.Process, c *container.Info) bool {
+func tracked(p *sigvocab.Process, c *identity.Info) bool {
 	return c != nil && c.ID != "" || inContainer(p.PidNS)
 }
 
@@ -218,7 +218,7 @@ func tracked(p *sigvocab.Process, c *container.Info) bool {
 // container (docker-in-docker, unshare in an entrypoint) has an init of its
 // own that is not the container's main process. The resolver asks again
 // when a container restarts, so the pid is not a stale one.
-func isMain(p *sigvocab.Process, c *container.Info) bool {
+func isMain(p *sigvocab.Process, c *identity.Info) bool {
 	if c != nil && c.MainPID > 0 {
 		return int(p.PID) == c.MainPID
 	}
@@ -230,7 +230,7 @@ func isMain(p *sigvocab.Process, c *container.Info) bool {
 // runtime said, else SIGTERM (the runtimes' default), SIGINT or SIGQUIT
 // (the usual STOPSIGNAL choices). Other signals (SIGHUP, SIGUSR1: reloads;
 // SIGWINCH from a terminal resize) begin no episode.
-func isStopSignal(sig sigvocab.Signal, c *container.Info, ep *episode) bool {
+func isStopSignal(sig sigvocab.Signal, c *identity.Info, ep *episode) bool {
 	switch sig {
 	case 0, sigvocab.SIGKILL, sigvocab.SIGSTOP:
 		return false
@@ -249,7 +249,7 @@ func isStopSignal(sig sigvocab.Signal, c *container.Info, ep *episode) bool {
 // process other than the episode's means the container was restarted (or
 // its ID or namespace reused, or the old main process's exit lost): the old
 // episode is completed first.
-func (e *Engine) episodeOf(p *sigvocab.Process, c *container.Info, main bool, out *[]Episode) *episode {
+func (e *Engine) episodeOf(p *sigvocab.Process, c *identity.Info, main bool, out *[]Episode) *episode {
 	key := keyOf(c, p)
 	ep := e.open[key]
 	if ep == nil {
@@ -275,7 +275,7 @@ func (e *Engine) episodeOf(p *sigvocab.Process, c *container.Info, main bool, ou
 
 // begin opens an episode for the container of p at t, evicting the oldest
 // open one when MaxOpen are.
-func (e *Engine) begin(p *sigvocab.Process, c *container.Info, t time.Time) *episode {
+func (e *Engine) begin(p *sigvocab.Process, c *identity.Info, t time.Time) *episode {
 	if len(e.open) >= e.opts.MaxOpen {
 		e.remove(e.order.Front().Value.(*episode))
 		e.stats.Evicted++
@@ -313,7 +313,7 @@ func (e *Engine) noteMain(ep *episode, p *sigvocab.Process) {
 
 // noteInfo names the episode. Info from an event about the main process
 // wins over an earlier one about another process.
-func (ep *episode) noteInfo(c *container.Info, aboutMain bool) {
+func (ep *episode) noteInfo(c *identity.Info, aboutMain bool) {
 	if c == nil {
 		return
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -148,10 +148,10 @@ func TestForwardingInitSigwait(t *testing.T) {
 // A pod's sandbox (pause) container: its SIGKILL and exit at the end of the
 // pod's teardown make no episode and are a step of the pod's open episodes.
 func TestSandboxIsNoEpisode(t *testing.T) {
-	app := &container.Info{Identity: container.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
+	app := &identity.Info{Identity: identity.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
 	s := newSim(t, nsA, 5151, "app", app)
 	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).initExit(2*ms, 0, 0)
-	pause := &container.Info{Identity: container.Identity{ID: idSandbox, Runtime: "containerd", Pod: "web-0", Namespace: "shop"}, Sandbox: true, MainPID: 4900}
+	pause := &identity.Info{Identity: identity.Identity{ID: idSandbox, Runtime: "containerd", Pod: "web-0", Namespace: "shop"}, Sandbox: true, MainPID: 4900}
 	p := newSim(t, nsB, 4900, "pause", pause)
 	p.kill(50*ms, runc).initExit(50*ms+100*time.Microsecond, sigvocab.SIGKILL, 0)
 	e := newEngine(Options{})

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -82,13 +82,13 @@ func ancestors(names ...string) ([sigvocab.MaxAncestors]sigvocab.Ancestor, int) 
 
 // A host-side sender: runc as containerd's shim runs it for docker stop.
 var (
-	runc    = sigvocab.Process{PID: 4242, TID: 4242, NsPID: 4242, PidNS: hostPidNS, CgroupID: 1, Comm: comm("runc")}
-	kubectl = sigvocab.Process{PID: 4343, TID: 4343, NsPID: 4343, PidNS: hostPidNS, CgroupID: 1, Comm: comm("kill")}
+	runc    = sigvocab.Process{PID: 4242, TID: 4242, NsPID: 4242, PidNS: sigvocab.HostPidNS, CgroupID: 1, Comm: comm("runc")}
+	kubectl = sigvocab.Process{PID: 4343, TID: 4343, NsPID: 4343, PidNS: sigvocab.HostPidNS, CgroupID: 1, Comm: comm("kill")}
 )
 
 type input struct {
 	ev sigvocab.Event
-	c  *container.Info
+	c  *identity.Info
 }
 
 // sim builds the events of one pid namespace: a container with its PID 1.
@@ -97,13 +97,13 @@ type sim struct {
 	base  time.Time
 	pidns uint32
 	init  sigvocab.Process
-	info  *container.Info
+	info  *identity.Info
 	in    []input
 }
 
 var base = time.Date(2026, 11, 21, 20, 16, 59, 95361713, time.UTC)
 
-func newSim(t *testing.T, pidns, initPID uint32, initComm string, info *container.Info) *sim {
+func newSim(t *testing.T, pidns, initPID uint32, initComm string, info *identity.Info) *sim {
 	return &sim{t: t, base: base, pidns: pidns, info: info,
 		init: sigvocab.Process{PID: initPID, TID: initPID, NsPID: 1, PidNS: pidns, CgroupID: 1, CgroupV1ID: 2595, Comm: comm(initComm)}}
 }
@@ -220,7 +220,7 @@ func (s *sim) kidExit(at time.Duration, kid sigvocab.Process, sig sigvocab.Signa
 func (s *sim) nsEmpty(at time.Duration) *sim {
 	ev := record(s.t, "TestNamespaceCascade__ns-empty")
 	ev.Target = s.init
-	ev.Sender = sigvocab.Process{PID: 4100, TID: 4100, NsPID: 4100, PidNS: hostPidNS, CgroupID: 1, Comm: comm("containerd-shim")}
+	ev.Sender = sigvocab.Process{PID: 4100, TID: 4100, NsPID: 4100, PidNS: sigvocab.HostPidNS, CgroupID: 1, Comm: comm("containerd-shim")}
 	return s.push(at, ev)
 }
 
@@ -268,6 +268,6 @@ func merge(streams ...[]input) []input {
 	return out
 }
 
-func dockerInfo(id, name string, stopTimeout int) *container.Info {
-	return &container.Info{Identity: container.Identity{ID: id, Runtime: "docker", Name: name, Image: "sigscope/" + name + ":test"}, StopTimeout: stopTimeout}
+func dockerInfo(id, name string, stopTimeout int) *identity.Info {
+	return &identity.Info{Identity: identity.Identity{ID: id, Runtime: "docker", Name: name, Image: "sigscope/" + name + ":test"}, StopTimeout: stopTimeout}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
@@ -63,7 +63,7 @@ func TestStartUnseenRule(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		info   *container.Info
+		info   *identity.Info
 		events func(s *sim)
 		want   Outcome
 		unseen bool
@@ -112,8 +112,8 @@ func TestStartUnseenRule(t *testing.T) {
 
 // bareInfo is a container known by its cgroup path only: its runtime did not
 // answer.
-func bareInfo(id string) *container.Info {
-	return &container.Info{Identity: container.Identity{ID: id, Runtime: "docker"}}
+func bareInfo(id string) *identity.Info {
+	return &identity.Info{Identity: identity.Identity{ID: id, Runtime: "docker"}}
 }
 
 // Offline, tracing began at the recording's first event, the earliest it
@@ -173,24 +173,24 @@ func TestStartUnseenHistory(t *testing.T) {
 	complete := map[string]time.Time{"docker": {}}
 	cases := []struct {
 		name    string
-		info    *container.Info
-		history *container.StopHistory
+		info    *identity.Info
+		history *identity.StopHistory
 		want    Outcome
 	}{
 		{"docker kill, no stop asked", dockerInfo(idA, "web", 10),
-			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete}, OutcomeKilled},
+			&identity.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete}, OutcomeKilled},
 		{"docker stop before tracing began", dockerInfo(idA, "web", 10),
-			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-8 * time.Second), Signal: sigvocab.SIGTERM}}}, OutcomeUnfinished},
+			&identity.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []identity.StopRequest{{ID: idA, At: base.Add(-8 * time.Second), Signal: sigvocab.SIGTERM}}}, OutcomeUnfinished},
 		{"another container's stop", dockerInfo(idA, "web", 10),
-			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: "other", At: base.Add(-8 * time.Second), Signal: sigvocab.SIGTERM}}}, OutcomeKilled},
+			&identity.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []identity.StopRequest{{ID: "other", At: base.Add(-8 * time.Second), Signal: sigvocab.SIGTERM}}}, OutcomeKilled},
 		{"a stop long over (outside its budget)", dockerInfo(idA, "web", 10),
-			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []container.StopRequest{{ID: idA, At: base.Add(-5 * time.Minute), Signal: sigvocab.SIGTERM}}}, OutcomeKilled},
+			&identity.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete, Requests: []identity.StopRequest{{ID: idA, At: base.Add(-5 * time.Minute), Signal: sigvocab.SIGTERM}}}, OutcomeKilled},
 		{"Docker's record starts within the budget (it kept too few events)", dockerInfo(idA, "web", 10),
-			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: map[string]time.Time{"docker": base.Add(-5 * time.Second)}}, OutcomeUnfinished},
+			&identity.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: map[string]time.Time{"docker": base.Add(-5 * time.Second)}}, OutcomeUnfinished},
 		{"Docker's record reaches back far enough", dockerInfo(idA, "web", 10),
-			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: map[string]time.Time{"docker": base.Add(-time.Minute)}}, OutcomeKilled},
-		{"a CRI runtime keeps no record", &container.Info{Identity: container.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30},
-			&container.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete}, OutcomeUnfinished},
+			&identity.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: map[string]time.Time{"docker": base.Add(-time.Minute)}}, OutcomeKilled},
+		{"a CRI runtime keeps no record", &identity.Info{Identity: identity.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30},
+			&identity.StopHistory{From: base.Add(-10 * time.Minute), CompleteSince: complete}, OutcomeUnfinished},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

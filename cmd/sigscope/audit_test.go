@@ -6,18 +6,18 @@ import (
 	"testing"
 
 	"github.com/sigscope/sigscope/audit"
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 )
 
 // The table has a RUNTIME column ("-" when not recognised), and what a
 // remote agent sent is escaped like the rest of the row.
 func TestWriteAuditTable(t *testing.T) {
 	results := []audit.Result{
-		{Container: container.Summary{Identity: container.Identity{ID: "a1", Name: "web"}}, PID1: audit.PID1{PID: 4242, Cmdline: []string{"node", "server.js"}, Runtime: "nodejs"},
+		{Container: identity.Summary{Identity: identity.Identity{ID: "a1", Name: "web"}}, PID1: audit.PID1{PID: 4242, Cmdline: []string{"node", "server.js"}, Runtime: "nodejs"},
 			StopSignal: "SIGTERM", Source: audit.SourceKernel, Catches: true, Prediction: audit.IgnoredByInit, Hint: "PID 1 (node): its SIGTERM handler is one-shot"},
-		{Container: container.Summary{Identity: container.Identity{ID: "b2", Name: "app"}}, PID1: audit.PID1{PID: 17, Cmdline: []string{"/app"}},
+		{Container: identity.Summary{Identity: identity.Identity{ID: "b2", Name: "app"}}, PID1: audit.PID1{PID: 17, Cmdline: []string{"/app"}},
 			StopSignal: "SIGTERM", Source: audit.SourceProc, Prediction: audit.Graceful},
-		{Container: container.Summary{Identity: container.Identity{ID: "c3", Name: "evil"}}, PID1: audit.PID1{PID: 18, Cmdline: []string{"/x"}, Runtime: "go\x1b[2J"},
+		{Container: identity.Summary{Identity: identity.Identity{ID: "c3", Name: "evil"}}, PID1: audit.PID1{PID: 18, Cmdline: []string{"/x"}, Runtime: "go\x1b[2J"},
 			StopSignal: "SIGTERM", Prediction: audit.Graceful},
 	}
 	var out bytes.Buffer

@@ -28,6 +28,7 @@ func TestLinkedPackages(t *testing.T) {
 		"github.com/sigscope/sigscope/internal/kubeplugin",
 		"github.com/sigscope/sigscope/internal/testutil",
 		"github.com/sigscope/sigscope/internal/dockertest",
+		"github.com/sigscope/sigscope/internal/critest",
 		"github.com/sigscope/sigscope/internal/kubeclient/kubeclienttest",
 		"testing",
 		"net/http/httptest",

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 )
 
 // newContainerFilter reads --container (an ID prefix or a name) and --pod
-// (namespace/name) into the one match rule, container.Filter.
-func newContainerFilter(containerArg, podArg string) (container.Filter, error) {
-	f := container.Filter{Container: containerArg}
+// (namespace/name) into the one match rule, identity.Filter.
+func newContainerFilter(containerArg, podArg string) (identity.Filter, error) {
+	f := identity.Filter{Container: containerArg}
 	if podArg != "" {
 		ns, name, ok := strings.Cut(podArg, "/")
 		if !ok || ns == "" || name == "" {
@@ -23,7 +23,7 @@ func newContainerFilter(containerArg, podArg string) (container.Filter, error) {
 
 // matchAny reports whether either container of an event passes f: the
 // event's target's, or its sender's.
-func matchAny(f container.Filter, a, b *container.Info) bool {
+func matchAny(f identity.Filter, a, b *identity.Info) bool {
 	if !f.Active() {
 		return true
 	}

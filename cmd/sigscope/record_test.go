@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 )
 
 func TestContainerFilter(t *testing.T) {
-	web := &container.Info{Identity: container.Identity{ID: "abcdef", Name: "web", Pod: "web-1", Namespace: "shop"}}
+	web := &identity.Info{Identity: identity.Identity{ID: "abcdef", Name: "web", Pod: "web-1", Namespace: "shop"}}
 	for _, c := range []struct {
 		container, pod string
-		in             *container.Info
+		in             *identity.Info
 		want           bool
 	}{
 		{"", "", nil, true},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/kubemeta"
 	"github.com/sigscope/sigscope/internal/pipeline"
 	"github.com/sigscope/sigscope/timeline"
@@ -147,9 +148,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		}
 		in = rec
 		engine = timeline.New(topts)
-		st, err := pipeline.ReadRecordingWith(in, pipeline.ReadOptions{SkipInvalid: f.skip}, func(e *tracer.Event, target, _ *container.Info) error {
-			return print(engine.Add(e, target))
-		})
+		st, err := pipeline.Replay(in, pipeline.ReadOptions{SkipInvalid: f.skip}, engine, print)
 		var rerr *pipeline.RecordError
 		if errors.As(err, &rerr) {
 			return fmt.Errorf("%s:%d: not a sigscope trace record: %v (--skip-invalid goes on past such lines)", name, rerr.Line, rerr.Err)
@@ -163,9 +162,6 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		if st.Skipped > 0 {
 			fmt.Fprintf(stderr, "sigscope: %s: skipped %d invalid line(s) of %d; the first, %s:%d: %v; episodes around them may be incomplete\n",
 				name, st.Skipped, st.Records+st.Skipped, name, st.FirstSkipped.Line, st.FirstSkipped.Err)
-		}
-		if err := print(engine.Flush()); err != nil {
-			return err
 		}
 		return flush()
 	}
@@ -225,7 +221,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 // --pod and text output, a pod's episodes are written together as one view
 // of the pod's stop once its sandbox is torn down (flush writes what is
 // still waiting).
-func episodePrinter(w io.Writer, format string, cf container.Filter, open func(namespace, pod string) bool) (print func([]timeline.Episode) error, flush func() error) {
+func episodePrinter(w io.Writer, format string, cf identity.Filter, open func(namespace, pod string) bool) (print func([]timeline.Episode) error, flush func() error) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	var pods *timeline.PodGrouper

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/pipeline"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/tracer"
@@ -154,14 +155,14 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 type traceSink struct {
 	w      *bufio.Writer
 	json   bool
-	filter container.Filter
+	filter identity.Filter
 	count  uint64 // stop after this many events; 0: no limit
 	n      uint64
 	buf    []byte                 // the JSON line, reused
 	enc    pipeline.RecordEncoder // what repeats from line to line, encoded once
 }
 
-func (s *traceSink) event(e *tracer.Event, target, sender *container.Info) error {
+func (s *traceSink) event(e *tracer.Event, target, sender *identity.Info) error {
 	if !matchAny(s.filter, target, sender) {
 		return nil
 	}
@@ -221,7 +222,7 @@ func writeTableHeader(w io.Writer) {
 // containerCell names a container compactly: pod/container for Kubernetes,
 // else the runtime's name, else the short ID; escaped, and cut to a
 // readable width (names are anyone's: a label can be 10 kB).
-func containerCell(c *container.Info) string {
+func containerCell(c *identity.Info) string {
 	if c == nil {
 		return "-"
 	}
@@ -229,7 +230,7 @@ func containerCell(c *container.Info) string {
 }
 
 // identityCell is containerCell for a container known by its identity.
-func identityCell(c container.Identity) string {
+func identityCell(c identity.Identity) string {
 	return textsafe.Cell(textsafe.Terminal(c.DisplayName()), maxNameCell)
 }
 
@@ -238,7 +239,7 @@ const maxNameCell = 64
 
 // writeTableRow prints one event; comms are escaped because any process can
 // put terminal control sequences in its name.
-func writeTableRow(w io.Writer, e *tracer.Event, c *container.Info) error {
+func writeTableRow(w io.Writer, e *tracer.Event, c *identity.Info) error {
 	sig, result, sender := "", "", ""
 	switch e.Kind {
 	case tracer.KindGenerate:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/pipeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -50,7 +51,7 @@ func benchStorm() []tracer.Event {
 
 // recordedStops are the events of every recorded stop
 // (timeline/testdata/streams), with the containers the recordings name.
-func recordedStops(b *testing.B) (evs []tracer.Event, targets, senders []*container.Info) {
+func recordedStops(b *testing.B) (evs []tracer.Event, targets, senders []*identity.Info) {
 	paths, err := filepath.Glob(filepath.Join("..", "..", "timeline", "testdata", "streams", "*.jsonl"))
 	if err != nil || len(paths) == 0 {
 		b.Fatalf("no recorded streams: %v", err)
@@ -60,7 +61,7 @@ func recordedStops(b *testing.B) (evs []tracer.Event, targets, senders []*contai
 		if err != nil {
 			b.Fatal(err)
 		}
-		err = pipeline.ReadRecording(f, func(e *tracer.Event, target, sender *container.Info) error {
+		err = pipeline.ReadRecording(f, func(e *tracer.Event, target, sender *identity.Info) error {
 			evs, targets, senders = append(evs, *e), append(targets, target), append(senders, sender)
 			return nil
 		})
@@ -107,7 +108,7 @@ func BenchmarkTraceJSONPath(b *testing.B) {
 		// containers, when set, replaces the resolver's answers (host
 		// processes in the fake /proc) by the recording's, so that the
 		// container objects are written as trace writes them.
-		targets, senders []*container.Info
+		targets, senders []*identity.Info
 	}{
 		{"storm", storm, nil, nil},
 		{"recorded", recorded, rTargets, rSenders},
@@ -124,7 +125,7 @@ func BenchmarkTraceJSONPath(b *testing.B) {
 			var j int
 			onEvent := sink.event
 			if c.targets != nil {
-				onEvent = func(e *tracer.Event, _, _ *container.Info) error {
+				onEvent = func(e *tracer.Event, _, _ *identity.Info) error {
 					return sink.event(e, c.targets[j], c.senders[j])
 				}
 			}

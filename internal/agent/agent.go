@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/exporter"
 	"github.com/sigscope/sigscope/internal/journal"
 	"github.com/sigscope/sigscope/internal/kubeclient"
@@ -301,7 +302,7 @@ func (a *Agent) newPipeline() (*pipeline.Pipeline, error) {
 		Tracer:   tracer.Options{Signals: a.opts.Signals, RingSize: a.opts.RingSize, Logger: a.log, Idle: func() time.Time { a.snapshotEngine(p.Engine()); return time.Time{} }},
 		Resolver: a.resolver,
 		Timeline: &timeline.Options{},
-		OnEvent: func(e *tracer.Event, target, _ *container.Info) error {
+		OnEvent: func(e *tracer.Event, target, _ *identity.Info) error {
 			a.exp.ObserveEvent(e, target)
 			if events++; events%engineSnapshotEvery == 0 {
 				a.snapshotEngine(p.Engine())

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -58,7 +58,7 @@ func TestEpisodesAPI(t *testing.T) {
 	var eps []timeline.Episode
 	for i := range 8 {
 		ep := timeline.Episode{Start: t0.Add(time.Duration(i) * time.Minute), Outcome: timeline.OutcomeGraceful,
-			Container: timeline.Container{Identity: container.Identity{ID: "c0ffee" + string(rune('a'+i)), Name: "app", Namespace: "shop", Pod: "web-1"}}, Owner: web}
+			Container: timeline.Container{Identity: identity.Identity{ID: "c0ffee" + string(rune('a'+i)), Name: "app", Namespace: "shop", Pod: "web-1"}}, Owner: web}
 		switch i % 3 {
 		case 1:
 			ep.Outcome, ep.Owner, ep.Container.Pod = timeline.OutcomeIgnoredByInit, db, "db-0"

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -25,7 +25,7 @@ func (f *episodeFilter) match(ep *timeline.Episode) bool {
 	q, c := &f.q, &ep.Container
 	switch {
 	case q.Before > 0 && ep.ID >= q.Before,
-		!(container.Filter{Container: q.Container, Namespace: q.Namespace, Pod: q.Pod}).Matches(c.Identity),
+		!(identity.Filter{Container: q.Container, Namespace: q.Namespace, Pod: q.Pod}).Matches(c.Identity),
 		q.Outcome != "" && ep.Outcome != q.Outcome,
 		!f.since.IsZero() && ep.Start.Before(f.since),
 		!f.until.IsZero() && ep.Start.After(f.until):

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -46,7 +46,7 @@ func TestJournalOutlivesTheAgent(t *testing.T) {
 	var eps []timeline.Episode
 	for i := range 5 {
 		eps = append(eps, timeline.Episode{Start: t0.Add(time.Duration(i) * time.Minute), Outcome: timeline.OutcomeIgnoredByInit,
-			Container:    timeline.Container{Identity: container.Identity{ID: "c0ffee" + string(rune('a'+i)), Name: "app\xff", Namespace: "shop", Pod: "web-1"}},
+			Container:    timeline.Container{Identity: identity.Identity{ID: "c0ffee" + string(rune('a'+i)), Name: "app\xff", Namespace: "shop", Pod: "web-1"}},
 			CascadeKills: []timeline.Proc{{PID: 10 + uint32(i), NsPID: 7, Comm: "sleep"}}})
 	}
 

@@ -12,7 +12,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/internal/critest"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -24,14 +24,14 @@ import (
 // container shares the sandbox's namespace, as with shareProcessNamespace,
 // so its main process is no namespace init (the pause process is).
 func TestPodSandboxIsNoStop(t *testing.T) {
-	cri := dockertest.EnsureCRI(t)
+	cri := critest.EnsureCRI(t)
 	// The tag the container tests import too: containerd names an image by
 	// the first tag of its content, and busybox images have the same.
 	img := cri.ImportImage(t, "sigscope-cri-app:latest", "")
 	c := http.DefaultClient
 	base := startAgent(t, Options{CRISockets: []string{cri.Socket}}, "http", c)
 
-	ids := cri.StartPod(t, dockertest.Pod{Name: "web-0", Namespace: "shop", UID: "5e1c0000-0000-4000-8000-00000000a9e1",
+	ids := cri.StartPod(t, critest.Pod{Name: "web-0", Namespace: "shop", UID: "5e1c0000-0000-4000-8000-00000000a9e1",
 		Container: "app", Image: img, GracePeriod: 10,
 		Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"}})
 	pid := cri.ContainerPID(t, ids.Container)

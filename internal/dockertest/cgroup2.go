@@ -60,7 +60,7 @@ func EnsureCgroup2Daemon(t testing.TB) *Daemon {
 }
 
 func ensureCgroup2(t testing.TB) (*Daemon, error) {
-	unlock, err := lockFile(lockPath)
+	unlock, err := Lock()
 	if err != nil {
 		return nil, err
 	}
@@ -157,9 +157,9 @@ func (d *Daemon) RuncVersion(t testing.TB) string {
 	return strings.TrimPrefix(first, "runc version ")
 }
 
-// repoRoot is the top of the source tree the tests run from (where go.mod
+// RepoRoot is the top of the source tree the tests run from (where go.mod
 // and test/cluster are): a test's working directory is its package's.
-func repoRoot() (string, error) {
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -182,7 +182,7 @@ func repoRoot() (string, error) {
 // cluster and the tests, and one cache (.cache/cluster/bin). The script
 // says how long the build took; so does the test log.
 func clusterRunc(t testing.TB) (string, error) {
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}

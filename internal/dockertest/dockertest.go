@@ -22,9 +22,9 @@ import (
 // Socket is where the tests expect, and start, the Docker daemon.
 const Socket = "/var/run/docker.sock"
 
-// lockPath serialises installing and starting the daemon across test
-// binaries: `go test ./...` runs packages in parallel, and two binaries
-// racing to start dockerd would fight over its pid file.
+// lockPath serialises installing and starting the daemons across test
+// binaries (Lock): `go test ./...` runs packages in parallel, and two
+// binaries racing to start dockerd would fight over its pid file.
 const lockPath = "/run/sigscope-dockertest.lock"
 
 // Daemon is a Docker daemon that answered /_ping.
@@ -53,7 +53,7 @@ func EnsureDaemon(t testing.TB) *Daemon {
 		return ensuredOK
 	}
 
-	unlock, err := lockFile(lockPath)
+	unlock, err := Lock()
 	if err != nil {
 		t.Fatalf("dockertest: %v", err)
 	}
@@ -66,7 +66,7 @@ func EnsureDaemon(t testing.TB) *Daemon {
 
 	if _, err := dockerdPath(); err != nil {
 		start := time.Now()
-		aptInstall(t, "docker.io")
+		AptInstall(t, "docker.io")
 		t.Logf("dockertest: installed docker.io in %v", time.Since(start).Round(time.Millisecond))
 	}
 	start := time.Now()
@@ -177,7 +177,11 @@ func tail(path string) string {
 	return string(b)
 }
 
-func lockFile(path string) (func(), error) {
+// Lock takes the lock that serialises installing and starting the tests'
+// daemons across test binaries (the Docker daemons here, critest's
+// containerd and CRI-O); unlock releases it.
+func Lock() (unlock func(), err error) {
+	path := lockPath
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
@@ -194,9 +198,9 @@ var (
 	aptUpdated bool
 )
 
-// aptInstall installs Debian packages, running apt-get update first (once
+// AptInstall installs Debian packages, running apt-get update first (once
 // per test binary): a fresh machine's package lists may be empty.
-func aptInstall(t testing.TB, pkgs ...string) {
+func AptInstall(t testing.TB, pkgs ...string) {
 	t.Helper()
 	aptMu.Lock()
 	defer aptMu.Unlock()
@@ -263,4 +267,43 @@ func (d *Daemon) PID(t testing.TB, id string) int {
 		t.Fatalf("container %s has pid %q, want a running container", id, out)
 	}
 	return pid
+}
+
+// StartDaemonWait starts argv as a daemon (critest's containerd and CRI-O) in a session of its own, its
+// output appended to /tmp/sigscope-NAME.log and its pid written to
+// pidFile (unless ""), and waits until ready succeeds: at most timeout,
+// and not once the daemon has exited.
+func StartDaemonWait(name, socket, pidFile string, timeout time.Duration, ready func() error, argv ...string) error {
+	log := filepath.Join(os.TempDir(), "sigscope-"+name+".log")
+	logf, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	closeInheritedFiles()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	if pidFile != "" {
+		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(timeout)
+	for ready() != nil {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("%s exited early (%v); log: %s\n%s", name, err, log, tail(log))
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer on %s within %v; log: %s\n%s", name, socket, timeout, log, tail(log))
+		}
+	}
+	return nil
 }

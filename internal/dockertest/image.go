@@ -31,7 +31,7 @@ func BuildBusyboxImageWith(t testing.TB, tag, dir, extraDockerfileLines string) 
 	t.Helper()
 	d := EnsureDaemon(t)
 	if !IsStatic(busyboxPath) {
-		aptInstall(t, "busybox-static")
+		AptInstall(t, "busybox-static")
 	}
 	bin := filepath.Join(dir, "rootfs", "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {

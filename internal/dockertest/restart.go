@@ -39,7 +39,7 @@ type Outage struct {
 // instead of starting a second dockerd.
 func (d *Daemon) Restart(t testing.TB, sig syscall.Signal, down func()) Outage {
 	t.Helper()
-	unlock, err := lockFile(lockPath)
+	unlock, err := Lock()
 	if err != nil {
 		t.Fatalf("dockertest: %v", err)
 	}

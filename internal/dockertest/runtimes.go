@@ -87,7 +87,7 @@ func EnsureHostRuntimes(t testing.TB, rts ...HostRuntime) {
 		}
 	}
 	if len(missing) > 0 {
-		aptInstall(t, missing...)
+		AptInstall(t, missing...)
 	}
 	for _, rt := range rts {
 		if _, err := os.Stat(rt.Path); err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sigscope/sigscope/audit"
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -254,7 +254,7 @@ func New(opts Options) *Exporter {
 
 // ObserveEvent counts one tracer event; c is the container of ev.Target (nil
 // when none or unknown). It does not allocate once the series exists.
-func (e *Exporter) ObserveEvent(ev *tracer.Event, c *container.Info) {
+func (e *Exporter) ObserveEvent(ev *tracer.Event, c *identity.Info) {
 	if ev == nil {
 		return
 	}
@@ -462,7 +462,7 @@ func clean(s string) string {
 // Kubernetes names for a pod's container; "", "" and the runtime's name (its
 // short ID when the runtime was not reachable) otherwise; all "" for no
 // container.
-func infoLabels(c *container.Info) (namespace, pod, ctr string) {
+func infoLabels(c *identity.Info) (namespace, pod, ctr string) {
 	if c == nil {
 		return "", "", ""
 	}
@@ -473,7 +473,7 @@ func episodeLabels(c *timeline.Container) (namespace, pod, ctr string) {
 	return containerLabels(c.Identity)
 }
 
-func containerLabels(c container.Identity) (namespace, pod, ctr string) {
+func containerLabels(c identity.Identity) (namespace, pod, ctr string) {
 	name := c.Name
 	if name == "" {
 		name = c.ShortID() // the short ID docker ps shows

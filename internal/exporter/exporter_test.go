@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sigscope/sigscope/audit"
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -138,7 +138,7 @@ sigscope_container_stops_total{outcome="unfinished"} 0
 var t0 = time.Date(2026, 11, 21, 21, 9, 21, 0, time.UTC)
 
 func episode(o timeline.Outcome, stop, exit time.Duration) *timeline.Episode {
-	ep := &timeline.Episode{Outcome: o, Start: t0, Container: timeline.Container{Identity: container.Identity{ID: "3d3243f7f97e0123456789", Name: "web", Runtime: "docker"}}}
+	ep := &timeline.Episode{Outcome: o, Start: t0, Container: timeline.Container{Identity: identity.Identity{ID: "3d3243f7f97e0123456789", Name: "web", Runtime: "docker"}}}
 	if stop >= 0 {
 		ep.StopAt = t0.Add(stop)
 		ep.StopSignal = tracer.SIGTERM
@@ -355,7 +355,7 @@ func TestAudit(t *testing.T) {
 	e := New(Options{})
 	reg := register(t, e)
 	res := func(ns, pod, name, id, prediction string) audit.Result {
-		return audit.Result{Container: container.Summary{Identity: container.Identity{ID: id, Name: name, Pod: pod, Namespace: ns}}, Prediction: prediction}
+		return audit.Result{Container: identity.Summary{Identity: identity.Identity{ID: id, Name: name, Pod: pod, Namespace: ns}}, Prediction: prediction}
 	}
 	e.SetAudit([]audit.Result{
 		res("shop", "web-1", "app", "aaa", audit.IgnoredByInit),
@@ -386,10 +386,10 @@ sigscope_container_pid1_handles_stop_signal{container="ex-trap",namespace="",pod
 }
 
 var (
-	webApp  = &container.Info{Identity: container.Identity{ID: "aaaa", Name: "app", Pod: "web-1", Namespace: "shop", Runtime: "containerd", PodUID: "u1"}}
-	webSide = &container.Info{Identity: container.Identity{ID: "bbbb", Name: "sidecar", Pod: "web-1", Namespace: "shop", Runtime: "containerd"}}
-	plain   = &container.Info{Identity: container.Identity{ID: "3d3243f7f97e0123456789", Name: "ex-shell", Runtime: "docker"}}
-	bare    = &container.Info{Identity: container.Identity{ID: "905c652eaf05ffffffffffff", Runtime: "docker"}} // runtime unreachable: no name
+	webApp  = &identity.Info{Identity: identity.Identity{ID: "aaaa", Name: "app", Pod: "web-1", Namespace: "shop", Runtime: "containerd", PodUID: "u1"}}
+	webSide = &identity.Info{Identity: identity.Identity{ID: "bbbb", Name: "sidecar", Pod: "web-1", Namespace: "shop", Runtime: "containerd"}}
+	plain   = &identity.Info{Identity: identity.Identity{ID: "3d3243f7f97e0123456789", Name: "ex-shell", Runtime: "docker"}}
+	bare    = &identity.Info{Identity: identity.Identity{ID: "905c652eaf05ffffffffffff", Runtime: "docker"}} // runtime unreachable: no name
 )
 
 func TestPodLabels(t *testing.T) {
@@ -405,7 +405,7 @@ func TestPodLabels(t *testing.T) {
 	e.ObserveEvent(killed(tracer.SIGKILL), webApp)
 	e.ObserveEvent(oom(), plain)
 	ep := episode(timeline.OutcomeIgnoredByInit, 0, 3*time.Second)
-	ep.Container = timeline.Container{Identity: container.Identity{Name: "app", Pod: "web-1", Namespace: "shop"}}
+	ep.Container = timeline.Container{Identity: identity.Identity{Name: "app", Pod: "web-1", Namespace: "shop"}}
 	e.ObserveEpisode(ep)
 
 	compare(t, reg, helpSignals+`
@@ -446,15 +446,15 @@ sigscope_series_overflow_total{metric="sigscope_signals_total"} 0
 func TestSeriesCap(t *testing.T) {
 	e := New(Options{PodLabels: true, MaxSeries: 3})
 	reg := register(t, e)
-	infos := make([]*container.Info, 10)
+	infos := make([]*identity.Info, 10)
 	for i := range infos {
-		infos[i] = &container.Info{Identity: container.Identity{ID: fmt.Sprintf("id%d", i), Name: "c", Pod: fmt.Sprintf("p%d", i), Namespace: "hostile"}}
+		infos[i] = &identity.Info{Identity: identity.Identity{ID: fmt.Sprintf("id%d", i), Name: "c", Pod: fmt.Sprintf("p%d", i), Namespace: "hostile"}}
 	}
 	term := generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored)
 	for _, c := range infos {
 		e.ObserveEvent(term, c)
 		ep := episode(timeline.OutcomeIgnoredByInit, 0, 30*time.Second)
-		ep.Container = timeline.Container{Identity: container.Identity{Name: c.Name, Pod: c.Pod, Namespace: c.Namespace}}
+		ep.Container = timeline.Container{Identity: identity.Identity{Name: c.Name, Pod: c.Pod, Namespace: c.Namespace}}
 		e.ObserveEpisode(ep)
 	}
 	// Series made before the cap keep counting.

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/sigscope/sigscope/audit"
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -62,8 +62,8 @@ func exposition(t *testing.T, podLabels bool) []byte {
 		Revision:         "abc\xff",
 	})
 	reg := register(t, e)
-	evil := &container.Info{Identity: container.Identity{ID: "e", Name: "a\"b\\c\nd\xff", Pod: "p", Namespace: "n"}}
-	for _, c := range []*container.Info{webApp, webSide, plain, bare, evil, nil} {
+	evil := &identity.Info{Identity: identity.Identity{ID: "e", Name: "a\"b\\c\nd\xff", Pod: "p", Namespace: "n"}}
+	for _, c := range []*identity.Info{webApp, webSide, plain, bare, evil, nil} {
 		e.ObserveEvent(generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored), c)
 		e.ObserveEvent(generate(tracer.SIGKILL, tracer.ResultDelivered, tracer.FlagNSCascade), c)
 		e.ObserveEvent(killed(tracer.SIGKILL), c)
@@ -72,7 +72,7 @@ func exposition(t *testing.T, podLabels bool) []byte {
 	}
 	e.ObserveEpisode(episode(timeline.OutcomeIgnoredByInit, 0, 10*time.Second))
 	e.ObserveEpisode(episode(timeline.OutcomeGraceful, 0, time.Second))
-	e.SetAudit([]audit.Result{{Container: container.Summary{Identity: container.Identity{Name: "web"}}, Prediction: audit.IgnoredByInit}})
+	e.SetAudit([]audit.Result{{Container: identity.Summary{Identity: identity.Identity{Name: "web"}}, Prediction: audit.IgnoredByInit}})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

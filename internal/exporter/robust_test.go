@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sigscope/sigscope/audit"
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -22,13 +22,13 @@ func TestInvalidUTF8(t *testing.T) {
 		EnrichmentErrors: func() map[string]uint64 { return map[string]uint64{"dock\xe9r": 1} },
 	})
 	reg := register(t, e)
-	evil := &container.Info{Identity: container.Identity{ID: "x", Name: "app\xff\xfe", Pod: "p\xc3\x28", Namespace: "n\xe2\x82", Runtime: "cri-o"}}
+	evil := &identity.Info{Identity: identity.Identity{ID: "x", Name: "app\xff\xfe", Pod: "p\xc3\x28", Namespace: "n\xe2\x82", Runtime: "cri-o"}}
 	e.ObserveEvent(generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored), evil)
-	e.ObserveEvent(oom(), &container.Info{Identity: container.Identity{Name: strings.Repeat("é", 1000)}}) // long: cut at a rune boundary
+	e.ObserveEvent(oom(), &identity.Info{Identity: identity.Identity{Name: strings.Repeat("é", 1000)}}) // long: cut at a rune boundary
 	ep := episode(timeline.OutcomeGraceful, 0, time.Second)
-	ep.Container = timeline.Container{Identity: container.Identity{Name: "\x80"}}
+	ep.Container = timeline.Container{Identity: identity.Identity{Name: "\x80"}}
 	e.ObserveEpisode(ep)
-	e.SetAudit([]audit.Result{{Container: container.Summary{Identity: container.Identity{Name: "z\xff"}}, Prediction: audit.Graceful}})
+	e.SetAudit([]audit.Result{{Container: identity.Summary{Identity: identity.Identity{Name: "z\xff"}}, Prediction: audit.Graceful}})
 
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -66,7 +66,7 @@ func TestObserveEventAllocs(t *testing.T) {
 		for _, tc := range []struct {
 			name string
 			ev   *tracer.Event
-			c    *container.Info
+			c    *identity.Info
 		}{
 			{"generate pid1_ignored", generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored|tracer.FlagNSInit), webApp},
 			{"generate cascade", generate(tracer.SIGKILL, tracer.ResultDelivered, tracer.FlagNSCascade), plain},
@@ -95,11 +95,11 @@ func TestConcurrentScrapes(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < n; i++ {
-			c := &container.Info{Identity: container.Identity{Name: "c", Pod: fmt.Sprintf("p%d", i%80), Namespace: "ns"}}
+			c := &identity.Info{Identity: identity.Identity{Name: "c", Pod: fmt.Sprintf("p%d", i%80), Namespace: "ns"}}
 			e.ObserveEvent(generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored), c)
 			if i%100 == 0 {
 				e.ObserveEpisode(episode(timeline.OutcomeGraceful, 0, time.Second))
-				e.SetAudit([]audit.Result{{Container: container.Summary{Identity: container.Identity{Name: "a"}}, Prediction: audit.Graceful}})
+				e.SetAudit([]audit.Result{{Container: identity.Summary{Identity: identity.Identity{Name: "a"}}, Prediction: audit.Graceful}})
 			}
 		}
 	}()

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -47,7 +47,7 @@ func pod(name, nodeName, containerID string) *corev1.Pod {
 // the outcome's facts.
 func stop(podName string, o timeline.Outcome) *timeline.Episode {
 	ep := &timeline.Episode{
-		Container:  timeline.Container{Identity: container.Identity{ID: cid, Name: "app", Runtime: "containerd", Pod: podName, Namespace: "shop"}, PidNS: 4026532472},
+		Container:  timeline.Container{Identity: identity.Identity{ID: cid, Name: "app", Runtime: "containerd", Pod: podName, Namespace: "shop"}, PidNS: 4026532472},
 		Main:       timeline.Proc{PID: 12918, NsPID: 1, Comm: "sh"},
 		MainIsInit: true,
 		Outcome:    o,
@@ -183,9 +183,9 @@ func TestNotKubernetes(t *testing.T) {
 	c := fake.NewClientset()
 	r := New(kubeclienttest.FromClientset(c), node, Options{})
 	for _, ctr := range []timeline.Container{
-		{Identity: container.Identity{ID: cid, Name: "ex-shell", Runtime: "docker"}},
+		{Identity: identity.Identity{ID: cid, Name: "ex-shell", Runtime: "docker"}},
 		{PidNS: 4026532180},
-		{Identity: container.Identity{Name: "half", Pod: "web-1"}}, // no namespace: not enough to address a Pod
+		{Identity: identity.Identity{Name: "half", Pod: "web-1"}}, // no namespace: not enough to address a Pod
 	} {
 		ep := stop("", timeline.OutcomeIgnoredByInit)
 		ep.Container = ctr

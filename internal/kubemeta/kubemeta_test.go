@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/timeline"
 )
@@ -99,7 +99,7 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	ep := timeline.Episode{Container: timeline.Container{Identity: container.Identity{Pod: "deleted", Namespace: "shop", Name: "app"}}, StopAt: stop, GracePeriod: 30 * time.Second}
+	ep := timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "deleted", Namespace: "shop", Name: "app"}}, StopAt: stop, GracePeriod: 30 * time.Second}
 	p.Annotate(&ep)
 	if ep.StopReason != ReasonDeleted || ep.GracePeriod != time.Second || len(ep.NotLearnt) != 0 {
 		t.Errorf("after the pod went: %s %v %v", ep.StopReason, ep.GracePeriod, ep.NotLearnt)
@@ -107,7 +107,7 @@ func TestExplain(t *testing.T) {
 
 	// Without an API server the episode says what it could not learn.
 	var none *Pods
-	ep = timeline.Episode{Container: timeline.Container{Identity: container.Identity{Pod: "web", Namespace: "shop", Name: "app"}}}
+	ep = timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "web", Namespace: "shop", Name: "app"}}}
 	none.Annotate(&ep)
 	if ep.StopReason != "" || len(ep.NotLearnt) != 1 {
 		t.Errorf("without an API server: %q %v", ep.StopReason, ep.NotLearnt)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -93,7 +93,7 @@ func (f *fleet) episodeAgent(agent string, w http.ResponseWriter, r *http.Reques
 	}
 	_ = json.NewEncoder(w).Encode([]timeline.Episode{{ID: 1, Node: "node-" + agent, Outcome: timeline.OutcomeIgnoredByInit,
 		Start: time.Now().Add(-time.Minute), Owner: &timeline.Owner{Kind: "Deployment", Name: "web"},
-		Container: timeline.Container{Identity: container.Identity{ID: agent + "-c", Name: "app", Namespace: "shop", Pod: "web-" + agent}}}})
+		Container: timeline.Container{Identity: identity.Identity{ID: agent + "-c", Name: "app", Namespace: "shop", Pod: "web-" + agent}}}})
 }
 
 // plugin runs kubectl-sigscope against the fleet and decodes its -o json.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/audit"
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -64,7 +64,7 @@ func TestTop(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	exit := func(outcome timeline.Outcome, owner *timeline.Owner, pod string, stop, dur time.Duration, status int) timeline.Episode {
 		return timeline.Episode{Outcome: outcome, Owner: owner, Node: "n1", Start: t0.Add(stop), StopAt: t0.Add(stop),
-			ExitAt: t0.Add(stop + dur), ExitStatus: status, Container: timeline.Container{Identity: container.Identity{Namespace: "shop", Pod: pod, Name: "app"}}}
+			ExitAt: t0.Add(stop + dur), ExitStatus: status, Container: timeline.Container{Identity: identity.Identity{Namespace: "shop", Pod: pod, Name: "app"}}}
 	}
 	web := &timeline.Owner{Kind: "Deployment", Name: "web"}
 	db := &timeline.Owner{Kind: "StatefulSet", Name: "db"}
@@ -177,7 +177,7 @@ func pagedAgent(node string, n int) http.Handler {
 		var eps []timeline.Episode
 		for id := lo; id < before; id++ {
 			eps = append(eps, timeline.Episode{ID: uint64(id), Node: node, Outcome: timeline.OutcomeGraceful,
-				Start: time.Unix(int64(id), 0), Container: timeline.Container{Identity: container.Identity{ID: fmt.Sprintf("%s-%d", node, id), Namespace: "shop", Pod: "web"}}})
+				Start: time.Unix(int64(id), 0), Container: timeline.Container{Identity: identity.Identity{ID: fmt.Sprintf("%s-%d", node, id), Namespace: "shop", Pod: "web"}}})
 		}
 		if lo > 1 {
 			w.Header().Set("Link", fmt.Sprintf(`<?before=%d&limit=2>; rel="next"`, lo))
@@ -239,10 +239,10 @@ func TestAuditTableRuntime(t *testing.T) {
 	agent := http.NewServeMux()
 	agent.HandleFunc("GET /api/v1/audit", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode([]audit.Result{
-			{Container: container.Summary{Identity: container.Identity{ID: "n1", Name: "web", Namespace: "shop", Pod: "web-1"}}, StopSignal: "SIGTERM", Catches: true,
+			{Container: identity.Summary{Identity: identity.Identity{ID: "n1", Name: "web", Namespace: "shop", Pod: "web-1"}}, StopSignal: "SIGTERM", Catches: true,
 				PID1: audit.PID1{PID: 11, Cmdline: []string{"node", "server.js"}, Runtime: "nodejs"}, Prediction: audit.IgnoredByInit,
 				Hint: "PID 1 (node): its SIGTERM handler is one-shot (SA_RESETHAND)"},
-			{Container: container.Summary{Identity: container.Identity{ID: "n2", Name: "side", Namespace: "shop", Pod: "web-1"}}, StopSignal: "SIGTERM",
+			{Container: identity.Summary{Identity: identity.Identity{ID: "n2", Name: "side", Namespace: "shop", Pod: "web-1"}}, StopSignal: "SIGTERM",
 				PID1: audit.PID1{PID: 12, Cmdline: []string{"/x"}, Runtime: "go\tjvm"}, Prediction: audit.Graceful},
 		})
 	})

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/log"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
@@ -23,7 +23,7 @@ func podEpisode() *timeline.Episode {
 	return &timeline.Episode{
 		ID:   42,
 		Node: "node-a",
-		Container: timeline.Container{PidNS: 4026532180, Identity: container.Identity{
+		Container: timeline.Container{PidNS: 4026532180, Identity: identity.Identity{
 			ID: "3d3243f7f97e" + strings.Repeat("0", 52), Name: "web", Image: "registry:5000/shop/web:1.2",
 			Runtime: "containerd", Pod: "web-7c5f5f4f-fvp82", Namespace: "shop", PodUID: "5f1c0a5e-8d1b-4b6e-9c2a-0d6f3a9e7b21"}},
 		Owner:       &timeline.Owner{Kind: "Deployment", Name: "web"},
@@ -124,7 +124,7 @@ func TestRecordAttributes(t *testing.T) {
 // A docker container with little known: only what the episode knows is set.
 func TestRecordOnlyKnown(t *testing.T) {
 	ep := &timeline.Episode{
-		Container: timeline.Container{PidNS: 1, Identity: container.Identity{ID: "abc", Name: "ex-trap", Image: "busybox", Runtime: "docker"}},
+		Container: timeline.Container{PidNS: 1, Identity: identity.Identity{ID: "abc", Name: "ex-trap", Image: "busybox", Runtime: "docker"}},
 		Main:      timeline.Proc{PID: 7, NsPID: 1, Comm: "sh"}, MainIsInit: true,
 		Outcome: timeline.OutcomeGraceful, Start: time.Unix(1, 0), StopSignal: sigvocab.SIGTERM,
 		StopAt: time.Unix(1, 0), ExitAt: time.Unix(2, 0),

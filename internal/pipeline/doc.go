@@ -8,5 +8,7 @@
 // It owns the order of things (resolve, then show the event, then feed the
 // engine; complete quiet episodes when the ring is drained; flush at the
 // end), not their rules: the fate of a signal is internal/sigvocab's, a
-// container's identity container's, an outcome timeline's.
+// container's identity container's (the type, container/identity's), an
+// outcome timeline's. Replay runs a recording through the engine as
+// `sigscope timeline -f` does, for the command and the tests.
 package pipeline

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -27,7 +28,7 @@ type Options struct {
 	// target and sender (nil unless Senders; see [About] for how to show
 	// them) before the engine does. The event is reused: copy what you keep. An error
 	// stops Run (tracer.ErrStop: stop without an error).
-	OnEvent func(e *tracer.Event, target, sender *container.Info) error
+	OnEvent func(e *tracer.Event, target, sender *identity.Info) error
 	// OnEpisodes, when not nil, gets the episodes as they complete. An
 	// error stops Run.
 	OnEpisodes func([]timeline.Episode) error
@@ -61,13 +62,13 @@ type Pipeline struct {
 type lookupMemo [memoSlots]struct {
 	gen  uint64 // the eventClock reading; 0: empty
 	key  container.Key
-	info *container.Info
+	info *identity.Info
 }
 
 const memoSlots = 4
 
 // lookup is r.LookupAt(p, now) through the memo.
-func (p *Pipeline) lookup(r *container.Resolver, proc *tracer.Process, now time.Time) *container.Info {
+func (p *Pipeline) lookup(r *container.Resolver, proc *tracer.Process, now time.Time) *identity.Info {
 	key := container.KeyOf(proc)
 	if key == (container.Key{}) {
 		return r.LookupAt(proc, now) // resolved from /proc each time: nothing to key it by
@@ -269,7 +270,7 @@ func (p *Pipeline) Handle(e *tracer.Event) error {
 	if p.err != nil {
 		return p.err
 	}
-	var target, sender *container.Info
+	var target, sender *identity.Info
 	if r := p.opts.Resolver; r != nil {
 		now := p.clock.at(e)
 		target = p.lookup(r, &e.Target, now)
@@ -301,7 +302,7 @@ func (p *Pipeline) Close() error { return p.t.Close() }
 // About is how an event is shown: the container it is about (its target's,
 // or its sender's when the target is on the host) and the other container,
 // only for a signal from one container to another.
-func About(target, sender *container.Info) (about, other *container.Info) {
+func About(target, sender *identity.Info) (about, other *identity.Info) {
 	switch {
 	case target == nil:
 		return sender, nil

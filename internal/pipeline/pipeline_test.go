@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -26,7 +26,7 @@ func TestPipelineStop(t *testing.T) {
 	p, err := New(Options{
 		Tracer:   tracer.Options{Signals: tracer.DefaultSignals},
 		Timeline: &timeline.Options{Settle: 100 * time.Millisecond},
-		OnEvent: func(e *tracer.Event, target, sender *container.Info) error {
+		OnEvent: func(e *tracer.Event, target, sender *identity.Info) error {
 			mu.Lock()
 			events++
 			mu.Unlock()
@@ -96,7 +96,7 @@ func TestPipelineEpisodeAtDeadline(t *testing.T) {
 	p, err := New(Options{
 		Tracer:   tracer.Options{Signals: tracer.DefaultSignals, PID: uint32(ns.PID)},
 		Timeline: &timeline.Options{Settle: 200 * time.Millisecond},
-		OnEvent: func(e *tracer.Event, _, _ *container.Info) error {
+		OnEvent: func(e *tracer.Event, _, _ *identity.Info) error {
 			if e.Kind == tracer.KindNSEmpty {
 				mu.Lock()
 				nsEmpty++

@@ -7,20 +7,18 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
+	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
-
-// hostPidNS is the inode of the initial pid namespace (PROC_PID_INIT_INO).
-const hostPidNS = 0xEFFFFFFC
 
 // AppendRecord writes one `trace -o json` line (docs/events.md): the event's
 // documented object, with a "container" key when the event is about a
 // container (see [About]) and a "sender_container" key when the sender is in
 // another container than that one.
-func AppendRecord(b []byte, e *tracer.Event, target, sender *container.Info) ([]byte, error) {
-	// Written by hand (tracer.Event.AppendJSON, container.Info.AppendJSON):
+func AppendRecord(b []byte, e *tracer.Event, target, sender *identity.Info) ([]byte, error) {
+	// Written by hand (tracer.Event.AppendJSON, identity.Info.AppendJSON):
 	// trace writes one line per signal, without allocating.
 	return appendContainers(e.AppendJSON(b), target, sender), nil
 }
@@ -35,13 +33,13 @@ type RecordEncoder struct {
 }
 
 // Append appends e's line, as AppendRecord does.
-func (r *RecordEncoder) Append(b []byte, e *tracer.Event, target, sender *container.Info) []byte {
+func (r *RecordEncoder) Append(b []byte, e *tracer.Event, target, sender *identity.Info) []byte {
 	return appendContainers(r.events.AppendEvent(b, e), target, sender)
 }
 
 // appendContainers turns the event object that ends b into the line: the
 // containers added (see [About]), and the newline.
-func appendContainers(b []byte, target, sender *container.Info) []byte {
+func appendContainers(b []byte, target, sender *identity.Info) []byte {
 	b = b[:len(b)-1] // the object without its closing brace
 	about, other := About(target, sender)
 	if about != nil {
@@ -89,14 +87,14 @@ type ReadStats struct {
 // whose target is in the host's pid namespace and whose sender is not: it
 // is then the sender's (a container signalling a host process). The first
 // invalid line ends it with a *RecordError; a cut-off last line is ignored.
-func ReadRecording(r io.Reader, fn func(e *tracer.Event, target, sender *container.Info) error) error {
+func ReadRecording(r io.Reader, fn func(e *tracer.Event, target, sender *identity.Info) error) error {
 	_, err := ReadRecordingWith(r, ReadOptions{}, fn)
 	return err
 }
 
 // ReadRecordingWith is ReadRecording with options, and says what it read.
 // An error of fn ends the read and is returned as is.
-func ReadRecordingWith(r io.Reader, opts ReadOptions, fn func(e *tracer.Event, target, sender *container.Info) error) (ReadStats, error) {
+func ReadRecordingWith(r io.Reader, opts ReadOptions, fn func(e *tracer.Event, target, sender *identity.Info) error) (ReadStats, error) {
 	var st ReadStats
 	br := bufio.NewReaderSize(r, 64<<10)
 	for line := 1; ; line++ {
@@ -109,7 +107,7 @@ func ReadRecordingWith(r io.Reader, opts ReadOptions, fn func(e *tracer.Event, t
 		}
 		var (
 			e              *tracer.Event
-			target, sender *container.Info
+			target, sender *identity.Info
 			perr           error
 		)
 		if tooLong {
@@ -142,6 +140,23 @@ func ReadRecordingWith(r io.Reader, opts ReadOptions, fn func(e *tracer.Event, t
 	}
 }
 
+// Replay runs a recording through the timeline engine e as `sigscope
+// timeline -f` does: each record's event with its target's container as the
+// recording names it, then, once the recording is read to its end, what the
+// engine still holds (e.Flush). fn gets the episodes as they complete; an
+// error of fn ends the replay and is returned as is. What was read, and the
+// errors of a bad recording, are ReadRecordingWith's. It is the one replay
+// of a recording: the command's, and the tests' (pipelinetest).
+func Replay(r io.Reader, opts ReadOptions, e *timeline.Engine, fn func([]timeline.Episode) error) (ReadStats, error) {
+	st, err := ReadRecordingWith(r, opts, func(ev *tracer.Event, target, _ *identity.Info) error {
+		return fn(e.Add(ev, target))
+	})
+	if err != nil {
+		return st, err
+	}
+	return st, fn(e.Flush())
+}
+
 // readLine reads one line without its newline; complete says it ended in
 // one. A line longer than MaxRecordLine is read to its end but not kept
 // (tooLong): memory stays bounded whatever the input.
@@ -167,7 +182,7 @@ func readLine(br *bufio.Reader) (text []byte, complete, tooLong bool, err error)
 }
 
 // parseRecord decodes one line; nil event for a blank line.
-func parseRecord(b []byte) (e *tracer.Event, target, sender *container.Info, err error) {
+func parseRecord(b []byte) (e *tracer.Event, target, sender *identity.Info, err error) {
 	text := strings.TrimSpace(string(b))
 	if text == "" {
 		return nil, nil, nil, nil
@@ -177,8 +192,8 @@ func parseRecord(b []byte) (e *tracer.Event, target, sender *container.Info, err
 		return nil, nil, nil, err
 	}
 	var extra struct {
-		Container       *container.Summary `json:"container"`
-		SenderContainer *container.Summary `json:"sender_container"`
+		Container       *identity.Summary `json:"container"`
+		SenderContainer *identity.Summary `json:"sender_container"`
 	}
 	if err := json.Unmarshal([]byte(text), &extra); err != nil {
 		return nil, nil, nil, err
@@ -190,7 +205,7 @@ func parseRecord(b []byte) (e *tracer.Event, target, sender *container.Info, err
 		sender = extra.SenderContainer.Info()
 	}
 	if e.Kind == tracer.KindGenerate && sender == nil && target != nil &&
-		e.Target.PidNS == hostPidNS && e.Sender.PidNS != hostPidNS {
+		e.Target.PidNS == sigvocab.HostPidNS && e.Sender.PidNS != sigvocab.HostPidNS {
 		target, sender = nil, target
 	}
 	return e, target, sender, nil

@@ -3,12 +3,16 @@ package pipeline
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/internal/sigvocab"
+	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -18,10 +22,10 @@ func TestRecordRoundTrip(t *testing.T) {
 	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Result: tracer.ResultIgnored,
 		Flags: tracer.FlagPID1Ignored | tracer.FlagNSInit, Time: time.Unix(1700000000, 5)}
 	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 1, 4026532177
-	c := &container.Info{Identity: container.Identity{ID: "abc123", Runtime: "docker", Name: "web\xff", Pod: "p", Namespace: "ns"}, StopSignal: tracer.SIGTERM, StopTimeout: 10, GracePeriod: 30}
+	c := &identity.Info{Identity: identity.Identity{ID: "abc123", Runtime: "docker", Name: "web\xff", Pod: "p", Namespace: "ns"}, StopSignal: tracer.SIGTERM, StopTimeout: 10, GracePeriod: 30}
 	var buf []byte
 	var err error
-	other := &container.Info{Identity: container.Identity{ID: "def456", Runtime: "docker", Name: "sidecar"}}
+	other := &identity.Info{Identity: identity.Identity{ID: "def456", Runtime: "docker", Name: "sidecar"}}
 	if buf, err = AppendRecord(buf, &e, c, other); err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +43,9 @@ func TestRecordRoundTrip(t *testing.T) {
 	if strings.Count(string(buf), `"container":`) != 1 {
 		t.Errorf("want exactly one container object: %s", buf)
 	}
-	var got []*container.Info
+	var got []*identity.Info
 	var events []tracer.Event
-	err = ReadRecording(bytes.NewReader(buf), func(ev *tracer.Event, ci, _ *container.Info) error {
+	err = ReadRecording(bytes.NewReader(buf), func(ev *tracer.Event, ci, _ *identity.Info) error {
 		events = append(events, *ev)
 		got = append(got, ci)
 		return nil
@@ -58,7 +62,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if ev := events[0]; ev.Flags != e.Flags || ev.Target.PidNS != e.Target.PidNS || !ev.Time.Equal(e.Time) {
 		t.Errorf("event read back as %+v", ev)
 	}
-	if err := ReadRecording(strings.NewReader("{not json\n"), func(_ *tracer.Event, _, _ *container.Info) error { return nil }); err == nil || !strings.Contains(err.Error(), "line 1") {
+	if err := ReadRecording(strings.NewReader("{not json\n"), func(_ *tracer.Event, _, _ *identity.Info) error { return nil }); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("bad line: %v", err)
 	}
 }
@@ -67,14 +71,14 @@ func TestRecordRoundTrip(t *testing.T) {
 // object is the sender's, and reads back as such.
 func TestRecordSenderOnly(t *testing.T) {
 	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Time: time.Unix(1700000000, 5)}
-	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 42, hostPidNS
+	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 42, sigvocab.HostPidNS
 	e.Sender.PID, e.Sender.NsPID, e.Sender.PidNS = 77, 3, 4026532177
-	c := &container.Info{Identity: container.Identity{ID: "abc123", Runtime: "docker", Name: "web"}, MainPID: 70}
+	c := &identity.Info{Identity: identity.Identity{ID: "abc123", Runtime: "docker", Name: "web"}, MainPID: 70}
 	buf, err := AppendRecord(nil, &e, nil, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = ReadRecording(bytes.NewReader(buf), func(_ *tracer.Event, target, sender *container.Info) error {
+	err = ReadRecording(bytes.NewReader(buf), func(_ *tracer.Event, target, sender *identity.Info) error {
 		if target != nil || sender == nil || sender.ID != "abc123" {
 			t.Errorf("target %+v sender %+v", target, sender)
 		}
@@ -93,8 +97,8 @@ func TestReadRecordingBadLines(t *testing.T) {
 	if _, _, _, err := parseRecord([]byte(good)); err != nil {
 		t.Fatalf("the good line does not parse: %v", err)
 	}
-	count := func(string) func(*tracer.Event, *container.Info, *container.Info) error {
-		return func(*tracer.Event, *container.Info, *container.Info) error { return nil }
+	count := func(string) func(*tracer.Event, *identity.Info, *identity.Info) error {
+		return func(*tracer.Event, *identity.Info, *identity.Info) error { return nil }
 	}
 	for _, tc := range []struct {
 		name, in  string
@@ -123,5 +127,40 @@ func TestReadRecordingBadLines(t *testing.T) {
 		case tc.skipped > 0 && (st.FirstSkipped == nil || st.FirstSkipped.Line != 2):
 			t.Errorf("%s: first skipped %+v, want line 2", tc.name, st.FirstSkipped)
 		}
+	}
+}
+
+// Replay hands over the episodes the records complete and, at a clean end,
+// those the engine still held; a bad line ends it without that flush, and
+// an error of fn is returned as is.
+func TestReplay(t *testing.T) {
+	rec, err := os.ReadFile(filepath.Join("..", "..", "timeline", "testdata", "streams", "catatonit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := func(in string, fn func([]timeline.Episode) error) (int, ReadStats, error) {
+		n := 0
+		st, err := Replay(strings.NewReader(in), ReadOptions{}, timeline.New(timeline.Options{}), func(eps []timeline.Episode) error {
+			n += len(eps)
+			return fn(eps)
+		})
+		return n, st, err
+	}
+	ok := func([]timeline.Episode) error { return nil }
+	if n, st, err := replay(string(rec), ok); err != nil || n != 1 || st.Records == 0 {
+		t.Errorf("catatonit: %d episodes, %+v, %v; want 1", n, st, err)
+	}
+	var rerr *RecordError
+	if n, _, err := replay(string(rec)+"not json\n", ok); !errors.As(err, &rerr) || n != 0 {
+		t.Errorf("a bad last line: %d episodes, %v; want none (no flush) and a RecordError", n, err)
+	}
+	stop := errors.New("stop")
+	if _, _, err := replay(string(rec), func(eps []timeline.Episode) error {
+		if len(eps) > 0 {
+			return stop
+		}
+		return nil
+	}); err != stop {
+		t.Errorf("fn's error came back as %v", err)
 	}
 }

@@ -1,14 +1,12 @@
-package pipeline
+package pipeline_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/langrt"
+	"github.com/sigscope/sigscope/internal/pipeline/pipelinetest"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -53,25 +51,7 @@ func TestRecordedStops(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			f, err := os.Open(filepath.Join("..", "..", "timeline", "testdata", "streams", c.file+".jsonl"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			e := timeline.New(timeline.Options{})
-			var eps []timeline.Episode
-			err = ReadRecording(f, func(ev *tracer.Event, target, _ *container.Info) error {
-				eps = append(eps, e.Add(ev, target)...)
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			eps = append(eps, e.Flush()...)
-			if len(eps) != 1 {
-				t.Fatalf("%d episodes, want 1: %+v", len(eps), eps)
-			}
-			ep := eps[0]
+			ep := replay(t, c.file)
 			forwards := 0
 			for _, s := range ep.Steps {
 				if s.Kind == timeline.StepForward {
@@ -91,26 +71,13 @@ func TestRecordedStops(t *testing.T) {
 	}
 }
 
-// replay reads a recorded stream through a fresh engine and returns its
-// only episode.
+// replay replays a recorded stream (pipeline.Replay, through a fresh
+// engine) and returns its only episode.
 func replay(t *testing.T, file string) timeline.Episode {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "timeline", "testdata", "streams", file+".jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	e := timeline.New(timeline.Options{})
-	var eps []timeline.Episode
-	if err := ReadRecording(f, func(ev *tracer.Event, target, _ *container.Info) error {
-		eps = append(eps, e.Add(ev, target)...)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	eps = append(eps, e.Flush()...)
+	eps := pipelinetest.StreamEpisodes(t, file+".jsonl")
 	if len(eps) != 1 {
-		t.Fatalf("%s: %d episodes, want 1", file, len(eps))
+		t.Fatalf("%s: %d episodes, want 1: %+v", file, len(eps), eps)
 	}
 	return eps[0]
 }

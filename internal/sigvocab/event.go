@@ -141,6 +141,11 @@ func (c Comm) String() string {
 	return string(c[:])
 }
 
+// HostPidNS is the inode of the host's (initial) pid namespace,
+// PROC_PID_INIT_INO in the kernel: the same constant on every kernel, so a
+// process of the host is recognisable from the event alone.
+const HostPidNS = 0xEFFFFFFC
+
 // Process identifies a task as the kernel saw it at the event.
 type Process struct {
 	PID        uint32 // host tgid

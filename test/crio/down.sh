@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stops the tests' CRI-O (internal/dockertest.EnsureCRIO leaves it running for
+# Stops the tests' CRI-O (internal/critest.EnsureCRIO leaves it running for
 # the next test binary), by its pid file and only while that pid is still
 # .cache/crio/bin/crio. Its storage stays (the images). Containers keep
 # running under conmon when CRI-O stops (it finds them again at its next

@@ -1,6 +1,6 @@
 // Package pipelinetest gives tests the episodes of sigscope's recorded
-// streams (timeline/testdata/streams): real stops, replayed through the
-// recording reader and the timeline engine as `sigscope timeline -f` would.
+// streams (timeline/testdata/streams): real stops, replayed as `sigscope
+// timeline -f` replays them (pipeline.Replay).
 // Only tests import it.
 package pipelinetest
 
@@ -10,10 +10,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/internal/pipeline"
 	"github.com/sigscope/sigscope/timeline"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // Streams are the recordings StreamEpisodes replays by default: a
@@ -35,16 +33,14 @@ func StreamEpisodes(tb testing.TB, names ...string) []timeline.Episode {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		e := timeline.New(timeline.Options{})
-		err = pipeline.ReadRecording(f, func(ev *tracer.Event, target, _ *container.Info) error {
-			eps = append(eps, e.Add(ev, target)...)
+		_, err = pipeline.Replay(f, pipeline.ReadOptions{}, timeline.New(timeline.Options{}), func(done []timeline.Episode) error {
+			eps = append(eps, done...)
 			return nil
 		})
 		_ = f.Close()
 		if err != nil {
-			tb.Fatal(err)
+			tb.Fatalf("%s: %v", name, err)
 		}
-		eps = append(eps, e.Flush()...)
 	}
 	if len(eps) == 0 {
 		tb.Fatal("the streams made no episode")

@@ -1,4 +1,4 @@
-package container
+package identity
 
 import (
 	"strconv"
@@ -36,7 +36,7 @@ func (i *Info) Summary() Summary {
 
 // Info returns the identity a Summary carries (labels are not part of it).
 func (s Summary) Info() *Info {
-	return &Info{Identity: s.Identity, StopSignal: parseStopSignal(s.StopSignal), StopTimeout: s.StopTimeout, GracePeriod: s.GracePeriod,
+	return &Info{Identity: s.Identity, StopSignal: ParseStopSignal(s.StopSignal), StopTimeout: s.StopTimeout, GracePeriod: s.GracePeriod,
 		MainPID: s.MainPID, MainRuntime: s.MainRuntime, Sandbox: s.Sandbox, PreStop: s.PreStop}
 }
 
@@ -128,4 +128,18 @@ func appendJSONInt(b []byte, key string, n int) []byte {
 		return b
 	}
 	return strconv.AppendInt(append(b, key...), int64(n), 10)
+}
+
+// ParseStopSignal reads a stop signal as runtimes configure it and Summary
+// writes it ("TERM", "15", "SIGTERM"); 0 (the runtime default, SIGTERM) for
+// "" or a name it cannot read.
+func ParseStopSignal(s string) sigvocab.Signal {
+	if s == "" {
+		return 0
+	}
+	sig, err := sigvocab.ParseSignal(s)
+	if err != nil {
+		return 0
+	}
+	return sig
 }

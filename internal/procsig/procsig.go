@@ -1,4 +1,4 @@
-package container
+package procsig
 
 import (
 	"errors"
@@ -188,7 +188,7 @@ func NeedsPtrace(err error) error {
 
 func procDir(procRoot string, pid int) string {
 	if procRoot == "" {
-		procRoot = DefaultProcRoot
+		procRoot = "/proc"
 	}
 	return filepath.Join(procRoot, strconv.Itoa(pid))
 }

@@ -1,4 +1,4 @@
-package dockertest
+package critest
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/sigscope/sigscope/internal/dockertest"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -49,24 +50,24 @@ type CRI struct {
 func EnsureCRI(t testing.TB) *CRI {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	d := EnsureDaemon(t) // for containerd, runc, and the images
-	unlock, err := lockFile(lockPath)
+	d := dockertest.EnsureDaemon(t) // for containerd, runc, and the images
+	unlock, err := dockertest.Lock()
 	if err != nil {
-		t.Fatalf("dockertest: %v", err)
+		t.Fatalf("critest: %v", err)
 	}
 	defer unlock()
 	if ctr("version") != nil {
 		if _, err := exec.LookPath("containerd"); err != nil {
-			aptInstall(t, "containerd")
+			dockertest.AptInstall(t, "containerd")
 		}
 		start := time.Now()
 		if err := startContainerd(); err != nil {
-			t.Fatalf("dockertest: %v", err)
+			t.Fatalf("critest: %v", err)
 		}
-		t.Logf("dockertest: containerd (CRI) answered after %v", time.Since(start).Round(time.Millisecond))
+		t.Logf("critest: containerd (CRI) answered after %v", time.Since(start).Round(time.Millisecond))
 	}
 	if !hasImage(PauseImage) {
-		BuildBusyboxImage(t, "sigscope-pause:latest", `CMD ["sleep", "2147483647"]`)
+		dockertest.BuildBusyboxImage(t, "sigscope-pause:latest", `CMD ["sleep", "2147483647"]`)
 		importImage(t, d, "sigscope-pause:latest")
 	}
 	conn, err := grpc.NewClient("unix://"+CRISocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -91,12 +92,12 @@ func hasImage(ref string) bool {
 }
 
 // importImage copies a Docker image into containerd's Kubernetes namespace.
-func importImage(t testing.TB, d *Daemon, tag string) {
+func importImage(t testing.TB, d *dockertest.Daemon, tag string) {
 	t.Helper()
 	tar := filepath.Join(t.TempDir(), "image.tar")
 	d.Docker(t, "save", "--output", tar, tag)
 	if err := ctr("-n", "k8s.io", "images", "import", tar); err != nil {
-		t.Fatalf("dockertest: %v", err)
+		t.Fatalf("critest: %v", err)
 	}
 }
 
@@ -104,11 +105,11 @@ func importImage(t testing.TB, d *Daemon, tag string) {
 // to CRI containers as docker.io/library/<tag>, the name it is returned as.
 func (c *CRI) ImportImage(t testing.TB, tag, extraDockerfileLines string) string {
 	t.Helper()
-	BuildBusyboxImage(t, tag, extraDockerfileLines)
+	dockertest.BuildBusyboxImage(t, tag, extraDockerfileLines)
 	if c.load != nil {
 		c.load(t, tag)
 	} else {
-		importImage(t, EnsureDaemon(t), tag)
+		importImage(t, dockertest.EnsureDaemon(t), tag)
 	}
 	return "docker.io/library/" + tag
 }
@@ -134,7 +135,7 @@ state = %q
 	if err := os.WriteFile(config, []byte(toml), 0o600); err != nil {
 		return err
 	}
-	return startDaemonWait("containerd", CRISocket, "", 30*time.Second, func() error { return ctr("version") },
+	return dockertest.StartDaemonWait("containerd", CRISocket, "", 30*time.Second, func() error { return ctr("version") },
 		"containerd", "--config", config)
 }
 

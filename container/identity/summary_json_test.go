@@ -1,4 +1,4 @@
-package container
+package identity
 
 import (
 	"bytes"
@@ -31,20 +31,20 @@ func TestSummaryAppendJSON(t *testing.T) {
 	id := "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c"
 	for _, i := range []*Info{
 		{},
-		{Identity: Identity{ID: id, Runtime: RuntimeDocker}},
-		{Identity: Identity{ID: id, Runtime: RuntimeContainerd, Name: "web", Image: "registry.example.com/team/web:1.24.3", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default"}, MainPID: 28619, GracePeriod: 30, StopSignal: sigvocab.SIGTERM,
+		{Identity: Identity{ID: id, Runtime: "docker"}},
+		{Identity: Identity{ID: id, Runtime: "containerd", Name: "web", Image: "registry.example.com/team/web:1.24.3", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default"}, MainPID: 28619, GracePeriod: 30, StopSignal: sigvocab.SIGTERM,
 			PreStop: &Hook{Kind: "exec", Command: []string{"/bin/sh", "-c", "sleep 5 && nginx -s quit"}}},
-		{Identity: Identity{ID: id, Runtime: RuntimeCRIO, Name: SandboxName}, Sandbox: true, StopTimeout: -1, MainPID: -5,
+		{Identity: Identity{ID: id, Runtime: "cri-o", Name: "POD"}, Sandbox: true, StopTimeout: -1, MainPID: -5,
 			StopSignal: 34 + 3, PreStop: &Hook{Kind: "http", URL: "/quit?<a>&b\xff", Seconds: 3, Command: []string{}}},
 		{Identity: Identity{ID: "bad\xff\"id", Runtime: "run\u2028time", Name: "web\xff\x1b[2J", Image: "\xed\xa0\x80", Pod: "<pod>", Namespace: "n\u2029s"}, StopSignal: 200, PreStop: &Hook{Kind: "k\xfe", Command: []string{"", "\x00"}}},
-		{Identity: Identity{ID: id, Runtime: RuntimePodman}, StopSignal: -3, PreStop: &Hook{Kind: "sleep", Seconds: 7}},
+		{Identity: Identity{ID: id, Runtime: "podman"}, StopSignal: -3, PreStop: &Hook{Kind: "sleep", Seconds: 7}},
 	} {
 		checkSummaryJSON(t, i)
 	}
 }
 
 func TestSummaryAppendJSONAllocatesNothing(t *testing.T) {
-	i := &Info{Identity: Identity{ID: "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", Runtime: RuntimeContainerd, Name: "web", Image: "nginx:1.27", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default"}, MainPID: 28619,
+	i := &Info{Identity: Identity{ID: "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", Runtime: "containerd", Name: "web", Image: "nginx:1.27", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default"}, MainPID: 28619,
 		GracePeriod: 30, StopSignal: sigvocab.Signal(34 + 3), PreStop: &Hook{Kind: "exec", Command: []string{"sleep", "5"}}}
 	buf := make([]byte, 0, 1024)
 	if n := testing.AllocsPerRun(100, func() { buf = i.AppendJSON(buf[:0]) }); n != 0 {

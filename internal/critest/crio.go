@@ -1,4 +1,4 @@
-package dockertest
+package critest
 
 import (
 	"context"
@@ -7,9 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/sigscope/sigscope/internal/dockertest"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -51,30 +50,30 @@ var crioStore = fmt.Sprintf("[vfs@%s+%s]", filepath.Join(crioRoot, "storage"), f
 func EnsureCRIO(t testing.TB) *CRI {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	d := EnsureDaemon(t) // the images are built by Docker
-	unlock, err := lockFile(lockPath)
+	d := dockertest.EnsureDaemon(t) // the images are built by Docker
+	unlock, err := dockertest.Lock()
 	if err != nil {
-		t.Fatalf("dockertest: %v", err)
+		t.Fatalf("critest: %v", err)
 	}
 	defer unlock()
 	if crioVersion() != nil {
 		bin := buildCRIO(t)
 		start := time.Now()
 		if err := startCRIO(bin); err != nil {
-			t.Fatalf("dockertest: %v", err)
+			t.Fatalf("critest: %v", err)
 		}
-		t.Logf("dockertest: CRI-O answered after %v", time.Since(start).Round(time.Millisecond))
+		t.Logf("critest: CRI-O answered after %v", time.Since(start).Round(time.Millisecond))
 	}
 	if !crioHasImage(t, CRIOPauseImage) {
 		dir := t.TempDir()
 		data, err := os.ReadFile(filepath.Join(buildCRIO(t), "pause"))
 		if err != nil {
-			t.Fatalf("dockertest: %v", err)
+			t.Fatalf("critest: %v", err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "pause"), data, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		BuildBusyboxImageWith(t, "sigscope-crio-pause:latest", dir, "COPY pause /pause\nCMD [\"/pause\"]")
+		dockertest.BuildBusyboxImageWith(t, "sigscope-crio-pause:latest", dir, "COPY pause /pause\nCMD [\"/pause\"]")
 		loadCRIO(t, d, "sigscope-crio-pause:latest")
 	}
 	conn, err := grpc.NewClient("unix://"+CRIOSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -83,7 +82,7 @@ func EnsureCRIO(t testing.TB) *CRI {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return &CRI{Socket: CRIOSocket, conn: conn, RT: runtimeapi.NewRuntimeServiceClient(conn),
-		load: func(t testing.TB, tag string) { loadCRIO(t, EnsureDaemon(t), tag) }}
+		load: func(t testing.TB, tag string) { loadCRIO(t, dockertest.EnsureDaemon(t), tag) }}
 }
 
 // crioVersion asks CRIOSocket who it is; an error when nothing answers or
@@ -114,9 +113,9 @@ func crioVersion() error {
 // pause.
 func buildCRIO(t testing.TB) string {
 	t.Helper()
-	root, err := repoRoot()
+	root, err := dockertest.RepoRoot()
 	if err != nil {
-		t.Fatalf("dockertest: %v", err)
+		t.Fatalf("critest: %v", err)
 	}
 	start := time.Now()
 	cmd := exec.Command(filepath.Join(root, "test", "crio", "build.sh"))
@@ -124,10 +123,10 @@ func buildCRIO(t testing.TB) string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("dockertest: test/crio/build.sh: %v\n%s", err, stderr.String())
+		t.Fatalf("critest: test/crio/build.sh: %v\n%s", err, stderr.String())
 	}
 	if s := stderr.String(); s != "" {
-		t.Logf("dockertest: test/crio/build.sh (%v):\n%s", time.Since(start).Round(time.Second), s)
+		t.Logf("critest: test/crio/build.sh (%v):\n%s", time.Since(start).Round(time.Second), s)
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -179,47 +178,8 @@ func startCRIO(bin string) error {
 		return err
 	}
 	// --config-dir: an empty one, not /etc/crio/crio.conf.d.
-	return startDaemonWait("crio", CRIOSocket, crioPID, 60*time.Second, crioVersion,
+	return dockertest.StartDaemonWait("crio", CRIOSocket, crioPID, 60*time.Second, crioVersion,
 		filepath.Join(bin, "crio"), "--config", config, "--config-dir", filepath.Join(crioRoot, "conf.d"))
-}
-
-// startDaemonWait starts argv as a daemon in a session of its own, its
-// output appended to /tmp/sigscope-NAME.log and its pid written to
-// pidFile (unless ""), and waits until ready succeeds: at most timeout,
-// and not once the daemon has exited.
-func startDaemonWait(name, socket, pidFile string, timeout time.Duration, ready func() error, argv ...string) error {
-	log := filepath.Join(os.TempDir(), "sigscope-"+name+".log")
-	logf, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	closeInheritedFiles()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", name, err)
-	}
-	if pidFile != "" {
-		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
-			return err
-		}
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(timeout)
-	for ready() != nil {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("%s exited early (%v); log: %s\n%s", name, err, log, tail(log))
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer on %s within %v; log: %s\n%s", name, socket, timeout, log, tail(log))
-		}
-	}
-	return nil
 }
 
 // crioConfig is the whole configuration: every path CRI-O would otherwise
@@ -309,10 +269,10 @@ func crioHasImage(t testing.TB, ref string) bool {
 // to containers-storage (CRI-O cannot import, and no registry is reachable
 // to pull from). containers/storage's locks let skopeo write while CRI-O
 // runs, and CRI-O sees the image at its next look.
-func loadCRIO(t testing.TB, d *Daemon, tag string) {
+func loadCRIO(t testing.TB, d *dockertest.Daemon, tag string) {
 	t.Helper()
 	if _, err := exec.LookPath("skopeo"); err != nil {
-		aptInstall(t, "skopeo")
+		dockertest.AptInstall(t, "skopeo")
 	}
 	tar := filepath.Join(t.TempDir(), "image.tar")
 	d.Docker(t, "save", "--output", tar, tag)
@@ -320,7 +280,7 @@ func loadCRIO(t testing.TB, d *Daemon, tag string) {
 	policy := filepath.Join(crioRoot, "policy.json")
 	out, err := exec.Command("skopeo", "--policy", policy, "copy", "--quiet", "docker-archive:"+tar, dst).CombinedOutput()
 	if err != nil {
-		t.Fatalf("dockertest: skopeo copy to %s: %v\n%s", dst, err, out)
+		t.Fatalf("critest: skopeo copy to %s: %v\n%s", dst, err, out)
 	}
 }
 
