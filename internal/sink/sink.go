@@ -81,7 +81,11 @@ type Sink[T any] struct {
 	opts Options[T]
 	log  *slog.Logger
 
-	mu      sync.Mutex // guards queue, closed, started and drain
+	mu sync.Mutex // guards hand, queue, closed, started and drain
+	// hand is the batch being sent: the worker's, outside the queue, so
+	// that newer items never push it out. An item added to an empty sink
+	// is put there at once, for its first try whenever the worker comes.
+	hand    []T
 	queue   ring[T]
 	closed  bool        // no more items: Close was called or Run's ctx ended
 	started bool        // a worker runs or ran: Run's, or Close's in its place
@@ -158,10 +162,15 @@ func (s *Sink[T]) Add(item T) {
 		return
 	}
 	s.queued.Add(int64(n))
-	if s.queue.full() {
+	switch {
+	case len(s.hand) == 0 && s.queue.n == 0:
+		s.hand = append(s.hand, item)
+	case s.queue.full():
 		s.dropLocked(s.queue.popFront(1))
+		fallthrough
+	default:
+		s.queue.pushBack(item)
 	}
-	s.queue.pushBack(item)
 	s.mu.Unlock()
 	s.signal()
 }
@@ -232,21 +241,20 @@ func (s *Sink[T]) work() {
 	timer := time.NewTimer(time.Hour) // one timer for every wait
 	timer.Stop()
 	var (
-		held     []T       // KeepFailed: what failed last, tried before the queue
 		outage   time.Time // when the run of transient failures began
 		failures int       // in that run
 	)
 	for {
-		batch := held
-		held = nil
+		batch := s.take()
 		if batch == nil {
-			if batch = s.take(); batch == nil {
-				return
-			}
+			return
 		}
 		done, err := s.opts.Send(s.ctx, batch)
 		s.count(done)
 		if err == nil {
+			s.mu.Lock()
+			s.hand = nil
+			s.mu.Unlock()
 			if !outage.IsZero() {
 				s.logf(s.opts.Log.UpLevel, s.opts.Log.Up, "after", time.Since(outage).Round(time.Millisecond),
 					"failures", failures, "queued", s.Queued(), "dropped_total", s.Dropped())
@@ -257,7 +265,10 @@ func (s *Sink[T]) work() {
 		}
 		rest := s.unfinished(batch)
 		if s.ctx.Err() != nil { // the drain gave up: counted by finish
-			s.drop(rest)
+			s.mu.Lock()
+			s.hand = nil
+			s.dropLocked(rest)
+			s.mu.Unlock()
 			continue
 		}
 		s.retries.Add(1)
@@ -268,8 +279,7 @@ func (s *Sink[T]) work() {
 		} else {
 			s.logf(slog.LevelDebug, s.opts.Log.Again, "queued", s.Queued(), "failures", failures, "error", err)
 		}
-		var ok bool
-		if held, ok = s.retryLater(rest); !ok {
+		if !s.retryLater(rest) {
 			continue // closing: no waiting, each item had its last try
 		}
 		var floor time.Duration
@@ -285,14 +295,17 @@ func (s *Sink[T]) work() {
 	}
 }
 
-// take waits for the oldest items, up to a batch; nil once closed and empty.
+// take waits for the next batch: what is in hand, then the oldest queued,
+// up to BatchSize; nil once closed and empty.
 func (s *Sink[T]) take() []T {
 	for {
 		s.mu.Lock()
-		batch := s.queue.popFront(s.opts.BatchSize)
-		closed := s.closed
+		if n := s.opts.BatchSize - len(s.hand); n > 0 {
+			s.hand = append(s.hand, s.queue.popFront(n)...)
+		}
+		batch, closed := s.hand, s.closed
 		s.mu.Unlock()
-		if batch != nil || closed {
+		if len(batch) > 0 || closed {
 			return batch
 		}
 		<-s.wake
@@ -317,32 +330,28 @@ func (s *Sink[T]) unfinished(batch []T) []T {
 	return rest
 }
 
-// retryLater keeps rest for another try after a transient failure: held by
-// the worker (KeepFailed), or back at the queue's head, as much of it as
-// fits (its oldest dropped when the queue filled meanwhile). Closing: rest
-// is dropped instead, and ok is false.
-func (s *Sink[T]) retryLater(rest []T) (held []T, ok bool) {
+// retryLater keeps rest for another try after a transient failure: in
+// hand (KeepFailed), or back at the queue's head, as much of it as fits
+// (its oldest dropped when the queue filled meanwhile). Closing: rest is
+// dropped instead, and false returned.
+func (s *Sink[T]) retryLater(rest []T) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.hand = nil
 	if s.closed {
 		s.dropLocked(rest)
-		return nil, false
+		return false
 	}
 	if s.opts.KeepFailed {
-		return rest, true
+		s.hand = rest
+		return true
 	}
 	if room := len(s.queue.items) - s.queue.n; len(rest) > room {
 		s.dropLocked(rest[:len(rest)-room])
 		rest = rest[len(rest)-room:]
 	}
 	s.queue.pushFront(rest)
-	return nil, true
-}
-
-func (s *Sink[T]) drop(items []T) {
-	s.mu.Lock()
-	s.dropLocked(items)
-	s.mu.Unlock()
+	return true
 }
 
 // dropLocked counts items' units lost unsent.
