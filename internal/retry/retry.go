@@ -1,6 +1,3 @@
-// Package retry is the wait between tries of the agent's senders
-// (Kubernetes Events, OTLP logs): one backoff, so that they back off alike.
-// It owns the arithmetic only; each sender keeps its own queue and timer.
 package retry
 
 import (

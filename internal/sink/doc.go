@@ -6,8 +6,10 @@
 // It owns what the outputs have in common, so that they lose, retry and
 // count alike:
 //
-//   - a bounded queue: past [Options.QueueSize] the oldest item is dropped
-//     and counted (the newest stops are the ones someone is looking for);
+//   - a bounded queue: past [Options.QueueSize] the oldest item waiting is
+//     dropped and counted (the newest stops are the ones someone is
+//     looking for), never the batch being sent, which is outside the
+//     queue from the moment it is added to an empty sink;
 //   - one worker ([Sink.Run], under the agent's errgroup), which sends up
 //     to [Options.BatchSize] items at a time, oldest first;
 //   - after a transient failure, a wait from internal/retry's backoff
