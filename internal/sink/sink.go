@@ -24,7 +24,7 @@ const (
 // Options configures a [Sink] of items of type T.
 type Options[T any] struct {
 	// QueueSize bounds the items waiting, besides the ones being sent;
-	// past it the oldest is dropped. It must be at least 1.
+	// past it the oldest is dropped. 0 is taken as 1.
 	QueueSize int
 	// BatchSize bounds the items of one Send. 0 means 1.
 	BatchSize int
@@ -305,8 +305,11 @@ func (s *Sink[T]) take() []T {
 		}
 		batch, closed := s.hand, s.closed
 		s.mu.Unlock()
-		if len(batch) > 0 || closed {
+		if len(batch) > 0 {
 			return batch
+		}
+		if closed {
+			return nil
 		}
 		<-s.wake
 	}
@@ -342,7 +345,7 @@ func (s *Sink[T]) retryLater(rest []T) bool {
 		s.dropLocked(rest)
 		return false
 	}
-	if s.opts.KeepFailed {
+	if s.opts.KeepFailed && len(rest) > 0 {
 		s.hand = rest
 		return true
 	}
