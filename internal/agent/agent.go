@@ -93,11 +93,11 @@ type Options struct {
 
 // Agent is one node's sigscope.
 //
-// Its goroutines form one tree: New starts the resolver's cgroup watch and,
-// with KubeEvents, the Events sender; Run starts the rest (the HTTP
-// servers, the pod informers, the tracer's reader, the audit loop) in one
-// errgroup whose context ends on every way out of Run. Run returns once
-// all of them have; Close stops Run and releases what New started.
+// Its goroutines form one tree: New starts the resolver's cgroup watch;
+// Run starts the rest (the outputs' workers, the HTTP servers, the pod
+// informers, the tracer's reader, the audit loop) in one errgroup whose
+// context ends on every way out of Run. Run returns once all of them have;
+// Close stops Run and releases what New started.
 type Agent struct {
 	opts     Options
 	log      *slog.Logger
@@ -105,16 +105,15 @@ type Agent struct {
 	resolver *container.Resolver
 	exp      *exporter.Exporter
 	reg      *prometheus.Registry
-	events   *kubeevents.Recorder
 	pods     *kubemeta.Pods // why containers were stopped; nil without a Kubernetes client
 	started  time.Time
 
 	ring  *episodeRing
 	audit auditState
-	// sinks take every completed episode once it is numbered, on the
-	// tracer's goroutine: what leaves the agent (the node journal, OTLP
-	// logs). Each queues and returns; release closes them, in order.
-	sinks []episodeSink
+	// outputs take every completed episode once it is numbered, on the
+	// tracer's goroutine, after the API's ring and the metrics: what
+	// leaves the agent.
+	outputs []output
 
 	statsFn atomic.Pointer[func() (tracer.Stats, error)]
 	// engineStats is a copy of the timeline engine's counters, for
@@ -129,21 +128,21 @@ type Agent struct {
 	closeOnce sync.Once
 }
 
-// episodeSink is where completed episodes go besides the API's ring, the
-// metrics and Events.
-type episodeSink interface {
-	// ObserveEpisode takes one numbered episode. It must not block the
-	// tracer: a sink that writes or sends queues and returns.
+// output is where completed episodes leave the agent: the node journal
+// (journal), Kubernetes Events (kubeevents), OpenTelemetry logs (otlplog).
+// Each is a sink.Sink: a bounded queue, one worker, its counts.
+type output interface {
+	// ObserveEpisode takes one numbered episode. It never blocks the
+	// tracer: it queues and returns.
 	ObserveEpisode(ep *timeline.Episode)
-	// Close flushes what is queued, within the sink's own bound, and
-	// releases it.
+	// Run is the output's worker: it sends what is queued until ctx
+	// ends, then what is left once more, within the output's own bound.
+	Run(ctx context.Context)
+	// Close releases the output, after Run has returned; one never run
+	// first gives what is queued its last try.
 	Close() error
-}
-
-// lineSink is a sink that takes an episode as the JSON line the ring
-// encoded for the API (the journal): one encoding for both.
-type lineSink interface {
-	ObserveLine(id uint64, line []byte)
+	// Its metrics exist only when the output is on.
+	prometheus.Collector
 }
 
 // ErrClosed is Run's error on an agent already closed or already run.
@@ -186,7 +185,7 @@ func New(opts Options) (*Agent, error) {
 		}
 		ld := j.Loaded()
 		a.ring.load(ld.Episodes, ld.LastID, ld.Lines)
-		a.sinks = append(a.sinks, j)
+		a.outputs = append(a.outputs, j)
 	}
 	a.resolver = container.NewResolver(container.Options{ProcRoot: opts.ProcRoot, Logger: opts.Logger,
 		DockerSocket: opts.DockerSocket, CRISockets: opts.CRISockets})
@@ -212,14 +211,8 @@ func New(opts Options) (*Agent, error) {
 	goc := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}))
 	a.reg.MustRegister(a.exp, goc, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, s := range a.sinks {
-		if c, ok := s.(prometheus.Collector); ok {
-			a.reg.MustRegister(c) // sigscope_journal_*: only with --journal-dir
-		}
-	}
 	if opts.KubeEvents {
-		a.events = kubeevents.New(opts.KubeClient, opts.NodeName, kubeevents.Options{Logger: opts.Logger})
-		a.reg.MustRegister(a.events) // sigscope_kube_events_*: only with --kube-events
+		a.outputs = append(a.outputs, kubeevents.New(opts.KubeClient, opts.NodeName, kubeevents.Options{Logger: opts.Logger}))
 		a.pods = kubemeta.New(opts.KubeClient, opts.NodeName, opts.Logger)
 	}
 	if opts.OTLP != nil {
@@ -230,8 +223,12 @@ func New(opts Options) (*Agent, error) {
 			a.release()
 			return nil, fmt.Errorf("otlp logs: %w", err)
 		}
-		a.sinks = append(a.sinks, s)
-		a.reg.MustRegister(s) // sigscope_otlp_log_*: only with OTLP
+		a.outputs = append(a.outputs, s)
+	}
+	for _, o := range a.outputs {
+		// sigscope_journal_*, sigscope_kube_events_*, sigscope_otlp_log_*:
+		// each only with its output.
+		a.reg.MustRegister(o)
 	}
 	return a, nil
 }
@@ -257,6 +254,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stop()
 
 	g, gctx := errgroup.WithContext(ctx)
+	// The outputs' workers stop once nothing more can come: after the
+	// tracer's reader has returned, its last act being to complete the
+	// open episodes. Each then drains within its own bound, while the HTTP
+	// servers shut down.
+	octx, endOutputs := context.WithCancel(context.WithoutCancel(ctx))
+	for _, o := range a.outputs {
+		g.Go(func() error { o.Run(octx); return nil })
+	}
 	a.serveHTTP(gctx, g)
 	if a.pods != nil {
 		g.Go(func() error { a.pods.Run(gctx); return nil })
@@ -265,6 +270,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	p, err := a.newPipeline()
 	if err != nil {
 		stop()
+		endOutputs()
 		if werr := g.Wait(); werr != nil {
 			return errors.Join(err, werr)
 		}
@@ -275,6 +281,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer p.Close()
 	if gctx.Err() != nil {
 		// A server failed, or ctx ended, while the programs loaded.
+		endOutputs()
 		return g.Wait()
 	}
 	t := p.Tracer()
@@ -287,6 +294,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error {
 		// The reader returns when gctx ends, or on its own (a callback's
 		// error): either way everything else stops with it.
+		defer endOutputs()
 		defer stop()
 		return p.Run(gctx)
 	})
@@ -321,7 +329,7 @@ func (a *Agent) newPipeline() (*pipeline.Pipeline, error) {
 
 // Close stops a running Run and waits until it has returned, then releases
 // what New started (the resolver's watch and runtime connections, the
-// Events sender). It is idempotent, and safe before, during and after Run.
+// outputs). It is idempotent, and safe before, during and after Run.
 func (a *Agent) Close() error {
 	a.life.Lock()
 	a.closed = true
@@ -344,17 +352,15 @@ func (a *Agent) Close() error {
 func (a *Agent) release() {
 	a.closeOnce.Do(func() {
 		a.closeAudits()
-		// The Events sender and the sinks flush at once, each within its
-		// own bound (Events 3 s, OTLP 4 s, the journal a local write):
-		// one after the other they could outlast the pod's 10 s grace.
+		// The outputs drained as Run ended; an agent never run has them
+		// drain here, at once, each within its own bound (3 s, OTLP 4 s
+		// with its connections' shutdown): one after the other they
+		// could outlast the pod's 10 s grace.
 		var wg sync.WaitGroup
-		if a.events != nil {
-			wg.Go(func() { _ = a.events.Close() })
-		}
-		for _, s := range a.sinks {
+		for _, o := range a.outputs {
 			wg.Go(func() {
-				if err := s.Close(); err != nil {
-					a.log.Warn("closing an episode sink", "error", err)
+				if err := o.Close(); err != nil {
+					a.log.Warn("closing an output", "error", err)
 				}
 			})
 		}
@@ -372,23 +378,17 @@ func (a *Agent) annotate(ep *timeline.Episode) {
 	a.pods.Annotate(ep)
 }
 
-// complete records finished episodes: metrics, the API's ring, Events.
+// complete records finished episodes: the API's ring numbers them, then
+// the metrics and each output take them.
 func (a *Agent) complete(eps []timeline.Episode) {
 	if len(eps) == 0 {
 		return
 	}
-	lines := a.ring.add(eps, a.opts.NodeName)
+	a.ring.add(eps, a.opts.NodeName)
 	for i := range eps {
 		a.exp.ObserveEpisode(&eps[i])
-		if a.events != nil {
-			a.events.ObserveEpisode(&eps[i])
-		}
-		for _, s := range a.sinks {
-			if ls, ok := s.(lineSink); ok && lines[i] != nil {
-				ls.ObserveLine(eps[i].ID, lines[i])
-				continue
-			}
-			s.ObserveEpisode(&eps[i])
+		for _, o := range a.outputs {
+			o.ObserveEpisode(&eps[i])
 		}
 	}
 }

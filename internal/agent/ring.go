@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
-	"github.com/sigscope/sigscope/internal/journal"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -15,14 +14,14 @@ import (
 // numbers them. Its own lock: the tracer's goroutine adds while HTTP
 // handlers and scrapes read.
 //
-// Each episode is kept with its JSON, encoded once as it enters (the line
-// the journal writes too): fifty clients reading the whole ring used to
+// Each episode is kept with its JSON, encoded once as it enters
+// (apiv1.EpisodeLine): fifty clients reading the whole ring used to
 // encode it fifty times at once, 1000 episodes into a buffer each, which
 // was most of the agent's peak memory under load (docs/benchmarks.md).
 type episodeRing struct {
 	mu       sync.Mutex
 	episodes []timeline.Episode // oldest first once full
-	lines    [][]byte           // episodes[i]'s journal.Encode; nil if it failed
+	lines    [][]byte           // episodes[i]'s apiv1.EpisodeLine; nil if it failed
 	next     int
 	full     bool
 	seq      uint64    // the last episode's ID
@@ -35,26 +34,22 @@ func newEpisodeRing(capacity int) *episodeRing {
 }
 
 // add numbers eps (their IDs and node are set in place) and keeps them,
-// pushing the oldest out. It returns each one's line (nil where encoding
-// failed), for the journal.
-func (r *episodeRing) add(eps []timeline.Episode, node string) [][]byte {
+// pushing the oldest out.
+func (r *episodeRing) add(eps []timeline.Episode, node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	lines := make([][]byte, len(eps))
 	for i := range eps {
 		r.seq++
 		eps[i].ID, eps[i].Node = r.seq, node
 		if old := &r.episodes[r.next]; r.full && old.Start.After(r.evicted) {
 			r.evicted = old.Start
 		}
-		lines[i] = encodeLine(&eps[i])
-		r.episodes[r.next], r.lines[r.next] = eps[i], lines[i]
+		r.episodes[r.next], r.lines[r.next] = eps[i], encodeLine(&eps[i])
 		r.next = (r.next + 1) % len(r.episodes)
 		if r.next == 0 {
 			r.full = true
 		}
 	}
-	return lines
 }
 
 // load fills the ring with episodes read back from the journal, oldest
@@ -115,7 +110,7 @@ func (r *episodeRing) matching(f *episodeFilter, limit int) (lines [][]byte, old
 		if r.lines[i] == nil {
 			// Encoding failed as it entered: try again, to answer the
 			// error rather than leave the episode out.
-			if r.lines[i], err = journal.Encode(ep); err != nil {
+			if r.lines[i], err = apiv1.EpisodeLine(ep); err != nil {
 				return nil, 0, false, fmt.Errorf("episode %d: %w", ep.ID, err)
 			}
 		}

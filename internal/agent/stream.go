@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/sigscope/sigscope/internal/journal"
+	"github.com/sigscope/sigscope/agent/apiv1"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -18,10 +18,11 @@ const streamBuffer = 32 << 10
 
 var streamBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, streamBuffer) }}
 
-// encodeLine is ep's journal line (journal.Encode), nil when it cannot be
-// encoded: matching encodes it again and answers the error then.
+// encodeLine is ep's line as the API writes it (apiv1.EpisodeLine), nil
+// when it cannot be encoded: matching encodes it again and answers the
+// error then.
 func encodeLine(ep *timeline.Episode) []byte {
-	line, err := journal.Encode(ep)
+	line, err := apiv1.EpisodeLine(ep)
 	if err != nil {
 		slog.Default().Warn("an episode cannot be encoded", "id", ep.ID, "error", err)
 		return nil

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ func BenchmarkLoadFullJournal(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	go j.Run(context.Background())
 	var id uint64
 	for full := false; !full; {
 		for range 1000 {
@@ -26,7 +28,7 @@ func BenchmarkLoadFullJournal(b *testing.B) {
 			ep.ID, ep.Node = id, "node-a"
 			j.ObserveEpisode(&ep)
 		}
-		for len(j.queue) > 0 {
+		for j.out.Queued() > 0 {
 			time.Sleep(time.Millisecond) // the writer catches up
 		}
 		fs, _ := Files(dir)

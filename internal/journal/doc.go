@@ -5,11 +5,15 @@
 // timeline -f`.
 //
 // It owns the files (their names, rotation, the bound of Files × FileSize,
-// the lock that keeps a second agent out), the writer goroutine with its
-// bounded queue, the retries after failed writes, the reading of a journal
-// that power loss cut mid-line, and the journal's metrics (a
-// prometheus.Collector). It does not own the episode JSON (timeline's
-// MarshalJSON and UnmarshalJSON), the episode ids (the agent's ring gives
-// them and continues from [Journal.Loaded]'s last id), nor where episodes
-// come from.
+// the lock that keeps a second agent out), the writing of one line, the
+// reading of a journal that power loss cut mid-line, and the journal's
+// metrics (a prometheus.Collector). The writer's queue, its worker
+// ([Journal.Run], in the agent's errgroup), the backoff between failed
+// writes and the counts are package sink's, shared with the other
+// outputs; a line that failed stays in the worker's hand until the disk
+// takes it, since a write fails for the disk, never for its line. It does
+// not own the episode JSON (timeline's MarshalJSON and UnmarshalJSON) nor
+// its line (apiv1.EpisodeLine: a journal line is the object the API
+// serves), the episode ids (the agent's ring gives them and continues from
+// [Journal.Loaded]'s last id), nor where episodes come from.
 package journal

@@ -1,8 +1,7 @@
 package journal
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sigscope/sigscope/agent/apiv1"
+	"github.com/sigscope/sigscope/internal/sink"
 	"github.com/sigscope/sigscope/timeline"
 )
 
@@ -40,48 +41,45 @@ type Options struct {
 	Files    int
 	// Keep is how many of the newest episodes Open reads back ([Journal.Loaded]).
 	Keep int
-	// Queue bounds the episodes waiting for the writer; more are dropped
-	// and counted.
+	// Queue bounds the episodes waiting for the writer besides the one
+	// being written; past it the oldest is dropped and counted.
 	Queue int
 	// Backoff is the wait after a failed write, doubled on each failure
-	// up to MaxBackoff.
+	// up to MaxBackoff (plus up to a fifth, at random: retry.Backoff).
 	Backoff, MaxBackoff time.Duration
 	Logger              *slog.Logger
 }
 
-// Journal appends episodes to a directory's files from its own goroutine.
+// Journal appends episodes to a directory's files from its own worker (a
+// sink.Sink: the queue, retries and counts every output shares).
 // ObserveEpisode and Close are safe from any goroutine.
 type Journal struct {
+	sink.Collector // sigscope_journal_*: metrics.go
+
 	opts   Options
 	log    *slog.Logger
 	loaded Loaded
 	lock   *os.File // the directory, flocked; nil when it could not be opened
+	out    *sink.Sink[*timeline.Episode]
 
-	mu     sync.RWMutex // closed against ObserveEpisode's sends
-	closed bool
-	queue  chan queued
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
-	err    error // Close's, set before done is closed
+	skipped atomic.Uint64
+	once    sync.Once
+	err     error // Close's
 
-	written, errs, dropped, skipped atomic.Uint64
-
-	// The writer goroutine's alone.
+	// The worker's alone (send and what it calls), then Close's.
 	f       *os.File
 	seq     uint64 // f's number
 	size    int64  // f's size up to its last whole line
 	newFile bool   // the next write begins a new file (f is closed or cut)
-	failing bool   // the last write failed: logged once, then at debug
-	fails   int
 }
 
 // Open reads the journal in opts.Dir back (its newest opts.Keep episodes
 // and its last id; lines that are no episode are skipped, counted and
-// logged) and starts the writer. It fails only on bad options and when
-// another process holds the directory's lock (a second agent on the
-// node): a directory that cannot be created or written is retried by the
-// writer, since a full or read-only disk must not stop tracing.
+// logged); [Journal.Run] writes what it is given. It fails only on bad
+// options and when another process holds the directory's lock (a second
+// agent on the node): a directory that cannot be created or written is
+// retried by the writer, since a full or read-only disk must not stop
+// tracing.
 func Open(opts Options) (*Journal, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("journal: no directory")
@@ -104,8 +102,26 @@ func Open(opts Options) (*Journal, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	j := &Journal{opts: opts, log: opts.Logger.With("journal", opts.Dir),
-		queue: make(chan queued, opts.Queue), stop: make(chan struct{}), done: make(chan struct{})}
+	j := &Journal{opts: opts, log: opts.Logger.With("journal", opts.Dir)}
+	j.out = sink.New(sink.Options[*timeline.Episode]{
+		QueueSize: opts.Queue,
+		Send:      j.send,
+		// A write fails for the disk, never for its line (a line too
+		// large is refused at once): the line in hand is kept until the
+		// disk takes it.
+		KeepFailed: true,
+		RetryMin:   opts.Backoff,
+		RetryMax:   opts.MaxBackoff,
+		Logger:     j.log,
+		Log: sink.Messages{
+			Down:    "journal write failed; tracing goes on and the write is retried",
+			Again:   "journal write failed again",
+			Up:      "journal writes again",
+			UpLevel: slog.LevelInfo,
+			Dropped: "episodes still queued at shutdown were not written to the journal",
+		},
+	})
+	j.Collector = j.metrics()
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		j.log.Warn("cannot create the journal directory; episodes are written once it can be", "error", err)
 	}
@@ -125,7 +141,6 @@ func Open(opts Options) (*Journal, error) {
 	}
 	j.log.Info("journal read", "files", ld.Files, "bytes", ld.Bytes, "episodes", ld.Lines,
 		"kept", len(ld.Episodes), "last_id", ld.LastID, "took", time.Since(start).Round(time.Millisecond))
-	go j.run()
 	return j, nil
 }
 
@@ -150,186 +165,61 @@ func (j *Journal) lockDir() error {
 	return nil
 }
 
-// queued is an episode waiting for the writer: its line when the caller
-// encoded it (ObserveLine), else a copy of it to encode.
-type queued struct {
-	id   uint64
-	ep   *timeline.Episode
-	line []byte
-}
-
 // Loaded is what Open read back.
 func (j *Journal) Loaded() Loaded { return j.loaded }
 
 // ObserveEpisode queues ep for the writer and returns at once; when the
-// queue is full (the disk is failing or slow) the episode is dropped and
-// counted. ep is copied: its slices must not change after, as for every
-// completed episode.
+// queue is full (the disk is failing or slow) its oldest episode is
+// dropped and counted. ep is copied: its slices must not change after, as
+// for every completed episode.
 func (j *Journal) ObserveEpisode(ep *timeline.Episode) {
 	cp := *ep
-	j.enqueue(queued{id: ep.ID, ep: &cp})
+	j.out.Add(&cp)
 }
 
-// ObserveLine queues an episode already encoded by [Encode] (the agent
-// encodes each episode once, for its API and for the journal), as
-// ObserveEpisode does. line must not change after.
-func (j *Journal) ObserveLine(id uint64, line []byte) {
-	j.enqueue(queued{id: id, line: line})
-}
+// Run writes the queued episodes until ctx ends or Close is called, then
+// what is still queued, each once more (a failing disk is not waited for),
+// within the sink's drain bound, and returns.
+func (j *Journal) Run(ctx context.Context) { j.out.Run(ctx) }
 
-func (j *Journal) enqueue(q queued) {
-	j.mu.RLock()
-	defer j.mu.RUnlock()
-	if j.closed {
-		j.dropped.Add(1)
-		return
-	}
-	select {
-	case j.queue <- q:
-	default:
-		j.dropped.Add(1)
-	}
-}
-
-// Close writes what is queued, unless the disk is failing (then what is
-// left is dropped and counted, not retried: shutdown does not wait for a
-// disk), syncs and closes the file, and returns once the writer has. It is
-// idempotent.
+// Close stops the writer (later episodes are dropped and counted) once it
+// has written what was queued, or, when Run was never called, writes it
+// here; then it syncs and closes the file and unlocks the directory. It
+// is idempotent.
 func (j *Journal) Close() error {
+	_ = j.out.Close()
 	j.once.Do(func() {
-		j.mu.Lock()
-		j.closed = true
-		j.mu.Unlock()
-		close(j.stop)
+		j.err = j.closeFile()
+		if j.lock != nil {
+			_ = j.lock.Close()
+		}
 	})
-	<-j.done
 	return j.err
 }
 
-// run is the writer goroutine. A line that fails to be written is kept
-// and tried again after a backoff, in order, while new episodes wait in
-// the queue.
-func (j *Journal) run() {
-	defer close(j.done)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	var pending []byte
-	backoff := j.opts.Backoff
-	for {
-		if pending != nil {
-			select {
-			case <-j.stop:
-				j.shutdown(pending)
-				return
-			case <-timer.C:
-			}
-			if err := j.write(pending); err != nil {
-				j.failed(err)
-				backoff = min(2*backoff, j.opts.MaxBackoff)
-				timer.Reset(backoff)
-				continue
-			}
-			pending, backoff = nil, j.opts.Backoff
-			continue
-		}
-		select {
-		case <-j.stop:
-			j.shutdown(nil)
-			return
-		case q := <-j.queue:
-			line := j.line(q)
-			if line == nil {
-				continue
-			}
-			if err := j.write(line); err != nil {
-				j.failed(err)
-				pending = line
-				timer.Reset(backoff)
-			}
-		}
+// send is the sink's Send: one episode, encoded as the API serves it
+// (apiv1.EpisodeLine) at each try (a retry comes a second or more after
+// the last), and appended. An error is the disk's, and the line is tried
+// again; a line that cannot be written at all is refused for good
+// (counted as dropped).
+func (j *Journal) send(ctx context.Context, batch []*timeline.Episode) (sink.Done, error) {
+	if err := ctx.Err(); err != nil {
+		return sink.Done{}, err // the drain gave up: not tried
 	}
-}
-
-// shutdown writes the queue's episodes (pending first) while writes
-// succeed, drops the rest, and closes the file.
-func (j *Journal) shutdown(pending []byte) {
-	ok := true
-	if pending != nil {
-		if err := j.write(pending); err != nil {
-			j.failed(err)
-			ok = false
-			j.dropped.Add(1)
-		}
-	}
-	for {
-		select {
-		case q := <-j.queue:
-			if !ok {
-				j.dropped.Add(1)
-				continue
-			}
-			if line := j.line(q); line != nil {
-				if err := j.write(line); err != nil {
-					j.failed(err)
-					ok = false
-					j.dropped.Add(1)
-				}
-			}
-			continue
-		default:
-		}
-		break
-	}
-	j.err = j.closeFile()
-	if j.lock != nil {
-		_ = j.lock.Close()
-	}
-}
-
-// Encode is an episode's journal line: exactly the object
-// /api/v1/episodes serves for it (encoding/json without HTML escaping, as
-// the agent's API), then a newline.
-func Encode(ep *timeline.Episode) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(ep); err != nil {
-		return nil, err
-	}
-	// Exactly its size: a line may be kept as long as its episode is.
-	return bytes.Clone(buf.Bytes()), nil
-}
-
-// line is q's line, encoded here unless the caller did. nil when it cannot
-// be written at all (counted as dropped).
-func (j *Journal) line(q queued) []byte {
-	line := q.line
-	if line == nil {
-		var err error
-		if line, err = Encode(q.ep); err != nil {
-			j.dropped.Add(1)
-			j.log.Warn("an episode cannot be encoded for the journal", "id", q.id, "error", err)
-			return nil
-		}
+	ep := batch[0]
+	line, err := apiv1.EpisodeLine(ep)
+	if err != nil {
+		j.log.Warn("an episode cannot be encoded for the journal", "id", ep.ID, "error", err)
+		return sink.Done{Failed: 1}, nil
 	}
 	if int64(len(line)) > j.opts.FileSize {
-		j.dropped.Add(1)
-		j.log.Warn("an episode is larger than a journal file (--journal-file-size): not written", "id", q.id, "bytes", len(line))
-		return nil
+		j.log.Warn("an episode is larger than a journal file (--journal-file-size): not written", "id", ep.ID, "bytes", len(line))
+		return sink.Done{Failed: 1}, nil
 	}
-	return line
-}
-
-func (j *Journal) failed(err error) {
-	j.errs.Add(1)
-	j.fails++
-	if !j.failing {
-		j.failing = true
-		j.log.Warn("journal write failed; tracing goes on and the write is retried", "error", err)
-		return
+	if err := j.write(line); err != nil {
+		return sink.Done{}, err
 	}
-	j.log.Debug("journal write failed again", "error", err, "failures", j.fails)
+	return sink.Done{Sent: 1}, nil
 }
 
 // write appends one line, beginning a new file when it would take the
@@ -352,12 +242,6 @@ func (j *Journal) write(line []byte) error {
 		return err
 	}
 	j.size += int64(n)
-	j.written.Add(1)
-	if j.failing {
-		j.failing = false
-		j.log.Info("journal writes again", "failed_writes", j.fails)
-		j.fails = 0
-	}
 	return nil
 }
 

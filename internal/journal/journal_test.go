@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -35,6 +36,7 @@ func open(t *testing.T, opts Options) *Journal {
 	if err != nil {
 		t.Fatal(err)
 	}
+	go j.Run(context.Background()) // as the agent runs it; Close stops it
 	return j
 }
 

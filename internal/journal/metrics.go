@@ -1,6 +1,10 @@
 package journal
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sigscope/sigscope/internal/sink"
+)
 
 // The journal's metrics, read from its counters at scrape time.
 var (
@@ -14,33 +18,19 @@ var (
 		"Lines of the node journal skipped when the agent read it back at start: not whole episodes (a line cut by power loss or a full disk).", nil, nil)
 )
 
-// Describe implements prometheus.Collector.
-func (j *Journal) Describe(ch chan<- *prometheus.Desc) {
-	ch <- episodesDesc
-	ch <- errorsDesc
-	ch <- droppedDesc
-	ch <- skippedDesc
-}
-
-// Collect implements prometheus.Collector.
-func (j *Journal) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range [...]struct {
-		d *prometheus.Desc
-		n uint64
-	}{
-		{episodesDesc, j.written.Load()},
-		{errorsDesc, j.errs.Load()},
-		{droppedDesc, j.dropped.Load()},
-		{skippedDesc, j.skipped.Load()},
-	} {
-		m, err := prometheus.NewConstMetric(c.d, prometheus.CounterValue, float64(c.n))
-		if err != nil {
-			// Reported to the scrape rather than panicking (never, without labels).
-			m = prometheus.NewInvalidMetric(c.d, err)
-		}
-		ch <- m
+// metrics are the journal's series, in the sink's counts: a write is a
+// send, a failed write a transient failure, and an episode refused for
+// good (larger than a file) is as lost as one dropped.
+func (j *Journal) metrics() sink.Collector {
+	return sink.Collector{
+		sink.Counter(episodesDesc, j.out.Sent),
+		sink.Counter(errorsDesc, j.out.Retries),
+		sink.Counter(droppedDesc, j.dropped),
+		sink.Counter(skippedDesc, j.skipped.Load),
 	}
 }
+
+func (j *Journal) dropped() uint64 { return j.out.Dropped() + j.out.Failed() }
 
 // Stats are the journal's counters, as the metrics say them.
 type Stats struct {
@@ -49,5 +39,5 @@ type Stats struct {
 
 // Stats reads the counters.
 func (j *Journal) Stats() Stats {
-	return Stats{Written: j.written.Load(), Errors: j.errs.Load(), Dropped: j.dropped.Load(), Skipped: j.skipped.Load()}
+	return Stats{Written: j.out.Sent(), Errors: j.out.Retries(), Dropped: j.dropped(), Skipped: j.skipped.Load()}
 }

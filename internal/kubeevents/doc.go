@@ -9,9 +9,13 @@
 //
 // A [Recorder] takes finished [timeline.Episode] values from the agent's
 // event loop and never blocks it: events are rate-limited with a token bucket
-// (the excess counted by [Recorder.Suppressed]) and queued to one goroutine
-// that talks to the API server. [Recorder.Close] tries once more to send
-// what is queued, for a bounded time, and stops.
+// (the excess counted by [Recorder.Suppressed]) and queued, an episode's
+// events together, to one worker ([Recorder.Run], in the agent's errgroup)
+// that talks to the API server. The queue, the worker, the waits and the
+// counts are package sink's, shared with the other outputs; this package
+// owns the events, the API calls and which answers are transient
+// (send.go). When Run's context ends or [Recorder.Close] is called, what
+// is queued is tried once more, for a bounded time.
 //
 // The API server may be away (restarted, upgraded, overloaded, the node cut
 // off). A request that gets no answer (connection refused or reset, a
@@ -24,8 +28,10 @@
 // pods most likely still there for `kubectl describe pod` to show, the API
 // server expires events after an hour (--event-ttl) anyway, and an episode
 // that fails for reasons of its own (a 500 on that one object) cannot hold
-// the queue for ever. The Recorder is a prometheus.Collector of those counts
-// and of the events queued (docs/metrics.md).
+// the queue for ever: unlike the journal's line, a failed episode goes
+// back to the queue, where newer ones push it out. The Recorder is a
+// prometheus.Collector of those counts and of the events queued
+// (docs/metrics.md).
 //
 // Episodes only name the pod; the Pod's UID (which `kubectl describe`
 // matches events on) is read from the API server with one GET, unless

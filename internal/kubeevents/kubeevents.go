@@ -2,10 +2,8 @@ package kubeevents
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,12 +12,10 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sigscope/sigscope/internal/kubeclient"
-	"github.com/sigscope/sigscope/internal/retry"
+	"github.com/sigscope/sigscope/internal/sink"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -44,14 +40,12 @@ const (
 	DefaultEvery     = 5 * time.Second
 	DefaultQueueSize = 100
 	DefaultTimeout   = 10 * time.Second
-	// The API server's outages are retried every 1 s, 2 s, 4 s... up to
-	// every 30 s: soon enough to see a restart, seldom enough that a
-	// cluster's agents do not flood an API server that comes back.
-	DefaultRetryMin = time.Second
-	DefaultRetryMax = 30 * time.Second
-	// Close gives up after 3 s: the chart's terminationGracePeriodSeconds
-	// is 10, and the HTTP server's shutdown comes first.
-	DefaultDrainTimeout = 3 * time.Second
+	// The API server's outages are retried as every output's (package
+	// sink): after 1 s, 2 s, 4 s... up to every 30 s; the last try of
+	// what is queued at shutdown gives up after 3 s.
+	DefaultRetryMin     = sink.DefaultRetryMin
+	DefaultRetryMax     = sink.DefaultRetryMax
+	DefaultDrainTimeout = sink.DefaultDrainTimeout
 )
 
 // Options configures a [Recorder]. The zero value is usable.
@@ -70,8 +64,9 @@ type Options struct {
 	// starts at RetryMin and doubles up to RetryMax (plus up to a fifth, at
 	// random). 0 means DefaultRetryMin and DefaultRetryMax.
 	RetryMin, RetryMax time.Duration
-	// DrainTimeout bounds Close: what is still queued then is dropped.
-	// 0 means DefaultDrainTimeout.
+	// DrainTimeout bounds the last try of what is queued when the
+	// Recorder stops: what is still queued then is dropped. 0 means
+	// DefaultDrainTimeout.
 	DrainTimeout time.Duration
 	// NoPodLookup skips the GET of the Pod: events then carry no Pod UID, so
 	// `kubectl describe pod` does not list them (`kubectl get events` does),
@@ -84,6 +79,8 @@ type Options struct {
 // Recorder turns episodes into Kubernetes Events. Its methods are safe for
 // concurrent use.
 type Recorder struct {
+	sink.Collector // sigscope_kube_events_*: metrics.go
+
 	client kubeclient.Client
 	node   string
 	opts   Options
@@ -93,21 +90,12 @@ type Recorder struct {
 	// limit is the token bucket of Options.Burst and Every, asked with
 	// the event's own time (the tests' clock).
 	limit *rate.Limiter
+	// out queues jobs, an episode's events each, for the sender (send.go).
+	out *sink.Sink[*job]
 
-	mu      sync.Mutex // guards closed, queue and drain
-	closed  bool
-	queue   ring
-	drain   *time.Timer     // cancels ctx DrainTimeout after Close
-	wake    chan struct{}   // one pending wake-up for the sender: a job or Close
-	closing chan struct{}   // closed by Close: no more waiting between tries
-	ctx     context.Context // every request's parent; canceled when Close gives up
-	cancel  context.CancelFunc
-	done    chan struct{}
-
-	suppressed, dropped, sent, failed, retries atomic.Uint64
-	queued                                     atomic.Int64  // events queued or being sent
-	seq                                        atomic.Uint64 // makes event names unique
-	forbidden                                  sync.Once     // warn once about RBAC
+	suppressed atomic.Uint64
+	seq        atomic.Uint64 // makes event names unique
+	forbidden  sync.Once     // warn once about RBAC
 }
 
 // job is one episode's events for one pod, until each is sent or given up.
@@ -118,8 +106,9 @@ type job struct {
 	retried                     bool            // events[0]'s create failed transiently before
 }
 
-// New starts a Recorder writing with client as the agent of node nodeName
+// New returns a Recorder writing with client as the agent of node nodeName
 // (the events' source host; from the downward API's spec.nodeName).
+// [Recorder.Run] sends what it queues.
 func New(client kubeclient.Client, nodeName string, opts Options) *Recorder {
 	if opts.Burst <= 0 {
 		opts.Burst = DefaultBurst
@@ -133,57 +122,69 @@ func New(client kubeclient.Client, nodeName string, opts Options) *Recorder {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	if opts.RetryMin <= 0 {
-		opts.RetryMin = DefaultRetryMin
-	}
-	if opts.RetryMax <= 0 {
-		opts.RetryMax = DefaultRetryMax
-	}
-	opts.RetryMax = max(opts.RetryMax, opts.RetryMin)
-	if opts.DrainTimeout <= 0 {
-		opts.DrainTimeout = DefaultDrainTimeout
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Recorder{
-		client:  client,
-		node:    nodeName,
-		opts:    opts,
-		log:     opts.Logger,
-		now:     time.Now,
-		limit:   rate.NewLimiter(rate.Every(opts.Every), opts.Burst),
-		queue:   ring{jobs: make([]*job, opts.QueueSize)},
-		wake:    make(chan struct{}, 1),
-		closing: make(chan struct{}),
-		done:    make(chan struct{}),
+		client: client,
+		node:   nodeName,
+		opts:   opts,
+		log:    opts.Logger,
+		now:    time.Now,
+		limit:  rate.NewLimiter(rate.Every(opts.Every), opts.Burst),
 	}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	go r.run()
+	r.out = sink.New(sink.Options[*job]{
+		QueueSize:    opts.QueueSize,
+		Size:         func(j *job) int { return len(j.events) },
+		Send:         r.send,
+		RetryAfter:   retryAfter,
+		RetryMin:     opts.RetryMin,
+		RetryMax:     opts.RetryMax,
+		DrainTimeout: opts.DrainTimeout,
+		Logger:       opts.Logger,
+		Log: sink.Messages{
+			Down:    "kube events: the API server does not answer; events stay queued and are retried",
+			Again:   "kube events: retrying",
+			Up:      "kube events: the API server answers again",
+			UpLevel: slog.LevelWarn,
+			Dropped: "kube events: events still queued at shutdown were dropped",
+		},
+	})
+	r.Collector = r.metrics()
 	return r
 }
+
+// Run sends the queued events until ctx ends or Close is called, then
+// tries what is still queued once more, for at most Options.DrainTimeout,
+// and returns.
+func (r *Recorder) Run(ctx context.Context) { r.out.Run(ctx) }
+
+// Close stops the Recorder: later episodes are dropped. It returns once
+// Run has, or, when Run was never called, once what is queued had its last
+// try. It is idempotent.
+func (r *Recorder) Close() error { return r.out.Close() }
 
 // Suppressed counts events the rate limit held back.
 func (r *Recorder) Suppressed() uint64 { return r.suppressed.Load() }
 
 // Dropped counts events lost unsent: pushed out of a full queue (the
 // oldest first), or still queued when Close gave up.
-func (r *Recorder) Dropped() uint64 { return r.dropped.Load() }
+func (r *Recorder) Dropped() uint64 { return r.out.Dropped() }
 
 // Sent counts events the API server accepted.
-func (r *Recorder) Sent() uint64 { return r.sent.Load() }
+func (r *Recorder) Sent() uint64 { return r.out.Sent() }
 
 // Failed counts events the API server refused for good (403, 404, 422...),
 // and events not written because the pod is another node's.
-func (r *Recorder) Failed() uint64 { return r.failed.Load() }
+func (r *Recorder) Failed() uint64 { return r.out.Failed() }
 
 // Queued is the number of events waiting for the API server, the ones
 // being sent included.
-func (r *Recorder) Queued() int { return int(r.queued.Load()) }
+func (r *Recorder) Queued() int { return r.out.Queued() }
 
 // Retries counts API requests (event creates, pod GETs) that failed
 // transiently: the API server did not answer, or answered 429 or 5xx.
-func (r *Recorder) Retries() uint64 { return r.retries.Load() }
+func (r *Recorder) Retries() uint64 { return r.out.Retries() }
 
 // ObserveEpisode queues the events ep calls for, if any, and returns at once.
 // Only Kubernetes containers (Pod and Namespace known) get events.
@@ -213,37 +214,8 @@ func (r *Recorder) ObserveEpisode(ep *timeline.Episode) {
 	if len(allowed) == 0 {
 		return
 	}
-	j := &job{namespace: ep.Container.Namespace, pod: ep.Container.Pod, containerID: ep.Container.ID, events: allowed}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		r.dropped.Add(uint64(len(allowed)))
-		return
-	}
-	r.queued.Add(int64(len(allowed)))
-	if r.queue.full() {
-		// The oldest goes: see doc.go for why.
-		r.drop(r.queue.popFront())
-	}
-	r.queue.pushBack(j)
-	r.mu.Unlock()
-	r.signal()
-}
-
-// signal wakes the sender if it waits for a job; one pending wake-up is
-// enough, since it empties the queue before it waits again.
-func (r *Recorder) signal() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-// drop gives up j's remaining events.
-func (r *Recorder) drop(j *job) {
-	r.dropped.Add(uint64(len(j.events)))
-	r.queued.Add(-int64(len(j.events)))
-	j.events = nil
+	// A full queue drops its oldest: see doc.go for why.
+	r.out.Add(&job{namespace: ep.Container.Namespace, pod: ep.Container.Pod, containerID: ep.Container.ID, events: allowed})
 }
 
 // killedAfterGrace: a stop signal, then the SIGKILL that ends a grace period.
@@ -330,231 +302,4 @@ func Message(s string) string {
 		i--
 	}
 	return s[:i] + ellipsis
-}
-
-// Close tries once more to send what is queued, for at most
-// Options.DrainTimeout, drops the rest and stops the Recorder. Later
-// episodes are dropped. It is idempotent.
-func (r *Recorder) Close() error {
-	r.mu.Lock()
-	first := !r.closed
-	if first {
-		r.closed = true
-		close(r.closing)
-		r.drain = time.AfterFunc(r.opts.DrainTimeout, r.cancel)
-	}
-	dropped := r.Dropped()
-	r.mu.Unlock()
-	r.signal()
-	<-r.done
-	r.mu.Lock()
-	r.drain.Stop()
-	r.mu.Unlock()
-	r.cancel()
-	if n := r.Dropped() - dropped; first && n > 0 {
-		r.log.Warn("kube events: events still queued at shutdown were dropped", "dropped", n)
-	}
-	return nil
-}
-
-// run is the sender: one job at a time, oldest first. A job that fails
-// transiently goes back to the queue's head, and the sender waits before
-// the next try; the wait doubles while the API server does not answer.
-func (r *Recorder) run() {
-	defer close(r.done)
-	b := retry.Backoff{Min: r.opts.RetryMin, Max: r.opts.RetryMax}
-	timer := time.NewTimer(time.Hour) // one timer for every wait
-	timer.Stop()
-	var outage time.Time // when the API server stopped answering
-	for {
-		j := r.take()
-		if j == nil {
-			return
-		}
-		err := r.send(j)
-		if err == nil {
-			if !outage.IsZero() {
-				// At the warning's level, which sigscope logs by
-				// default: it closes that warning.
-				r.log.Warn("kube events: the API server answers again", "after", time.Since(outage).Round(time.Millisecond),
-					"queued", r.Queued(), "dropped_total", r.Dropped())
-				outage = time.Time{}
-			}
-			b.Reset()
-			continue
-		}
-		if r.ctx.Err() != nil { // Close gave up: counted by Close
-			r.mu.Lock()
-			r.drop(j)
-			r.mu.Unlock()
-			continue
-		}
-		r.retries.Add(1)
-		if outage.IsZero() {
-			outage = time.Now()
-			r.log.Warn("kube events: the API server does not answer; events stay queued and are retried",
-				"queued", r.Queued(), "error", err)
-		} else {
-			r.log.Debug("kube events: retrying", "queued", r.Queued(), "error", err)
-		}
-		if !r.requeue(j) {
-			continue // closing: no waiting, each job had its last try
-		}
-		timer.Reset(b.Next(retryAfter(err)))
-		select {
-		case <-timer.C:
-		case <-r.closing:
-			timer.Stop()
-		}
-	}
-}
-
-// take waits for the oldest job; nil once closed and empty.
-func (r *Recorder) take() *job {
-	for {
-		r.mu.Lock()
-		j := r.queue.popFront()
-		closed := r.closed
-		r.mu.Unlock()
-		if j != nil || closed {
-			return j
-		}
-		<-r.wake
-	}
-}
-
-// requeue puts j back at the head after a transient failure, unless the
-// Recorder is closing (false) or the queue filled meanwhile: j is then the
-// oldest, and dropped.
-func (r *Recorder) requeue(j *job) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		r.drop(j)
-		return false
-	}
-	if r.queue.full() {
-		r.drop(j)
-	} else {
-		r.queue.pushFront(j)
-	}
-	return true
-}
-
-// send writes j's events; an error is transient, with the events not yet
-// sent left in j. Events sent or refused for good are counted here.
-func (r *Recorder) send(j *job) error {
-	if !r.opts.NoPodLookup && !j.lookedUp {
-		uid, ok, err := r.lookup(j)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			r.failed.Add(uint64(len(j.events)))
-			r.queued.Add(-int64(len(j.events)))
-			j.events = nil
-			return nil
-		}
-		for _, ev := range j.events {
-			ev.InvolvedObject.UID = uid
-		}
-		j.lookedUp = true
-	}
-	for len(j.events) > 0 {
-		ev := j.events[0]
-		ctx, cancel := context.WithTimeout(r.ctx, r.opts.Timeout)
-		_, err := r.client.CreateEvent(ctx, ev)
-		cancel()
-		switch {
-		case err == nil:
-			r.sent.Add(1)
-		case apierrors.IsAlreadyExists(err) && j.retried:
-			// A try that timed out had reached the API server: names are
-			// unique to this Recorder, so the event is ours.
-			r.sent.Add(1)
-		case transient(err):
-			j.retried = true
-			return err
-		default:
-			r.failed.Add(1)
-			r.log.Warn("kube events: creating event", "namespace", textsafe.Terminal(ev.Namespace),
-				"pod", textsafe.Terminal(ev.InvolvedObject.Name), "reason", ev.Reason, "error", err)
-		}
-		j.events, j.retried = j.events[1:], false
-		r.queued.Add(-1)
-	}
-	return nil
-}
-
-// transient reports whether a request may succeed when tried again: the API
-// server did not answer (connection refused or reset, a timeout, no route,
-// a TLS handshake cut short), or answered that it cannot now (429, 5xx:
-// unavailable, overloaded, timed out, an internal error). Any other answer
-// (403, 404, 409, 422...) is final.
-func transient(err error) bool {
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		return true
-	}
-	code := st.Status().Code
-	return code == http.StatusTooManyRequests || code >= http.StatusInternalServerError
-}
-
-// lookup reads the pod's UID. It refuses (false) a pod the API server places
-// on another node. The UID is left empty when the pod is gone, or when its
-// status does not list the episode's container: a pod recreated under the
-// same name (a StatefulSet's) is not the one that stopped. An error is
-// transient: the lookup is to be tried again.
-func (r *Recorder) lookup(j *job) (types.UID, bool, error) {
-	ctx, cancel := context.WithTimeout(r.ctx, r.opts.Timeout)
-	defer cancel()
-	pod, err := r.client.GetPod(ctx, j.namespace, j.pod)
-	if err != nil {
-		switch {
-		case apierrors.IsNotFound(err):
-		case apierrors.IsForbidden(err):
-			r.forbidden.Do(func() {
-				r.log.Warn("kube events: may not get pods (RBAC): events carry no pod UID, so kubectl describe pod will not list them", "error", err)
-			})
-		case transient(err):
-			return "", false, err
-		default:
-			r.log.Debug("kube events: reading pod", "namespace", textsafe.Terminal(j.namespace),
-				"pod", textsafe.Terminal(j.pod), "error", err)
-		}
-		return "", true, nil
-	}
-	if r.node != "" && pod.Spec.NodeName != "" && pod.Spec.NodeName != r.node {
-		r.log.Warn("kube events: pod runs on another node; not writing events on it",
-			"namespace", textsafe.Terminal(j.namespace), "pod", textsafe.Terminal(j.pod), "pod_node", pod.Spec.NodeName)
-		return "", false, nil
-	}
-	if j.containerID == "" || hasContainer(pod, j.containerID) {
-		return pod.UID, true, nil
-	}
-	return "", true, nil
-}
-
-// hasContainer reports whether the pod's status names the container (IDs
-// there read "containerd://<id>", "cri-o://<id>", "docker://<id>").
-func hasContainer(pod *corev1.Pod, id string) bool {
-	match := func(cid string) bool {
-		if cid == "" {
-			return false
-		}
-		if i := strings.Index(cid, "://"); i >= 0 {
-			cid = cid[i+3:]
-		}
-		return cid == id
-	}
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses, pod.Status.EphemeralContainerStatuses} {
-		for _, s := range list {
-			if match(s.ContainerID) ||
-				s.State.Terminated != nil && match(s.State.Terminated.ContainerID) ||
-				s.LastTerminationState.Terminated != nil && match(s.LastTerminationState.Terminated.ContainerID) {
-				return true
-			}
-		}
-	}
-	return false
 }

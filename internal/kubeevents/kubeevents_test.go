@@ -93,7 +93,7 @@ func byReason(evs []corev1.Event) map[string]corev1.Event {
 
 func TestIgnoredByInit(t *testing.T) {
 	c := fake.NewClientset(pod("web-1", node, cid))
-	r := New(kubeclienttest.FromClientset(c), node, Options{})
+	r := running(New(kubeclienttest.FromClientset(c), node, Options{}))
 	ep := stop("web-1", timeline.OutcomeIgnoredByInit)
 	r.ObserveEpisode(ep)
 	r.Close()
@@ -155,7 +155,7 @@ func TestOutcomes(t *testing.T) {
 	} {
 		t.Run(string(tc.outcome), func(t *testing.T) {
 			c := fake.NewClientset(pod("web-1", node, cid))
-			r := New(kubeclienttest.FromClientset(c), node, Options{})
+			r := running(New(kubeclienttest.FromClientset(c), node, Options{}))
 			r.ObserveEpisode(stop("web-1", tc.outcome))
 			r.Close()
 			got := byReason(events(t, c))
@@ -181,7 +181,7 @@ func TestOutcomes(t *testing.T) {
 // unshare have no Pod to put an event on.
 func TestNotKubernetes(t *testing.T) {
 	c := fake.NewClientset()
-	r := New(kubeclienttest.FromClientset(c), node, Options{})
+	r := running(New(kubeclienttest.FromClientset(c), node, Options{}))
 	for _, ctr := range []timeline.Container{
 		{Identity: identity.Identity{ID: cid, Name: "ex-shell", Runtime: "docker"}},
 		{PidNS: 4026532180},
@@ -203,7 +203,7 @@ func TestNotKubernetes(t *testing.T) {
 
 func TestRateLimit(t *testing.T) {
 	c := fake.NewClientset(pod("web-1", node, cid))
-	r := New(kubeclienttest.FromClientset(c), node, Options{Burst: 3, Every: time.Minute})
+	r := running(New(kubeclienttest.FromClientset(c), node, Options{Burst: 3, Every: time.Minute}))
 	now := t0
 	var mu sync.Mutex
 	r.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -247,7 +247,7 @@ func TestQueueFullDrops(t *testing.T) {
 		<-release
 		return false, nil, nil // on to the tracker
 	})
-	r := New(kubeclienttest.FromClientset(c), node, Options{QueueSize: 1, NoPodLookup: true})
+	r := running(New(kubeclienttest.FromClientset(c), node, Options{QueueSize: 1, NoPodLookup: true}))
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeHandlerTimeout)) // taken by the sender, which blocks
 	<-entered
 	done := make(chan struct{})
@@ -286,7 +286,7 @@ func TestQueueFullDrops(t *testing.T) {
 
 func TestHostileNames(t *testing.T) {
 	c := fake.NewClientset(pod("web-1", node, cid))
-	r := New(kubeclienttest.FromClientset(c), node, Options{})
+	r := running(New(kubeclienttest.FromClientset(c), node, Options{}))
 	ep := stop("web-1", timeline.OutcomeIgnoredByInit)
 	ep.Main.Comm = "sh\x1b[2J\xff\n"
 	ep.Container.Name = "app"
@@ -323,7 +323,7 @@ func TestHostileNames(t *testing.T) {
 // on a pod the API server places on another node.
 func TestPodOnAnotherNode(t *testing.T) {
 	c := fake.NewClientset(pod("web-1", "node-b", cid))
-	r := New(kubeclienttest.FromClientset(c), node, Options{})
+	r := running(New(kubeclienttest.FromClientset(c), node, Options{}))
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
 	r.Close()
 	if n := len(events(t, c)); n != 0 {
@@ -352,7 +352,7 @@ func TestPodUID(t *testing.T) {
 		{"lookup disabled", fake.NewClientset(pod("web-1", node, cid)), Options{NoPodLookup: true}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := New(kubeclienttest.FromClientset(tc.client), node, tc.opts)
+			r := running(New(kubeclienttest.FromClientset(tc.client), node, tc.opts))
 			r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
 			r.Close()
 			evs := events(t, tc.client)
@@ -391,7 +391,7 @@ func TestMessage(t *testing.T) {
 }
 
 func TestEventNames(t *testing.T) {
-	r := New(kubeclienttest.FromClientset(fake.NewClientset()), node, Options{})
+	r := running(New(kubeclienttest.FromClientset(fake.NewClientset()), node, Options{}))
 	defer r.Close()
 	seen := map[string]bool{}
 	for i := 0; i < 100; i++ {

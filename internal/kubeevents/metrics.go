@@ -1,6 +1,10 @@
 package kubeevents
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sigscope/sigscope/internal/sink"
+)
 
 // The Recorder's metrics, read from its counters at scrape time.
 var (
@@ -15,37 +19,15 @@ var (
 		nil, nil)
 )
 
-// Describe implements prometheus.Collector.
-func (r *Recorder) Describe(ch chan<- *prometheus.Desc) {
-	ch <- eventsDesc
-	ch <- queuedDesc
-	ch <- retriesDesc
-}
-
-// Collect implements prometheus.Collector. Every result is there from the
+// metrics are the Recorder's series. Every result is there from the
 // start, at 0, so that rate() sees the first increment.
-func (r *Recorder) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range [...]struct {
-		result string
-		n      uint64
-	}{
-		{"sent", r.Sent()},
-		{"failed", r.Failed()},
-		{"dropped", r.Dropped()},
-		{"suppressed", r.Suppressed()},
-	} {
-		ch <- constMetric(eventsDesc, prometheus.CounterValue, float64(c.n), c.result)
+func (r *Recorder) metrics() sink.Collector {
+	return sink.Collector{
+		sink.Counter(eventsDesc, r.Sent, "sent"),
+		sink.Counter(eventsDesc, r.Failed, "failed"),
+		sink.Counter(eventsDesc, r.Dropped, "dropped"),
+		sink.Counter(eventsDesc, r.Suppressed, "suppressed"),
+		sink.Gauge(queuedDesc, r.Queued),
+		sink.Counter(retriesDesc, r.Retries),
 	}
-	ch <- constMetric(queuedDesc, prometheus.GaugeValue, float64(r.Queued()))
-	ch <- constMetric(retriesDesc, prometheus.CounterValue, float64(r.Retries()))
-}
-
-// constMetric reports a rejected metric to the scrape instead of panicking
-// (the labels are constants here; this only keeps the library panic-free).
-func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) prometheus.Metric {
-	m, err := prometheus.NewConstMetric(d, t, v, labels...)
-	if err != nil {
-		return prometheus.NewInvalidMetric(d, err)
-	}
-	return m
 }

@@ -41,6 +41,13 @@ var fast = Options{RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond}
 var refused = &url.Error{Op: "Post", URL: "https://10.244.0.1:6443/api/v1/namespaces/shop/events",
 	Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
 
+// running starts r's sender as the agent does, under its own goroutine;
+// the test's Close stops it.
+func running(r *Recorder) *Recorder {
+	go r.Run(context.Background())
+	return r
+}
+
 // accounted checks that every event let through the rate limit is sent,
 // failed, dropped or still queued: none is lost uncounted.
 func accounted(t *testing.T, r *Recorder, allowed uint64) {
@@ -107,7 +114,7 @@ func TestTransientThenSent(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	r := New(kubeclienttest.FromClientset(c), node, fast)
+	r := running(New(kubeclienttest.FromClientset(c), node, fast))
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
 	testutil.WaitFor(t, "two events sent", func() bool { return r.Sent() == 2 })
 	r.Close()
@@ -152,7 +159,7 @@ func TestLostAnswer(t *testing.T) {
 		}
 		return true, nil, &url.Error{Op: "Post", URL: "https://x/", Err: context.DeadlineExceeded}
 	})
-	r := New(kubeclienttest.FromClientset(c), node, fast)
+	r := running(New(kubeclienttest.FromClientset(c), node, fast))
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
 	testutil.WaitFor(t, "two events sent", func() bool { return r.Sent() == 2 })
 	r.Close()
@@ -183,7 +190,7 @@ func TestPermanentNotRetried(t *testing.T) {
 				creates.Add(1)
 				return true, nil, tc.err
 			})
-			r := New(kubeclienttest.FromClientset(c), node, fast)
+			r := running(New(kubeclienttest.FromClientset(c), node, fast))
 			r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
 			r.Close()
 			if n := creates.Load(); n != 2 {
@@ -218,7 +225,7 @@ func TestOutageDropsOldest(t *testing.T) {
 	c.PrependReactor("create", "events", unreachable)
 	opts := fast
 	opts.QueueSize = 3
-	r := New(kubeclienttest.FromClientset(c), node, opts)
+	r := running(New(kubeclienttest.FromClientset(c), node, opts))
 	defer r.Close()
 	for i := 1; i <= 6; i++ { // one event each
 		r.ObserveEpisode(stop(fmt.Sprintf("web-%d", i), timeline.OutcomeHandlerTimeout))
@@ -318,7 +325,7 @@ func TestRealClientRecovers(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close() // connection refused from now on
 
-	r := New(realClient(t, "http://"+addr), node, Options{RetryMin: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond})
+	r := running(New(realClient(t, "http://"+addr), node, Options{RetryMin: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond}))
 	defer r.Close()
 	r.ObserveEpisode(stop("web-1", timeline.OutcomeIgnoredByInit))
 	testutil.WaitFor(t, "3 retries", func() bool { return r.Retries() >= 3 })
@@ -364,7 +371,7 @@ func TestCloseBounded(t *testing.T) {
 	go func() { _ = srv.Serve(l) }()
 	defer srv.Close()
 
-	r := New(realClient(t, "http://"+l.Addr().String()), node, Options{Timeout: time.Hour, DrainTimeout: 100 * time.Millisecond})
+	r := running(New(realClient(t, "http://"+l.Addr().String()), node, Options{Timeout: time.Hour, DrainTimeout: 100 * time.Millisecond}))
 	for i := 1; i <= 3; i++ {
 		r.ObserveEpisode(stop(fmt.Sprintf("web-%d", i), timeline.OutcomeIgnoredByInit))
 	}
@@ -383,7 +390,7 @@ func TestCloseBounded(t *testing.T) {
 
 // The metrics pass Prometheus' linter (names, units, help).
 func TestMetricsLint(t *testing.T) {
-	r := New(kubeclienttest.FromClientset(fake.NewClientset()), node, Options{})
+	r := running(New(kubeclienttest.FromClientset(fake.NewClientset()), node, Options{}))
 	defer r.Close()
 	problems, err := promtestutil.CollectAndLint(r)
 	if err != nil {

@@ -45,7 +45,8 @@ type Options struct {
 	// RetryMin and RetryMax bound the wait after a transient failure: it
 	// starts at RetryMin and doubles up to RetryMax. 0 means the defaults.
 	RetryMin, RetryMax time.Duration
-	// DrainTimeout bounds Close. 0 means DefaultDrainTimeout.
+	// DrainTimeout bounds the last try of what is queued when the Sender
+	// stops. 0 means DefaultDrainTimeout.
 	DrainTimeout time.Duration
 
 	NodeName string // k8s.node.name of the resource, when set
@@ -61,22 +62,14 @@ func Configured(endpoint string) bool {
 	return endpoint != "" || os.Getenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
 }
 
+// defaults fills what the Sender reads itself; the waits and the drain
+// bound are left to the sink's defaults, which are the Sender's.
 func (o *Options) defaults() {
 	if o.QueueSize <= 0 {
 		o.QueueSize = DefaultQueueSize
 	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = DefaultBatchSize
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = DefaultRetryMin
-	}
-	if o.RetryMax <= 0 {
-		o.RetryMax = DefaultRetryMax
-	}
-	o.RetryMax = max(o.RetryMax, o.RetryMin)
-	if o.DrainTimeout <= 0 {
-		o.DrainTimeout = DefaultDrainTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

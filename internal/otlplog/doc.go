@@ -25,10 +25,11 @@
 // Counting exactly. The SDK's BatchProcessor keeps its own queue and drops
 // records silently when it is full, and its exporters retry inside Export
 // where nothing counts. So the LoggerProvider has one processor, the
-// [Sender]'s own bounded queue (OnEmit queues a copy and returns: the
-// tracer never waits), the exporter's retries are off, and one goroutine
-// calls the exporter's Export with up to Options.BatchSize records and
-// counts what it returned: nil is sent; a final refusal is failed; a
+// [Sender]'s own bounded queue (a sink.Sink, the one every output shares:
+// OnEmit queues a copy and returns, the tracer never waits), the
+// exporter's retries are off, and one worker ([Sender.Run], in the agent's
+// errgroup) calls the exporter's Export with up to Options.BatchSize
+// records and counts what it returned: nil is sent; a final refusal is failed; a
 // transient failure ([Transient]: no answer, HTTP 429/502/503/504, gRPC
 // Unavailable...) puts the batch back at the queue's head and the sender
 // waits 1 s, 2 s, 4 s... up to 30 s. While the collector is away the queue
@@ -40,9 +41,10 @@
 // A collector's partial success (some records of an accepted export
 // rejected) is counted as sent: the OTLP exporters do not return it.
 //
-// [Sender.Close] tries once more to export what is queued, for at most
-// Options.DrainTimeout (3 s), drops the rest and closes the exporter.
+// When Run's context ends or [Sender.Close] is called, what is queued is
+// tried once more, for at most Options.DrainTimeout (3 s), and the rest
+// dropped; Close then closes the exporter.
 //
 // It does not decide whether OTLP is wanted or parse flags: cmd/sigscope
-// does, and internal/agent appends the Sender to its episode sinks.
+// does, and internal/agent appends the Sender to its outputs.
 package otlplog

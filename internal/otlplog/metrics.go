@@ -1,6 +1,10 @@
 package otlplog
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sigscope/sigscope/internal/sink"
+)
 
 // The Sender's metrics, read from its counters at scrape time. Every
 // episode observed is, once its record is out of the queue, exactly one of
@@ -18,27 +22,12 @@ var (
 		"OTLP log exports that failed transiently (no answer, HTTP 429/502/503/504, gRPC Unavailable...) and are tried again.", nil, nil)
 )
 
-// Describe implements prometheus.Collector.
-func (s *Sender) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sentDesc, failedDesc, droppedDesc, queuedDesc, retriesDesc} {
-		ch <- d
+func (s *Sender) metrics() sink.Collector {
+	return sink.Collector{
+		sink.Counter(sentDesc, s.Sent),
+		sink.Counter(failedDesc, s.Failed),
+		sink.Counter(droppedDesc, s.Dropped),
+		sink.Gauge(queuedDesc, s.Queued),
+		sink.Counter(retriesDesc, s.Retries),
 	}
-}
-
-// Collect implements prometheus.Collector.
-func (s *Sender) Collect(ch chan<- prometheus.Metric) {
-	ch <- constMetric(sentDesc, prometheus.CounterValue, float64(s.Sent()))
-	ch <- constMetric(failedDesc, prometheus.CounterValue, float64(s.Failed()))
-	ch <- constMetric(droppedDesc, prometheus.CounterValue, float64(s.Dropped()))
-	ch <- constMetric(queuedDesc, prometheus.GaugeValue, float64(s.Queued()))
-	ch <- constMetric(retriesDesc, prometheus.CounterValue, float64(s.Retries()))
-}
-
-// constMetric reports a rejected metric to the scrape instead of panicking.
-func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64) prometheus.Metric {
-	m, err := prometheus.NewConstMetric(d, t, v)
-	if err != nil {
-		return prometheus.NewInvalidMetric(d, err)
-	}
-	return m
 }

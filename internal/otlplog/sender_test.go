@@ -85,6 +85,7 @@ func newTestSender(t *testing.T, f *fakeExporter, o Options) *Sender {
 	if err != nil {
 		t.Fatal(err)
 	}
+	go s.Run(context.Background()) // as the agent runs it; Close stops it
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -254,6 +255,7 @@ func TestSenderHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	go s.Run(context.Background())
 	defer s.Close()
 	s.ObserveEpisode(podEpisode())
 	testutil.WaitFor(t, "one record sent", func() bool { return s.Sent() == 1 })
@@ -307,6 +309,7 @@ func TestSenderEnvEndpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			go s.Run(context.Background())
 			s.ObserveEpisode(podEpisode())
 			testutil.WaitFor(t, "one record sent", func() bool { return s.Sent() == 1 })
 			if err := s.Close(); err != nil {

@@ -1,11 +1,3 @@
-// Package retry is the wait between tries of the agent's senders
-// (Kubernetes Events, OTLP logs): one backoff, so that they back off alike.
-// It owns the arithmetic only; each sender keeps its own queue and timer.
-//
-// It is written here, not taken from a backoff library: jpillora/backoff's
-// Duration and cenkalti/backoff's NextBackOff take no floor, and a
-// Retry-After must be one under the jitter; a wrapper doing that around
-// either would be longer than these ten lines.
 package retry
 
 import (
