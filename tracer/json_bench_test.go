@@ -3,6 +3,8 @@ package tracer
 import (
 	"testing"
 	"time"
+
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // benchEvents are what a stop looks like on a Kubernetes node: runc's
@@ -52,5 +54,17 @@ func BenchmarkJSONEventReflect(b *testing.B) {
 			b.Fatal(err)
 		}
 		buf = append(buf[:0], out...)
+	}
+}
+
+// BenchmarkJSONEventEncoder is BenchmarkJSONEvent through a stream's
+// Encoder (`trace -o json`): the same three events, their parts cached.
+func BenchmarkJSONEventEncoder(b *testing.B) {
+	evs := benchEvents()
+	var enc sigvocab.Encoder
+	b.ReportAllocs()
+	var buf []byte
+	for i := 0; b.Loop(); i++ {
+		buf = enc.AppendEvent(buf[:0], &evs[i%len(evs)])
 	}
 }

@@ -75,3 +75,14 @@ func splitNUL(s string) []string {
 	}
 	return strings.Split(s, "\x00")
 }
+
+// BenchmarkSummaryJSON is a container's object in a `trace -o json` line.
+func BenchmarkSummaryJSON(b *testing.B) {
+	i := &Info{Identity: Identity{ID: "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", Runtime: "containerd", Name: "web", Image: "nginx:1.27", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default"}, MainPID: 28619,
+		GracePeriod: 30, StopSignal: sigvocab.SIGTERM, PreStop: &Hook{Kind: "exec", Command: []string{"sleep", "5"}}}
+	b.ReportAllocs()
+	var buf []byte
+	for b.Loop() {
+		buf = i.AppendJSON(buf[:0])
+	}
+}
