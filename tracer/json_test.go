@@ -15,60 +15,24 @@ import (
 	"github.com/sigscope/sigscope/internal/textsafe"
 )
 
-// The reference form: the structs sigscope encoded events from with
-// encoding/json before AppendJSON (sigvocab's UnmarshalJSON still reads
-// through the same), kept here so that the encoder is held to them.
-type jsonAncestor struct {
-	PID  uint32 `json:"pid"`
-	Comm string `json:"comm"`
-}
-
-type jsonProc struct {
-	PID        uint32         `json:"pid"`
-	TID        uint32         `json:"tid"`
-	Comm       string         `json:"comm"`
-	NsPID      uint32         `json:"ns_pid"`
-	PidNS      uint32         `json:"pidns"`
-	CgroupID   uint64         `json:"cgroup_id"`
-	CgroupV1ID uint64         `json:"cgroup_v1_id"`
-	Exiting    bool           `json:"exiting,omitempty"`
-	Ancestors  []jsonAncestor `json:"ancestors,omitempty"`
-}
-
-type jsonEvent struct {
-	Time       string    `json:"time"`
-	Event      string    `json:"event"`
-	Signal     string    `json:"signal,omitempty"`
-	Signo      int32     `json:"signo,omitempty"`
-	Result     string    `json:"result,omitempty"`
-	Flags      []string  `json:"flags"`
-	Fate       string    `json:"fate,omitempty"`
-	Code       string    `json:"code,omitempty"`
-	SiCode     *int32    `json:"si_code,omitempty"`
-	Group      *bool     `json:"group,omitempty"`
-	Handler    string    `json:"handler,omitempty"`
-	Sender     *jsonProc `json:"sender,omitempty"`
-	Target     jsonProc  `json:"target"`
-	ExitCode   *int      `json:"exit_code,omitempty"`
-	CoreDumped *bool     `json:"core_dumped,omitempty"`
-}
-
 // referenceJSON is the event's JSON as sigscope wrote it with encoding/json
-// before AppendJSON: the reference AppendJSON must match byte for byte.
+// before AppendJSON, from sigvocab's reading type (EventJSON, which its
+// UnmarshalJSON reads through): the reference AppendJSON must match byte
+// for byte.
 func referenceJSON(e *sigvocab.Event) ([]byte, error) {
-	procJSON := func(p *sigvocab.Process) jsonProc {
-		return jsonProc{PID: p.PID, TID: p.TID, Comm: textsafe.UTF8(p.Comm.String()), NsPID: p.NsPID,
+	procJSON := func(p *sigvocab.Process) sigvocab.ProcessJSON {
+		return sigvocab.ProcessJSON{PID: p.PID, TID: p.TID, Comm: textsafe.UTF8(p.Comm.String()), NsPID: p.NsPID,
 			PidNS: p.PidNS, CgroupID: p.CgroupID, CgroupV1ID: p.CgroupV1ID}
 	}
-	senderJSON := func(e *sigvocab.Event) *jsonProc {
+	senderJSON := func(e *sigvocab.Event) *sigvocab.ProcessJSON {
 		s := procJSON(&e.Sender)
 		s.Exiting = e.SenderExiting
 		for _, a := range e.SenderAncestors() {
-			s.Ancestors = append(s.Ancestors, jsonAncestor{PID: a.PID, Comm: textsafe.UTF8(a.Comm.String())})
+			s.Ancestors = append(s.Ancestors, sigvocab.AncestorJSON{PID: a.PID, Comm: textsafe.UTF8(a.Comm.String())})
 		}
 		return &s
 	}
-	j := jsonEvent{
+	j := sigvocab.EventJSON{
 		Time:   e.Time.Format(sigvocab.TimeFormat),
 		Event:  e.Kind.String(),
 		Flags:  e.Flags.Words(),

@@ -2,9 +2,11 @@
 // signal is ([Signal], [SignalSet]), which tracepoint saw it ([Kind]), what
 // the kernel answered ([Result]) and had installed ([Disposition]), the
 // verdict words ([Flags]), the signal's [Fate], and the decoded [Event]
-// with its documented JSON form (docs/events.md; json.go writes it by hand
-// and reads it back from recordings; [Encoder], jsoncache.go, writes the
-// same bytes for a stream, encoding once what repeats from event to event).
+// with its documented JSON form (docs/events.md). json.go has its one
+// writer, by hand ([Encoder.AppendEvent]; [Event.AppendJSON] is it with no
+// cache), and its one reading type ([EventJSON]), which reads recordings
+// back; jsoncache.go is the [Encoder]'s cache, which copies what repeats
+// from event to event in a stream instead of writing it again.
 //
 // It decides, and is the only place that decides, what the kernel did with
 // a signal: [Classify] reads an event's fate (fate.go) and flags

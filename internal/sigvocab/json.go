@@ -13,15 +13,33 @@ import (
 // TimeFormat is RFC 3339 with nanoseconds, always nine digits.
 const TimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 
-// The JSON schema is documented in docs/events.md; keep the two in step.
-// UnmarshalJSON reads these structs; AppendJSON writes what encoding/json
-// would write for them (json_test.go's reference).
-type jsonAncestor struct {
-	PID  uint32 `json:"pid"`
-	Comm string `json:"comm"`
+// EventJSON, ProcessJSON and AncestorJSON are the event's JSON object as
+// it is read: the one reading type, which [Event.UnmarshalJSON] decodes a
+// recording's line into. Their keys, order and omissions are the schema of
+// docs/events.md (keep the two in step), and what [Encoder.AppendEvent]
+// writes: tracer's json_test.go holds the writer to encoding/json's
+// encoding of these types, byte for byte.
+type EventJSON struct {
+	Time       string       `json:"time"`
+	Event      string       `json:"event"`
+	Signal     string       `json:"signal,omitempty"`
+	Signo      int32        `json:"signo,omitempty"`
+	Result     string       `json:"result,omitempty"`
+	Flags      []string     `json:"flags"`
+	Fate       string       `json:"fate,omitempty"`
+	Code       string       `json:"code,omitempty"`
+	SiCode     *int32       `json:"si_code,omitempty"`
+	Group      *bool        `json:"group,omitempty"`
+	Handler    string       `json:"handler,omitempty"`
+	Sender     *ProcessJSON `json:"sender,omitempty"`
+	Target     ProcessJSON  `json:"target"`
+	ExitCode   *int         `json:"exit_code,omitempty"`
+	CoreDumped *bool        `json:"core_dumped,omitempty"`
 }
 
-type jsonProc struct {
+// ProcessJSON is a sender's or a target's object; only a sender's has
+// Exiting and Ancestors.
+type ProcessJSON struct {
 	PID        uint32         `json:"pid"`
 	TID        uint32         `json:"tid"`
 	Comm       string         `json:"comm"`
@@ -30,25 +48,13 @@ type jsonProc struct {
 	CgroupID   uint64         `json:"cgroup_id"`
 	CgroupV1ID uint64         `json:"cgroup_v1_id"`
 	Exiting    bool           `json:"exiting,omitempty"`
-	Ancestors  []jsonAncestor `json:"ancestors,omitempty"`
+	Ancestors  []AncestorJSON `json:"ancestors,omitempty"`
 }
 
-type jsonEvent struct {
-	Time       string    `json:"time"`
-	Event      string    `json:"event"`
-	Signal     string    `json:"signal,omitempty"`
-	Signo      int32     `json:"signo,omitempty"`
-	Result     string    `json:"result,omitempty"`
-	Flags      []string  `json:"flags"`
-	Fate       string    `json:"fate,omitempty"`
-	Code       string    `json:"code,omitempty"`
-	SiCode     *int32    `json:"si_code,omitempty"`
-	Group      *bool     `json:"group,omitempty"`
-	Handler    string    `json:"handler,omitempty"`
-	Sender     *jsonProc `json:"sender,omitempty"`
-	Target     jsonProc  `json:"target"`
-	ExitCode   *int      `json:"exit_code,omitempty"`
-	CoreDumped *bool     `json:"core_dumped,omitempty"`
+// AncestorJSON is one of a sender's ancestors.
+type AncestorJSON struct {
+	PID  uint32 `json:"pid"`
+	Comm string `json:"comm"`
 }
 
 // MarshalJSON writes the documented event object: [Event.AppendJSON].
@@ -57,21 +63,29 @@ func (e *Event) MarshalJSON() ([]byte, error) {
 }
 
 // AppendJSON appends the documented event object (docs/events.md), without
-// a newline: the keys of jsonEvent, in its order, with its omissions. Comms
-// are made valid UTF-8 with invalid bytes kept as \xNN, then escaped as
+// a newline: what [Encoder.AppendEvent] writes, with no cache. It allocates
+// nothing.
+func (e *Event) AppendJSON(b []byte) []byte {
+	return (*Encoder)(nil).AppendEvent(b, e)
+}
+
+// AppendEvent appends e's JSON object, without a newline. It is the one
+// writer of an event's JSON: the keys of [EventJSON], in its order, with
+// its omissions, each part written by one function below. Comms are made
+// valid UTF-8 with invalid bytes kept as \xNN, then escaped as
 // encoding/json escapes them (textsafe.AppendJSON). It is written by hand
 // because `trace -o json` writes one per signal: it allocates nothing and
-// takes a fraction of encoding/json's time. json_test.go holds it to
-// encoding/json's encoding of jsonEvent, byte for byte.
-func (e *Event) AppendJSON(b []byte) []byte {
+// takes a fraction of encoding/json's time. A nil Encoder writes every
+// part; an Encoder copies a part it wrote for an earlier event from the
+// same fields (jsoncache.go).
+func (c *Encoder) AppendEvent(b []byte, e *Event) []byte {
 	b = append(b, `{"time":"`...)
-	b = appendTime(b, e.Time)
-	b = appendVerdict(b, e)
+	b = c.appendTime(b, e.Time)
+	b = c.appendVerdict(b, e)
 	if hasSender(e.Kind) {
-		b = appendSender(b, e)
+		b = c.appendSender(b, e)
 	}
-	b = append(b, `,"target":`...)
-	b = appendProc(b, &e.Target)
+	b = c.appendTarget(b, &e.Target)
 	return appendExit(append(b, '}'), e)
 }
 
@@ -153,6 +167,11 @@ func appendSender(b []byte, e *Event) []byte {
 		b = append(b, ']')
 	}
 	return append(b, '}')
+}
+
+// appendTarget appends the "target" key and object.
+func appendTarget(b []byte, p *Process) []byte {
+	return appendProc(append(b, `,"target":`...), p)
 }
 
 // appendExit appends an exit event's status, then the event's closing brace.
@@ -255,10 +274,10 @@ func (s Signal) AppendName(b []byte) []byte {
 }
 
 // UnmarshalJSON reads an event written by MarshalJSON, for offline analysis
-// of a recording. Raw facts are not part of the JSON form: Flags are taken
+// of a recording, through [EventJSON]. Raw facts are not part of the JSON form: Flags are taken
 // as recorded, not recomputed.
 func (e *Event) UnmarshalJSON(b []byte) error {
-	var j jsonEvent
+	var j EventJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
@@ -327,7 +346,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func procFromJSON(j *jsonProc) Process {
+func procFromJSON(j *ProcessJSON) Process {
 	p := Process{PID: j.PID, TID: j.TID, NsPID: j.NsPID, PidNS: j.PidNS, CgroupID: j.CgroupID, CgroupV1ID: j.CgroupV1ID}
 	copy(p.Comm[:15], j.Comm)
 	return p

@@ -2,13 +2,13 @@ package sigvocab
 
 import "time"
 
-// Encoder writes what [Event.AppendJSON] writes, byte for byte, for a
+// Encoder is the event writer ([Encoder.AppendEvent]) with a cache, for a
 // stream of events: what repeats from one event to the next is encoded
 // once and copied after. A signal storm repeats everything but the time:
 // the same sender with the same ancestors, the same target, the same
 // verdict. Each part is cached under every field it is written from, so a
-// cached part is the part AppendJSON would write (jsoncache_test.go holds
-// the two to each other). The caches are direct-mapped tables of fixed
+// cached part is the part the writer would write again (tracer's
+// jsoncache_test.go holds a stream's lines to [Event.AppendJSON]'s). The caches are direct-mapped tables of fixed
 // size: memory stays bounded whatever the stream, and a part whose slot
 // another took is encoded again. The zero Encoder is ready to use; it is
 // not safe for concurrent use.
@@ -59,35 +59,50 @@ type senderKey struct {
 	ancestors [MaxAncestors]Ancestor
 }
 
-// AppendEvent appends e's JSON object: [Event.AppendJSON]'s bytes.
-func (c *Encoder) AppendEvent(b []byte, e *Event) []byte {
-	b = append(b, `{"time":"`...)
-	b = c.sec.appendTime(b, e.Time)
+// The parts of AppendEvent, each written by its function in json.go or
+// copied from the cache of a non-nil Encoder.
 
+func (c *Encoder) appendTime(b []byte, t time.Time) []byte {
+	if c == nil {
+		return appendTime(b, t)
+	}
+	return c.sec.appendTime(b, t)
+}
+
+func (c *Encoder) appendVerdict(b []byte, e *Event) []byte {
+	if c == nil {
+		return appendVerdict(b, e)
+	}
 	vk := verdictKey{kind: e.Kind, signal: e.Signal, result: e.Result, group: e.Group, handler: e.Handler,
 		code: e.Code, fate: e.Fate, flags: e.Flags, siCode: e.SiCode}
 	v := &c.verdicts[(uint(e.Kind)*31+uint(e.Signal)*7+uint(e.Flags))%verdictSlots]
 	if !v.ok || v.key != vk {
 		v.ok, v.key, v.frag = true, vk, appendVerdict(v.frag[:0], e)
 	}
-	b = append(b, v.frag...)
+	return append(b, v.frag...)
+}
 
-	if hasSender(e.Kind) {
-		sk := senderKey{p: e.Sender, exiting: e.SenderExiting, count: e.AncestorsCount, ancestors: e.Ancestors}
-		s := &c.senders[procSlot(&e.Sender)]
-		if !s.ok || s.key != sk {
-			s.ok, s.key, s.frag = true, sk, appendSender(s.frag[:0], e)
-		}
-		b = append(b, s.frag...)
+func (c *Encoder) appendSender(b []byte, e *Event) []byte {
+	if c == nil {
+		return appendSender(b, e)
 	}
+	sk := senderKey{p: e.Sender, exiting: e.SenderExiting, count: e.AncestorsCount, ancestors: e.Ancestors}
+	s := &c.senders[procSlot(&e.Sender)]
+	if !s.ok || s.key != sk {
+		s.ok, s.key, s.frag = true, sk, appendSender(s.frag[:0], e)
+	}
+	return append(b, s.frag...)
+}
 
-	t := &c.targets[procSlot(&e.Target)]
-	if !t.ok || t.key != e.Target {
-		t.ok, t.key = true, e.Target
-		t.frag = appendProc(append(t.frag[:0], `,"target":`...), &e.Target)
+func (c *Encoder) appendTarget(b []byte, p *Process) []byte {
+	if c == nil {
+		return appendTarget(b, p)
 	}
-	b = append(b, t.frag...)
-	return appendExit(append(b, '}'), e)
+	t := &c.targets[procSlot(p)]
+	if !t.ok || t.key != *p {
+		t.ok, t.key, t.frag = true, *p, appendTarget(t.frag[:0], p)
+	}
+	return append(b, t.frag...)
 }
 
 // procSlot is where a process's parts go: its pid and thread id mixed, so
