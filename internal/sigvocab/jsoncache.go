@@ -8,10 +8,11 @@ import "time"
 // the same sender with the same ancestors, the same target, the same
 // verdict. Each part is cached under every field it is written from, so a
 // cached part is the part the writer would write again (tracer's
-// jsoncache_test.go holds a stream's lines to [Event.AppendJSON]'s). The caches are direct-mapped tables of fixed
-// size: memory stays bounded whatever the stream, and a part whose slot
-// another took is encoded again. The zero Encoder is ready to use; it is
-// not safe for concurrent use.
+// jsoncache_test.go holds a stream's lines to [Event.AppendJSON]'s). The
+// caches are direct-mapped tables of fixed size: memory stays bounded
+// whatever the stream, and a part whose slot another took is encoded
+// again. The zero Encoder is ready to use; it is not safe for concurrent
+// use.
 type Encoder struct {
 	sec      secondCache
 	verdicts [verdictSlots]struct {
