@@ -98,7 +98,7 @@ func appendVerdict(b []byte, e *Event) []byte {
 	b = append(b, '"')
 	if e.Signal != 0 {
 		b = append(b, `,"signal":"`...)
-		b = e.Signal.AppendName(b)
+		b = append(b, e.Signal.String()...) // a name needs no escaping
 		b = append(b, `","signo":`...)
 		b = strconv.AppendInt(b, int64(e.Signal), 10)
 	}
@@ -255,21 +255,8 @@ func append2(b []byte, n int, sep byte) []byte {
 	return append(b, byte('0'+n/10), byte('0'+n%10), sep)
 }
 
-// signalNameTable is Signal.String of every signal the kernel knows,
-// computed once so that naming one allocates nothing.
-var signalNameTable = func() (t [MaxSignal + 1]string) {
-	for s := range t {
-		t[s] = Signal(s).String()
-	}
-	return t
-}()
-
-// AppendName appends s.String(), without allocating for a signal number
-// the kernel knows (1 to MaxSignal). The name needs no JSON escaping.
+// AppendName appends s.String(). The name needs no JSON escaping.
 func (s Signal) AppendName(b []byte) []byte {
-	if s >= 0 && s <= MaxSignal {
-		return append(b, signalNameTable[s]...)
-	}
 	return append(b, s.String()...)
 }
 
