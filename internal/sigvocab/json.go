@@ -255,11 +255,6 @@ func append2(b []byte, n int, sep byte) []byte {
 	return append(b, byte('0'+n/10), byte('0'+n%10), sep)
 }
 
-// AppendName appends s.String(). The name needs no JSON escaping.
-func (s Signal) AppendName(b []byte) []byte {
-	return append(b, s.String()...)
-}
-
 // UnmarshalJSON reads an event written by MarshalJSON, for offline analysis
 // of a recording, through [EventJSON]. Raw facts are not part of the JSON form: Flags are taken
 // as recorded, not recomputed.
