@@ -2,11 +2,11 @@
 // signal is ([Signal], [SignalSet]), which tracepoint saw it ([Kind]), what
 // the kernel answered ([Result]) and had installed ([Disposition]), the
 // verdict words ([Flags]), the signal's [Fate], and the decoded [Event]
-// with its documented JSON form (docs/events.md). json.go has its one
-// writer, by hand ([Encoder.AppendEvent]; [Event.AppendJSON] is it with no
-// cache), and its one reading type ([EventJSON]), which reads recordings
-// back; jsoncache.go is the [Encoder]'s cache, which copies what repeats
-// from event to event in a stream instead of writing it again.
+// with its documented JSON form (docs/events.md): one writer, by hand,
+// [Encoder.AppendEvent] (jsoncache.go), which puts together the parts
+// json.go writes and copies those that repeat from event to event in a
+// stream ([Event.AppendJSON] is it with no Encoder, so with no copies),
+// and one reading type, [EventJSON] (json.go), which reads recordings back.
 //
 // It decides, and is the only place that decides, what the kernel did with
 // a signal: [Classify] reads an event's fate (fate.go) and flags

@@ -69,26 +69,6 @@ func (e *Event) AppendJSON(b []byte) []byte {
 	return (*Encoder)(nil).AppendEvent(b, e)
 }
 
-// AppendEvent appends e's JSON object, without a newline. It is the one
-// writer of an event's JSON: the keys of [EventJSON], in its order, with
-// its omissions, each part written by one function below. Comms are made
-// valid UTF-8 with invalid bytes kept as \xNN, then escaped as
-// encoding/json escapes them (textsafe.AppendJSON). It is written by hand
-// because `trace -o json` writes one per signal: it allocates nothing and
-// takes a fraction of encoding/json's time. A nil Encoder writes every
-// part; an Encoder copies a part it wrote for an earlier event from the
-// same fields (jsoncache.go).
-func (c *Encoder) AppendEvent(b []byte, e *Event) []byte {
-	b = append(b, `{"time":"`...)
-	b = c.appendTime(b, e.Time)
-	b = c.appendVerdict(b, e)
-	if hasSender(e.Kind) {
-		b = c.appendSender(b, e)
-	}
-	b = c.appendTarget(b, &e.Target)
-	return appendExit(append(b, '}'), e)
-}
-
 // appendVerdict appends what follows the time, up to the sender: the
 // kind, signal, result, flags, fate, code and handler. It reads only the
 // fields of verdictKey (Encoder caches it by them).
