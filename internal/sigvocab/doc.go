@@ -3,10 +3,10 @@
 // the kernel answered ([Result]) and had installed ([Disposition]), the
 // verdict words ([Flags]), the signal's [Fate], and the decoded [Event]
 // with its documented JSON form (docs/events.md): one writer, by hand,
-// [Encoder.AppendEvent] (jsoncache.go), which puts together the parts
-// json.go writes and copies those that repeat from event to event in a
-// stream ([Event.AppendJSON] is it with no Encoder, so with no copies),
-// and one reading type, [EventJSON] (json.go), which reads recordings back.
+// [Encoder.AppendEvent] (json.go), which writes the object's parts and, in
+// a stream, copies those that repeat from event to event
+// ([Event.AppendJSON] is it with no Encoder, so with no copies), and one
+// reading type, [EventJSON] (jsonread.go), which reads recordings back.
 //
 // It decides, and is the only place that decides, what the kernel did with
 // a signal: [Classify] reads an event's fate (fate.go) and flags
