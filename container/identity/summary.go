@@ -134,7 +134,11 @@ func appendSummary(b []byte, s *Summary, how jsonStrings) []byte {
 	b = how.appendField(b, `,"pod":`, s.Pod)
 	b = how.appendField(b, `,"namespace":`, s.Namespace)
 	b = how.appendField(b, `,"pod_uid":`, s.PodUID)
-	if s.StopSignal != "" {
+	switch {
+	case s.StopSignal == "":
+	case how == lineStrings: // Signal.String's: nothing to escape
+		b = append(append(append(b, `,"stop_signal":"`...), s.StopSignal...), '"')
+	default:
 		b = how.appendString(append(b, `,"stop_signal":`...), s.StopSignal, false)
 	}
 	b = appendInt(b, `,"stop_timeout_s":`, s.StopTimeout)
