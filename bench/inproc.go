@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -22,9 +23,9 @@ type tracerAttach struct {
 func attachTracer(c config, ringSize int, bpfStats bool) (*tracerAttach, error) {
 	// (a) traces SIGTERM only: the storm's SIGUSR1 is dropped by the
 	// signal-mask test, the first thing the program does.
-	set := tracer.NewSignalSet(tracer.SIGUSR1)
+	set := sigvocab.NewSignalSet(sigvocab.SIGUSR1)
 	if c == filtered {
-		set = tracer.NewSignalSet(tracer.SIGTERM)
+		set = sigvocab.NewSignalSet(sigvocab.SIGTERM)
 	}
 	t := &tracerAttach{done: make(chan error, 1)}
 	if bpfStats {
@@ -48,7 +49,7 @@ func attachTracer(c config, ringSize int, bpfStats bool) (*tracerAttach, error) 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	go func() {
-		t.done <- tr.Run(ctx, func(*tracer.Event) error {
+		t.done <- tr.Run(ctx, func(*sigvocab.Event) error {
 			t.counted++
 			return nil
 		})

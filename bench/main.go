@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -157,7 +158,7 @@ func run(args []string, out io.Writer) error {
 
 	// Load and attach once before anything runs, so that a missing privilege
 	// fails at once with the tracer's own explanation.
-	probe, err := tracer.New(tracer.Options{Signals: tracer.NewSignalSet(tracer.SIGTERM), RingSize: o.ringSize})
+	probe, err := tracer.New(tracer.Options{Signals: sigvocab.NewSignalSet(sigvocab.SIGTERM), RingSize: o.ringSize})
 	if err != nil {
 		return fmt.Errorf("the benchmark attaches BPF programs: %w", err)
 	}

@@ -23,14 +23,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sigscope/sigscope/agent/apiv1"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // loadSignal is the only signal the load test's agent traces. Nothing else
 // on the node sends it, so every generate event the agent counts is one of
 // the sender's kills, and the books can balance exactly.
-const loadSignal = tracer.Signal(47) // SIGRTMIN+13
+const loadSignal = sigvocab.Signal(47) // SIGRTMIN+13
 
 // The load test's figures (docs/benchmarks.md, "Load").
 const (

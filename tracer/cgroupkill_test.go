@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -55,15 +56,15 @@ func TestCgroupKill(t *testing.T) {
 	// Another process writes the file: the tracer drops its own signals.
 	testutil.Run(t, "sh", "-c", "echo 1 > "+filepath.Join(dir, "cgroup.kill"))
 	for _, pid := range pids {
-		gen := c.waitFor(t, "cgroup-kill", isGenerate(SIGKILL, pid))
-		if gen.Result != ResultDelivered || gen.Group || gen.Sender.Comm.String() != "sh" {
+		gen := c.waitFor(t, "cgroup-kill", isGenerate(sigvocab.SIGKILL, pid))
+		if gen.Result != sigvocab.ResultDelivered || gen.Group || gen.Sender.Comm.String() != "sh" {
 			t.Errorf("SIGKILL to %d: result %s group %v sender %q", pid, gen.Result, gen.Group, gen.Sender.Comm)
 		}
-		assertFlags(t, gen, FlagCgroupKill)
+		assertFlags(t, gen, sigvocab.FlagCgroupKill)
 	}
 	other := testutil.StartReady(t, exec.Command("sh", "-c", "echo ready; exec sleep 1000"))
 	testutil.Run(t, "kill", "-KILL", strconv.Itoa(other))
-	assertFlags(t, c.waitFor(t, "plain-kill", isGenerate(SIGKILL, other)), 0)
+	assertFlags(t, c.waitFor(t, "plain-kill", isGenerate(sigvocab.SIGKILL, other)), 0)
 }
 
 // requireKernel skips t when the kernel lacks a feature the test exercises

@@ -2,9 +2,10 @@ package tracer
 
 import (
 	"fmt"
-	"github.com/sigscope/sigscope/internal/sigvocab"
 	"time"
 	"unsafe"
+
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // RecordSize is the size of one kernel record (struct event).
@@ -25,7 +26,7 @@ func (c Clock) Wall(bootNS uint64) time.Time {
 // from struct event, so no layout is mirrored by hand. A record aligned as
 // the ring aligns them (8 bytes) is read where it is, without a copy: at a
 // storm's rate of records the copy was a tenth of the JSON path's time.
-func Decode(raw []byte, clk Clock, e *Event) error {
+func Decode(raw []byte, clk Clock, e *sigvocab.Event) error {
 	if len(raw) < RecordSize {
 		return fmt.Errorf("short record: %d bytes, want %d", len(raw), RecordSize)
 	}
@@ -40,56 +41,56 @@ func Decode(raw []byte, clk Clock, e *Event) error {
 		r = &tmp
 	}
 
-	kind := Kind(r.Type)
+	kind := sigvocab.Kind(r.Type)
 	if !kind.Valid() {
 		return fmt.Errorf("unknown event type %d", r.Type)
 	}
-	*e = Event{
+	*e = sigvocab.Event{
 		Time:     clk.Wall(r.TsNs),
 		BootNS:   r.TsNs,
 		Kind:     kind,
-		Result:   Result(r.Result),
+		Result:   sigvocab.Result(r.Result),
 		Group:    r.Group != 0,
 		SiCode:   r.SiCode,
 		Code:     sigvocab.CodeOf(r.SiCode),
-		Handler:  Disposition(r.Handler),
+		Handler:  sigvocab.Disposition(r.Handler),
 		Facts:    r.Facts,
 		SigFlags: r.SigFlags,
 		Target:   decodeProc(&r.Target),
 		Raw:      raw[:RecordSize],
 	}
 	switch kind {
-	case KindGenerate, KindExec:
-		e.Signal = Signal(r.Signo)
+	case sigvocab.KindGenerate, sigvocab.KindExec:
+		e.Signal = sigvocab.Signal(r.Signo)
 		e.Sender = decodeProc(&r.Sender)
-		e.SenderExiting = r.Facts&factSenderExiting != 0
-		n := min(int(r.AncestorsLen), MaxAncestors)
+		e.SenderExiting = r.Facts&sigvocab.FactSenderExiting != 0
+		n := min(int(r.AncestorsLen), sigvocab.MaxAncestors)
 		for i := range n {
-			e.Ancestors[i] = Ancestor{PID: r.Ancestors[i].Pid, Comm: comm(&r.Ancestors[i].Comm)}
+			e.Ancestors[i] = sigvocab.Ancestor{PID: r.Ancestors[i].Pid, Comm: comm(&r.Ancestors[i].Comm)}
 		}
 		e.AncestorsCount = n
-	case KindDeliver:
-		e.Signal = Signal(r.Signo)
-	case KindNSEmpty:
-		e.Signal = Signal(r.Signo) // the init's exit signal, SIGCHLD
+	case sigvocab.KindDeliver:
+		e.Signal = sigvocab.Signal(r.Signo)
+	case sigvocab.KindNSEmpty:
+		e.Signal = sigvocab.Signal(r.Signo) // the init's exit signal, SIGCHLD
 		e.Sender = decodeProc(&r.Sender)
 		e.SenderExiting = false // the parent: it is the init that exits
-	case KindExit:
+	case sigvocab.KindExit:
 		// task->exit_code has the wait(2) status layout.
 		if sig := r.ExitCode & 0x7f; sig != 0 {
-			e.Signal = Signal(sig)
+			e.Signal = sigvocab.Signal(sig)
 			e.CoreDumped = r.ExitCode&0x80 != 0
 			e.ExitCode = -1
 		} else {
 			e.ExitCode = int(r.ExitCode>>8) & 0xff
 		}
 	}
-	e.Flags = Classify(e)
+	e.Flags = sigvocab.Classify(e)
 	return nil
 }
 
-func decodeProc(p *sigscopeProc) Process {
-	return Process{
+func decodeProc(p *sigscopeProc) sigvocab.Process {
+	return sigvocab.Process{
 		PID:        p.Pid,
 		TID:        p.Tid,
 		NsPID:      p.NsPid,
@@ -102,6 +103,6 @@ func decodeProc(p *sigscopeProc) Process {
 
 // comm is c's bytes: an int8 and a byte array of one length share their
 // layout, so this is one 16-byte load rather than a loop.
-func comm(c *[16]int8) Comm {
-	return *(*Comm)(unsafe.Pointer(c))
+func comm(c *[16]int8) sigvocab.Comm {
+	return *(*sigvocab.Comm)(unsafe.Pointer(c))
 }

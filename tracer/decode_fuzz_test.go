@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -23,8 +24,8 @@ import (
 
 // fuzzRecord is one raw record of the given kind, built from the generated
 // struct so that no layout is written by hand.
-func fuzzRecord(kind Kind, fill func(r *sigscopeEvent)) []byte {
-	r := sigscopeEvent{TsNs: 1_000_000_007, Type: uint8(kind), Signo: int32(SIGTERM)}
+func fuzzRecord(kind sigvocab.Kind, fill func(r *sigscopeEvent)) []byte {
+	r := sigscopeEvent{TsNs: 1_000_000_007, Type: uint8(kind), Signo: int32(sigvocab.SIGTERM)}
 	r.Target = sigscopeProc{Pid: 4242, Tid: 4242, NsPid: 1, Pidns: 4026532177, CgroupId: 3255, CgroupV1Id: 9539}
 	copy(r.Target.Comm[:], []int8{'s', 'h'})
 	r.Sender = sigscopeProc{Pid: 100, Tid: 101, NsPid: 100, Pidns: 4026531836, CgroupId: 1}
@@ -68,28 +69,28 @@ func FuzzDecode(f *testing.F) {
 		f.Add(raw, int64(0))
 		f.Add(raw, int64(1_700_000_000_000_000_000))
 	}
-	f.Add(fuzzRecord(KindOOM, nil), int64(0))
-	f.Add(fuzzRecord(KindExec, func(r *sigscopeEvent) {
+	f.Add(fuzzRecord(sigvocab.KindOOM, nil), int64(0))
+	f.Add(fuzzRecord(sigvocab.KindExec, func(r *sigscopeEvent) {
 		r.AncestorsLen = 9 // more than the record holds
 		for i := range r.Ancestors {
 			r.Ancestors[i].Pid = uint32(i + 1)
 			copy(r.Ancestors[i].Comm[:], []int8{'p', int8('0' + i), -1, 0x1b})
 		}
 	}), int64(-1))
-	f.Add(fuzzRecord(KindExit, func(r *sigscopeEvent) { r.ExitCode = 0x8b }), int64(0)) // SIGSEGV, core dumped
-	f.Add(fuzzRecord(KindGenerate, func(r *sigscopeEvent) {
-		r.Signo, r.SiCode, r.Group, r.Facts = int32(SIGKILL), 0x80, 1, ^uint32(0)
+	f.Add(fuzzRecord(sigvocab.KindExit, func(r *sigscopeEvent) { r.ExitCode = 0x8b }), int64(0)) // SIGSEGV, core dumped
+	f.Add(fuzzRecord(sigvocab.KindGenerate, func(r *sigscopeEvent) {
+		r.Signo, r.SiCode, r.Group, r.Facts = int32(sigvocab.SIGKILL), 0x80, 1, ^uint32(0)
 		for i := range r.Target.Comm {
 			r.Target.Comm[i] = -1 // 16 bytes of 0xff, no NUL
 		}
 	}), int64(0))
-	f.Add(fuzzRecord(KindDeliver, func(r *sigscopeEvent) { r.Signo = -5; r.Handler = 2 }), int64(0))
+	f.Add(fuzzRecord(sigvocab.KindDeliver, func(r *sigscopeEvent) { r.Signo = -5; r.Handler = 2 }), int64(0))
 	f.Add(make([]byte, RecordSize), int64(0))
 	f.Add(make([]byte, RecordSize-1), int64(0))
 	f.Add([]byte{}, int64(0))
 
 	f.Fuzz(func(t *testing.T, raw []byte, offset int64) {
-		var e Event
+		var e sigvocab.Event
 		err := Decode(raw, Clock{offset: offset}, &e)
 		if len(raw) < RecordSize {
 			if err == nil {
@@ -101,7 +102,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		known := false
-		for _, k := range Kinds {
+		for _, k := range sigvocab.Kinds {
 			known = known || e.Kind == k
 		}
 		if !known {
@@ -116,10 +117,10 @@ func FuzzDecode(f *testing.F) {
 		if e.BootNS != binary.NativeEndian.Uint64(raw) {
 			t.Fatalf("BootNS %d is not the record's timestamp", e.BootNS)
 		}
-		if e.AncestorsCount < 0 || e.AncestorsCount > MaxAncestors {
+		if e.AncestorsCount < 0 || e.AncestorsCount > sigvocab.MaxAncestors {
 			t.Fatalf("%d ancestors", e.AncestorsCount)
 		}
-		if e.Kind == KindExit && (e.ExitCode < -1 || e.ExitCode > 255 || (e.Signal != 0) != (e.ExitCode == -1)) {
+		if e.Kind == sigvocab.KindExit && (e.ExitCode < -1 || e.ExitCode > 255 || (e.Signal != 0) != (e.ExitCode == -1)) {
 			t.Fatalf("exit: signal %d, code %d", e.Signal, e.ExitCode)
 		}
 
@@ -130,7 +131,7 @@ func FuzzDecode(f *testing.F) {
 		if !utf8.Valid(b) || !json.Valid(b) {
 			t.Fatalf("MarshalJSON wrote invalid JSON: %q", b)
 		}
-		var back Event
+		var back sigvocab.Event
 		if err := back.UnmarshalJSON(b); err != nil {
 			t.Fatalf("the JSON of a decoded event does not read back: %v\n%s", err, b)
 		}
@@ -141,23 +142,23 @@ func FuzzDecode(f *testing.F) {
 		// Result and group are a generate event's, si_code and handler a
 		// generate or deliver event's. Result and handler compare by name:
 		// every value without one is written "unknown".
-		signal := e.Kind == KindGenerate || e.Kind == KindDeliver
-		if e.Kind == KindGenerate && (back.Result.String() != e.Result.String() || back.Group != e.Group) ||
+		signal := e.Kind == sigvocab.KindGenerate || e.Kind == sigvocab.KindDeliver
+		if e.Kind == sigvocab.KindGenerate && (back.Result.String() != e.Result.String() || back.Group != e.Group) ||
 			signal && (back.Handler.String() != e.Handler.String() || back.SiCode != e.SiCode || back.Code != e.Code) {
 			t.Fatalf("JSON round trip changed result, group, si_code or handler:\n%s\n%+v\n%+v", b, e, back)
 		}
 		// RFC 3339 offsets are whole minutes: a local zone with seconds in
 		// its offset (LMT, before 1900) cannot be written exactly.
 		if _, off := e.Time.Zone(); off%60 == 0 && !back.Time.Equal(e.Time) {
-			t.Fatalf("time %s read back as %s", e.Time.Format(TimeFormat), back.Time.Format(TimeFormat))
+			t.Fatalf("time %s read back as %s", e.Time.Format(sigvocab.TimeFormat), back.Time.Format(sigvocab.TimeFormat))
 		}
-		procs := [][2]Process{{e.Target, back.Target}}
-		if e.Kind == KindGenerate || e.Kind == KindExec { // the kinds with a sender
-			procs = append(procs, [2]Process{e.Sender, back.Sender})
+		procs := [][2]sigvocab.Process{{e.Target, back.Target}}
+		if e.Kind == sigvocab.KindGenerate || e.Kind == sigvocab.KindExec { // the kinds with a sender
+			procs = append(procs, [2]sigvocab.Process{e.Sender, back.Sender})
 		}
 		for _, p := range procs {
 			a, z := p[0], p[1]
-			a.Comm, z.Comm = Comm{}, Comm{}
+			a.Comm, z.Comm = sigvocab.Comm{}, sigvocab.Comm{}
 			if a != z {
 				t.Fatalf("process %+v read back as %+v", p[0], p[1])
 			}
@@ -169,8 +170,8 @@ func FuzzDecode(f *testing.F) {
 // "unknown", and reads back so (FuzzDecode found it refused:
 // testdata/fuzz/FuzzDecode/a649ebd45c45ae0a).
 func TestUnknownResultAndHandlerReadBack(t *testing.T) {
-	raw := fuzzRecord(KindGenerate, func(r *sigscopeEvent) { r.Result, r.Handler = 9, 7 })
-	var e, back Event
+	raw := fuzzRecord(sigvocab.KindGenerate, func(r *sigscopeEvent) { r.Result, r.Handler = 9, 7 })
+	var e, back sigvocab.Event
 	if err := Decode(raw, Clock{}, &e); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func fuzzStreamLines(f *testing.F) []string {
 // back, and a second round trip changes nothing but comms (see withoutComms).
 func FuzzEventUnmarshalJSON(f *testing.F) {
 	for _, raw := range fuzzFixtures(f) {
-		var e Event
+		var e sigvocab.Event
 		if err := Decode(raw, Clock{}, &e); err != nil {
 			f.Fatal(err)
 		}
@@ -243,11 +244,11 @@ func FuzzEventUnmarshalJSON(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var e Event
+		var e sigvocab.Event
 		if e.UnmarshalJSON(b) != nil {
 			return
 		}
-		if e.AncestorsCount < 0 || e.AncestorsCount > MaxAncestors {
+		if e.AncestorsCount < 0 || e.AncestorsCount > sigvocab.MaxAncestors {
 			t.Fatalf("%d ancestors", e.AncestorsCount)
 		}
 		m1, err := e.MarshalJSON()
@@ -257,7 +258,7 @@ func FuzzEventUnmarshalJSON(f *testing.F) {
 		if !utf8.Valid(m1) || !json.Valid(m1) {
 			t.Fatalf("MarshalJSON wrote invalid JSON: %q", m1)
 		}
-		var back Event
+		var back sigvocab.Event
 		if err := back.UnmarshalJSON(m1); err != nil {
 			t.Fatalf("an event read from %q wrote %s, which does not read back: %v", b, m1, err)
 		}
@@ -288,12 +289,12 @@ func FuzzDecodeTaskStates(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		if len(raw)%taskStateSize != 0 {
-			if err := decodeTaskStates(raw, map[int]TaskSnapshot{}); err == nil {
+			if err := decodeTaskStates(raw, map[int]sigvocab.TaskSnapshot{}); err == nil {
 				t.Fatalf("%d bytes (not whole %d-byte records) decoded", len(raw), taskStateSize)
 			}
 			raw = raw[:len(raw)-len(raw)%taskStateSize] // and the whole records in it
 		}
-		out := map[int]TaskSnapshot{-1: {}} // an entry that was there before stays
+		out := map[int]sigvocab.TaskSnapshot{-1: {}} // an entry that was there before stays
 		if err := decodeTaskStates(raw, out); err != nil {
 			t.Fatalf("%d whole records: %v", len(raw)/taskStateSize, err)
 		}
@@ -327,8 +328,8 @@ func FuzzDecodeTaskStates(f *testing.F) {
 			if pid != -1 && (s.PID != pid || s.PID < 0 || s.NSPID < 0) {
 				t.Fatalf("pid %d: snapshot %+v", pid, s)
 			}
-			for sig := Signal(1); sig <= MaxSignal; sig++ {
-				_ = PredictFate(sig, s.State(sig), true).String()
+			for sig := sigvocab.Signal(1); sig <= sigvocab.MaxSignal; sig++ {
+				_ = sigvocab.PredictFate(sig, s.State(sig), true).String()
 			}
 		}
 	})

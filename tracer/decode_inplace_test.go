@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // Decode reads an aligned record in place and copies one that is not: both
@@ -13,7 +15,7 @@ func TestDecodeUnalignedRecord(t *testing.T) {
 	for p, raw := range recordedRecords(t) {
 		buf := make([]byte, len(raw)+1)
 		copy(buf[1:], raw)
-		var aligned, unaligned Event
+		var aligned, unaligned sigvocab.Event
 		if err := Decode(raw, Clock{}, &aligned); err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 func loadFixture(t testing.TB, name string) []byte {
@@ -29,40 +31,40 @@ func loadFixture(t testing.TB, name string) []byte {
 func TestDecodeRecordedEvents(t *testing.T) {
 	cases := []struct {
 		fixture string
-		kind    Kind
-		signal  Signal
-		result  Result
-		handler Disposition
-		flags   Flags
+		kind    sigvocab.Kind
+		signal  sigvocab.Signal
+		result  sigvocab.Result
+		handler sigvocab.Disposition
+		flags   sigvocab.Flags
 		exit    int
 		nsPID   uint32
 	}{
-		{"TestPID1IgnoresSIGTERM__inside", KindGenerate, SIGTERM, ResultIgnored, DispDefault, FlagPID1Ignored | FlagNSInit, 0, 1},
-		{"TestPID1IgnoresSIGTERM__host", KindGenerate, SIGTERM, ResultIgnored, DispDefault, FlagPID1Ignored | FlagNSInit | FlagCrossNS, 0, 1},
-		{"TestPID1HandlerDelivery__generate", KindGenerate, SIGTERM, ResultDelivered, DispHandler, FlagNSInit | FlagCrossNS, 0, 1},
-		{"TestPID1HandlerDelivery__deliver", KindDeliver, SIGTERM, ResultDelivered, DispHandler, FlagNSInit, 0, 1},
-		{"TestPID1HandlerDelivery__exit", KindExit, 0, 0, 0, FlagNSInit, 0, 1},
-		{"TestNamespaceCascade__init-exit", KindExit, 0, 0, 0, FlagNSInit, 7, 1},
-		{"TestNamespaceCascade__cascade-3", KindGenerate, SIGKILL, ResultDelivered, DispDefault, FlagNSCascade, 0, 0},
-		{"TestNamespaceCascade__child-exit", KindExit, SIGKILL, 0, 0, 0, -1, 0},
-		{"TestSigIgnPlainProcess__sig_ign", KindGenerate, SIGTERM, ResultIgnored, DispIgnore, FlagSigIgn, 0, 0},
-		{"TestHostSIGKILLToInit__kill", KindGenerate, SIGKILL, ResultDelivered, DispDefault, FlagNSInit | FlagCrossNS, 0, 1},
-		{"TestHostSIGKILLToInit__exit", KindExit, SIGKILL, 0, 0, FlagNSInit, -1, 1},
-		{"TestNamespaceCascade__ns-empty", KindNSEmpty, SIGCHLD, 0, 0, FlagNSInit, 0, 1},
+		{"TestPID1IgnoresSIGTERM__inside", sigvocab.KindGenerate, sigvocab.SIGTERM, sigvocab.ResultIgnored, sigvocab.DispDefault, sigvocab.FlagPID1Ignored | sigvocab.FlagNSInit, 0, 1},
+		{"TestPID1IgnoresSIGTERM__host", sigvocab.KindGenerate, sigvocab.SIGTERM, sigvocab.ResultIgnored, sigvocab.DispDefault, sigvocab.FlagPID1Ignored | sigvocab.FlagNSInit | sigvocab.FlagCrossNS, 0, 1},
+		{"TestPID1HandlerDelivery__generate", sigvocab.KindGenerate, sigvocab.SIGTERM, sigvocab.ResultDelivered, sigvocab.DispHandler, sigvocab.FlagNSInit | sigvocab.FlagCrossNS, 0, 1},
+		{"TestPID1HandlerDelivery__deliver", sigvocab.KindDeliver, sigvocab.SIGTERM, sigvocab.ResultDelivered, sigvocab.DispHandler, sigvocab.FlagNSInit, 0, 1},
+		{"TestPID1HandlerDelivery__exit", sigvocab.KindExit, 0, 0, 0, sigvocab.FlagNSInit, 0, 1},
+		{"TestNamespaceCascade__init-exit", sigvocab.KindExit, 0, 0, 0, sigvocab.FlagNSInit, 7, 1},
+		{"TestNamespaceCascade__cascade-3", sigvocab.KindGenerate, sigvocab.SIGKILL, sigvocab.ResultDelivered, sigvocab.DispDefault, sigvocab.FlagNSCascade, 0, 0},
+		{"TestNamespaceCascade__child-exit", sigvocab.KindExit, sigvocab.SIGKILL, 0, 0, 0, -1, 0},
+		{"TestSigIgnPlainProcess__sig_ign", sigvocab.KindGenerate, sigvocab.SIGTERM, sigvocab.ResultIgnored, sigvocab.DispIgnore, sigvocab.FlagSigIgn, 0, 0},
+		{"TestHostSIGKILLToInit__kill", sigvocab.KindGenerate, sigvocab.SIGKILL, sigvocab.ResultDelivered, sigvocab.DispDefault, sigvocab.FlagNSInit | sigvocab.FlagCrossNS, 0, 1},
+		{"TestHostSIGKILLToInit__exit", sigvocab.KindExit, sigvocab.SIGKILL, 0, 0, sigvocab.FlagNSInit, -1, 1},
+		{"TestNamespaceCascade__ns-empty", sigvocab.KindNSEmpty, sigvocab.SIGCHLD, 0, 0, sigvocab.FlagNSInit, 0, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.fixture, func(t *testing.T) {
-			var e Event
+			var e sigvocab.Event
 			if err := Decode(loadFixture(t, c.fixture), Clock{}, &e); err != nil {
 				t.Fatal(err)
 			}
 			if e.Kind != c.kind || e.Signal != c.signal || e.Flags != c.flags {
 				t.Errorf("got %s %s [%s], want %s %s [%s]", e.Kind, e.Signal, e.Flags, c.kind, c.signal, c.flags)
 			}
-			if c.kind != KindExit && (e.Result != c.result || e.Handler != c.handler) {
+			if c.kind != sigvocab.KindExit && (e.Result != c.result || e.Handler != c.handler) {
 				t.Errorf("result %s handler %s, want %s %s", e.Result, e.Handler, c.result, c.handler)
 			}
-			if c.kind == KindExit && e.ExitCode != c.exit {
+			if c.kind == sigvocab.KindExit && e.ExitCode != c.exit {
 				t.Errorf("exit code %d, want %d", e.ExitCode, c.exit)
 			}
 			if c.nsPID != 0 && e.Target.NsPID != c.nsPID {
@@ -71,7 +73,7 @@ func TestDecodeRecordedEvents(t *testing.T) {
 			if e.Target.PID == 0 || e.Target.PidNS == 0 || e.BootNS == 0 {
 				t.Errorf("target identity missing: %+v boot %d", e.Target, e.BootNS)
 			}
-			if c.kind == KindGenerate && (e.Sender.PID == 0 || e.AncestorsCount == 0) {
+			if c.kind == sigvocab.KindGenerate && (e.Sender.PID == 0 || e.AncestorsCount == 0) {
 				t.Errorf("sender missing: %+v ancestors %d", e.Sender, e.AncestorsCount)
 			}
 			testJSONRoundTrip(t, &e)
@@ -79,13 +81,13 @@ func TestDecodeRecordedEvents(t *testing.T) {
 	}
 }
 
-func testJSONRoundTrip(t *testing.T, e *Event) {
+func testJSONRoundTrip(t *testing.T, e *sigvocab.Event) {
 	t.Helper()
 	b, err := json.Marshal(e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back Event
+	var back sigvocab.Event
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatalf("%s: %v", b, err)
 	}
@@ -97,7 +99,7 @@ func testJSONRoundTrip(t *testing.T, e *Event) {
 }
 
 func TestDecodeRejectsBadRecords(t *testing.T) {
-	var e Event
+	var e sigvocab.Event
 	if err := Decode(make([]byte, RecordSize-1), Clock{}, &e); err == nil {
 		t.Error("short record decoded")
 	}
@@ -110,7 +112,7 @@ func TestDecodeRejectsBadRecords(t *testing.T) {
 
 func TestDecodeAllocatesNothing(t *testing.T) {
 	raw := loadFixture(t, "TestPID1IgnoresSIGTERM__host")
-	var e Event
+	var e sigvocab.Event
 	if n := testing.AllocsPerRun(1000, func() { _ = Decode(raw, Clock{}, &e) }); n != 0 {
 		t.Errorf("Decode allocates %v times per record", n)
 	}
@@ -119,86 +121,86 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 // Rules that the live tests cannot all reach on one kernel, from raw facts.
 func TestClassify(t *testing.T) {
 	const (
-		unkillable = signalUnkillable
-		groupExit  = signalGroupExit
-		inTarget   = factSenderInTargetNS
+		unkillable = sigvocab.SignalUnkillable
+		groupExit  = sigvocab.SignalGroupExit
+		inTarget   = sigvocab.FactSenderInTargetNS
 	)
-	cascadeFacts := factInfoPriv | factSenderExiting | factSenderReaper | factTargetInSenderNS | inTarget
+	cascadeFacts := sigvocab.FactInfoPriv | sigvocab.FactSenderExiting | sigvocab.FactSenderReaper | sigvocab.FactTargetInSenderNS | inTarget
 	cases := []struct {
 		name string
-		e    Event
-		want Flags
+		e    sigvocab.Event
+		want sigvocab.Flags
 	}{
 		{"init drops TERM without handler",
-			Event{Kind: KindGenerate, Signal: SIGTERM, Result: ResultIgnored, SigFlags: unkillable, Facts: inTarget | factTargetNSInit},
-			FlagPID1Ignored | FlagNSInit},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Result: sigvocab.ResultIgnored, SigFlags: unkillable, Facts: inTarget | sigvocab.FactTargetNSInit},
+			sigvocab.FlagPID1Ignored | sigvocab.FlagNSInit},
 		{"init drops KILL from inside",
-			Event{Kind: KindGenerate, Signal: SIGKILL, Result: ResultIgnored, SigFlags: unkillable, Facts: inTarget | factTargetNSInit},
-			FlagPID1Ignored | FlagNSInit},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGKILL, Result: sigvocab.ResultIgnored, SigFlags: unkillable, Facts: inTarget | sigvocab.FactTargetNSInit},
+			sigvocab.FlagPID1Ignored | sigvocab.FlagNSInit},
 		{"SIGCHLD ignored by default is no PID 1 verdict",
-			Event{Kind: KindGenerate, Signal: SIGCHLD, Result: ResultIgnored, SigFlags: unkillable, Facts: inTarget | factTargetNSInit},
-			FlagNSInit},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGCHLD, Result: sigvocab.ResultIgnored, SigFlags: unkillable, Facts: inTarget | sigvocab.FactTargetNSInit},
+			sigvocab.FlagNSInit},
 		{"explicit SIG_IGN at an init is sig_ign",
-			Event{Kind: KindGenerate, Signal: SIGTERM, Result: ResultIgnored, Handler: DispIgnore, SigFlags: unkillable, Facts: inTarget | factTargetNSInit},
-			FlagSigIgn | FlagNSInit},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Result: sigvocab.ResultIgnored, Handler: sigvocab.DispIgnore, SigFlags: unkillable, Facts: inTarget | sigvocab.FactTargetNSInit},
+			sigvocab.FlagSigIgn | sigvocab.FlagNSInit},
 		{"dying target",
-			Event{Kind: KindGenerate, Signal: SIGTERM, Result: ResultIgnored, SigFlags: groupExit, Facts: inTarget},
-			FlagTargetExiting},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Result: sigvocab.ResultIgnored, SigFlags: groupExit, Facts: inTarget},
+			sigvocab.FlagTargetExiting},
 		{"dying target with SIG_IGN is still target_exiting",
-			Event{Kind: KindGenerate, Signal: SIGTERM, Result: ResultIgnored, Handler: DispIgnore, SigFlags: groupExit, Facts: inTarget},
-			FlagTargetExiting},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Result: sigvocab.ResultIgnored, Handler: sigvocab.DispIgnore, SigFlags: groupExit, Facts: inTarget},
+			sigvocab.FlagTargetExiting},
 		{"blocked at an init: queued",
-			Event{Kind: KindGenerate, Signal: SIGTERM, Result: ResultDelivered, SigFlags: unkillable, Facts: factBlocked | factTargetNSInit},
-			FlagBlocked | FlagNSInit | FlagCrossNS},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Result: sigvocab.ResultDelivered, SigFlags: unkillable, Facts: sigvocab.FactBlocked | sigvocab.FactTargetNSInit},
+			sigvocab.FlagBlocked | sigvocab.FlagNSInit | sigvocab.FlagCrossNS},
 		{"delivered to a handler",
-			Event{Kind: KindGenerate, Signal: SIGTERM, Result: ResultDelivered, Handler: DispHandler, SigFlags: unkillable, Facts: inTarget | factTargetNSInit},
-			FlagNSInit},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Result: sigvocab.ResultDelivered, Handler: sigvocab.DispHandler, SigFlags: unkillable, Facts: inTarget | sigvocab.FactTargetNSInit},
+			sigvocab.FlagNSInit},
 		{"already pending is not a drop",
-			Event{Kind: KindGenerate, Signal: SIGTERM, Result: ResultAlreadyPending, SigFlags: unkillable, Facts: inTarget},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Result: sigvocab.ResultAlreadyPending, SigFlags: unkillable, Facts: inTarget},
 			0},
 		{"cascade",
-			Event{Kind: KindGenerate, Signal: SIGKILL, Group: true, Facts: cascadeFacts, Sender: Process{PID: 10}, Target: Process{PID: 11}},
-			FlagNSCascade},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGKILL, Group: true, Facts: cascadeFacts, Sender: sigvocab.Process{PID: 10}, Target: sigvocab.Process{PID: 11}},
+			sigvocab.FlagNSCascade},
 		{"cascade into a nested namespace is cross_ns",
-			Event{Kind: KindGenerate, Signal: SIGKILL, Group: true, Facts: cascadeFacts &^ inTarget, Sender: Process{PID: 10}, Target: Process{PID: 11}},
-			FlagNSCascade | FlagCrossNS},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGKILL, Group: true, Facts: cascadeFacts &^ inTarget, Sender: sigvocab.Process{PID: 10}, Target: sigvocab.Process{PID: 11}},
+			sigvocab.FlagNSCascade | sigvocab.FlagCrossNS},
 		{"zap of the init's own thread is not cascade",
-			Event{Kind: KindGenerate, Signal: SIGKILL, Group: true, Facts: cascadeFacts, Sender: Process{PID: 10}, Target: Process{PID: 10}},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGKILL, Group: true, Facts: cascadeFacts, Sender: sigvocab.Process{PID: 10}, Target: sigvocab.Process{PID: 10}},
 			0},
 		{"OOM killer: PRIV SIGKILL from a non-reaper",
-			Event{Kind: KindGenerate, Signal: SIGKILL, Group: true, Facts: factInfoPriv | factTargetInSenderNS | inTarget, Sender: Process{PID: 10}, Target: Process{PID: 11}},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGKILL, Group: true, Facts: sigvocab.FactInfoPriv | sigvocab.FactTargetInSenderNS | inTarget, Sender: sigvocab.Process{PID: 10}, Target: sigvocab.Process{PID: 11}},
 			0},
 		{"SIGKILL from an exiting reaper via kill(2) is not cascade",
-			Event{Kind: KindGenerate, Signal: SIGKILL, Group: true, Facts: cascadeFacts &^ factInfoPriv, Sender: Process{PID: 10}, Target: Process{PID: 11}},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGKILL, Group: true, Facts: cascadeFacts &^ sigvocab.FactInfoPriv, Sender: sigvocab.Process{PID: 10}, Target: sigvocab.Process{PID: 11}},
 			0},
 		{"thread-directed PRIV SIGKILL (ptrace exit-kill) is not cascade",
-			Event{Kind: KindGenerate, Signal: SIGKILL, Group: false, Facts: cascadeFacts, Sender: Process{PID: 10}, Target: Process{PID: 11}},
+			sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGKILL, Group: false, Facts: cascadeFacts, Sender: sigvocab.Process{PID: 10}, Target: sigvocab.Process{PID: 11}},
 			0},
 		{"blocked TERM dequeued by an init with SIG_DFL is dropped",
-			Event{Kind: KindDeliver, Signal: SIGTERM, Handler: DispDefault, SigFlags: unkillable, Facts: factTargetNSInit},
-			FlagPID1Ignored | FlagNSInit},
+			sigvocab.Event{Kind: sigvocab.KindDeliver, Signal: sigvocab.SIGTERM, Handler: sigvocab.DispDefault, SigFlags: unkillable, Facts: sigvocab.FactTargetNSInit},
+			sigvocab.FlagPID1Ignored | sigvocab.FlagNSInit},
 		{"SIGKILL dequeued by an init is acted on",
-			Event{Kind: KindDeliver, Signal: SIGKILL, Handler: DispDefault, SigFlags: unkillable, Facts: factTargetNSInit},
-			FlagNSInit},
+			sigvocab.Event{Kind: sigvocab.KindDeliver, Signal: sigvocab.SIGKILL, Handler: sigvocab.DispDefault, SigFlags: unkillable, Facts: sigvocab.FactTargetNSInit},
+			sigvocab.FlagNSInit},
 		{"group-exit SIGKILL deliver (UNKILLABLE wiped)",
-			Event{Kind: KindDeliver, Signal: SIGKILL, Handler: DispDefault, SigFlags: groupExit},
+			sigvocab.Event{Kind: sigvocab.KindDeliver, Signal: sigvocab.SIGKILL, Handler: sigvocab.DispDefault, SigFlags: groupExit},
 			0},
 		{"deliver to a handler",
-			Event{Kind: KindDeliver, Signal: SIGTERM, Handler: DispHandler, SigFlags: unkillable, Facts: factTargetNSInit},
-			FlagNSInit},
+			sigvocab.Event{Kind: sigvocab.KindDeliver, Signal: sigvocab.SIGTERM, Handler: sigvocab.DispHandler, SigFlags: unkillable, Facts: sigvocab.FactTargetNSInit},
+			sigvocab.FlagNSInit},
 		{"exit of an init",
-			Event{Kind: KindExit, Facts: factTargetNSInit, SigFlags: groupExit},
-			FlagNSInit},
+			sigvocab.Event{Kind: sigvocab.KindExit, Facts: sigvocab.FactTargetNSInit, SigFlags: groupExit},
+			sigvocab.FlagNSInit},
 	}
 	for _, c := range cases {
-		if got := Classify(&c.e); got != c.want {
+		if got := sigvocab.Classify(&c.e); got != c.want {
 			t.Errorf("%s: [%s], want [%s]", c.name, got, c.want)
 		}
 	}
 }
 
 func TestJSONUntrustedComm(t *testing.T) {
-	e := Event{Kind: KindGenerate, Signal: SIGTERM}
+	e := sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM}
 	copy(e.Target.Comm[:], "ev\x1b[31mil\xff\xfe\n")
 	copy(e.Sender.Comm[:], "ok\u00e9")
 	b, err := json.Marshal(&e)
@@ -222,7 +224,7 @@ func TestJSONUntrustedComm(t *testing.T) {
 }
 
 func TestJSONFieldNames(t *testing.T) {
-	var e Event
+	var e sigvocab.Event
 	if err := Decode(loadFixture(t, "TestPID1IgnoresSIGTERM__host"), Clock{}, &e); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +270,7 @@ func TestJSONFieldNames(t *testing.T) {
 // BenchmarkDecode is one record into a reused Event, as the reader does.
 func BenchmarkDecode(b *testing.B) {
 	raw := loadFixture(b, "TestNamespaceCascade__init-exit") // 8-byte aligned, like the ring
-	var e Event
+	var e sigvocab.Event
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := Decode(raw, Clock{}, &e); err != nil {

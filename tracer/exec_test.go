@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -24,13 +25,13 @@ func TestExecFromOutside(t *testing.T) {
 	_, _ = ns.Stdin.Write([]byte("\n"))
 	ns.WaitLine(t, "inside")
 
-	ev := c.waitFor(t, "exec", func(e *Event) bool {
-		return e.Kind == KindExec && e.Target.PidNS == pidns && int(e.Sender.PID) == nsenter.Process.Pid
+	ev := c.waitFor(t, "exec", func(e *sigvocab.Event) bool {
+		return e.Kind == sigvocab.KindExec && e.Target.PidNS == pidns && int(e.Sender.PID) == nsenter.Process.Pid
 	})
 	if ev.Target.PidNS != pidns || ev.Target.NsPID < 2 || int(ev.Sender.PID) != nsenter.Process.Pid || ev.Sender.PidNS == pidns {
 		t.Errorf("exec %+v by %+v, want a process of pid ns %d started by nsenter %d", ev.Target, ev.Sender, pidns, nsenter.Process.Pid)
 	}
-	exit := c.waitFor(t, "exec-exit", func(e *Event) bool { return e.Kind == KindExit && e.Target.PID == ev.Target.PID })
+	exit := c.waitFor(t, "exec-exit", func(e *sigvocab.Event) bool { return e.Kind == sigvocab.KindExit && e.Target.PID == ev.Target.PID })
 	if exit.ExitCode != 3 {
 		t.Errorf("exit code %d, want 3", exit.ExitCode)
 	}
@@ -39,7 +40,7 @@ func TestExecFromOutside(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range c.events {
-		if e.Kind == KindExec && e.Target.Comm.String() == "sleep" && e.Target.PidNS == pidns {
+		if e.Kind == sigvocab.KindExec && e.Target.Comm.String() == "sleep" && e.Target.PidNS == pidns {
 			t.Errorf("exec from inside the namespace reported: %+v by %+v", e.Target, e.Sender)
 		}
 	}

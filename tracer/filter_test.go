@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -19,7 +20,7 @@ func startIgnorer(t *testing.T, exe string) int {
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=ignore")
 	pid := testutil.StartReady(t, cmd)
-	waitSigIgn(t, pid, SIGUSR2)
+	waitSigIgn(t, pid, sigvocab.SIGUSR2)
 	return pid
 }
 
@@ -52,11 +53,11 @@ func TestKernelFilters(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opts Options
-		want func(e *Event) bool
+		want func(e *sigvocab.Event) bool
 	}{
-		{"pid", Options{PID: uint32(a)}, func(e *Event) bool { return int(e.Target.PID) == a }},
-		{"comm", Options{Comm: "sigscope-cm"}, func(e *Event) bool { return int(e.Target.PID) == b }},
-		{"signals", Options{Signals: NewSignalSet(SIGUSR2)}, func(e *Event) bool { return e.Signal == SIGUSR2 }},
+		{"pid", Options{PID: uint32(a)}, func(e *sigvocab.Event) bool { return int(e.Target.PID) == a }},
+		{"comm", Options{Comm: "sigscope-cm"}, func(e *sigvocab.Event) bool { return int(e.Target.PID) == b }},
+		{"signals", Options{Signals: sigvocab.NewSignalSet(sigvocab.SIGUSR2)}, func(e *sigvocab.Event) bool { return e.Signal == sigvocab.SIGUSR2 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			col := startCollector(t, c.opts)
@@ -69,10 +70,12 @@ func TestKernelFilters(t *testing.T) {
 			// one that passes each filter last, then wait for it.
 			testutil.Run(t, "kill", "-USR2", strconv.Itoa(a))
 			testutil.Run(t, "kill", "-USR2", strconv.Itoa(b))
-			col.waitFor(t, "marker", func(e *Event) bool { return e.Kind == KindGenerate && e.Signal == SIGUSR2 && c.want(e) })
+			col.waitFor(t, "marker", func(e *sigvocab.Event) bool {
+				return e.Kind == sigvocab.KindGenerate && e.Signal == sigvocab.SIGUSR2 && c.want(e)
+			})
 			time.Sleep(50 * time.Millisecond) // past one poll interval
-			mine := func(e *Event) bool {
-				return e.Kind == KindGenerate && (int(e.Target.PID) == a || int(e.Target.PID) == b)
+			mine := func(e *sigvocab.Event) bool {
+				return e.Kind == sigvocab.KindGenerate && (int(e.Target.PID) == a || int(e.Target.PID) == b)
 			}
 			got := col.all(mine)
 			if len(got) == 0 {
@@ -109,13 +112,15 @@ func TestExitFilter(t *testing.T) {
 	ns := testutil.StartNSInit(t, "echo ready; read x; exit 4")
 	_, _ = ns.Stdin.Write([]byte("\n"))
 
-	c.waitFor(t, "targeted", func(e *Event) bool {
-		return e.Kind == KindExit && int(e.Target.PID) == targeted && e.Signal == SIGINT
+	c.waitFor(t, "targeted", func(e *sigvocab.Event) bool {
+		return e.Kind == sigvocab.KindExit && int(e.Target.PID) == targeted && e.Signal == sigvocab.SIGINT
 	})
-	c.waitFor(t, "in-namespace", func(e *Event) bool {
-		return e.Kind == KindExit && int(e.Target.PID) == ns.PID && e.ExitCode == 4
+	c.waitFor(t, "in-namespace", func(e *sigvocab.Event) bool {
+		return e.Kind == sigvocab.KindExit && int(e.Target.PID) == ns.PID && e.ExitCode == 4
 	})
-	if got := c.all(func(e *Event) bool { return e.Kind == KindExit && int(e.Target.PID) == plain.Process.Pid }); len(got) != 0 {
+	if got := c.all(func(e *sigvocab.Event) bool {
+		return e.Kind == sigvocab.KindExit && int(e.Target.PID) == plain.Process.Pid
+	}); len(got) != 0 {
 		t.Errorf("exit of a plain host process that no traced signal targeted was reported: %+v", got[0])
 	}
 }

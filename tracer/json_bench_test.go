@@ -3,30 +3,32 @@ package tracer
 import (
 	"testing"
 	"time"
+
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // benchEvents are what a stop looks like on a Kubernetes node: runc's
 // SIGTERM to a container's init (a sender with four ancestors), its
 // delivery to the init's handler, and the init's exit.
-func benchEvents() []Event {
+func benchEvents() []sigvocab.Event {
 	at := time.Unix(0, 1795400553511313658)
-	target := Process{PID: 28619, TID: 28619, NsPID: 1, PidNS: 4026532180, CgroupID: 3084, CgroupV1ID: 9251}
+	target := sigvocab.Process{PID: 28619, TID: 28619, NsPID: 1, PidNS: 4026532180, CgroupID: 3084, CgroupV1ID: 9251}
 	copy(target.Comm[:], "nginx")
-	gen := Event{Time: at, Kind: KindGenerate, Signal: SIGTERM, Result: ResultDelivered, Group: true,
-		Code: CodeUser, Handler: DispHandler, Flags: FlagCrossNS | FlagNSInit, Fate: FateHandler, Target: target,
-		Sender: Process{PID: 28726, TID: 28726, NsPID: 28726, PidNS: 4026531836, CgroupID: 1, CgroupV1ID: 2819}}
+	gen := sigvocab.Event{Time: at, Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Result: sigvocab.ResultDelivered, Group: true,
+		Code: sigvocab.CodeUser, Handler: sigvocab.DispHandler, Flags: sigvocab.FlagCrossNS | sigvocab.FlagNSInit, Fate: sigvocab.FateHandler, Target: target,
+		Sender: sigvocab.Process{PID: 28726, TID: 28726, NsPID: 28726, PidNS: 4026531836, CgroupID: 1, CgroupV1ID: 2819}}
 	copy(gen.Sender.Comm[:], "runc")
 	for i, a := range []string{"containerd-shim", "containerd", "systemd"} {
-		gen.Ancestors[i] = Ancestor{PID: uint32(28599 - 1000*i)}
+		gen.Ancestors[i] = sigvocab.Ancestor{PID: uint32(28599 - 1000*i)}
 		copy(gen.Ancestors[i].Comm[:], a)
 	}
-	gen.Ancestors[3] = Ancestor{PID: 1}
+	gen.Ancestors[3] = sigvocab.Ancestor{PID: 1}
 	copy(gen.Ancestors[3].Comm[:], "init")
 	gen.AncestorsCount = 4
-	del := Event{Time: at.Add(41 * time.Microsecond), Kind: KindDeliver, Signal: SIGTERM, Code: CodeUser,
-		Handler: DispHandler, Flags: FlagNSInit, Fate: FateHandler, Target: target}
-	exit := Event{Time: at.Add(3 * time.Millisecond), Kind: KindExit, Flags: FlagNSInit, ExitCode: 0, Target: target}
-	return []Event{gen, del, exit}
+	del := sigvocab.Event{Time: at.Add(41 * time.Microsecond), Kind: sigvocab.KindDeliver, Signal: sigvocab.SIGTERM, Code: sigvocab.CodeUser,
+		Handler: sigvocab.DispHandler, Flags: sigvocab.FlagNSInit, Fate: sigvocab.FateHandler, Target: target}
+	exit := sigvocab.Event{Time: at.Add(3 * time.Millisecond), Kind: sigvocab.KindExit, Flags: sigvocab.FlagNSInit, ExitCode: 0, Target: target}
+	return []sigvocab.Event{gen, del, exit}
 }
 
 // BenchmarkJSONEvent is the event's JSON alone (docs/events.md), into a
@@ -52,5 +54,17 @@ func BenchmarkJSONEventReflect(b *testing.B) {
 			b.Fatal(err)
 		}
 		buf = append(buf[:0], out...)
+	}
+}
+
+// BenchmarkJSONEventEncoder is BenchmarkJSONEvent through a stream's
+// Encoder (`trace -o json`): the same three events, their parts cached.
+func BenchmarkJSONEventEncoder(b *testing.B) {
+	evs := benchEvents()
+	var enc sigvocab.Encoder
+	b.ReportAllocs()
+	var buf []byte
+	for i := 0; b.Loop(); i++ {
+		buf = enc.AppendEvent(buf[:0], &evs[i%len(evs)])
 	}
 }

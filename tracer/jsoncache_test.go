@@ -10,7 +10,7 @@ import (
 )
 
 // checkEncoder holds one Encoder's line for e to AppendJSON's.
-func checkEncoder(t *testing.T, enc *sigvocab.Encoder, e *Event) {
+func checkEncoder(t *testing.T, enc *sigvocab.Encoder, e *sigvocab.Event) {
 	t.Helper()
 	want := e.AppendJSON(nil)
 	if got := enc.AppendEvent([]byte("[1,"), e); !bytes.Equal(got[3:], want) || string(got[:3]) != "[1," {
@@ -25,7 +25,7 @@ func checkEncoder(t *testing.T, enc *sigvocab.Encoder, e *Event) {
 func TestEncoderMatchesAppendJSON(t *testing.T) {
 	cases := jsonCases()
 	for _, raw := range recordedRecords(t) {
-		var e Event
+		var e sigvocab.Event
 		if err := Decode(raw, Clock{}, &e); err != nil {
 			t.Fatal(err)
 		}
@@ -72,9 +72,9 @@ func FuzzEncoder(f *testing.F) {
 	for i, raw := range fx {
 		f.Add(raw, fx[(i+1)%len(fx)], uint16(0), int64(0), uint32(0))
 	}
-	f.Add(fuzzRecord(KindGenerate, nil), fuzzRecord(KindExec, nil), uint16(0xffff), int64(1_700_000_000), uint32(999_999_999))
+	f.Add(fuzzRecord(sigvocab.KindGenerate, nil), fuzzRecord(sigvocab.KindExec, nil), uint16(0xffff), int64(1_700_000_000), uint32(999_999_999))
 	f.Fuzz(func(t *testing.T, raw1, raw2 []byte, flags uint16, sec int64, nsec uint32) {
-		var evs [2]Event
+		var evs [2]sigvocab.Event
 		for i, raw := range [][]byte{raw1, raw2} {
 			rec := make([]byte, RecordSize)
 			copy(rec, raw)
@@ -82,7 +82,7 @@ func FuzzEncoder(f *testing.F) {
 				return
 			}
 		}
-		evs[1].Flags ^= Flags(flags)
+		evs[1].Flags ^= sigvocab.Flags(flags)
 		if sec != 0 || nsec != 0 {
 			evs[1].Time = time.Unix(sec, int64(nsec%1_000_000_000))
 		}

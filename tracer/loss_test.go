@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -17,10 +18,10 @@ import (
 func TestLossAccounting(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	targetPID := testutil.StartReady(t, exec.Command("sh", "-c", `trap '' USR1; echo ready; exec sleep 60`))
-	waitSigIgn(t, targetPID, SIGUSR1)
+	waitSigIgn(t, targetPID, sigvocab.SIGUSR1)
 
 	tr, err := New(Options{
-		Signals:  NewSignalSet(SIGUSR1),
+		Signals:  sigvocab.NewSignalSet(sigvocab.SIGUSR1),
 		PID:      uint32(targetPID),
 		RingSize: os.Getpagesize(), // ~18 records: a storm must overflow it
 	})
@@ -41,8 +42,8 @@ func TestLossAccounting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var read uint64
-	if err := tr.Run(ctx, func(e *Event) error {
-		if e.Kind != KindGenerate || e.Signal != SIGUSR1 || e.Result != ResultIgnored || !e.Flags.Has(FlagSigIgn) {
+	if err := tr.Run(ctx, func(e *sigvocab.Event) error {
+		if e.Kind != sigvocab.KindGenerate || e.Signal != sigvocab.SIGUSR1 || e.Result != sigvocab.ResultIgnored || !e.Flags.Has(sigvocab.FlagSigIgn) {
 			t.Errorf("unexpected event %s %s %s [%s]", e.Kind, e.Signal, e.Result, e.Flags)
 		}
 		read++
@@ -54,7 +55,7 @@ func TestLossAccounting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := s.PerKind[KindGenerate]
+	g := s.PerKind[sigvocab.KindGenerate]
 	t.Logf("sent %d: seen %d emitted %d dropped %d read %d missed %d", sent, g.Seen, g.Emitted, g.Dropped, read, s.Missed)
 	if g.Seen+s.Missed != sent {
 		t.Errorf("seen %d + missed %d, want %d signals sent", g.Seen, s.Missed, sent)
@@ -68,7 +69,7 @@ func TestLossAccounting(t *testing.T) {
 	if read != g.Emitted || s.Read != read {
 		t.Errorf("read %d (stats %d), want every emitted record (%d)", read, s.Read, g.Emitted)
 	}
-	if s.PerKind[KindDeliver].Seen != 0 || s.PerKind[KindExit].Seen != 0 {
-		t.Errorf("unexpected deliver/exit events: %+v %+v", s.PerKind[KindDeliver], s.PerKind[KindExit])
+	if s.PerKind[sigvocab.KindDeliver].Seen != 0 || s.PerKind[sigvocab.KindExit].Seen != 0 {
+		t.Errorf("unexpected deliver/exit events: %+v %+v", s.PerKind[sigvocab.KindDeliver], s.PerKind[sigvocab.KindExit])
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -35,8 +36,8 @@ func BenchmarkGenerateObjects(b *testing.B) {
 		name string
 		opts Options
 	}{
-		{"fast", Options{Signals: NewSignalSet(SIGUSR1), PID: uint32(pid)}},
-		{"compat", WithCompatObject(Options{Signals: NewSignalSet(SIGUSR1), PID: uint32(pid)})},
+		{"fast", Options{Signals: sigvocab.NewSignalSet(sigvocab.SIGUSR1), PID: uint32(pid)}},
+		{"compat", WithCompatObject(Options{Signals: sigvocab.NewSignalSet(sigvocab.SIGUSR1), PID: uint32(pid)})},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			tr, err := New(c.opts)
@@ -46,7 +47,7 @@ func BenchmarkGenerateObjects(b *testing.B) {
 			defer tr.Close()
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- tr.Run(ctx, func(*Event) error { return nil }) }()
+			go func() { done <- tr.Run(ctx, func(*sigvocab.Event) error { return nil }) }()
 			defer func() { cancel(); <-done }()
 
 			storm := exec.Command(os.Args[0])

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -41,16 +42,16 @@ func oomEpisode(t *testing.T, opts tracer.Options) {
 	var (
 		mu   sync.Mutex
 		eps  []timeline.Episode
-		oomE []tracer.Event
+		oomE []sigvocab.Event
 	)
 	engine := timeline.New(timeline.Options{Settle: 200 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- tr.Run(ctx, func(e *tracer.Event) error {
+		done <- tr.Run(ctx, func(e *sigvocab.Event) error {
 			mu.Lock()
 			defer mu.Unlock()
-			if e.Kind == tracer.KindOOM {
+			if e.Kind == sigvocab.KindOOM {
 				oomE = append(oomE, *e)
 			}
 			eps = append(eps, engine.Add(e, nil)...)

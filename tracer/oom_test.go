@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -36,16 +37,16 @@ func TestOOMKill(t *testing.T) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=allocate")
 	pid := testutil.StartOOM(t, cmd, 48<<20)
-	oom := c.waitFor(t, "oom", func(e *Event) bool { return e.Kind == KindOOM && int(e.Target.PID) == pid })
+	oom := c.waitFor(t, "oom", func(e *sigvocab.Event) bool { return e.Kind == sigvocab.KindOOM && int(e.Target.PID) == pid })
 	if oom.Target.TID == 0 {
 		t.Errorf("oom event without a victim: %+v", oom.Target)
 	}
-	kill := c.waitFor(t, "oom-kill", isGenerate(SIGKILL, pid))
-	if kill.Code != CodeKernel || kill.Flags.Has(FlagNSCascade) {
+	kill := c.waitFor(t, "oom-kill", isGenerate(sigvocab.SIGKILL, pid))
+	if kill.Code != sigvocab.CodeKernel || kill.Flags.Has(sigvocab.FlagNSCascade) {
 		t.Errorf("OOM SIGKILL: code %s flags [%s], want kernel, not ns_cascade", kill.Code, kill.Flags)
 	}
-	exit := c.waitFor(t, "oom-exit", func(e *Event) bool { return e.Kind == KindExit && int(e.Target.PID) == pid })
-	if exit.Signal != SIGKILL {
+	exit := c.waitFor(t, "oom-exit", func(e *sigvocab.Event) bool { return e.Kind == sigvocab.KindExit && int(e.Target.PID) == pid })
+	if exit.Signal != sigvocab.SIGKILL {
 		t.Errorf("victim ended by %s, want SIGKILL", exit.Signal)
 	}
 	if c.index(oom) < c.index(kill) {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // defaultProcRoot is where /proc is mounted unless Options.procRoot says.
@@ -13,14 +15,14 @@ const defaultProcRoot = "/proc"
 // completeOOMFrom fills the identity of an OOM victim reported by the older
 // mark_victim prototype, which passes only a thread id: from the kernel's
 // SIGKILL to the same thread just before (kill), else from procRoot.
-func completeOOMFrom(e *Event, kill *Process, procRoot string) {
+func completeOOMFrom(e *sigvocab.Event, kill *sigvocab.Process, procRoot string) {
 	if e.Target.PidNS != 0 || e.Target.TID == 0 {
 		return
 	}
 	if kill.TID == e.Target.TID && kill.PidNS != 0 {
 		e.Target = *kill
 		if e.Target.NsPID == 1 {
-			e.Flags |= FlagNSInit
+			e.Flags |= sigvocab.FlagNSInit
 		}
 		return
 	}
@@ -33,8 +35,8 @@ func completeOOMFrom(e *Event, kill *Process, procRoot string) {
 // reaper: this is the fallback when the victim's SIGKILL was not traced. OOM
 // kills are rare: this /proc read is not on the hot path. procRoot is where
 // /proc is mounted.
-func completeOOMVictim(e *Event, procRoot string) {
-	if e.Kind != KindOOM || e.Target.PidNS != 0 || e.Target.TID == 0 {
+func completeOOMVictim(e *sigvocab.Event, procRoot string) {
+	if e.Kind != sigvocab.KindOOM || e.Target.PidNS != 0 || e.Target.TID == 0 {
 		return
 	}
 	dir := procRoot + "/" + strconv.FormatUint(uint64(e.Target.TID), 10)

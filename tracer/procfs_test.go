@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // The older mark_victim passes a thread id only; the tracer completes the
@@ -22,13 +24,13 @@ func TestCompleteOOMVictim(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ns", "pid"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := Event{Kind: KindOOM, Target: Process{PID: 4243, TID: 4243}}
+	e := sigvocab.Event{Kind: sigvocab.KindOOM, Target: sigvocab.Process{PID: 4243, TID: 4243}}
 	completeOOMVictim(&e, procRoot)
 	if e.Target.PID != 4242 || e.Target.TID != 4243 || e.Target.NsPID != 7 || e.Target.PidNS == 0 || e.Target.Comm.String() != "worker" {
 		t.Errorf("completed victim %+v (comm %q)", e.Target, e.Target.Comm)
 	}
 	// A victim with full identity (newer kernels) is left alone.
-	e = Event{Kind: KindOOM, Target: Process{PID: 1, TID: 4243, PidNS: 99}}
+	e = sigvocab.Event{Kind: sigvocab.KindOOM, Target: sigvocab.Process{PID: 1, TID: 4243, PidNS: 99}}
 	completeOOMVictim(&e, procRoot)
 	if e.Target.PID != 1 {
 		t.Errorf("complete victim was rewritten: %+v", e.Target)
@@ -39,14 +41,14 @@ func TestCompleteOOMVictim(t *testing.T) {
 // names it by thread id: its identity completes the record, without /proc.
 func TestCompleteOOMFromKill(t *testing.T) {
 	procRoot := t.TempDir() // empty: /proc has nothing left
-	kill := Process{PID: 4242, TID: 4243, NsPID: 1, PidNS: 4026532177, CgroupV1ID: 77, Comm: Comm{'h', 'o', 'g'}}
-	e := Event{Kind: KindOOM, Target: Process{PID: 4243, TID: 4243}}
+	kill := sigvocab.Process{PID: 4242, TID: 4243, NsPID: 1, PidNS: 4026532177, CgroupV1ID: 77, Comm: sigvocab.Comm{'h', 'o', 'g'}}
+	e := sigvocab.Event{Kind: sigvocab.KindOOM, Target: sigvocab.Process{PID: 4243, TID: 4243}}
 	completeOOMFrom(&e, &kill, procRoot)
-	if e.Target != kill || !e.Flags.Has(FlagNSInit) {
+	if e.Target != kill || !e.Flags.Has(sigvocab.FlagNSInit) {
 		t.Errorf("victim %+v flags %s", e.Target, e.Flags)
 	}
-	other := Process{PID: 9, TID: 9, PidNS: 1}
-	e = Event{Kind: KindOOM, Target: Process{PID: 4243, TID: 4243}}
+	other := sigvocab.Process{PID: 9, TID: 9, PidNS: 1}
+	e = sigvocab.Event{Kind: sigvocab.KindOOM, Target: sigvocab.Process{PID: 4243, TID: 4243}}
 	completeOOMFrom(&e, &other, procRoot)
 	if e.Target.PidNS != 0 {
 		t.Errorf("completed from another thread's kill: %+v", e.Target)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -28,7 +29,7 @@ func TestHelperReadsMatchDirect(t *testing.T) {
 		// Both tracers read with helpers: the checks below still test them.
 		t.Log("kernel without bpf_rdonly_cast: both tracers read with helpers")
 	}
-	sameRecords(t, "direct reads", Options{Signals: AllSignals}, "helper reads", WithHelperReads(Options{Signals: AllSignals}))
+	sameRecords(t, "direct reads", Options{Signals: sigvocab.AllSignals}, "helper reads", WithHelperReads(Options{Signals: sigvocab.AllSignals}))
 }
 
 // The compat object (kernels without bpf_get_current_task_btf, before 5.11)
@@ -41,7 +42,7 @@ func TestCompatObjectMatchesFast(t *testing.T) {
 	if !haveCurrentTaskBTF() {
 		t.Log("kernel without bpf_get_current_task_btf: both tracers load the compat object")
 	}
-	sameRecords(t, "the fast object", Options{Signals: AllSignals}, "the compat object", WithCompatObject(Options{Signals: AllSignals}))
+	sameRecords(t, "the fast object", Options{Signals: sigvocab.AllSignals}, "the compat object", WithCompatObject(Options{Signals: sigvocab.AllSignals}))
 }
 
 // sameRecords attaches two tracers at once, runs a scenario that makes every
@@ -71,8 +72,8 @@ func sameRecords(t *testing.T, nameA string, optsA Options, nameB string, optsB 
 		t.Fatal(err)
 	}
 	for _, c := range []*collector{direct, helper} {
-		c.waitFor(t, "sigchld-delivered", func(e *Event) bool {
-			return e.Kind == KindDeliver && e.Signal == SIGCHLD && int(e.Target.PID) == ns.PID
+		c.waitFor(t, "sigchld-delivered", func(e *sigvocab.Event) bool {
+			return e.Kind == sigvocab.KindDeliver && e.Signal == sigvocab.SIGCHLD && int(e.Target.PID) == ns.PID
 		})
 	}
 	// The init exits: SIGCHLD to unshare, sent by the exiting init, then the
@@ -81,15 +82,17 @@ func sameRecords(t *testing.T, nameA string, optsA Options, nameB string, optsB 
 		t.Fatal(err)
 	}
 	for _, c := range []*collector{direct, helper} {
-		c.waitFor(t, "cascade", func(e *Event) bool { return isGenerate(SIGKILL, kids[0])(e) && e.Flags.Has(FlagNSCascade) })
-		c.waitFor(t, "child-exit", func(e *Event) bool { return e.Kind == KindExit && int(e.Target.PID) == kids[0] })
+		c.waitFor(t, "cascade", func(e *sigvocab.Event) bool {
+			return isGenerate(sigvocab.SIGKILL, kids[0])(e) && e.Flags.Has(sigvocab.FlagNSCascade)
+		})
+		c.waitFor(t, "child-exit", func(e *sigvocab.Event) bool { return e.Kind == sigvocab.KindExit && int(e.Target.PID) == kids[0] })
 	}
 	direct.stop(t)
 	helper.stop(t)
 
-	inNS := func(e *Event) bool { return e.Sender.PidNS == pidns || e.Target.PidNS == pidns }
+	inNS := func(e *sigvocab.Event) bool { return e.Sender.PidNS == pidns || e.Target.PidNS == pidns }
 	// A record without its time stamp (the first 8 bytes: ts_ns).
-	key := func(e Event) string { return string(e.Raw[8:]) }
+	key := func(e sigvocab.Event) string { return string(e.Raw[8:]) }
 	want := map[string]int{}
 	got := map[string]int{}
 	dEvents := direct.all(inNS)
@@ -114,30 +117,34 @@ func sameRecords(t *testing.T, nameA string, optsA Options, nameB string, optsB 
 	// to zero both ways.
 	checks := []struct {
 		what  string
-		match func(e *Event) bool
+		match func(e *sigvocab.Event) bool
 	}{
-		{"SIGUSR1 from the host to a handler", func(e *Event) bool {
-			return e.Kind == KindGenerate && e.Signal == SIGUSR1 && e.Handler == DispHandler && e.Target.NsPID == 1 && e.Flags.Has(FlagCrossNS)
+		{"SIGUSR1 from the host to a handler", func(e *sigvocab.Event) bool {
+			return e.Kind == sigvocab.KindGenerate && e.Signal == sigvocab.SIGUSR1 && e.Handler == sigvocab.DispHandler && e.Target.NsPID == 1 && e.Flags.Has(sigvocab.FlagCrossNS)
 		}},
-		{"SIGCHLD from a namespaced child", func(e *Event) bool {
-			return e.Kind == KindGenerate && e.Signal == SIGCHLD && e.SiCode == 1 && e.Handler == DispHandler &&
-				e.Sender.PidNS == pidns && e.Sender.NsPID >= 2 && e.Target.NsPID == 1 && !e.Flags.Has(FlagCrossNS)
+		{"SIGCHLD from a namespaced child", func(e *sigvocab.Event) bool {
+			return e.Kind == sigvocab.KindGenerate && e.Signal == sigvocab.SIGCHLD && e.SiCode == 1 && e.Handler == sigvocab.DispHandler &&
+				e.Sender.PidNS == pidns && e.Sender.NsPID >= 2 && e.Target.NsPID == 1 && !e.Flags.Has(sigvocab.FlagCrossNS)
 		}},
-		{"its delivery to the init's handler", func(e *Event) bool {
-			return e.Kind == KindDeliver && e.Signal == SIGCHLD && e.SiCode == 1 && e.Handler == DispHandler && e.Target.NsPID == 1
+		{"its delivery to the init's handler", func(e *sigvocab.Event) bool {
+			return e.Kind == sigvocab.KindDeliver && e.Signal == sigvocab.SIGCHLD && e.SiCode == 1 && e.Handler == sigvocab.DispHandler && e.Target.NsPID == 1
 		}},
-		{"SIGUSR2 from inside to SIG_IGN", func(e *Event) bool {
-			return e.Kind == KindGenerate && e.Signal == SIGUSR2 && e.Handler == DispIgnore && e.Sender.PidNS == pidns &&
-				e.Sender.NsPID >= 2 && !e.Flags.Has(FlagCrossNS)
+		{"SIGUSR2 from inside to SIG_IGN", func(e *sigvocab.Event) bool {
+			return e.Kind == sigvocab.KindGenerate && e.Signal == sigvocab.SIGUSR2 && e.Handler == sigvocab.DispIgnore && e.Sender.PidNS == pidns &&
+				e.Sender.NsPID >= 2 && !e.Flags.Has(sigvocab.FlagCrossNS)
 		}},
-		{"SIGTERM from the host", func(e *Event) bool {
-			return e.Kind == KindGenerate && e.Signal == SIGTERM && e.Flags.Has(FlagPID1Ignored|FlagCrossNS)
+		{"SIGTERM from the host", func(e *sigvocab.Event) bool {
+			return e.Kind == sigvocab.KindGenerate && e.Signal == sigvocab.SIGTERM && e.Flags.Has(sigvocab.FlagPID1Ignored|sigvocab.FlagCrossNS)
 		}},
-		{"SIGCHLD from the exiting init", func(e *Event) bool {
-			return e.Kind == KindGenerate && e.Signal == SIGCHLD && e.SiCode == 1 && e.Sender.NsPID == 1 && e.SenderExiting
+		{"SIGCHLD from the exiting init", func(e *sigvocab.Event) bool {
+			return e.Kind == sigvocab.KindGenerate && e.Signal == sigvocab.SIGCHLD && e.SiCode == 1 && e.Sender.NsPID == 1 && e.SenderExiting
 		}},
-		{"the cascade", func(e *Event) bool { return e.Flags.Has(FlagNSCascade) && e.Facts&factSenderReaper != 0 }},
-		{"the exec from outside", func(e *Event) bool { return e.Kind == KindExec && e.Target.PidNS == pidns && e.Target.NsPID >= 2 }},
+		{"the cascade", func(e *sigvocab.Event) bool {
+			return e.Flags.Has(sigvocab.FlagNSCascade) && e.Facts&sigvocab.FactSenderReaper != 0
+		}},
+		{"the exec from outside", func(e *sigvocab.Event) bool {
+			return e.Kind == sigvocab.KindExec && e.Target.PidNS == pidns && e.Target.NsPID >= 2
+		}},
 	}
 	for _, c := range checks {
 		found := false
@@ -156,8 +163,8 @@ func sameRecords(t *testing.T, nameA string, optsA Options, nameB string, optsB 
 	}
 }
 
-func decodeKey(t *testing.T, k string) Event {
-	var e Event
+func decodeKey(t *testing.T, k string) sigvocab.Event {
+	var e sigvocab.Event
 	if err := Decode(append(make([]byte, 8), k...), Clock{}, &e); err != nil {
 		t.Errorf("decoding: %v", err)
 	}

@@ -1,6 +1,10 @@
 package tracer
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/sigscope/sigscope/internal/sigvocab"
+)
 
 // EncodeRecord returns the raw record the kernel would write for e (the
 // inverse of Decode with a zero Clock: its time stamp is e.Time's Unix
@@ -8,7 +12,7 @@ import "unsafe"
 // without root: the JSON path's benchmark (internal/pipeline) feeds it
 // recorded events. Facts, SigFlags and the exit status come from e's
 // fields; Flags and Fate are Decode's to derive again.
-func EncodeRecord(e *Event) []byte {
+func EncodeRecord(e *sigvocab.Event) []byte {
 	r := sigscopeEvent{
 		TsNs:     uint64(e.Time.UnixNano()),
 		Type:     uint8(e.Kind),
@@ -25,9 +29,9 @@ func EncodeRecord(e *Event) []byte {
 		r.Group = 1
 	}
 	if e.SenderExiting {
-		r.Facts |= factSenderExiting
+		r.Facts |= sigvocab.FactSenderExiting
 	}
-	if e.Kind == KindExit {
+	if e.Kind == sigvocab.KindExit {
 		if e.Signal != 0 {
 			r.ExitCode = int32(e.Signal) & 0x7f
 			if e.CoreDumped {
@@ -37,7 +41,7 @@ func EncodeRecord(e *Event) []byte {
 			r.ExitCode = int32(e.ExitCode&0xff) << 8
 		}
 	}
-	n := min(e.AncestorsCount, MaxAncestors)
+	n := min(e.AncestorsCount, sigvocab.MaxAncestors)
 	r.AncestorsLen = uint8(n)
 	for i := range n {
 		r.Ancestors[i].Pid = e.Ancestors[i].PID
@@ -46,12 +50,12 @@ func EncodeRecord(e *Event) []byte {
 	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&r)), RecordSize)...)
 }
 
-func encodeProc(p *Process) sigscopeProc {
+func encodeProc(p *sigvocab.Process) sigscopeProc {
 	return sigscopeProc{Pid: p.PID, Tid: p.TID, NsPid: p.NsPID, Pidns: p.PidNS,
 		CgroupId: p.CgroupID, CgroupV1Id: p.CgroupV1ID, Comm: encodeComm(&p.Comm)}
 }
 
-func encodeComm(c *Comm) (out [16]int8) {
+func encodeComm(c *sigvocab.Comm) (out [16]int8) {
 	for i, b := range c {
 		out[i] = int8(b)
 	}

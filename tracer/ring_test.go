@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -22,7 +23,7 @@ import (
 func ignoringTarget(t testing.TB) int {
 	t.Helper()
 	pid := testutil.StartReady(t, exec.Command("sh", "-c", `trap '' USR1; echo ready; exec sleep 120`))
-	waitSigIgn(t, pid, SIGUSR1)
+	waitSigIgn(t, pid, sigvocab.SIGUSR1)
 	return pid
 }
 
@@ -52,8 +53,8 @@ func startLive(t *testing.T, tr *Tracer, pid int) *liveRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &liveRun{tr: tr, cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		l.done <- tr.Run(ctx, func(e *Event) error {
-			if e.Kind != KindGenerate || e.Signal != SIGUSR1 || e.Target.PID != uint32(pid) || e.Result != ResultIgnored {
+		l.done <- tr.Run(ctx, func(e *sigvocab.Event) error {
+			if e.Kind != sigvocab.KindGenerate || e.Signal != sigvocab.SIGUSR1 || e.Target.PID != uint32(pid) || e.Result != sigvocab.ResultIgnored {
 				t.Errorf("unexpected event %s %s to %d %s", e.Kind, e.Signal, e.Target.PID, e.Result)
 			}
 			l.read.Add(1)
@@ -84,7 +85,7 @@ func reconcile(t *testing.T, tr *Tracer, sent int, read uint64) Stats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := s.PerKind[KindGenerate]
+	g := s.PerKind[sigvocab.KindGenerate]
 	t.Logf("sent %d: seen %d emitted %d dropped %d read %d missed %d; reader wakeups %d, polls %d, wrapped records %d",
 		sent, g.Seen, g.Emitted, g.Dropped, read, s.Missed, s.Wakeups, tr.rd.polls.Load(), tr.rd.wrapped.Load())
 	if g.Seen+s.Missed != uint64(sent) {
@@ -110,7 +111,7 @@ func TestReaderSleepsThenWakes(t *testing.T) {
 	pid := ignoringTarget(t)
 	// Filtered to our own target: other processes' signals on the host
 	// never reach the ring.
-	tr, err := New(Options{Signals: NewSignalSet(SIGUSR1), PID: uint32(pid)})
+	tr, err := New(Options{Signals: sigvocab.NewSignalSet(sigvocab.SIGUSR1), PID: uint32(pid)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestReaderSleepsThenWakes(t *testing.T) {
 func TestReaderStormFewWakeups(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	pid := ignoringTarget(t)
-	tr, err := New(Options{Signals: NewSignalSet(SIGUSR1), PID: uint32(pid)})
+	tr, err := New(Options{Signals: sigvocab.NewSignalSet(sigvocab.SIGUSR1), PID: uint32(pid)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +156,8 @@ func TestReaderStormFewWakeups(t *testing.T) {
 	// Cancel at once: Run detaches, then reads what was written.
 	l.stop(t)
 	s := reconcile(t, tr, sent, l.read.Load())
-	if s.PerKind[KindGenerate].Dropped != 0 {
-		t.Errorf("%d records dropped with the default ring", s.PerKind[KindGenerate].Dropped)
+	if s.PerKind[sigvocab.KindGenerate].Dropped != 0 {
+		t.Errorf("%d records dropped with the default ring", s.PerKind[sigvocab.KindGenerate].Dropped)
 	}
 	if s.Wakeups > sent/100 {
 		t.Errorf("%d wakeups for %d records, want at most %d", s.Wakeups, sent, sent/100)
@@ -174,7 +175,7 @@ func TestReaderWrapAround(t *testing.T) {
 	pid := ignoringTarget(t)
 	for _, size := range []int{os.Getpagesize(), 64 << 10} {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
-			tr, err := New(Options{Signals: NewSignalSet(SIGUSR1), PID: uint32(pid), RingSize: size})
+			tr, err := New(Options{Signals: sigvocab.NewSignalSet(sigvocab.SIGUSR1), PID: uint32(pid), RingSize: size})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,7 +202,7 @@ func TestReaderWrapAround(t *testing.T) {
 func TestReaderCancelMidStorm(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	pid := ignoringTarget(t)
-	tr, err := New(Options{Signals: NewSignalSet(SIGUSR1), PID: uint32(pid)})
+	tr, err := New(Options{Signals: sigvocab.NewSignalSet(sigvocab.SIGUSR1), PID: uint32(pid)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestReaderCancelMidStorm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := s.PerKind[KindGenerate]
+	g := s.PerKind[sigvocab.KindGenerate]
 	t.Logf("seen %d emitted %d dropped %d read %d; wakeups %d", g.Seen, g.Emitted, g.Dropped, l.read.Load(), s.Wakeups)
 	if g.Seen != g.Emitted+g.Dropped {
 		t.Errorf("seen %d != emitted %d + dropped %d", g.Seen, g.Emitted, g.Dropped)
@@ -240,12 +241,12 @@ func TestReaderCancelMidStorm(t *testing.T) {
 func TestCloseDuringRun(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	pid := ignoringTarget(t)
-	tr, err := New(Options{Signals: NewSignalSet(SIGUSR1), PID: uint32(pid)})
+	tr, err := New(Options{Signals: sigvocab.NewSignalSet(sigvocab.SIGUSR1), PID: uint32(pid)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- tr.Run(context.Background(), func(*Event) error { return nil }) }()
+	go func() { done <- tr.Run(context.Background(), func(*sigvocab.Event) error { return nil }) }()
 	time.Sleep(100 * time.Millisecond)
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
@@ -253,7 +254,7 @@ func TestCloseDuringRun(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run after Close: %v", err)
 	}
-	if err := tr.Run(context.Background(), func(*Event) error { return nil }); err == nil {
+	if err := tr.Run(context.Background(), func(*sigvocab.Event) error { return nil }); err == nil {
 		t.Error("Run on a closed tracer returned nil")
 	}
 }

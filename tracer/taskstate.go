@@ -10,20 +10,21 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
-func snapshotOf(r *taskstateTaskState) TaskSnapshot {
-	return TaskSnapshot{
+func snapshotOf(r *taskstateTaskState) sigvocab.TaskSnapshot {
+	return sigvocab.TaskSnapshot{
 		PID:         int(r.Pid),
 		NSPID:       int(r.NsPid),
 		PidNS:       r.Pidns,
 		Comm:        comm(&r.Comm),
 		SigFlags:    r.SigFlags,
-		Blocked:     SignalSet(r.Blocked),
-		RealBlocked: SignalSet(r.RealBlocked),
-		Handled:     SignalSet(r.Handled),
-		Ignored:     SignalSet(r.Ignored),
-		OneShot:     SignalSet(r.Resethand & r.Handled), // the program reads sa_flags for every signal
+		Blocked:     sigvocab.SignalSet(r.Blocked),
+		RealBlocked: sigvocab.SignalSet(r.RealBlocked),
+		Handled:     sigvocab.SignalSet(r.Handled),
+		Ignored:     sigvocab.SignalSet(r.Ignored),
+		OneShot:     sigvocab.SignalSet(r.Resethand & r.Handled), // the program reads sa_flags for every signal
 	}
 }
 
@@ -48,7 +49,7 @@ var taskIterLoad struct {
 // kernel without task iterators) wrap [ErrUnsupported], say what is
 // missing, and are kept: later calls return the same error at once, and the
 // caller is expected to fall back to /proc.
-func ReadTaskStates(pids []int) (map[int]TaskSnapshot, error) {
+func ReadTaskStates(pids []int) (map[int]sigvocab.TaskSnapshot, error) {
 	var it TaskIter
 	defer it.Close()
 	return it.Read(pids)
@@ -70,7 +71,7 @@ type TaskIter struct {
 }
 
 // Read is [ReadTaskStates] with the iterator kept loaded.
-func (t *TaskIter) Read(pids []int) (map[int]TaskSnapshot, error) {
+func (t *TaskIter) Read(pids []int) (map[int]sigvocab.TaskSnapshot, error) {
 	taskIterLoad.mu.Lock()
 	err := taskIterLoad.err
 	taskIterLoad.mu.Unlock()
@@ -83,7 +84,7 @@ func (t *TaskIter) Read(pids []int) (map[int]TaskSnapshot, error) {
 			want[uint32(p)] = true
 		}
 	}
-	out := make(map[int]TaskSnapshot, len(want))
+	out := make(map[int]sigvocab.TaskSnapshot, len(want))
 	if len(want) == 0 {
 		return out, nil
 	}
@@ -192,7 +193,7 @@ func explainIterError(err error) error {
 	return fmt.Errorf("%w: the kernel did not load a BPF task iterator (iter/task, Linux 5.8 and later): %v", ErrUnsupported, err)
 }
 
-func decodeTaskStates(raw []byte, out map[int]TaskSnapshot) error {
+func decodeTaskStates(raw []byte, out map[int]sigvocab.TaskSnapshot) error {
 	if len(raw)%taskStateSize != 0 {
 		return fmt.Errorf("task iterator: %d bytes, not a whole number of %d-byte records", len(raw), taskStateSize)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -19,38 +20,38 @@ import (
 // sigtimedwait, on 6.18 (the kernel facts note): blocked empty, the waited
 // set in real_blocked, SIGNAL_UNKILLABLE, SIG_DFL everywhere.
 func TestTaskSnapshotStateTini(t *testing.T) {
-	s := TaskSnapshot{SigFlags: signalUnkillable, RealBlocked: 0xfffffffe3fcbfa07}
-	st := s.State(SIGTERM)
-	if !st.Waited || st.Blocked || !st.NSInit || st.Exiting || st.Handler != DispDefault {
+	s := sigvocab.TaskSnapshot{SigFlags: sigvocab.SignalUnkillable, RealBlocked: 0xfffffffe3fcbfa07}
+	st := s.State(sigvocab.SIGTERM)
+	if !st.Waited || st.Blocked || !st.NSInit || st.Exiting || st.Handler != sigvocab.DispDefault {
 		t.Fatalf("state %+v, want waited SIGTERM at an init with SIG_DFL", st)
 	}
-	if f := PredictFate(SIGTERM, st, true); f != FateSigwait {
+	if f := sigvocab.PredictFate(sigvocab.SIGTERM, st, true); f != sigvocab.FateSigwait {
 		t.Errorf("fate %s, want sigwait", f)
 	}
 	// Between two sigtimedwait calls tini blocks everything instead.
 	s.Blocked, s.RealBlocked = s.RealBlocked, 0
-	if st := s.State(SIGTERM); !st.Blocked || st.Waited {
+	if st := s.State(sigvocab.SIGTERM); !st.Blocked || st.Waited {
 		t.Errorf("blocked tini: %+v", st)
 	}
 }
 
 func TestTaskSnapshotState(t *testing.T) {
-	term := NewSignalSet(SIGTERM)
+	term := sigvocab.NewSignalSet(sigvocab.SIGTERM)
 	cases := []struct {
 		name string
-		s    TaskSnapshot
-		want TaskState
+		s    sigvocab.TaskSnapshot
+		want sigvocab.TaskState
 	}{
-		{"handler", TaskSnapshot{Handled: term}, TaskState{Handler: DispHandler}},
-		{"SIG_IGN at an init", TaskSnapshot{Ignored: term, SigFlags: signalUnkillable}, TaskState{Handler: DispIgnore, NSInit: true}},
-		{"blocked and in real_blocked: blocked, not waited", TaskSnapshot{Blocked: term, RealBlocked: term}, TaskState{Blocked: true}},
-		{"exiting", TaskSnapshot{SigFlags: signalGroupExit}, TaskState{Exiting: true}},
-		{"another signal handled", TaskSnapshot{Handled: NewSignalSet(SIGINT)}, TaskState{}},
-		{"one-shot handler", TaskSnapshot{Handled: term, OneShot: term, SigFlags: signalUnkillable}, TaskState{Handler: DispHandler, OneShot: true, NSInit: true}},
-		{"another signal's handler one-shot", TaskSnapshot{Handled: term | NewSignalSet(SIGINT), OneShot: NewSignalSet(SIGINT)}, TaskState{Handler: DispHandler}},
+		{"handler", sigvocab.TaskSnapshot{Handled: term}, sigvocab.TaskState{Handler: sigvocab.DispHandler}},
+		{"SIG_IGN at an init", sigvocab.TaskSnapshot{Ignored: term, SigFlags: sigvocab.SignalUnkillable}, sigvocab.TaskState{Handler: sigvocab.DispIgnore, NSInit: true}},
+		{"blocked and in real_blocked: blocked, not waited", sigvocab.TaskSnapshot{Blocked: term, RealBlocked: term}, sigvocab.TaskState{Blocked: true}},
+		{"exiting", sigvocab.TaskSnapshot{SigFlags: sigvocab.SignalGroupExit}, sigvocab.TaskState{Exiting: true}},
+		{"another signal handled", sigvocab.TaskSnapshot{Handled: sigvocab.NewSignalSet(sigvocab.SIGINT)}, sigvocab.TaskState{}},
+		{"one-shot handler", sigvocab.TaskSnapshot{Handled: term, OneShot: term, SigFlags: sigvocab.SignalUnkillable}, sigvocab.TaskState{Handler: sigvocab.DispHandler, OneShot: true, NSInit: true}},
+		{"another signal's handler one-shot", sigvocab.TaskSnapshot{Handled: term | sigvocab.NewSignalSet(sigvocab.SIGINT), OneShot: sigvocab.NewSignalSet(sigvocab.SIGINT)}, sigvocab.TaskState{Handler: sigvocab.DispHandler}},
 	}
 	for _, c := range cases {
-		if got := c.s.State(SIGTERM); got != c.want {
+		if got := c.s.State(sigvocab.SIGTERM); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
 	}
@@ -61,14 +62,14 @@ func TestDecodeTaskStates(t *testing.T) {
 	copy(r.Comm[:], []int8{'t', 'i', 'n', 'i'})
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&r)), taskStateSize)
 	raw = append(append([]byte{}, raw...), raw...) // the same record twice: one entry
-	out := map[int]TaskSnapshot{}
+	out := map[int]sigvocab.TaskSnapshot{}
 	if err := decodeTaskStates(raw, out); err != nil {
 		t.Fatal(err)
 	}
 	s, ok := out[42]
 	if len(out) != 1 || !ok || s.NSPID != 1 || s.PidNS != 4026532180 || s.Comm.String() != "tini" ||
-		s.Blocked != NewSignalSet(SIGTERM) || s.Handled != NewSignalSet(SIGINT, SIGTERM) || s.Ignored != NewSignalSet(SIGQUIT) ||
-		s.OneShot != NewSignalSet(SIGTERM) || !s.NSInit() {
+		s.Blocked != sigvocab.NewSignalSet(sigvocab.SIGTERM) || s.Handled != sigvocab.NewSignalSet(sigvocab.SIGINT, sigvocab.SIGTERM) || s.Ignored != sigvocab.NewSignalSet(sigvocab.SIGQUIT) ||
+		s.OneShot != sigvocab.NewSignalSet(sigvocab.SIGTERM) || !s.NSInit() {
 		t.Errorf("decoded %+v", out)
 	}
 	if err := decodeTaskStates(raw[:taskStateSize+3], out); err == nil {
@@ -94,7 +95,7 @@ func TestReadTaskStatesPrivileged(t *testing.T) {
 		t.Fatalf("got %d snapshots, want 2: %+v", len(got), got)
 	}
 	self := got[os.Getpid()]
-	if st := self.State(SIGTERM); st.Handler != DispHandler || st.NSInit {
+	if st := self.State(sigvocab.SIGTERM); st.Handler != sigvocab.DispHandler || st.NSInit {
 		t.Errorf("self: %+v, state %+v: the Go runtime handles SIGTERM and this is no init", self, st)
 	}
 	ns := got[init.PID]
@@ -110,10 +111,10 @@ func TestReadTaskStatesPrivileged(t *testing.T) {
 		t.Errorf("pid namespace %s, /proc says %s", want, link)
 	}
 	// SIG_IGN survives exec; it is the kernel's disposition, not the shell's.
-	if !ns.Ignored.Has(SIGHUP) || ns.Handled != 0 {
+	if !ns.Ignored.Has(sigvocab.SIGHUP) || ns.Handled != 0 {
 		t.Errorf("ignored %s handled %s, want SIGHUP ignored and no handler", ns.Ignored, ns.Handled)
 	}
-	if f := PredictFate(SIGTERM, ns.State(SIGTERM), true); f != FateDroppedInit {
+	if f := sigvocab.PredictFate(sigvocab.SIGTERM, ns.State(sigvocab.SIGTERM), true); f != sigvocab.FateDroppedInit {
 		t.Errorf("SIGTERM to the namespace init: %s, want pid1_ignored", f)
 	}
 }
@@ -129,7 +130,7 @@ func init() {
 		return
 	}
 	var set unix.Sigset_t
-	set.Val[0] = 1 << (SIGTERM - 1)
+	set.Val[0] = 1 << (sigvocab.SIGTERM - 1)
 	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil); err != nil {
 		os.Exit(3)
 	}
@@ -152,11 +153,11 @@ func init() {
 		return
 	}
 	var act [4]uint64
-	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(SIGTERM), 0, uintptr(unsafe.Pointer(&act)), 8, 0, 0); e != 0 {
+	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sigvocab.SIGTERM), 0, uintptr(unsafe.Pointer(&act)), 8, 0, 0); e != 0 {
 		os.Exit(3)
 	}
 	act[1] |= saResetHand
-	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(SIGTERM), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0); e != 0 {
+	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sigvocab.SIGTERM), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0); e != 0 {
 		os.Exit(4)
 	}
 	os.Stdout.WriteString("ready\n")
@@ -183,16 +184,16 @@ func TestReadTaskStatesOneShotPrivileged(t *testing.T) {
 	}
 	s := got[init.PID]
 	t.Logf("helper: handled %s, one-shot %s", s.Handled, s.OneShot)
-	if !s.NSInit() || !s.Handled.Has(SIGTERM) || !s.Handled.Has(SIGUSR1) {
+	if !s.NSInit() || !s.Handled.Has(sigvocab.SIGTERM) || !s.Handled.Has(sigvocab.SIGUSR1) {
 		t.Fatalf("%+v: want a namespace init with the Go runtime's handlers", s)
 	}
-	if s.OneShot != NewSignalSet(SIGTERM) {
+	if s.OneShot != sigvocab.NewSignalSet(sigvocab.SIGTERM) {
 		t.Errorf("one-shot %s, want SIGTERM alone", s.OneShot)
 	}
-	if st := s.State(SIGTERM); !st.OneShot || st.Handler != DispHandler {
+	if st := s.State(sigvocab.SIGTERM); !st.OneShot || st.Handler != sigvocab.DispHandler {
 		t.Errorf("SIGTERM state %+v, want a one-shot handler", st)
 	}
-	if st := s.State(SIGUSR1); st.OneShot {
+	if st := s.State(sigvocab.SIGUSR1); st.OneShot {
 		t.Errorf("SIGUSR1 state %+v, want a handler that stays", st)
 	}
 	// The test binary itself: the Go runtime's handlers, none one-shot.
@@ -212,7 +213,7 @@ func TestReadTaskStatesSigwaitPrivileged(t *testing.T) {
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), "SIGSCOPE_TASKSTATE_HELPER=sigwait")
 	pid := testutil.StartReady(t, cmd)
-	var s TaskSnapshot
+	var s sigvocab.TaskSnapshot
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		got, err := ReadTaskStates([]int{pid})
@@ -220,7 +221,7 @@ func TestReadTaskStatesSigwaitPrivileged(t *testing.T) {
 			t.Fatal(err)
 		}
 		s = got[pid]
-		if s.Waited().Has(SIGTERM) {
+		if s.Waited().Has(sigvocab.SIGTERM) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -228,7 +229,7 @@ func TestReadTaskStatesSigwaitPrivileged(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if s.Blocked.Has(SIGTERM) || s.NSInit() {
+	if s.Blocked.Has(sigvocab.SIGTERM) || s.NSInit() {
 		t.Errorf("%+v: want SIGTERM out of blocked while waited for, no init", s)
 	}
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
@@ -239,7 +240,7 @@ func TestReadTaskStatesSigwaitPrivileged(t *testing.T) {
 		t.Errorf("SigBlk while waiting, want nothing blocked:\n%s", status)
 	}
 	// The Go runtime has a SIGTERM handler too; the wait comes first.
-	if f := PredictFate(SIGTERM, s.State(SIGTERM), true); f != FateSigwait {
+	if f := sigvocab.PredictFate(sigvocab.SIGTERM, s.State(sigvocab.SIGTERM), true); f != sigvocab.FateSigwait {
 		t.Errorf("fate %s, want sigwait", f)
 	}
 }
@@ -272,7 +273,7 @@ func TestTaskIterKeptLoadedPrivileged(t *testing.T) {
 		runtime.ReadMemStats(&m)
 		return m.HeapAlloc
 	}
-	read := func(pids ...int) map[int]TaskSnapshot {
+	read := func(pids ...int) map[int]sigvocab.TaskSnapshot {
 		t.Helper()
 		got, err := it.Read(pids)
 		if err != nil {

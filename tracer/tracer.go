@@ -28,12 +28,12 @@ const (
 	DefaultLinger   = time.Millisecond // the reader's wait between batches while events flow
 )
 
-// Options configures a [Tracer]. The zero value traces [DefaultSignals] for
-// every process.
+// Options configures a [Tracer]. The zero value traces
+// [sigvocab.DefaultSignals] for every process.
 type Options struct {
-	Signals SignalSet // signals to trace; 0 means DefaultSignals
-	PID     uint32    // only events whose sender or target has this tgid; 0: all
-	Comm    string    // only events whose sender or target has this comm (exact, 15 bytes max); "": all
+	Signals sigvocab.SignalSet // signals to trace; 0 means sigvocab.DefaultSignals
+	PID     uint32             // only events whose sender or target has this tgid; 0: all
+	Comm    string             // only events whose sender or target has this comm (exact, 15 bytes max); "": all
 
 	// RingSize is the ring buffer's size in bytes: a power of two and a
 	// multiple of the page size. 0 means DefaultRingSize.
@@ -121,7 +121,7 @@ func (t *Tracer) OOMProgram() string { return t.oomProgram }
 // the environment wrap [ErrUnsupported] and say what is missing.
 func New(opts Options) (*Tracer, error) {
 	if opts.Signals == 0 {
-		opts.Signals = DefaultSignals
+		opts.Signals = sigvocab.DefaultSignals
 	}
 	if opts.RingSize == 0 {
 		opts.RingSize = DefaultRingSize
@@ -288,7 +288,7 @@ var ErrStop = errors.New("stop tracing")
 // batches, publishing its position in the ring once per batch, and waits
 // Options.Linger between batches instead of sleeping, so that the programs
 // need not wake it.
-func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
+func (t *Tracer) Run(ctx context.Context, fn func(*sigvocab.Event) error) error {
 	r := t.rd
 	if r == nil || !r.start() {
 		return errors.New("tracer is closed")
@@ -299,12 +299,12 @@ func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
 
 	var (
 		clk Clock
-		ev  Event
+		ev  sigvocab.Event
 		// The target of the last kernel-raised SIGKILL: the OOM killer
 		// signals its victim just before it marks it (__oom_kill_process),
 		// in the same task, so the victim's whole identity precedes an
 		// OOM record that carries only its thread id.
-		lastKernelKill Process
+		lastKernelKill sigvocab.Process
 		next           time.Time // when Idle asked to be called; zero: after events only
 		draining       bool
 	)
@@ -316,11 +316,11 @@ func (t *Tracer) Run(ctx context.Context, fn func(*Event) error) error {
 		}
 		t.read.Add(1)
 		switch {
-		case ev.Kind == KindGenerate && ev.Signal == SIGKILL && ev.Facts&factInfoPriv != 0:
+		case ev.Kind == sigvocab.KindGenerate && ev.Signal == sigvocab.SIGKILL && ev.Facts&sigvocab.FactInfoPriv != 0:
 			lastKernelKill = ev.Target
-		case ev.Kind == KindOOM:
+		case ev.Kind == sigvocab.KindOOM:
 			if t.opts.oomTIDOnly {
-				ev.Target = Process{PID: ev.Target.TID, TID: ev.Target.TID}
+				ev.Target = sigvocab.Process{PID: ev.Target.TID, TID: ev.Target.TID}
 			}
 			completeOOMFrom(&ev, &lastKernelKill, t.opts.procRoot)
 		}
@@ -415,10 +415,10 @@ func (s *KindStats) Add(o KindStats) {
 	s.Dropped += o.Dropped
 }
 
-// PerKind holds one KindStats for each event kind, indexed by [Kind]: a
-// new kind (sigvocab's Kind and bpf/sigscope.h) has its counters here, in
-// Total, in the JSON and in every output that ranges over [Kinds], with no
-// change to this file.
+// PerKind holds one KindStats for each event kind, indexed by
+// [sigvocab.Kind]: a new kind (sigvocab's Kind and bpf/sigscope.h) has its
+// counters here, in Total, in the JSON and in every output that ranges over
+// [sigvocab.Kinds], with no change to this file.
 type PerKind [sigvocab.NumKinds]KindStats
 
 // Total sums the counters of every kind.
@@ -447,7 +447,7 @@ type Stats struct {
 }
 
 // Kind returns the counters for k.
-func (s Stats) Kind(k Kind) KindStats {
+func (s Stats) Kind(k sigvocab.Kind) KindStats {
 	if !k.Valid() {
 		return KindStats{}
 	}
@@ -463,7 +463,7 @@ func (s Stats) Total() KindStats { return s.PerKind.Total() }
 func (s Stats) MarshalJSON() ([]byte, error) {
 	b := []byte{'{'}
 	for k, ks := range s.PerKind {
-		b = fmt.Appendf(b, `%q:{"seen":%d,"emitted":%d,"dropped":%d},`, Kind(k), ks.Seen, ks.Emitted, ks.Dropped)
+		b = fmt.Appendf(b, `%q:{"seen":%d,"emitted":%d,"dropped":%d},`, sigvocab.Kind(k), ks.Seen, ks.Emitted, ks.Dropped)
 	}
 	b = fmt.Appendf(b, `"read":%d,"decode_errors":%d,"wakeups":%d,"missed":%d}`, s.Read, s.DecodeErrors, s.Wakeups, s.Missed)
 	return b, nil

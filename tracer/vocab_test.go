@@ -7,29 +7,18 @@ import (
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
-// The facts and signal flags the tests write into records.
-const (
-	factSenderReaper     = sigvocab.FactSenderReaper
-	factTargetInSenderNS = sigvocab.FactTargetInSenderNS
-	factSenderInTargetNS = sigvocab.FactSenderInTargetNS
-	factTargetNSInit     = sigvocab.FactTargetNSInit
-	factBlocked          = sigvocab.FactBlocked
-	signalGroupExit      = sigvocab.SignalGroupExit
-	signalUnkillable     = sigvocab.SignalUnkillable
-)
-
 // TestVocabularyMatchesBPF holds sigvocab's numbers, written by hand so that
 // it links no loader, to what bpf2go generated from bpf/sigscope.h: a C
 // change that renumbers or adds a kind or a fact, or resizes a record's
 // arrays, fails here until the vocabulary follows.
 func TestVocabularyMatchesBPF(t *testing.T) {
-	kinds := map[sigscopeEventType]Kind{
-		sigscopeEventTypeEV_GENERATE: KindGenerate,
-		sigscopeEventTypeEV_DELIVER:  KindDeliver,
-		sigscopeEventTypeEV_EXIT:     KindExit,
-		sigscopeEventTypeEV_OOM:      KindOOM,
-		sigscopeEventTypeEV_EXEC:     KindExec,
-		sigscopeEventTypeEV_NS_EMPTY: KindNSEmpty,
+	kinds := map[sigscopeEventType]sigvocab.Kind{
+		sigscopeEventTypeEV_GENERATE: sigvocab.KindGenerate,
+		sigscopeEventTypeEV_DELIVER:  sigvocab.KindDeliver,
+		sigscopeEventTypeEV_EXIT:     sigvocab.KindExit,
+		sigscopeEventTypeEV_OOM:      sigvocab.KindOOM,
+		sigscopeEventTypeEV_EXEC:     sigvocab.KindExec,
+		sigscopeEventTypeEV_NS_EMPTY: sigvocab.KindNSEmpty,
 	}
 	for c, k := range kinds {
 		if uint32(c) != uint32(k) {
@@ -38,10 +27,10 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 	}
 	// Every C kind below EV_TYPES has a Go kind, and no Go kind is left
 	// without one: the per-kind counters are indexed the same way.
-	if len(kinds) != sigvocab.NumKinds || len(Kinds) != sigvocab.NumKinds {
-		t.Errorf("C has %d event types, sigvocab %d kinds (Kinds lists %d)", len(kinds), sigvocab.NumKinds, len(Kinds))
+	if len(kinds) != sigvocab.NumKinds || len(sigvocab.Kinds) != sigvocab.NumKinds {
+		t.Errorf("C has %d event types, sigvocab %d kinds (Kinds lists %d)", len(kinds), sigvocab.NumKinds, len(sigvocab.Kinds))
 	}
-	for i, k := range Kinds {
+	for i, k := range sigvocab.Kinds {
 		if int(k) != i || !k.Valid() || k.String() == "unknown" {
 			t.Errorf("Kinds[%d] = %d (%s): kinds must be numbered from 0 without a gap, each named", i, k, k)
 		}
@@ -79,10 +68,10 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 	}
 
 	var e sigscopeEvent
-	if len(e.Ancestors) != MaxAncestors {
-		t.Errorf("an event carries %d ancestors in C, MaxAncestors is %d", len(e.Ancestors), MaxAncestors)
+	if len(e.Ancestors) != sigvocab.MaxAncestors {
+		t.Errorf("an event carries %d ancestors in C, MaxAncestors is %d", len(e.Ancestors), sigvocab.MaxAncestors)
 	}
-	var comm Comm
+	var comm sigvocab.Comm
 	if len(e.Target.Comm) != len(comm) || len(e.Ancestors[0].Comm) != len(comm) {
 		t.Errorf("comm is %d bytes in C, %d in sigvocab", len(e.Target.Comm), len(comm))
 	}
@@ -117,10 +106,10 @@ func TestStatsJSON(t *testing.T) {
 	for k := range s.PerKind {
 		s.PerKind[k] = KindStats{Seen: uint64(100*k + 3), Emitted: uint64(100*k + 2), Dropped: 1}
 	}
-	ks := func(k Kind) kindStats {
+	ks := func(k sigvocab.Kind) kindStats {
 		return kindStats{s.PerKind[k].Seen, s.PerKind[k].Emitted, s.PerKind[k].Dropped}
 	}
-	want, err := json.Marshal(oldStats{ks(KindGenerate), ks(KindDeliver), ks(KindExit), ks(KindOOM), ks(KindExec), ks(KindNSEmpty), 17, 2, 3, 4})
+	want, err := json.Marshal(oldStats{ks(sigvocab.KindGenerate), ks(sigvocab.KindDeliver), ks(sigvocab.KindExit), ks(sigvocab.KindOOM), ks(sigvocab.KindExec), ks(sigvocab.KindNSEmpty), 17, 2, 3, 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +122,7 @@ func TestStatsJSON(t *testing.T) {
 	if tot := s.Total(); tot != (KindStats{Seen: 1518, Emitted: 1512, Dropped: 6}) {
 		t.Errorf("Total = %+v", tot)
 	}
-	if got := s.Kind(Kind(sigvocab.NumKinds)); got != (KindStats{}) {
+	if got := s.Kind(sigvocab.Kind(sigvocab.NumKinds)); got != (KindStats{}) {
 		t.Errorf("Kind(past the last) = %+v", got)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/sigscope/sigscope/internal/agent"
 	"github.com/sigscope/sigscope/internal/kubeclient"
 	"github.com/sigscope/sigscope/internal/otlplog"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 func newServeCmd() *cobra.Command {
@@ -61,7 +61,7 @@ queue and are retried; sigscope_otlp_log_records_{sent,failed,dropped}_total
 count them.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sigs, err := tracer.ParseSignalSet(signals)
+			sigs, err := sigvocab.ParseSignalSet(signals)
 			if err != nil {
 				return usageError{fmt.Errorf("--signals: %w", err)}
 			}

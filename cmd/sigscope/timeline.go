@@ -19,6 +19,7 @@ import (
 	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/kubemeta"
 	"github.com/sigscope/sigscope/internal/pipeline"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -192,7 +193,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	}
 	p, err := pipeline.New(pipeline.Options{
 		Tracer: tracer.Options{
-			Signals:  tracer.DefaultSignals,
+			Signals:  sigvocab.DefaultSignals,
 			RingSize: f.ringSize,
 			Logger:   slog.Default(),
 			Idle:     func() time.Time { _ = w.Flush(); return time.Time{} },

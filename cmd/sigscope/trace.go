@@ -16,6 +16,7 @@ import (
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/pipeline"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -72,7 +73,7 @@ prints the kernel's counters (seen, emitted, dropped) on stderr.`,
 }
 
 func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error {
-	sigs, err := tracer.ParseSignalSet(f.signals)
+	sigs, err := sigvocab.ParseSignalSet(f.signals)
 	if err != nil {
 		return usageError{fmt.Errorf("--signals: %w", err)}
 	}
@@ -162,7 +163,7 @@ type traceSink struct {
 	enc    pipeline.RecordEncoder // what repeats from line to line, encoded once
 }
 
-func (s *traceSink) event(e *tracer.Event, target, sender *identity.Info) error {
+func (s *traceSink) event(e *sigvocab.Event, target, sender *identity.Info) error {
 	if !matchAny(s.filter, target, sender) {
 		return nil
 	}
@@ -198,7 +199,7 @@ func isTerminal(w io.Writer) bool {
 func formatStats(s tracer.Stats) string {
 	var b strings.Builder
 	b.WriteString("sigscope: events")
-	for _, k := range tracer.Kinds {
+	for _, k := range sigvocab.Kinds {
 		ks := s.Kind(k)
 		fmt.Fprintf(&b, " %s seen=%d emitted=%d dropped=%d;", k, ks.Seen, ks.Emitted, ks.Dropped)
 	}
@@ -239,23 +240,23 @@ const maxNameCell = 64
 
 // writeTableRow prints one event; comms are escaped because any process can
 // put terminal control sequences in its name.
-func writeTableRow(w io.Writer, e *tracer.Event, c *identity.Info) error {
+func writeTableRow(w io.Writer, e *sigvocab.Event, c *identity.Info) error {
 	sig, result, sender := "", "", ""
 	switch e.Kind {
-	case tracer.KindGenerate:
+	case sigvocab.KindGenerate:
 		sig, result = e.Signal.String(), e.Result.String()
 		sender = procCell(e.Sender.PID, e.Sender.Comm)
-	case tracer.KindDeliver:
+	case sigvocab.KindDeliver:
 		sig, result = e.Signal.String(), "-> "+e.Handler.String()
-	case tracer.KindOOM:
+	case sigvocab.KindOOM:
 		result = "oom victim"
-	case tracer.KindNSEmpty:
+	case sigvocab.KindNSEmpty:
 		// The init (target) notified its parent: the namespace is empty.
 		sig, result = e.Signal.String(), "ns empty"
-	case tracer.KindExec:
+	case sigvocab.KindExec:
 		result = "entered"
 		sender = procCell(e.Sender.PID, e.Sender.Comm)
-	case tracer.KindExit:
+	case sigvocab.KindExit:
 		if e.Signaled() {
 			sig, result = e.Signal.String(), "killed"
 			if e.CoreDumped {
@@ -277,6 +278,6 @@ func writeTableRow(w io.Writer, e *tracer.Event, c *identity.Info) error {
 	return err
 }
 
-func procCell(pid uint32, comm tracer.Comm) string {
+func procCell(pid uint32, comm sigvocab.Comm) string {
 	return strconv.FormatUint(uint64(pid), 10) + " " + textsafe.Terminal(comm.String())
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/pipeline"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/tracer"
 )
 
@@ -28,20 +29,20 @@ import (
 // benchStorm is `make bench`'s storm as trace sees it: the bench's sender
 // (a host process with its ancestors) sending SIGUSR1 to a host sleep that
 // ignores it, a record every 420 ns (the traced sender's kill on a fast host).
-func benchStorm() []tracer.Event {
-	sender := tracer.Process{PID: 48213, TID: 48213, NsPID: 48213, PidNS: 4026531836, CgroupID: 1, CgroupV1ID: 10083}
+func benchStorm() []sigvocab.Event {
+	sender := sigvocab.Process{PID: 48213, TID: 48213, NsPID: 48213, PidNS: 4026531836, CgroupID: 1, CgroupV1ID: 10083}
 	copy(sender.Comm[:], "bench")
-	target := tracer.Process{PID: 48190, TID: 48190, NsPID: 48190, PidNS: 4026531836, CgroupID: 1, CgroupV1ID: 10083}
+	target := sigvocab.Process{PID: 48190, TID: 48190, NsPID: 48190, PidNS: 4026531836, CgroupID: 1, CgroupV1ID: 10083}
 	copy(target.Comm[:], "sleep")
-	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGUSR1, Result: tracer.ResultIgnored, Group: true,
-		Code: tracer.CodeUser, Handler: tracer.DispIgnore, Sender: sender, Target: target}
+	e := sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGUSR1, Result: sigvocab.ResultIgnored, Group: true,
+		Code: sigvocab.CodeUser, Handler: sigvocab.DispIgnore, Sender: sender, Target: target}
 	for i, a := range []string{"go", "make", "sudo", "bash"} {
-		e.Ancestors[i] = tracer.Ancestor{PID: uint32(48100 - 31*i)}
+		e.Ancestors[i] = sigvocab.Ancestor{PID: uint32(48100 - 31*i)}
 		copy(e.Ancestors[i].Comm[:], a)
 	}
 	e.AncestorsCount = 4
 	at := time.Date(2026, 11, 26, 9, 59, 59, 999_000_000, time.UTC)
-	evs := make([]tracer.Event, 4096)
+	evs := make([]sigvocab.Event, 4096)
 	for i := range evs {
 		evs[i] = e
 		evs[i].Time = at.Add(time.Duration(i) * 420 * time.Nanosecond)
@@ -51,7 +52,7 @@ func benchStorm() []tracer.Event {
 
 // recordedStops are the events of every recorded stop
 // (timeline/testdata/streams), with the containers the recordings name.
-func recordedStops(b *testing.B) (evs []tracer.Event, targets, senders []*identity.Info) {
+func recordedStops(b *testing.B) (evs []sigvocab.Event, targets, senders []*identity.Info) {
 	paths, err := filepath.Glob(filepath.Join("..", "..", "timeline", "testdata", "streams", "*.jsonl"))
 	if err != nil || len(paths) == 0 {
 		b.Fatalf("no recorded streams: %v", err)
@@ -61,7 +62,7 @@ func recordedStops(b *testing.B) (evs []tracer.Event, targets, senders []*identi
 		if err != nil {
 			b.Fatal(err)
 		}
-		err = pipeline.ReadRecording(f, func(e *tracer.Event, target, sender *identity.Info) error {
+		err = pipeline.ReadRecording(f, func(e *sigvocab.Event, target, sender *identity.Info) error {
 			evs, targets, senders = append(evs, *e), append(targets, target), append(senders, sender)
 			return nil
 		})
@@ -75,9 +76,9 @@ func recordedStops(b *testing.B) (evs []tracer.Event, targets, senders []*identi
 
 // fakeHostProc is a /proc in which every process of evs is alive on the
 // host: the resolver's answer for each is "no container", as for the storm.
-func fakeHostProc(b *testing.B, evs []tracer.Event) string {
+func fakeHostProc(b *testing.B, evs []sigvocab.Event) string {
 	dir := b.TempDir()
-	add := func(p *tracer.Process) {
+	add := func(p *sigvocab.Process) {
 		d := filepath.Join(dir, fmt.Sprint(p.PID))
 		if _, err := os.Stat(d); err == nil || p.PID == 0 {
 			return
@@ -104,7 +105,7 @@ func BenchmarkTraceJSONPath(b *testing.B) {
 	recorded, rTargets, rSenders := recordedStops(b)
 	for _, c := range []struct {
 		name string
-		evs  []tracer.Event
+		evs  []sigvocab.Event
 		// containers, when set, replaces the resolver's answers (host
 		// processes in the fake /proc) by the recording's, so that the
 		// container objects are written as trace writes them.
@@ -125,12 +126,12 @@ func BenchmarkTraceJSONPath(b *testing.B) {
 			var j int
 			onEvent := sink.event
 			if c.targets != nil {
-				onEvent = func(e *tracer.Event, _, _ *identity.Info) error {
+				onEvent = func(e *sigvocab.Event, _, _ *identity.Info) error {
 					return sink.event(e, c.targets[j], c.senders[j])
 				}
 			}
 			p := pipeline.NewReplay(pipeline.Options{Resolver: r, Senders: true, OnEvent: onEvent})
-			var ev tracer.Event
+			var ev sigvocab.Event
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				j = i % len(raws)

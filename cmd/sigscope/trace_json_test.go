@@ -11,48 +11,48 @@ import (
 
 	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/pipeline"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // stopEvents are one stop of a Kubernetes container as trace sees it, with
 // the containers the pipeline resolves: runc's SIGTERM to the container's
 // init (a sender with four ancestors, on the host), its delivery to the
 // init's handler, and the init's exit.
-func stopEvents() (evs []tracer.Event, targets, senders []*identity.Info) {
-	c := &identity.Info{Identity: identity.Identity{ID: "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", Runtime: "containerd", Name: "web", Image: "registry.example.com/team/web:1.24.3", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default"}, MainPID: 28619, GracePeriod: 30, StopSignal: tracer.SIGTERM}
+func stopEvents() (evs []sigvocab.Event, targets, senders []*identity.Info) {
+	c := &identity.Info{Identity: identity.Identity{ID: "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", Runtime: "containerd", Name: "web", Image: "registry.example.com/team/web:1.24.3", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default"}, MainPID: 28619, GracePeriod: 30, StopSignal: sigvocab.SIGTERM}
 	at := time.Unix(0, 1795400553511313658)
-	target := tracer.Process{PID: 28619, TID: 28619, NsPID: 1, PidNS: 4026532180, CgroupID: 3084, CgroupV1ID: 9251}
+	target := sigvocab.Process{PID: 28619, TID: 28619, NsPID: 1, PidNS: 4026532180, CgroupID: 3084, CgroupV1ID: 9251}
 	copy(target.Comm[:], "nginx")
-	gen := tracer.Event{Time: at, Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Result: tracer.ResultDelivered,
-		Group: true, Code: tracer.CodeUser, Handler: tracer.DispHandler, Flags: tracer.FlagCrossNS | tracer.FlagNSInit,
-		Fate: tracer.FateHandler, Target: target,
-		Sender: tracer.Process{PID: 28726, TID: 28726, NsPID: 28726, PidNS: 4026531836, CgroupID: 1, CgroupV1ID: 2819}}
+	gen := sigvocab.Event{Time: at, Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Result: sigvocab.ResultDelivered,
+		Group: true, Code: sigvocab.CodeUser, Handler: sigvocab.DispHandler, Flags: sigvocab.FlagCrossNS | sigvocab.FlagNSInit,
+		Fate: sigvocab.FateHandler, Target: target,
+		Sender: sigvocab.Process{PID: 28726, TID: 28726, NsPID: 28726, PidNS: 4026531836, CgroupID: 1, CgroupV1ID: 2819}}
 	copy(gen.Sender.Comm[:], "runc")
 	for i, a := range []string{"containerd-shim", "containerd", "systemd", "init"} {
-		gen.Ancestors[i] = tracer.Ancestor{PID: uint32(28599 - 1000*i)}
+		gen.Ancestors[i] = sigvocab.Ancestor{PID: uint32(28599 - 1000*i)}
 		copy(gen.Ancestors[i].Comm[:], a)
 	}
 	gen.AncestorsCount = 4
-	del := tracer.Event{Time: at.Add(41 * time.Microsecond), Kind: tracer.KindDeliver, Signal: tracer.SIGTERM,
-		Code: tracer.CodeUser, Handler: tracer.DispHandler, Flags: tracer.FlagNSInit, Fate: tracer.FateHandler, Target: target}
-	exit := tracer.Event{Time: at.Add(3 * time.Millisecond), Kind: tracer.KindExit, Flags: tracer.FlagNSInit, Target: target}
-	return []tracer.Event{gen, del, exit}, []*identity.Info{c, c, c}, []*identity.Info{nil, nil, nil}
+	del := sigvocab.Event{Time: at.Add(41 * time.Microsecond), Kind: sigvocab.KindDeliver, Signal: sigvocab.SIGTERM,
+		Code: sigvocab.CodeUser, Handler: sigvocab.DispHandler, Flags: sigvocab.FlagNSInit, Fate: sigvocab.FateHandler, Target: target}
+	exit := sigvocab.Event{Time: at.Add(3 * time.Millisecond), Kind: sigvocab.KindExit, Flags: sigvocab.FlagNSInit, Target: target}
+	return []sigvocab.Event{gen, del, exit}, []*identity.Info{c, c, c}, []*identity.Info{nil, nil, nil}
 }
 
 // stormEvents are a full-speed signal storm on the host, as the bench
 // makes it: a shell's process signalling itself, no container.
-func stormEvents() (evs []tracer.Event, targets, senders []*identity.Info) {
-	p := tracer.Process{PID: 15021, TID: 15021, NsPID: 15021, PidNS: 4026531836, CgroupID: 1, CgroupV1ID: 10083}
+func stormEvents() (evs []sigvocab.Event, targets, senders []*identity.Info) {
+	p := sigvocab.Process{PID: 15021, TID: 15021, NsPID: 15021, PidNS: 4026531836, CgroupID: 1, CgroupV1ID: 10083}
 	copy(p.Comm[:], "storm")
-	e := tracer.Event{Time: time.Unix(0, 1795400553511313658), Kind: tracer.KindGenerate, Signal: tracer.SIGUSR1,
-		Result: tracer.ResultDelivered, Group: true, Code: tracer.CodeUser, Handler: tracer.DispHandler,
-		Fate: tracer.FateHandler, Target: p, Sender: p}
+	e := sigvocab.Event{Time: time.Unix(0, 1795400553511313658), Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGUSR1,
+		Result: sigvocab.ResultDelivered, Group: true, Code: sigvocab.CodeUser, Handler: sigvocab.DispHandler,
+		Fate: sigvocab.FateHandler, Target: p, Sender: p}
 	for i, a := range []string{"bash", "sshd", "systemd"} {
-		e.Ancestors[i] = tracer.Ancestor{PID: uint32(15020 - 7000*i)}
+		e.Ancestors[i] = sigvocab.Ancestor{PID: uint32(15020 - 7000*i)}
 		copy(e.Ancestors[i].Comm[:], a)
 	}
 	e.AncestorsCount = 3
-	return []tracer.Event{e}, []*identity.Info{nil}, []*identity.Info{nil}
+	return []sigvocab.Event{e}, []*identity.Info{nil}, []*identity.Info{nil}
 }
 
 // trace -o json writes each event as a line that reads back as itself,
@@ -72,7 +72,7 @@ func TestTraceSinkJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	err := pipeline.ReadRecording(bytes.NewReader(out.Bytes()), func(e *tracer.Event, target, _ *identity.Info) error {
+	err := pipeline.ReadRecording(bytes.NewReader(out.Bytes()), func(e *sigvocab.Event, target, _ *identity.Info) error {
 		want := &evs[n]
 		if e.Kind != want.Kind || e.Signal != want.Signal || e.Flags != want.Flags || e.Target != want.Target ||
 			e.Sender != want.Sender || e.Ancestors != want.Ancestors || !e.Time.Equal(want.Time) {

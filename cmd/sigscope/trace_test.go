@@ -19,13 +19,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/tracer"
 )
 
 func TestTableRowEscapesComm(t *testing.T) {
-	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Result: tracer.ResultIgnored,
-		Flags: tracer.FlagPID1Ignored | tracer.FlagNSInit, Time: time.Unix(0, 0)}
+	e := sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Result: sigvocab.ResultIgnored,
+		Flags: sigvocab.FlagPID1Ignored | sigvocab.FlagNSInit, Time: time.Unix(0, 0)}
 	e.Sender.PID, e.Target.PID, e.Target.NsPID = 10, 20, 1
 	copy(e.Sender.Comm[:], "runc")
 	copy(e.Target.Comm[:], "x\x1b[2J\r\xff")
@@ -45,13 +46,13 @@ func TestTableRowEscapesComm(t *testing.T) {
 }
 
 func TestTableRowExit(t *testing.T) {
-	e := tracer.Event{Kind: tracer.KindExit, Signal: tracer.SIGKILL, ExitCode: -1, CoreDumped: true}
+	e := sigvocab.Event{Kind: sigvocab.KindExit, Signal: sigvocab.SIGKILL, ExitCode: -1, CoreDumped: true}
 	var b bytes.Buffer
 	_ = writeTableRow(&b, &e, nil)
 	if !strings.Contains(b.String(), "SIGKILL") || !strings.Contains(b.String(), "killed (core)") {
 		t.Errorf("row %q", b.String())
 	}
-	e = tracer.Event{Kind: tracer.KindExit, ExitCode: 3}
+	e = sigvocab.Event{Kind: sigvocab.KindExit, ExitCode: 3}
 	b.Reset()
 	_ = writeTableRow(&b, &e, nil)
 	if !strings.Contains(b.String(), "exit 3") {
@@ -82,7 +83,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestFormatStats(t *testing.T) {
-	s := tracer.Stats{PerKind: tracer.PerKind{tracer.KindGenerate: {Seen: 10, Emitted: 7, Dropped: 3}}, Read: 7, Missed: 1}
+	s := tracer.Stats{PerKind: tracer.PerKind{sigvocab.KindGenerate: {Seen: 10, Emitted: 7, Dropped: 3}}, Read: 7, Missed: 1}
 	got := formatStats(s)
 	for _, want := range []string{"generate seen=10 emitted=7 dropped=3", "total seen=10 emitted=7 dropped=3 read=7", "missed=1"} {
 		if !strings.Contains(got, want) {

@@ -3,8 +3,9 @@
 // runtime, pod, namespace, pod UID; its short ID, display name and order),
 // what the runtime said about the container besides ([Info]: its main
 // process, whether it is a pod's sandbox, its stop settings, a preStop
-// [Hook]), its JSON in sigscope's outputs ([Summary], written by hand by
-// [Info.AppendJSON] for `trace -o json`), the rule that picks a container
+// [Hook]), its JSON in sigscope's outputs ([Summary], read by its tags and
+// written by one hand-written writer: [Info.AppendJSON] for `trace -o
+// json`, [Summary.MarshalJSON] for the rest), the rule that picks a container
 // by what a user typed ([Filter]), a running container with its main pid
 // ([Running]) and the stop signals the runtimes said they sent
 // ([StopHistory]).

@@ -9,14 +9,19 @@ import (
 	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
+// summaryTags is Summary without its MarshalJSON: what encoding/json
+// writes from the json tags, the reference of the one writer.
+type summaryTags Summary
+
 // checkSummaryJSON holds AppendJSON to encoding/json's encoding of
 // Summary, byte for byte, and checks the result is valid JSON.
 func checkSummaryJSON(t *testing.T, i *Info) {
 	t.Helper()
-	want, err := json.Marshal(i.Summary())
+	want, err := json.Marshal(summaryTags(i.Summary()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkSummaryMarshal(t, i.Summary())
 	got := i.AppendJSON([]byte("x"))
 	if !bytes.Equal(got[1:], want) || got[0] != 'x' {
 		t.Fatalf("AppendJSON differs from encoding/json for %+v:\n got %s\nwant %s", *i, got[1:], want)
@@ -24,6 +29,38 @@ func checkSummaryJSON(t *testing.T, i *Info) {
 	var s Summary
 	if err := json.Unmarshal(got[1:], &s); err != nil {
 		t.Fatalf("invalid JSON (%v): %s", err, got[1:])
+	}
+}
+
+// checkSummaryMarshal holds Summary.MarshalJSON to encoding/json's encoding
+// of its tags, byte for byte, by an encoder that escapes HTML and by one
+// that does not.
+func checkSummaryMarshal(t *testing.T, s Summary) {
+	t.Helper()
+	for _, html := range []bool{true, false} {
+		var got, want bytes.Buffer
+		for v, buf := range map[any]*bytes.Buffer{s: &got, summaryTags(s): &want} {
+			enc := json.NewEncoder(buf)
+			enc.SetEscapeHTML(html)
+			if err := enc.Encode(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("MarshalJSON differs from encoding/json (HTML escaped: %v) for %+v:\n got %s\nwant %s", html, s, got.Bytes(), want.Bytes())
+		}
+	}
+}
+
+// Summaries no Info gives: strings that are not valid UTF-8, a stop
+// signal as a runtime names it, an audit's result read back.
+func TestSummaryMarshalJSON(t *testing.T) {
+	for _, s := range []Summary{
+		{},
+		{Identity: Identity{ID: "a\xffb", Name: "<web> & \u2028", Image: "\xed\xa0\x80"}, StopSignal: "TERM", MainRuntime: "go\xfe"},
+		{PreStop: &Hook{Kind: "exec\xff", Command: []string{"sh", "-c", "sleep 5 && kill -QUIT 1 </dev/null", "\xc3"}, URL: "/q?a=<1>&b", Seconds: -1}},
+	} {
+		checkSummaryMarshal(t, s)
 	}
 }
 
@@ -74,4 +111,15 @@ func splitNUL(s string) []string {
 		return nil
 	}
 	return strings.Split(s, "\x00")
+}
+
+// BenchmarkSummaryJSON is a container's object in a `trace -o json` line.
+func BenchmarkSummaryJSON(b *testing.B) {
+	i := &Info{Identity: Identity{ID: "4eaed9df4c1da03033fb1dae0ca4834b50367ee078507c361ad1e6172ae0d50c", Runtime: "containerd", Name: "web", Image: "nginx:1.27", Pod: "web-7d4b9c6f8-xk2pq", Namespace: "default"}, MainPID: 28619,
+		GracePeriod: 30, StopSignal: sigvocab.SIGTERM, PreStop: &Hook{Kind: "exec", Command: []string{"sleep", "5"}}}
+	b.ReportAllocs()
+	var buf []byte
+	for b.Loop() {
+		buf = i.AppendJSON(buf[:0])
+	}
 }

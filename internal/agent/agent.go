@@ -25,6 +25,7 @@ import (
 	"github.com/sigscope/sigscope/internal/kubemeta"
 	"github.com/sigscope/sigscope/internal/otlplog"
 	"github.com/sigscope/sigscope/internal/pipeline"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -51,10 +52,10 @@ type Options struct {
 	HealthAddress  string
 	HealthListener net.Listener
 
-	Signals   tracer.SignalSet // default tracer.DefaultSignals
-	RingSize  int              // the tracer's ring buffer in bytes; 0: tracer.DefaultRingSize
-	PodLabels bool             // namespace/pod/container labels on the counters
-	MaxSeries int              // per metric, with PodLabels
+	Signals   sigvocab.SignalSet // default sigvocab.DefaultSignals
+	RingSize  int                // the tracer's ring buffer in bytes; 0: tracer.DefaultRingSize
+	PodLabels bool               // namespace/pod/container labels on the counters
+	MaxSeries int                // per metric, with PodLabels
 
 	// OTLP, when set, sends one OpenTelemetry log record per episode
 	// (internal/otlplog); the agent sets its node and version.
@@ -155,7 +156,7 @@ func New(opts Options) (*Agent, error) {
 		opts.ListenAddresses = []string{DefaultListenAddress}
 	}
 	if opts.Signals == 0 {
-		opts.Signals = tracer.DefaultSignals
+		opts.Signals = sigvocab.DefaultSignals
 	}
 	if opts.MaxEpisodes <= 0 {
 		opts.MaxEpisodes = DefaultMaxEpisodes
@@ -310,7 +311,7 @@ func (a *Agent) newPipeline() (*pipeline.Pipeline, error) {
 		Tracer:   tracer.Options{Signals: a.opts.Signals, RingSize: a.opts.RingSize, Logger: a.log, Idle: func() time.Time { a.snapshotEngine(p.Engine()); return time.Time{} }},
 		Resolver: a.resolver,
 		Timeline: &timeline.Options{},
-		OnEvent: func(e *tracer.Event, target, _ *identity.Info) error {
+		OnEvent: func(e *sigvocab.Event, target, _ *identity.Info) error {
 			a.exp.ObserveEvent(e, target)
 			if events++; events%engineSnapshotEvery == 0 {
 				a.snapshotEngine(p.Engine())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sigscope/sigscope/audit"
 	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -101,8 +102,8 @@ type auditSeries struct {
 // Fixed label tables. Indexes, not strings, are what the hot path handles:
 // every value a label can take is one of these or a cleaned name.
 var (
-	signalNames  [tracer.MaxSignal + 1]string // 0: "unknown"
-	resultNames  []string                     // tracer.Result values, then "unknown"
+	signalNames  [sigvocab.MaxSignal + 1]string // 0: "unknown"
+	resultNames  []string                       // sigvocab.Result values, then "unknown"
 	outcomeNames = append(outcomeStrings(), "unknown")
 )
 
@@ -121,23 +122,23 @@ const (
 
 func init() {
 	signalNames[0] = "unknown"
-	for s := tracer.Signal(1); s <= tracer.MaxSignal; s++ {
+	for s := sigvocab.Signal(1); s <= sigvocab.MaxSignal; s++ {
 		signalNames[s] = s.String()
 	}
-	for r := tracer.ResultDelivered; r <= tracer.ResultLoseInfo; r++ {
+	for r := sigvocab.ResultDelivered; r <= sigvocab.ResultLoseInfo; r++ {
 		resultNames = append(resultNames, r.String())
 	}
 	resultNames = append(resultNames, "unknown")
 }
 
-func signalIndex(s tracer.Signal) uint8 {
-	if s >= 1 && s <= tracer.MaxSignal {
+func signalIndex(s sigvocab.Signal) uint8 {
+	if s >= 1 && s <= sigvocab.MaxSignal {
 		return uint8(s)
 	}
 	return 0
 }
 
-func resultIndex(r tracer.Result) uint8 {
+func resultIndex(r sigvocab.Result) uint8 {
 	if int(r) < len(resultNames)-1 {
 		return uint8(r)
 	}
@@ -218,7 +219,7 @@ func New(opts Options) *Exporter {
 		// see their first increment: the alerting ones.
 		e.cascade.get(seriesKey{})
 		e.oom.get(seriesKey{})
-		e.pid1Ignored.get(seriesKey{a: signalIndex(tracer.SIGTERM)})
+		e.pid1Ignored.get(seriesKey{a: signalIndex(sigvocab.SIGTERM)})
 		for i := range outcomeNames[:len(outcomeNames)-1] {
 			e.stops.get(seriesKey{a: uint8(i)})
 		}
@@ -254,7 +255,7 @@ func New(opts Options) *Exporter {
 
 // ObserveEvent counts one tracer event; c is the container of ev.Target (nil
 // when none or unknown). It does not allocate once the series exists.
-func (e *Exporter) ObserveEvent(ev *tracer.Event, c *identity.Info) {
+func (e *Exporter) ObserveEvent(ev *sigvocab.Event, c *identity.Info) {
 	if ev == nil {
 		return
 	}
@@ -263,31 +264,31 @@ func (e *Exporter) ObserveEvent(ev *tracer.Event, c *identity.Info) {
 		k.namespace, k.pod, k.container = infoLabels(c)
 	}
 	switch ev.Kind {
-	case tracer.KindGenerate:
+	case sigvocab.KindGenerate:
 		sig := signalIndex(ev.Signal)
 		k.a, k.b = sig, resultIndex(ev.Result)
 		e.signals.inc(k)
-		if ev.Flags.Has(tracer.FlagPID1Ignored) {
+		if ev.Flags.Has(sigvocab.FlagPID1Ignored) {
 			k.a, k.b = sig, 0
 			e.pid1Ignored.inc(k)
 		}
-		if ev.Flags.Has(tracer.FlagNSCascade) {
+		if ev.Flags.Has(sigvocab.FlagNSCascade) {
 			k.a, k.b = 0, 0
 			e.cascade.inc(k)
 		}
-	case tracer.KindDeliver:
-		if ev.Flags.Has(tracer.FlagPID1Ignored) {
+	case sigvocab.KindDeliver:
+		if ev.Flags.Has(sigvocab.FlagPID1Ignored) {
 			k.a = signalIndex(ev.Signal)
 			e.pid1Ignored.inc(k)
 		}
-	case tracer.KindExit:
+	case sigvocab.KindExit:
 		if ev.Signaled() {
 			k.a, k.b = reasonSignaled, signalIndex(ev.Signal)
 		} else {
 			k.a = reasonExited
 		}
 		e.exits.inc(k)
-	case tracer.KindOOM:
+	case sigvocab.KindOOM:
 		e.oom.inc(k)
 	}
 }
@@ -374,7 +375,7 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(e.eventsDesc, err)
 		} else {
-			for _, k := range tracer.Kinds {
+			for _, k := range sigvocab.Kinds {
 				ks := s.Kind(k)
 				ch <- constMetric(e.eventsDesc, prometheus.CounterValue, float64(ks.Emitted), k.String())
 				ch <- constMetric(e.droppedDesc, prometheus.CounterValue, float64(ks.Dropped), k.String())

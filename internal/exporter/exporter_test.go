@@ -13,25 +13,28 @@ import (
 
 	"github.com/sigscope/sigscope/audit"
 	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
 
-func generate(sig tracer.Signal, res tracer.Result, flags tracer.Flags) *tracer.Event {
-	return &tracer.Event{Kind: tracer.KindGenerate, Signal: sig, Result: res, Flags: flags}
+func generate(sig sigvocab.Signal, res sigvocab.Result, flags sigvocab.Flags) *sigvocab.Event {
+	return &sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sig, Result: res, Flags: flags}
 }
 
-func deliver(sig tracer.Signal, flags tracer.Flags) *tracer.Event {
-	return &tracer.Event{Kind: tracer.KindDeliver, Signal: sig, Flags: flags}
+func deliver(sig sigvocab.Signal, flags sigvocab.Flags) *sigvocab.Event {
+	return &sigvocab.Event{Kind: sigvocab.KindDeliver, Signal: sig, Flags: flags}
 }
 
-func exited(code int) *tracer.Event { return &tracer.Event{Kind: tracer.KindExit, ExitCode: code} }
-
-func killed(sig tracer.Signal) *tracer.Event {
-	return &tracer.Event{Kind: tracer.KindExit, Signal: sig, ExitCode: -1}
+func exited(code int) *sigvocab.Event {
+	return &sigvocab.Event{Kind: sigvocab.KindExit, ExitCode: code}
 }
 
-func oom() *tracer.Event { return &tracer.Event{Kind: tracer.KindOOM} }
+func killed(sig sigvocab.Signal) *sigvocab.Event {
+	return &sigvocab.Event{Kind: sigvocab.KindExit, Signal: sig, ExitCode: -1}
+}
+
+func oom() *sigvocab.Event { return &sigvocab.Event{Kind: sigvocab.KindOOM} }
 
 // register puts e in a pedantic registry, which checks every collected
 // metric against Describe and the label values' validity.
@@ -66,25 +69,25 @@ const (
 func TestEventCounters(t *testing.T) {
 	e := New(Options{})
 	reg := register(t, e)
-	for _, ev := range []*tracer.Event{
+	for _, ev := range []*sigvocab.Event{
 		// A shell-form stop: SIGTERM dropped by PID 1 twice, then the SIGKILL
 		// and the cascade's two SIGKILLs.
-		generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored|tracer.FlagCrossNS|tracer.FlagNSInit),
-		generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored|tracer.FlagCrossNS|tracer.FlagNSInit),
-		generate(tracer.SIGKILL, tracer.ResultDelivered, tracer.FlagCrossNS|tracer.FlagNSInit),
-		generate(tracer.SIGKILL, tracer.ResultDelivered, tracer.FlagNSCascade),
-		generate(tracer.SIGKILL, tracer.ResultDelivered, tracer.FlagNSCascade),
+		generate(sigvocab.SIGTERM, sigvocab.ResultIgnored, sigvocab.FlagPID1Ignored|sigvocab.FlagCrossNS|sigvocab.FlagNSInit),
+		generate(sigvocab.SIGTERM, sigvocab.ResultIgnored, sigvocab.FlagPID1Ignored|sigvocab.FlagCrossNS|sigvocab.FlagNSInit),
+		generate(sigvocab.SIGKILL, sigvocab.ResultDelivered, sigvocab.FlagCrossNS|sigvocab.FlagNSInit),
+		generate(sigvocab.SIGKILL, sigvocab.ResultDelivered, sigvocab.FlagNSCascade),
+		generate(sigvocab.SIGKILL, sigvocab.ResultDelivered, sigvocab.FlagNSCascade),
 		// A SIGINT queued while blocked, dequeued by a PID 1 with no handler.
-		generate(tracer.SIGINT, tracer.ResultDelivered, tracer.FlagBlocked|tracer.FlagNSInit),
-		deliver(tracer.SIGINT, tracer.FlagPID1Ignored),
-		deliver(tracer.SIGUSR1, 0), // a handled delivery: counted nowhere
-		generate(tracer.Signal(40), tracer.ResultAlreadyPending, 0),
+		generate(sigvocab.SIGINT, sigvocab.ResultDelivered, sigvocab.FlagBlocked|sigvocab.FlagNSInit),
+		deliver(sigvocab.SIGINT, sigvocab.FlagPID1Ignored),
+		deliver(sigvocab.SIGUSR1, 0), // a handled delivery: counted nowhere
+		generate(sigvocab.Signal(40), sigvocab.ResultAlreadyPending, 0),
 		// Out-of-range values from a corrupt or future record.
-		generate(tracer.Signal(99), tracer.Result(17), 0),
+		generate(sigvocab.Signal(99), sigvocab.Result(17), 0),
 		exited(0), exited(3),
-		killed(tracer.SIGKILL), killed(tracer.SIGKILL), killed(tracer.SIGKILL), killed(tracer.Signal(13)),
+		killed(sigvocab.SIGKILL), killed(sigvocab.SIGKILL), killed(sigvocab.SIGKILL), killed(sigvocab.Signal(13)),
 		oom(),
-		{Kind: tracer.Kind(42)}, // unknown kind: ignored
+		{Kind: sigvocab.Kind(42)}, // unknown kind: ignored
 		nil,
 	} {
 		e.ObserveEvent(ev, nil)
@@ -141,7 +144,7 @@ func episode(o timeline.Outcome, stop, exit time.Duration) *timeline.Episode {
 	ep := &timeline.Episode{Outcome: o, Start: t0, Container: timeline.Container{Identity: identity.Identity{ID: "3d3243f7f97e0123456789", Name: "web", Runtime: "docker"}}}
 	if stop >= 0 {
 		ep.StopAt = t0.Add(stop)
-		ep.StopSignal = tracer.SIGTERM
+		ep.StopSignal = sigvocab.SIGTERM
 	}
 	if exit >= 0 {
 		ep.ExitAt = t0.Add(exit)
@@ -265,10 +268,10 @@ sigscope_container_stop_duration_seconds_count{outcome="unknown"} 1
 func TestTracerStatsAndBuildInfo(t *testing.T) {
 	stats := tracer.Stats{
 		PerKind: tracer.PerKind{
-			tracer.KindGenerate: {Seen: 110, Emitted: 100, Dropped: 10},
-			tracer.KindDeliver:  {Seen: 5, Emitted: 5},
-			tracer.KindExit:     {Seen: 42, Emitted: 40, Dropped: 2},
-			tracer.KindOOM:      {Seen: 1, Emitted: 1},
+			sigvocab.KindGenerate: {Seen: 110, Emitted: 100, Dropped: 10},
+			sigvocab.KindDeliver:  {Seen: 5, Emitted: 5},
+			sigvocab.KindExit:     {Seen: 42, Emitted: 40, Dropped: 2},
+			sigvocab.KindOOM:      {Seen: 1, Emitted: 1},
 		},
 		Missed: 3,
 	}
@@ -316,7 +319,7 @@ sigscope_build_info{goversion="`+runtime.Version()+`",revision="ee6f455",version
 		"sigscope_enrichment_errors_total", "sigscope_unresolved_cgroups_total", "sigscope_build_info")
 
 	// Read at scrape time: the next scrape sees the new counts.
-	stats.PerKind[tracer.KindGenerate].Emitted, stats.PerKind[tracer.KindGenerate].Dropped = 150, 12
+	stats.PerKind[sigvocab.KindGenerate].Emitted, stats.PerKind[sigvocab.KindGenerate].Dropped = 150, 12
 	unresolved = 3
 	compare(t, reg, `
 # HELP sigscope_unresolved_cgroups_total Distinct container-like cgroups (not the root; a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.
@@ -395,14 +398,14 @@ var (
 func TestPodLabels(t *testing.T) {
 	e := New(Options{PodLabels: true})
 	reg := register(t, e)
-	term := generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored)
+	term := generate(sigvocab.SIGTERM, sigvocab.ResultIgnored, sigvocab.FlagPID1Ignored)
 	e.ObserveEvent(term, webApp)
 	e.ObserveEvent(term, webApp)
 	e.ObserveEvent(term, plain)
-	e.ObserveEvent(generate(tracer.SIGTERM, tracer.ResultDelivered, 0), webSide)
-	e.ObserveEvent(generate(tracer.SIGKILL, tracer.ResultDelivered, tracer.FlagNSCascade), bare)
-	e.ObserveEvent(generate(tracer.SIGHUP, tracer.ResultDelivered, 0), nil) // a host process
-	e.ObserveEvent(killed(tracer.SIGKILL), webApp)
+	e.ObserveEvent(generate(sigvocab.SIGTERM, sigvocab.ResultDelivered, 0), webSide)
+	e.ObserveEvent(generate(sigvocab.SIGKILL, sigvocab.ResultDelivered, sigvocab.FlagNSCascade), bare)
+	e.ObserveEvent(generate(sigvocab.SIGHUP, sigvocab.ResultDelivered, 0), nil) // a host process
+	e.ObserveEvent(killed(sigvocab.SIGKILL), webApp)
 	e.ObserveEvent(oom(), plain)
 	ep := episode(timeline.OutcomeIgnoredByInit, 0, 3*time.Second)
 	ep.Container = timeline.Container{Identity: identity.Identity{Name: "app", Pod: "web-1", Namespace: "shop"}}
@@ -450,7 +453,7 @@ func TestSeriesCap(t *testing.T) {
 	for i := range infos {
 		infos[i] = &identity.Info{Identity: identity.Identity{ID: fmt.Sprintf("id%d", i), Name: "c", Pod: fmt.Sprintf("p%d", i), Namespace: "hostile"}}
 	}
-	term := generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored)
+	term := generate(sigvocab.SIGTERM, sigvocab.ResultIgnored, sigvocab.FlagPID1Ignored)
 	for _, c := range infos {
 		e.ObserveEvent(term, c)
 		ep := episode(timeline.OutcomeIgnoredByInit, 0, 30*time.Second)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sigscope/sigscope/audit"
 	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -54,7 +55,7 @@ func exposition(t *testing.T, podLabels bool) []byte {
 		PodLabels: podLabels,
 		MaxSeries: 2,
 		Stats: func() (tracer.Stats, error) {
-			return tracer.Stats{PerKind: tracer.PerKind{tracer.KindGenerate: {Seen: 3, Emitted: 2, Dropped: 1}}}, nil
+			return tracer.Stats{PerKind: tracer.PerKind{sigvocab.KindGenerate: {Seen: 3, Emitted: 2, Dropped: 1}}}, nil
 		},
 		EnrichmentErrors: func() map[string]uint64 { return map[string]uint64{"docker": 1} },
 		Caches:           func() []Cache { return []Cache{{Name: "episodes", Entries: 1, Capacity: 1000}} },
@@ -64,9 +65,9 @@ func exposition(t *testing.T, podLabels bool) []byte {
 	reg := register(t, e)
 	evil := &identity.Info{Identity: identity.Identity{ID: "e", Name: "a\"b\\c\nd\xff", Pod: "p", Namespace: "n"}}
 	for _, c := range []*identity.Info{webApp, webSide, plain, bare, evil, nil} {
-		e.ObserveEvent(generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored), c)
-		e.ObserveEvent(generate(tracer.SIGKILL, tracer.ResultDelivered, tracer.FlagNSCascade), c)
-		e.ObserveEvent(killed(tracer.SIGKILL), c)
+		e.ObserveEvent(generate(sigvocab.SIGTERM, sigvocab.ResultIgnored, sigvocab.FlagPID1Ignored), c)
+		e.ObserveEvent(generate(sigvocab.SIGKILL, sigvocab.ResultDelivered, sigvocab.FlagNSCascade), c)
+		e.ObserveEvent(killed(sigvocab.SIGKILL), c)
 		e.ObserveEvent(exited(0), c)
 		e.ObserveEvent(oom(), c)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sigscope/sigscope/audit"
 	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -23,7 +24,7 @@ func TestInvalidUTF8(t *testing.T) {
 	})
 	reg := register(t, e)
 	evil := &identity.Info{Identity: identity.Identity{ID: "x", Name: "app\xff\xfe", Pod: "p\xc3\x28", Namespace: "n\xe2\x82", Runtime: "cri-o"}}
-	e.ObserveEvent(generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored), evil)
+	e.ObserveEvent(generate(sigvocab.SIGTERM, sigvocab.ResultIgnored, sigvocab.FlagPID1Ignored), evil)
 	e.ObserveEvent(oom(), &identity.Info{Identity: identity.Identity{Name: strings.Repeat("é", 1000)}}) // long: cut at a rune boundary
 	ep := episode(timeline.OutcomeGraceful, 0, time.Second)
 	ep.Container = timeline.Container{Identity: identity.Identity{Name: "\x80"}}
@@ -65,15 +66,15 @@ func TestObserveEventAllocs(t *testing.T) {
 		e := New(Options{PodLabels: podLabels})
 		for _, tc := range []struct {
 			name string
-			ev   *tracer.Event
+			ev   *sigvocab.Event
 			c    *identity.Info
 		}{
-			{"generate pid1_ignored", generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored|tracer.FlagNSInit), webApp},
-			{"generate cascade", generate(tracer.SIGKILL, tracer.ResultDelivered, tracer.FlagNSCascade), plain},
-			{"generate host", generate(tracer.SIGUSR1, tracer.ResultDelivered, 0), nil},
-			{"generate no name", generate(tracer.SIGUSR1, tracer.ResultDelivered, 0), bare},
-			{"deliver", deliver(tracer.SIGINT, tracer.FlagPID1Ignored), webSide},
-			{"exit", killed(tracer.SIGKILL), webApp},
+			{"generate pid1_ignored", generate(sigvocab.SIGTERM, sigvocab.ResultIgnored, sigvocab.FlagPID1Ignored|sigvocab.FlagNSInit), webApp},
+			{"generate cascade", generate(sigvocab.SIGKILL, sigvocab.ResultDelivered, sigvocab.FlagNSCascade), plain},
+			{"generate host", generate(sigvocab.SIGUSR1, sigvocab.ResultDelivered, 0), nil},
+			{"generate no name", generate(sigvocab.SIGUSR1, sigvocab.ResultDelivered, 0), bare},
+			{"deliver", deliver(sigvocab.SIGINT, sigvocab.FlagPID1Ignored), webSide},
+			{"exit", killed(sigvocab.SIGKILL), webApp},
 			{"exit code", exited(1), webApp},
 			{"oom", oom(), plain},
 		} {
@@ -96,7 +97,7 @@ func TestConcurrentScrapes(t *testing.T) {
 		defer wg.Done()
 		for i := 0; i < n; i++ {
 			c := &identity.Info{Identity: identity.Identity{Name: "c", Pod: fmt.Sprintf("p%d", i%80), Namespace: "ns"}}
-			e.ObserveEvent(generate(tracer.SIGTERM, tracer.ResultIgnored, tracer.FlagPID1Ignored), c)
+			e.ObserveEvent(generate(sigvocab.SIGTERM, sigvocab.ResultIgnored, sigvocab.FlagPID1Ignored), c)
 			if i%100 == 0 {
 				e.ObserveEpisode(episode(timeline.OutcomeGraceful, 0, time.Second))
 				e.SetAudit([]audit.Result{{Container: identity.Summary{Identity: identity.Identity{Name: "a"}}, Prediction: audit.Graceful}})

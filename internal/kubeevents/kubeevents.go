@@ -15,10 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sigscope/sigscope/internal/kubeclient"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/sink"
 	"github.com/sigscope/sigscope/internal/textsafe"
 	"github.com/sigscope/sigscope/timeline"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // Event reasons.
@@ -222,7 +222,7 @@ func (r *Recorder) ObserveEpisode(ep *timeline.Episode) {
 func killedAfterGrace(ep *timeline.Episode) bool {
 	switch ep.Outcome {
 	case timeline.OutcomeIgnoredByInit, timeline.OutcomeIgnored, timeline.OutcomeHandlerTimeout:
-		return !ep.KillAt.IsZero() || ep.ExitSignal == tracer.SIGKILL
+		return !ep.KillAt.IsZero() || ep.ExitSignal == sigvocab.SIGKILL
 	}
 	return false
 }

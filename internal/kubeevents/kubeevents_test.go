@@ -21,8 +21,8 @@ import (
 
 	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/kubeclient/kubeclienttest"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 const (
@@ -52,24 +52,24 @@ func stop(podName string, o timeline.Outcome) *timeline.Episode {
 		MainIsInit: true,
 		Outcome:    o,
 		Start:      t0,
-		StopSignal: tracer.SIGTERM,
+		StopSignal: sigvocab.SIGTERM,
 		StopAt:     t0,
 		ExitAt:     t0.Add(3007 * time.Millisecond),
 	}
 	switch o {
 	case timeline.OutcomeIgnoredByInit:
-		ep.StopVerdict = tracer.FateDroppedInit
+		ep.StopVerdict = sigvocab.FateDroppedInit
 		ep.Hint = "PID 1 (sh) has no SIGTERM handler: the kernel drops SIGTERM sent to a namespace init. Use the exec form of ENTRYPOINT/CMD, `exec` the app in the entrypoint script, or run an init such as tini in the image."
 	case timeline.OutcomeHandlerTimeout:
-		ep.StopVerdict = tracer.FateHandler
+		ep.StopVerdict = sigvocab.FateHandler
 	case timeline.OutcomeGraceful:
-		ep.StopVerdict = tracer.FateHandler
+		ep.StopVerdict = sigvocab.FateHandler
 		ep.ExitStatus = 0
 		return ep
 	}
 	ep.GracePeriod = 3 * time.Second
 	ep.KillAt = ep.ExitAt
-	ep.ExitStatus, ep.ExitSignal = 137, tracer.SIGKILL
+	ep.ExitStatus, ep.ExitSignal = 137, sigvocab.SIGKILL
 	ep.KillSender = &timeline.Sender{PID: 13506, Comm: "runc"}
 	return ep
 }

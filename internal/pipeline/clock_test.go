@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 )
 
 // The resolver's clock is read once for many events: again only when the
@@ -12,7 +12,7 @@ import (
 // events used the reading.
 func TestEventClock(t *testing.T) {
 	var c eventClock
-	ev := func(boot uint64) *tracer.Event { return &tracer.Event{BootNS: boot} }
+	ev := func(boot uint64) *sigvocab.Event { return &sigvocab.Event{BootNS: boot} }
 	const base = uint64(1_000_000_000)
 	first := c.at(ev(base))
 	if first.IsZero() {

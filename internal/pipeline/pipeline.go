@@ -6,6 +6,7 @@ import (
 
 	"github.com/sigscope/sigscope/container"
 	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
 )
@@ -28,7 +29,7 @@ type Options struct {
 	// target and sender (nil unless Senders; see [About] for how to show
 	// them) before the engine does. The event is reused: copy what you keep. An error
 	// stops Run (tracer.ErrStop: stop without an error).
-	OnEvent func(e *tracer.Event, target, sender *identity.Info) error
+	OnEvent func(e *sigvocab.Event, target, sender *identity.Info) error
 	// OnEpisodes, when not nil, gets the episodes as they complete. An
 	// error stops Run.
 	OnEpisodes func([]timeline.Episode) error
@@ -68,7 +69,7 @@ type lookupMemo [memoSlots]struct {
 const memoSlots = 4
 
 // lookup is r.LookupAt(p, now) through the memo.
-func (p *Pipeline) lookup(r *container.Resolver, proc *tracer.Process, now time.Time) *identity.Info {
+func (p *Pipeline) lookup(r *container.Resolver, proc *sigvocab.Process, now time.Time) *identity.Info {
 	key := container.KeyOf(proc)
 	if key == (container.Key{}) {
 		return r.LookupAt(proc, now) // resolved from /proc each time: nothing to key it by
@@ -99,7 +100,7 @@ const (
 	clockReuse = 1024
 )
 
-func (c *eventClock) at(e *tracer.Event) time.Time {
+func (c *eventClock) at(e *sigvocab.Event) time.Time {
 	if c.left == 0 || e.BootNS-c.boot >= clockStale || e.BootNS < c.boot {
 		c.now, c.boot, c.left = time.Now(), e.BootNS, clockReuse
 		c.gen++
@@ -266,7 +267,7 @@ func NewReplay(opts Options) *Pipeline {
 
 // Handle is Run's work for one decoded event: resolve its containers, hand
 // it to OnEvent, then to the engine.
-func (p *Pipeline) Handle(e *tracer.Event) error {
+func (p *Pipeline) Handle(e *sigvocab.Event) error {
 	if p.err != nil {
 		return p.err
 	}
@@ -274,7 +275,7 @@ func (p *Pipeline) Handle(e *tracer.Event) error {
 	if r := p.opts.Resolver; r != nil {
 		now := p.clock.at(e)
 		target = p.lookup(r, &e.Target, now)
-		if p.opts.Senders && e.Kind == tracer.KindGenerate {
+		if p.opts.Senders && e.Kind == sigvocab.KindGenerate {
 			sender = p.lookup(r, &e.Sender, now)
 		}
 	}
@@ -288,7 +289,7 @@ func (p *Pipeline) Handle(e *tracer.Event) error {
 		p.noteLoss(e.Time)
 		err = p.episodes(p.engine.Add(e, target))
 	}
-	if e.Kind == tracer.KindNSEmpty && p.opts.Resolver != nil {
+	if e.Kind == sigvocab.KindNSEmpty && p.opts.Resolver != nil {
 		// The namespace is over: its inode is free for the next one.
 		p.opts.Resolver.NamespaceEnded(e.Target.PidNS)
 		p.memo = lookupMemo{}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/timeline"
 	"github.com/sigscope/sigscope/tracer"
@@ -24,9 +25,9 @@ func TestPipelineStop(t *testing.T) {
 		eps    []timeline.Episode
 	)
 	p, err := New(Options{
-		Tracer:   tracer.Options{Signals: tracer.DefaultSignals},
+		Tracer:   tracer.Options{Signals: sigvocab.DefaultSignals},
 		Timeline: &timeline.Options{Settle: 100 * time.Millisecond},
-		OnEvent: func(e *tracer.Event, target, sender *identity.Info) error {
+		OnEvent: func(e *sigvocab.Event, target, sender *identity.Info) error {
 			mu.Lock()
 			events++
 			mu.Unlock()
@@ -69,7 +70,7 @@ func TestPipelineStop(t *testing.T) {
 	if ep == nil {
 		t.Fatal("no episode before the end of the run")
 	}
-	if ep.Outcome != timeline.OutcomeIgnoredByInit || ep.StopVerdict != tracer.FateDroppedInit || len(ep.CascadeKills) != 1 {
+	if ep.Outcome != timeline.OutcomeIgnoredByInit || ep.StopVerdict != sigvocab.FateDroppedInit || len(ep.CascadeKills) != 1 {
 		t.Errorf("episode %s %s cascade %d", ep.Outcome, ep.StopVerdict, len(ep.CascadeKills))
 	}
 	mu.Lock()
@@ -94,10 +95,10 @@ func TestPipelineEpisodeAtDeadline(t *testing.T) {
 		nsEmpty int
 	)
 	p, err := New(Options{
-		Tracer:   tracer.Options{Signals: tracer.DefaultSignals, PID: uint32(ns.PID)},
+		Tracer:   tracer.Options{Signals: sigvocab.DefaultSignals, PID: uint32(ns.PID)},
 		Timeline: &timeline.Options{Settle: 200 * time.Millisecond},
-		OnEvent: func(e *tracer.Event, _, _ *identity.Info) error {
-			if e.Kind == tracer.KindNSEmpty {
+		OnEvent: func(e *sigvocab.Event, _, _ *identity.Info) error {
+			if e.Kind == sigvocab.KindNSEmpty {
 				mu.Lock()
 				nsEmpty++
 				mu.Unlock()

@@ -10,15 +10,14 @@ import (
 	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // AppendRecord writes one `trace -o json` line (docs/events.md): the event's
 // documented object, with a "container" key when the event is about a
 // container (see [About]) and a "sender_container" key when the sender is in
 // another container than that one.
-func AppendRecord(b []byte, e *tracer.Event, target, sender *identity.Info) ([]byte, error) {
-	// Written by hand (tracer.Event.AppendJSON, identity.Info.AppendJSON):
+func AppendRecord(b []byte, e *sigvocab.Event, target, sender *identity.Info) ([]byte, error) {
+	// Written by hand (sigvocab.Event.AppendJSON, identity.Info.AppendJSON):
 	// trace writes one line per signal, without allocating.
 	return appendContainers(e.AppendJSON(b), target, sender), nil
 }
@@ -33,7 +32,7 @@ type RecordEncoder struct {
 }
 
 // Append appends e's line, as AppendRecord does.
-func (r *RecordEncoder) Append(b []byte, e *tracer.Event, target, sender *identity.Info) []byte {
+func (r *RecordEncoder) Append(b []byte, e *sigvocab.Event, target, sender *identity.Info) []byte {
 	return appendContainers(r.events.AppendEvent(b, e), target, sender)
 }
 
@@ -87,14 +86,14 @@ type ReadStats struct {
 // whose target is in the host's pid namespace and whose sender is not: it
 // is then the sender's (a container signalling a host process). The first
 // invalid line ends it with a *RecordError; a cut-off last line is ignored.
-func ReadRecording(r io.Reader, fn func(e *tracer.Event, target, sender *identity.Info) error) error {
+func ReadRecording(r io.Reader, fn func(e *sigvocab.Event, target, sender *identity.Info) error) error {
 	_, err := ReadRecordingWith(r, ReadOptions{}, fn)
 	return err
 }
 
 // ReadRecordingWith is ReadRecording with options, and says what it read.
 // An error of fn ends the read and is returned as is.
-func ReadRecordingWith(r io.Reader, opts ReadOptions, fn func(e *tracer.Event, target, sender *identity.Info) error) (ReadStats, error) {
+func ReadRecordingWith(r io.Reader, opts ReadOptions, fn func(e *sigvocab.Event, target, sender *identity.Info) error) (ReadStats, error) {
 	var st ReadStats
 	br := bufio.NewReaderSize(r, 64<<10)
 	for line := 1; ; line++ {
@@ -106,7 +105,7 @@ func ReadRecordingWith(r io.Reader, opts ReadOptions, fn func(e *tracer.Event, t
 			return st, nil
 		}
 		var (
-			e              *tracer.Event
+			e              *sigvocab.Event
 			target, sender *identity.Info
 			perr           error
 		)
@@ -148,7 +147,7 @@ func ReadRecordingWith(r io.Reader, opts ReadOptions, fn func(e *tracer.Event, t
 // errors of a bad recording, are ReadRecordingWith's. It is the one replay
 // of a recording: the command's, and the tests' (pipelinetest).
 func Replay(r io.Reader, opts ReadOptions, e *timeline.Engine, fn func([]timeline.Episode) error) (ReadStats, error) {
-	st, err := ReadRecordingWith(r, opts, func(ev *tracer.Event, target, _ *identity.Info) error {
+	st, err := ReadRecordingWith(r, opts, func(ev *sigvocab.Event, target, _ *identity.Info) error {
 		return fn(e.Add(ev, target))
 	})
 	if err != nil {
@@ -182,12 +181,12 @@ func readLine(br *bufio.Reader) (text []byte, complete, tooLong bool, err error)
 }
 
 // parseRecord decodes one line; nil event for a blank line.
-func parseRecord(b []byte) (e *tracer.Event, target, sender *identity.Info, err error) {
+func parseRecord(b []byte) (e *sigvocab.Event, target, sender *identity.Info, err error) {
 	text := strings.TrimSpace(string(b))
 	if text == "" {
 		return nil, nil, nil, nil
 	}
-	e = new(tracer.Event)
+	e = new(sigvocab.Event)
 	if err := json.Unmarshal([]byte(text), e); err != nil {
 		return nil, nil, nil, err
 	}
@@ -204,7 +203,7 @@ func parseRecord(b []byte) (e *tracer.Event, target, sender *identity.Info, err 
 	if extra.SenderContainer != nil {
 		sender = extra.SenderContainer.Info()
 	}
-	if e.Kind == tracer.KindGenerate && sender == nil && target != nil &&
+	if e.Kind == sigvocab.KindGenerate && sender == nil && target != nil &&
 		e.Target.PidNS == sigvocab.HostPidNS && e.Sender.PidNS != sigvocab.HostPidNS {
 		target, sender = nil, target
 	}

@@ -10,8 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // recordingShape is what ReadRecordingWith must find in a recording,
@@ -72,7 +72,7 @@ func FuzzReadRecording(f *testing.F) {
 		shape := shapeOf(b)
 		var lines [][]byte
 		st, err := ReadRecordingWith(bytes.NewReader(b), ReadOptions{SkipInvalid: true},
-			func(e *tracer.Event, target, sender *identity.Info) error {
+			func(e *sigvocab.Event, target, sender *identity.Info) error {
 				if e == nil {
 					t.Fatal("a nil event")
 				}
@@ -111,7 +111,7 @@ func FuzzReadRecording(f *testing.F) {
 
 		// Without SkipInvalid: the same read up to the first invalid line.
 		n := 0
-		st2, err := ReadRecordingWith(bytes.NewReader(b), ReadOptions{}, func(*tracer.Event, *identity.Info, *identity.Info) error {
+		st2, err := ReadRecordingWith(bytes.NewReader(b), ReadOptions{}, func(*sigvocab.Event, *identity.Info, *identity.Info) error {
 			n++
 			return nil
 		})
@@ -139,7 +139,7 @@ func FuzzReadRecording(f *testing.F) {
 				t.Fatalf("AppendRecord wrote %q", l)
 			}
 			var again []byte
-			st3, err := ReadRecordingWith(bytes.NewReader(l), ReadOptions{}, func(e *tracer.Event, target, sender *identity.Info) error {
+			st3, err := ReadRecordingWith(bytes.NewReader(l), ReadOptions{}, func(e *sigvocab.Event, target, sender *identity.Info) error {
 				var err error
 				again, err = AppendRecord(nil, e, target, sender)
 				return err

@@ -13,16 +13,15 @@ import (
 	"github.com/sigscope/sigscope/container/identity"
 	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // A trace line with a container object reads back into the same event and
 // container; a host event has no container key.
 func TestRecordRoundTrip(t *testing.T) {
-	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Result: tracer.ResultIgnored,
-		Flags: tracer.FlagPID1Ignored | tracer.FlagNSInit, Time: time.Unix(1700000000, 5)}
+	e := sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Result: sigvocab.ResultIgnored,
+		Flags: sigvocab.FlagPID1Ignored | sigvocab.FlagNSInit, Time: time.Unix(1700000000, 5)}
 	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 1, 4026532177
-	c := &identity.Info{Identity: identity.Identity{ID: "abc123", Runtime: "docker", Name: "web\xff", Pod: "p", Namespace: "ns"}, StopSignal: tracer.SIGTERM, StopTimeout: 10, GracePeriod: 30}
+	c := &identity.Info{Identity: identity.Identity{ID: "abc123", Runtime: "docker", Name: "web\xff", Pod: "p", Namespace: "ns"}, StopSignal: sigvocab.SIGTERM, StopTimeout: 10, GracePeriod: 30}
 	var buf []byte
 	var err error
 	other := &identity.Info{Identity: identity.Identity{ID: "def456", Runtime: "docker", Name: "sidecar"}}
@@ -44,8 +43,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Errorf("want exactly one container object: %s", buf)
 	}
 	var got []*identity.Info
-	var events []tracer.Event
-	err = ReadRecording(bytes.NewReader(buf), func(ev *tracer.Event, ci, _ *identity.Info) error {
+	var events []sigvocab.Event
+	err = ReadRecording(bytes.NewReader(buf), func(ev *sigvocab.Event, ci, _ *identity.Info) error {
 		events = append(events, *ev)
 		got = append(got, ci)
 		return nil
@@ -62,7 +61,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if ev := events[0]; ev.Flags != e.Flags || ev.Target.PidNS != e.Target.PidNS || !ev.Time.Equal(e.Time) {
 		t.Errorf("event read back as %+v", ev)
 	}
-	if err := ReadRecording(strings.NewReader("{not json\n"), func(_ *tracer.Event, _, _ *identity.Info) error { return nil }); err == nil || !strings.Contains(err.Error(), "line 1") {
+	if err := ReadRecording(strings.NewReader("{not json\n"), func(_ *sigvocab.Event, _, _ *identity.Info) error { return nil }); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("bad line: %v", err)
 	}
 }
@@ -70,7 +69,7 @@ func TestRecordRoundTrip(t *testing.T) {
 // A container's signal to a host process: the recording's one container
 // object is the sender's, and reads back as such.
 func TestRecordSenderOnly(t *testing.T) {
-	e := tracer.Event{Kind: tracer.KindGenerate, Signal: tracer.SIGTERM, Time: time.Unix(1700000000, 5)}
+	e := sigvocab.Event{Kind: sigvocab.KindGenerate, Signal: sigvocab.SIGTERM, Time: time.Unix(1700000000, 5)}
 	e.Target.PID, e.Target.NsPID, e.Target.PidNS = 42, 42, sigvocab.HostPidNS
 	e.Sender.PID, e.Sender.NsPID, e.Sender.PidNS = 77, 3, 4026532177
 	c := &identity.Info{Identity: identity.Identity{ID: "abc123", Runtime: "docker", Name: "web"}, MainPID: 70}
@@ -78,7 +77,7 @@ func TestRecordSenderOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = ReadRecording(bytes.NewReader(buf), func(_ *tracer.Event, target, sender *identity.Info) error {
+	err = ReadRecording(bytes.NewReader(buf), func(_ *sigvocab.Event, target, sender *identity.Info) error {
 		if target != nil || sender == nil || sender.ID != "abc123" {
 			t.Errorf("target %+v sender %+v", target, sender)
 		}
@@ -97,8 +96,8 @@ func TestReadRecordingBadLines(t *testing.T) {
 	if _, _, _, err := parseRecord([]byte(good)); err != nil {
 		t.Fatalf("the good line does not parse: %v", err)
 	}
-	count := func(string) func(*tracer.Event, *identity.Info, *identity.Info) error {
-		return func(*tracer.Event, *identity.Info, *identity.Info) error { return nil }
+	count := func(string) func(*sigvocab.Event, *identity.Info, *identity.Info) error {
+		return func(*sigvocab.Event, *identity.Info, *identity.Info) error { return nil }
 	}
 	for _, tc := range []struct {
 		name, in  string

@@ -7,8 +7,8 @@ import (
 
 	"github.com/sigscope/sigscope/internal/langrt"
 	"github.com/sigscope/sigscope/internal/pipeline/pipelinetest"
+	"github.com/sigscope/sigscope/internal/sigvocab"
 	"github.com/sigscope/sigscope/timeline"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 // The recorded kernel streams of real docker stops (timeline/testdata/
@@ -18,36 +18,36 @@ func TestRecordedStops(t *testing.T) {
 	cases := []struct {
 		file       string
 		outcome    timeline.Outcome
-		verdict    tracer.Fate
-		stopSignal tracer.Signal
+		verdict    sigvocab.Fate
+		stopSignal sigvocab.Signal
 		exit       int
 		mainIsInit bool
 		fwdInit    string
 		cascade    int
 		forwards   int // forward steps
 	}{
-		{"docker_init_tini", timeline.OutcomeGraceful, tracer.FateSigwait, tracer.SIGTERM, 143, true, "docker-init", 0, 1},
-		{"shared_pidns", timeline.OutcomeGraceful, tracer.FateDefault, tracer.SIGTERM, 143, false, "", 0, 0},
-		{"shared_pidns_leftover", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, false, "", 0, 0},
-		{"sigblock", timeline.OutcomeIgnoredByInit, tracer.FateBlocked, tracer.SIGTERM, 137, true, "", 0, 0},
-		{"stop_signal_usr1", timeline.OutcomeIgnoredByInit, tracer.FateDroppedInit, tracer.SIGUSR1, 137, true, "", 1, 0},
-		{"shell_forward", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, true, "", 0, 1},
-		{"fwdinit", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 143, true, "", 0, 1},
-		{"catatonit", timeline.OutcomeGraceful, tracer.FateBlocked, tracer.SIGTERM, 143, true, "catatonit", 0, 1},
+		{"docker_init_tini", timeline.OutcomeGraceful, sigvocab.FateSigwait, sigvocab.SIGTERM, 143, true, "docker-init", 0, 1},
+		{"shared_pidns", timeline.OutcomeGraceful, sigvocab.FateDefault, sigvocab.SIGTERM, 143, false, "", 0, 0},
+		{"shared_pidns_leftover", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 0, false, "", 0, 0},
+		{"sigblock", timeline.OutcomeIgnoredByInit, sigvocab.FateBlocked, sigvocab.SIGTERM, 137, true, "", 0, 0},
+		{"stop_signal_usr1", timeline.OutcomeIgnoredByInit, sigvocab.FateDroppedInit, sigvocab.SIGUSR1, 137, true, "", 1, 0},
+		{"shell_forward", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 0, true, "", 0, 1},
+		{"fwdinit", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 143, true, "", 0, 1},
+		{"catatonit", timeline.OutcomeGraceful, sigvocab.FateBlocked, sigvocab.SIGTERM, 143, true, "catatonit", 0, 1},
 		// Language runtimes as the main process (e2e/runtimes_test.go).
-		{"runtime_node", timeline.OutcomeIgnoredByInit, tracer.FateHandler, tracer.SIGTERM, 137, true, "", 0, 0},
-		{"runtime_node_handler", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, true, "", 0, 0},
-		{"runtime_node_init", timeline.OutcomeGraceful, tracer.FateSigwait, tracer.SIGTERM, 143, true, "docker-init", 0, 1},
-		{"runtime_python", timeline.OutcomeIgnoredByInit, tracer.FateDroppedInit, tracer.SIGTERM, 137, true, "", 0, 0},
-		{"runtime_python_handler", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, true, "", 0, 0},
-		{"runtime_python_init", timeline.OutcomeGraceful, tracer.FateSigwait, tracer.SIGTERM, 143, true, "docker-init", 0, 1},
-		{"runtime_java", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 143, true, "", 0, 0},
-		{"runtime_java_xrs", timeline.OutcomeIgnoredByInit, tracer.FateDroppedInit, tracer.SIGTERM, 137, true, "", 0, 0},
-		{"runtime_java_handler", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, true, "", 0, 0},
-		{"runtime_java_init", timeline.OutcomeGraceful, tracer.FateSigwait, tracer.SIGTERM, 143, true, "docker-init", 0, 1},
-		{"runtime_go", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 2, true, "", 0, 0},
-		{"runtime_go_handler", timeline.OutcomeGraceful, tracer.FateHandler, tracer.SIGTERM, 0, true, "", 0, 0},
-		{"runtime_go_init", timeline.OutcomeGraceful, tracer.FateSigwait, tracer.SIGTERM, 143, true, "docker-init", 0, 1},
+		{"runtime_node", timeline.OutcomeIgnoredByInit, sigvocab.FateHandler, sigvocab.SIGTERM, 137, true, "", 0, 0},
+		{"runtime_node_handler", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 0, true, "", 0, 0},
+		{"runtime_node_init", timeline.OutcomeGraceful, sigvocab.FateSigwait, sigvocab.SIGTERM, 143, true, "docker-init", 0, 1},
+		{"runtime_python", timeline.OutcomeIgnoredByInit, sigvocab.FateDroppedInit, sigvocab.SIGTERM, 137, true, "", 0, 0},
+		{"runtime_python_handler", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 0, true, "", 0, 0},
+		{"runtime_python_init", timeline.OutcomeGraceful, sigvocab.FateSigwait, sigvocab.SIGTERM, 143, true, "docker-init", 0, 1},
+		{"runtime_java", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 143, true, "", 0, 0},
+		{"runtime_java_xrs", timeline.OutcomeIgnoredByInit, sigvocab.FateDroppedInit, sigvocab.SIGTERM, 137, true, "", 0, 0},
+		{"runtime_java_handler", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 0, true, "", 0, 0},
+		{"runtime_java_init", timeline.OutcomeGraceful, sigvocab.FateSigwait, sigvocab.SIGTERM, 143, true, "docker-init", 0, 1},
+		{"runtime_go", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 2, true, "", 0, 0},
+		{"runtime_go_handler", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 0, true, "", 0, 0},
+		{"runtime_go_init", timeline.OutcomeGraceful, sigvocab.FateSigwait, sigvocab.SIGTERM, 143, true, "docker-init", 0, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -87,11 +87,11 @@ func replay(t *testing.T, file string) timeline.Episode {
 // returned) and the Go runtime's (dropped at once, then exit 2); JVM's
 // handler and a Node.js listener do not re-raise.
 func TestRecordedReraise(t *testing.T) {
-	for file, want := range map[string]tracer.Fate{
-		"runtime_node":         tracer.FateDroppedInit,
-		"runtime_go":           tracer.FateDroppedInit,
-		"runtime_node_handler": tracer.FateUnknown,
-		"runtime_java":         tracer.FateUnknown,
+	for file, want := range map[string]sigvocab.Fate{
+		"runtime_node":         sigvocab.FateDroppedInit,
+		"runtime_go":           sigvocab.FateDroppedInit,
+		"runtime_node_handler": sigvocab.FateUnknown,
+		"runtime_java":         sigvocab.FateUnknown,
 	} {
 		if ep := replay(t, file); ep.ReraiseVerdict != want {
 			t.Errorf("%s: reraise_verdict %s, want %s; %s", file, ep.ReraiseVerdict, want, ep.Summary())

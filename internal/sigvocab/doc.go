@@ -2,9 +2,11 @@
 // signal is ([Signal], [SignalSet]), which tracepoint saw it ([Kind]), what
 // the kernel answered ([Result]) and had installed ([Disposition]), the
 // verdict words ([Flags]), the signal's [Fate], and the decoded [Event]
-// with its documented JSON form (docs/events.md; json.go writes it by hand
-// and reads it back from recordings; [Encoder], jsoncache.go, writes the
-// same bytes for a stream, encoding once what repeats from event to event).
+// with its documented JSON form (docs/events.md): one writer, by hand,
+// [Encoder.AppendEvent] (json.go), which writes the object's parts and, in
+// a stream, copies those that repeat from event to event
+// ([Event.AppendJSON] is it with no Encoder, so with no copies), and one
+// reading type, [EventJSON] (jsonread.go), which reads recordings back.
 //
 // It decides, and is the only place that decides, what the kernel did with
 // a signal: [Classify] reads an event's fate (fate.go) and flags

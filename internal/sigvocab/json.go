@@ -2,8 +2,6 @@ package sigvocab
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -13,66 +11,174 @@ import (
 // TimeFormat is RFC 3339 with nanoseconds, always nine digits.
 const TimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 
-// The JSON schema is documented in docs/events.md; keep the two in step.
-// UnmarshalJSON reads these structs; AppendJSON writes what encoding/json
-// would write for them (json_test.go's reference).
-type jsonAncestor struct {
-	PID  uint32 `json:"pid"`
-	Comm string `json:"comm"`
-}
-
-type jsonProc struct {
-	PID        uint32         `json:"pid"`
-	TID        uint32         `json:"tid"`
-	Comm       string         `json:"comm"`
-	NsPID      uint32         `json:"ns_pid"`
-	PidNS      uint32         `json:"pidns"`
-	CgroupID   uint64         `json:"cgroup_id"`
-	CgroupV1ID uint64         `json:"cgroup_v1_id"`
-	Exiting    bool           `json:"exiting,omitempty"`
-	Ancestors  []jsonAncestor `json:"ancestors,omitempty"`
-}
-
-type jsonEvent struct {
-	Time       string    `json:"time"`
-	Event      string    `json:"event"`
-	Signal     string    `json:"signal,omitempty"`
-	Signo      int32     `json:"signo,omitempty"`
-	Result     string    `json:"result,omitempty"`
-	Flags      []string  `json:"flags"`
-	Fate       string    `json:"fate,omitempty"`
-	Code       string    `json:"code,omitempty"`
-	SiCode     *int32    `json:"si_code,omitempty"`
-	Group      *bool     `json:"group,omitempty"`
-	Handler    string    `json:"handler,omitempty"`
-	Sender     *jsonProc `json:"sender,omitempty"`
-	Target     jsonProc  `json:"target"`
-	ExitCode   *int      `json:"exit_code,omitempty"`
-	CoreDumped *bool     `json:"core_dumped,omitempty"`
-}
-
 // MarshalJSON writes the documented event object: [Event.AppendJSON].
 func (e *Event) MarshalJSON() ([]byte, error) {
 	return e.AppendJSON(make([]byte, 0, 512)), nil
 }
 
 // AppendJSON appends the documented event object (docs/events.md), without
-// a newline: the keys of jsonEvent, in its order, with its omissions. Comms
-// are made valid UTF-8 with invalid bytes kept as \xNN, then escaped as
+// a newline: what [Encoder.AppendEvent] writes, with no cache. It allocates
+// nothing.
+func (e *Event) AppendJSON(b []byte) []byte {
+	return (*Encoder)(nil).AppendEvent(b, e)
+}
+
+// Encoder is the event writer ([Encoder.AppendEvent]) with a cache, for a
+// stream of events: what repeats from one event to the next is encoded
+// once and copied after. A signal storm repeats everything but the time:
+// the same sender with the same ancestors, the same target, the same
+// verdict. Each part is cached under every field it is written from, so a
+// cached part is the part the writer would write again (tracer's
+// jsoncache_test.go holds a stream's lines to [Event.AppendJSON]'s). The
+// caches are direct-mapped tables of fixed size: memory stays bounded
+// whatever the stream, and a part whose slot another took is encoded
+// again. The zero Encoder is ready to use; it is not safe for concurrent
+// use.
+type Encoder struct {
+	sec      secondCache
+	verdicts [verdictSlots]struct {
+		ok   bool
+		key  verdictKey
+		frag []byte
+	}
+	senders [procSlots]struct {
+		ok   bool
+		key  senderKey
+		frag []byte
+	}
+	targets [procSlots]struct {
+		ok   bool
+		key  Process
+		frag []byte
+	}
+}
+
+// Slots of the tables: a node's busy senders and targets at once (a
+// storm has one of each; a stop has runc, the shim and a few processes).
+const (
+	verdictSlots = 16
+	procSlots    = 64
+)
+
+// verdictKey is every field appendVerdict reads.
+type verdictKey struct {
+	kind    Kind
+	signal  Signal
+	result  Result
+	group   bool
+	handler Disposition
+	code    CodeClass
+	fate    Fate
+	flags   Flags
+	siCode  int32
+}
+
+// senderKey is every field appendSender reads.
+type senderKey struct {
+	p         Process
+	exiting   bool
+	count     int
+	ancestors [MaxAncestors]Ancestor
+}
+
+// AppendEvent appends e's JSON object, without a newline. It is the one
+// writer of an event's JSON: the keys of [EventJSON], in its order, with
+// its omissions, each part written by its function below. Comms are
+// made valid UTF-8 with invalid bytes kept as \xNN, then escaped as
 // encoding/json escapes them (textsafe.AppendJSON). It is written by hand
 // because `trace -o json` writes one per signal: it allocates nothing and
-// takes a fraction of encoding/json's time. json_test.go holds it to
-// encoding/json's encoding of jsonEvent, byte for byte.
-func (e *Event) AppendJSON(b []byte) []byte {
+// takes a fraction of encoding/json's time. A nil Encoder writes every
+// part ([Event.AppendJSON]); an Encoder copies a part it wrote for an
+// earlier event from the same fields. The lookups are written inline, not
+// as a function per part: a line of cached parts is a few copies, and a
+// call per part would add to each.
+func (c *Encoder) AppendEvent(b []byte, e *Event) []byte {
 	b = append(b, `{"time":"`...)
-	b = appendTime(b, e.Time)
-	b = appendVerdict(b, e)
-	if hasSender(e.Kind) {
-		b = appendSender(b, e)
+	if c == nil {
+		b = appendTime(b, e.Time)
+	} else {
+		b = c.sec.appendTime(b, e.Time)
 	}
-	b = append(b, `,"target":`...)
-	b = appendProc(b, &e.Target)
+
+	if c == nil {
+		b = appendVerdict(b, e)
+	} else {
+		vk := verdictKey{kind: e.Kind, signal: e.Signal, result: e.Result, group: e.Group, handler: e.Handler,
+			code: e.Code, fate: e.Fate, flags: e.Flags, siCode: e.SiCode}
+		v := &c.verdicts[(uint(e.Kind)*31+uint(e.Signal)*7+uint(e.Flags))%verdictSlots]
+		if !v.ok || v.key != vk {
+			v.ok, v.key, v.frag = true, vk, appendVerdict(v.frag[:0], e)
+		}
+		b = append(b, v.frag...)
+	}
+
+	if hasSender(e.Kind) {
+		if c == nil {
+			b = appendSender(b, e)
+		} else {
+			sk := senderKey{p: e.Sender, exiting: e.SenderExiting, count: e.AncestorsCount, ancestors: e.Ancestors}
+			s := &c.senders[procSlot(&e.Sender)]
+			if !s.ok || s.key != sk {
+				s.ok, s.key, s.frag = true, sk, appendSender(s.frag[:0], e)
+			}
+			b = append(b, s.frag...)
+		}
+	}
+
+	if c == nil {
+		b = appendTarget(b, &e.Target)
+	} else {
+		t := &c.targets[procSlot(&e.Target)]
+		if !t.ok || t.key != e.Target {
+			t.ok, t.key, t.frag = true, e.Target, appendTarget(t.frag[:0], &e.Target)
+		}
+		b = append(b, t.frag...)
+	}
 	return appendExit(append(b, '}'), e)
+}
+
+// procSlot is where a process's parts go: its pid and thread id mixed, so
+// that a process's threads do not share one slot.
+func procSlot(p *Process) uint {
+	return uint(p.PID*0x9e3779b1^p.TID) % procSlots
+}
+
+// secondCache holds the time's text up to the nanoseconds, and its zone,
+// for one second of one location: a storm's events share their second by
+// the million. Zones change offset at whole seconds only (the time
+// package's transitions are Unix seconds), so a second's zone text is
+// the same for each of its nanoseconds.
+type secondCache struct {
+	ok     bool
+	sec    int64
+	loc    *time.Location
+	prefix [20]byte // "2006-01-02T15:04:05."
+	zone   [6]byte  // "Z" or "-07:00"
+	nZone  int
+}
+
+// appendTime appends t as appendTime does.
+func (c *secondCache) appendTime(b []byte, t time.Time) []byte {
+	sec, loc := t.Unix(), t.Location()
+	if !c.ok || sec != c.sec || loc != c.loc {
+		var buf [64]byte
+		text := appendTime(buf[:0], t)
+		// Only the fixed-width form is cached: years 0-9999 and zones
+		// within 100 hours, 20 + 9 digits + "Z" or "±hh:mm".
+		if n := len(text) - 29; text[19] != '.' || (n != 1 && n != 6) {
+			c.ok = false
+			return append(b, text...)
+		}
+		c.ok, c.sec, c.loc = true, sec, loc
+		copy(c.prefix[:], text[:20])
+		c.nZone = copy(c.zone[:], text[29:])
+	}
+	ns := t.Nanosecond()
+	b = append(b, c.prefix[:]...)
+	b = append(b, byte('0'+ns/100000000), byte('0'+ns/10000000%10), byte('0'+ns/1000000%10),
+		byte('0'+ns/100000%10), byte('0'+ns/10000%10), byte('0'+ns/1000%10),
+		byte('0'+ns/100%10), byte('0'+ns/10%10), byte('0'+ns%10))
+	return append(b, c.zone[:c.nZone]...)
 }
 
 // appendVerdict appends what follows the time, up to the sender: the
@@ -84,7 +190,7 @@ func appendVerdict(b []byte, e *Event) []byte {
 	b = append(b, '"')
 	if e.Signal != 0 {
 		b = append(b, `,"signal":"`...)
-		b = e.Signal.AppendName(b)
+		b = append(b, e.Signal.String()...) // a name needs no escaping
 		b = append(b, `","signo":`...)
 		b = strconv.AppendInt(b, int64(e.Signal), 10)
 	}
@@ -153,6 +259,11 @@ func appendSender(b []byte, e *Event) []byte {
 		b = append(b, ']')
 	}
 	return append(b, '}')
+}
+
+// appendTarget appends the "target" key and object.
+func appendTarget(b []byte, p *Process) []byte {
+	return appendProc(append(b, `,"target":`...), p)
 }
 
 // appendExit appends an exit event's status, then the event's closing brace.
@@ -234,126 +345,4 @@ func appendTime(b []byte, t time.Time) []byte {
 // append2 appends n (0-99) as two digits, then sep.
 func append2(b []byte, n int, sep byte) []byte {
 	return append(b, byte('0'+n/10), byte('0'+n%10), sep)
-}
-
-// signalNameTable is Signal.String of every signal the kernel knows,
-// computed once so that naming one allocates nothing.
-var signalNameTable = func() (t [MaxSignal + 1]string) {
-	for s := range t {
-		t[s] = Signal(s).String()
-	}
-	return t
-}()
-
-// AppendName appends s.String(), without allocating for a signal number
-// the kernel knows (1 to MaxSignal). The name needs no JSON escaping.
-func (s Signal) AppendName(b []byte) []byte {
-	if s >= 0 && s <= MaxSignal {
-		return append(b, signalNameTable[s]...)
-	}
-	return append(b, s.String()...)
-}
-
-// UnmarshalJSON reads an event written by MarshalJSON, for offline analysis
-// of a recording. Raw facts are not part of the JSON form: Flags are taken
-// as recorded, not recomputed.
-func (e *Event) UnmarshalJSON(b []byte) error {
-	var j jsonEvent
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	t, err := time.Parse(time.RFC3339Nano, j.Time)
-	if err != nil {
-		return fmt.Errorf("event time: %w", err)
-	}
-	*e = Event{Time: t, Target: procFromJSON(&j.Target)}
-	if e.Kind, err = parseKind(j.Event); err != nil {
-		return err
-	}
-	e.Signal = Signal(j.Signo)
-	for _, w := range j.Flags {
-		f, ok := ParseFlag(w)
-		if !ok {
-			return fmt.Errorf("unknown flag %q", w)
-		}
-		e.Flags |= f
-	}
-	if j.Result != "" {
-		if e.Result, err = parseName[Result](j.Result, resultNames[:], "result"); err != nil {
-			return err
-		}
-	}
-	if j.Handler != "" {
-		d, err := parseName[Disposition](j.Handler, []string{"default", "ignore", "handler"}, "handler")
-		if err != nil {
-			return err
-		}
-		e.Handler = d
-	}
-	if j.SiCode != nil {
-		e.SiCode = *j.SiCode
-		e.Code = CodeOf(e.SiCode)
-	}
-	if j.Group != nil {
-		e.Group = *j.Group
-	}
-	if j.Sender != nil {
-		e.Sender = procFromJSON(j.Sender)
-		e.SenderExiting = j.Sender.Exiting
-		for i, a := range j.Sender.Ancestors {
-			if i == MaxAncestors {
-				break
-			}
-			e.Ancestors[i] = Ancestor{PID: a.PID}
-			copy(e.Ancestors[i].Comm[:15], a.Comm)
-			e.AncestorsCount = i + 1
-		}
-	}
-	if j.Fate != "" {
-		if e.Fate, err = ParseFate(j.Fate); err != nil {
-			return err
-		}
-	} else {
-		e.Fate = fateFromFlags(e)
-	}
-	if j.ExitCode != nil {
-		e.ExitCode = *j.ExitCode
-	} else if e.Kind == KindExit {
-		e.ExitCode = -1
-	}
-	if j.CoreDumped != nil {
-		e.CoreDumped = *j.CoreDumped
-	}
-	return nil
-}
-
-func procFromJSON(j *jsonProc) Process {
-	p := Process{PID: j.PID, TID: j.TID, NsPID: j.NsPID, PidNS: j.PidNS, CgroupID: j.CgroupID, CgroupV1ID: j.CgroupV1ID}
-	copy(p.Comm[:15], j.Comm)
-	return p
-}
-
-func parseKind(s string) (Kind, error) {
-	for _, k := range Kinds {
-		if k.String() == s {
-			return k, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown event %q", s)
-}
-
-func parseName[T ~uint8](s string, names []string, what string) (T, error) {
-	for i, n := range names {
-		if n == s {
-			return T(i), nil
-		}
-	}
-	// What String() writes for a value that has no name (a record with a
-	// result or disposition this tracer does not know): the first value past
-	// the named ones, which writes "unknown" again. Refusing it would make
-	// the recording of such an event unreadable.
-	if s == "unknown" {
-		return T(len(names)), nil
-	}
-	return 0, fmt.Errorf("unknown %s %q", what, s)
 }

@@ -45,7 +45,26 @@ var signalNames = [...]string{
 const rtmin = 34
 
 // String returns the conventional name: "SIGTERM", "SIGRTMIN+3", or "SIG33".
+// It allocates nothing for a signal number the kernel knows (0 to
+// MaxSignal): the JSON writers name one per event or container.
 func (s Signal) String() string {
+	if s >= 0 && s <= MaxSignal {
+		return signalNameTable[s]
+	}
+	return s.name()
+}
+
+// signalNameTable is the name of every signal number the kernel knows,
+// computed once.
+var signalNameTable = func() (t [MaxSignal + 1]string) {
+	for s := range t {
+		t[s] = Signal(s).name()
+	}
+	return t
+}()
+
+// name is String, computed.
+func (s Signal) name() string {
 	switch {
 	case s > 0 && int(s) < len(signalNames) && signalNames[s] != "":
 		return signalNames[s]

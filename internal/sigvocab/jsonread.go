@@ -1,0 +1,155 @@
+package sigvocab
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// EventJSON, ProcessJSON and AncestorJSON are the event's JSON object as
+// it is read: the one reading type, which [Event.UnmarshalJSON] decodes a
+// recording's line into. Their keys, order and omissions are the schema of
+// docs/events.md (keep the two in step), and what [Encoder.AppendEvent]
+// writes: tracer's json_test.go holds the writer to encoding/json's
+// encoding of these types, byte for byte.
+type EventJSON struct {
+	Time       string       `json:"time"`
+	Event      string       `json:"event"`
+	Signal     string       `json:"signal,omitempty"`
+	Signo      int32        `json:"signo,omitempty"`
+	Result     string       `json:"result,omitempty"`
+	Flags      []string     `json:"flags"`
+	Fate       string       `json:"fate,omitempty"`
+	Code       string       `json:"code,omitempty"`
+	SiCode     *int32       `json:"si_code,omitempty"`
+	Group      *bool        `json:"group,omitempty"`
+	Handler    string       `json:"handler,omitempty"`
+	Sender     *ProcessJSON `json:"sender,omitempty"`
+	Target     ProcessJSON  `json:"target"`
+	ExitCode   *int         `json:"exit_code,omitempty"`
+	CoreDumped *bool        `json:"core_dumped,omitempty"`
+}
+
+// ProcessJSON is a sender's or a target's object; only a sender's has
+// Exiting and Ancestors.
+type ProcessJSON struct {
+	PID        uint32         `json:"pid"`
+	TID        uint32         `json:"tid"`
+	Comm       string         `json:"comm"`
+	NsPID      uint32         `json:"ns_pid"`
+	PidNS      uint32         `json:"pidns"`
+	CgroupID   uint64         `json:"cgroup_id"`
+	CgroupV1ID uint64         `json:"cgroup_v1_id"`
+	Exiting    bool           `json:"exiting,omitempty"`
+	Ancestors  []AncestorJSON `json:"ancestors,omitempty"`
+}
+
+// AncestorJSON is one of a sender's ancestors.
+type AncestorJSON struct {
+	PID  uint32 `json:"pid"`
+	Comm string `json:"comm"`
+}
+
+// UnmarshalJSON reads an event written by MarshalJSON, for offline analysis
+// of a recording, through [EventJSON]. Raw facts are not part of the JSON form: Flags are taken
+// as recorded, not recomputed.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var j EventJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	t, err := time.Parse(time.RFC3339Nano, j.Time)
+	if err != nil {
+		return fmt.Errorf("event time: %w", err)
+	}
+	*e = Event{Time: t, Target: procFromJSON(&j.Target)}
+	if e.Kind, err = parseKind(j.Event); err != nil {
+		return err
+	}
+	e.Signal = Signal(j.Signo)
+	for _, w := range j.Flags {
+		f, ok := ParseFlag(w)
+		if !ok {
+			return fmt.Errorf("unknown flag %q", w)
+		}
+		e.Flags |= f
+	}
+	if j.Result != "" {
+		if e.Result, err = parseName[Result](j.Result, resultNames[:], "result"); err != nil {
+			return err
+		}
+	}
+	if j.Handler != "" {
+		d, err := parseName[Disposition](j.Handler, []string{"default", "ignore", "handler"}, "handler")
+		if err != nil {
+			return err
+		}
+		e.Handler = d
+	}
+	if j.SiCode != nil {
+		e.SiCode = *j.SiCode
+		e.Code = CodeOf(e.SiCode)
+	}
+	if j.Group != nil {
+		e.Group = *j.Group
+	}
+	if j.Sender != nil {
+		e.Sender = procFromJSON(j.Sender)
+		e.SenderExiting = j.Sender.Exiting
+		for i, a := range j.Sender.Ancestors {
+			if i == MaxAncestors {
+				break
+			}
+			e.Ancestors[i] = Ancestor{PID: a.PID}
+			copy(e.Ancestors[i].Comm[:15], a.Comm)
+			e.AncestorsCount = i + 1
+		}
+	}
+	if j.Fate != "" {
+		if e.Fate, err = ParseFate(j.Fate); err != nil {
+			return err
+		}
+	} else {
+		e.Fate = fateFromFlags(e)
+	}
+	if j.ExitCode != nil {
+		e.ExitCode = *j.ExitCode
+	} else if e.Kind == KindExit {
+		e.ExitCode = -1
+	}
+	if j.CoreDumped != nil {
+		e.CoreDumped = *j.CoreDumped
+	}
+	return nil
+}
+
+func procFromJSON(j *ProcessJSON) Process {
+	p := Process{PID: j.PID, TID: j.TID, NsPID: j.NsPID, PidNS: j.PidNS, CgroupID: j.CgroupID, CgroupV1ID: j.CgroupV1ID}
+	copy(p.Comm[:15], j.Comm)
+	return p
+}
+
+func parseKind(s string) (Kind, error) {
+	for _, k := range Kinds {
+		if k.String() == s {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown event %q", s)
+}
+
+func parseName[T ~uint8](s string, names []string, what string) (T, error) {
+	for i, n := range names {
+		if n == s {
+			return T(i), nil
+		}
+	}
+	// What String() writes for a value that has no name (a record with a
+	// result or disposition this tracer does not know): the first value past
+	// the named ones, which writes "unknown" again. Refusing it would make
+	// the recording of such an event unreadable.
+	if s == "unknown" {
+		return T(len(names)), nil
+	}
+	return 0, fmt.Errorf("unknown %s %q", what, s)
+}
