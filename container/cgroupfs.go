@@ -87,16 +87,22 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
+// of is the v1 memory hierarchy when v1, else cgroup2; nil when not
+// mounted.
+func (ix *cgroupIndex) of(v1 bool) *hierarchy {
+	if v1 {
+		return ix.hier[1]
+	}
+	return ix.hier[0]
+}
+
 // find returns the path, relative to its hierarchy's root, of the cgroup
 // whose id is id: in the v1 memory hierarchy when v1, else in cgroup2; and
 // when it has been removed, since when.
 func (ix *cgroupIndex) find(id uint64, v1 bool) (path string, goneAt time.Time, ok bool, err error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	h := ix.hier[0]
-	if v1 {
-		h = ix.hier[1]
-	}
+	h := ix.of(v1)
 	if h == nil {
 		return "", time.Time{}, false, nil
 	}
@@ -119,10 +125,7 @@ func (ix *cgroupIndex) find(id uint64, v1 bool) (path string, goneAt time.Time, 
 func (ix *cgroupIndex) idOf(path string, v1 bool) (uint64, bool) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	h := ix.hier[0]
-	if v1 {
-		h = ix.hier[1]
-	}
+	h := ix.of(v1)
 	if h == nil {
 		return 0, false
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -119,6 +120,39 @@ func startNamed(t *testing.T, d *dockertest.Daemon, img, name string) namedConta
 	return namedContainer{name: name, id: strings.TrimSpace(out)}
 }
 
+// stallAgent is an agent whose Docker API goes through a stallProxy.
+type stallAgent struct {
+	img      string
+	d        *dockertest.Daemon
+	proxy    *stallProxy
+	base     string
+	agentErr *bytes.Buffer
+	tag      string // makes this run's container names unique
+}
+
+func startStallAgent(t *testing.T) stallAgent {
+	t.Helper()
+	testutil.RequirePrivileged(t)
+	st := stallAgent{img: busyboxImage(t), d: dockertest.EnsureDaemon(t), tag: fmt.Sprint(time.Now().UnixNano() % 1e6)}
+	st.proxy = newStallProxy(t, st.d.Socket)
+	port, agentErr := startServe(t, "--docker-socket", st.proxy.path)
+	st.base, st.agentErr = fmt.Sprintf("http://127.0.0.1:%d", port), agentErr
+	waitHTTP(t, st.base+"/readyz")
+	return st
+}
+
+// stopNamed stops the containers with one docker stop, 5 s of grace.
+func stopNamed(t *testing.T, d *dockertest.Daemon, ctrs ...namedContainer) {
+	t.Helper()
+	args := []string{"stop", "-t", "5"}
+	for _, c := range ctrs {
+		args = append(args, c.name)
+	}
+	if out, err := d.DockerErr(args...); err != nil {
+		t.Fatalf("docker stop: %v\n%s", err, out)
+	}
+}
+
 // checkNamed waits for each container's episode and checks its identity:
 // the container's name and image, as Docker gave them, and no note that the
 // name is missing.
@@ -143,14 +177,8 @@ func checkNamed(t *testing.T, base, img string, ctrs []namedContainer) {
 // answers, instead of holding the endpoint down for 30 s and keeping the
 // bare identity it had.
 func TestNamesThroughRuntimeStall(t *testing.T) {
-	testutil.RequirePrivileged(t)
-	img := busyboxImage(t)
-	d := dockertest.EnsureDaemon(t)
-	proxy := newStallProxy(t, d.Socket)
-	port, agentErr := startServe(t, "--docker-socket", proxy.path)
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitHTTP(t, base+"/readyz")
-	tag := fmt.Sprint(time.Now().UnixNano() % 1e6)
+	st := startStallAgent(t)
+	img, d, proxy, base, agentErr, tag := st.img, st.d, st.proxy, st.base, st.agentErr, st.tag
 
 	proxy.stall(3 * time.Second)
 	var ctrs []namedContainer
@@ -170,13 +198,7 @@ func TestNamesThroughRuntimeStall(t *testing.T) {
 		t.Fatal("the stall held no request of the agent: the test did not test anything")
 	}
 	time.Sleep(3 * time.Second)
-	args := []string{"stop", "-t", "5"}
-	for _, c := range ctrs {
-		args = append(args, c.name)
-	}
-	if out, err := d.DockerErr(args...); err != nil {
-		t.Fatalf("docker stop: %v\n%s", err, out)
-	}
+	stopNamed(t, d, ctrs...)
 	checkNamed(t, base, img, ctrs)
 	t.Logf("names: %d containers, %d agent requests held by the 3 s stall", len(ctrs), held)
 
@@ -185,9 +207,7 @@ func TestNamesThroughRuntimeStall(t *testing.T) {
 	proxy.stall(15 * time.Second)
 	c := startNamed(t, d, img, fmt.Sprintf("stall-%s-unnamed", tag))
 	time.Sleep(time.Second)
-	if out, err := d.DockerErr("stop", "-t", "5", c.name); err != nil {
-		t.Fatalf("docker stop: %v\n%s", err, out)
-	}
+	stopNamed(t, d, c)
 	ep := faultWaitEpisode(t, base, c.id)
 	if time.Now().After(proxy.until) {
 		t.Fatal("the episode completed after the stall: the test did not test a name that could not be learnt")
@@ -251,21 +271,16 @@ func reuseCgroup(t *testing.T, name string, pid int) func() {
 // by unshare in a cgroup of its own (with mount, UTS, IPC and network
 // namespaces, as a container has) is stopped (its init drops the SIGTERM,
 // then is SIGKILLed), its cgroup removed, and a Docker container started at
-// once, which gets the freed pid namespace inode more often than not;
-// the container is then stopped. For four rounds in the middle the Docker
-// API stalls past the agent's timeout, as a daemon under load does. Every
+// once, which gets the freed pid namespace inode more often than not. The
+// containers are stopped together once the rounds are over. For the rounds
+// of a 3 s stretch in the middle the Docker API stalls past the agent's
+// timeout, as a daemon under load does. Every
 // namespace's episode names no container; every container's names the
 // right one in full (ID, name, image, runtime, pid namespace) with its
 // outcome. The test fails unless some inode was in fact reused.
 func TestIdentityThroughReuse(t *testing.T) {
-	testutil.RequirePrivileged(t)
-	img := busyboxImage(t)
-	d := dockertest.EnsureDaemon(t)
-	proxy := newStallProxy(t, d.Socket)
-	port, agentErr := startServe(t, "--docker-socket", proxy.path)
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitHTTP(t, base+"/readyz")
-	tag := fmt.Sprint(time.Now().UnixNano() % 1e6)
+	st := startStallAgent(t)
+	img, d, proxy, base, agentErr, tag := st.img, st.d, st.proxy, st.base, st.agentErr, st.tag
 
 	type nsRecord struct {
 		pid   int
@@ -314,13 +329,7 @@ func TestIdentityThroughReuse(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second)
-	args := []string{"stop", "-t", "5"}
-	for _, c := range ctrs {
-		args = append(args, c.name)
-	}
-	if out, err := d.DockerErr(args...); err != nil {
-		t.Fatalf("docker stop: %v\n%s", err, out)
-	}
+	stopNamed(t, d, ctrs...)
 
 	seen := map[uint32]bool{}
 	reused := 0
