@@ -61,6 +61,9 @@ func (r *Resolver) fetchMeta(id, runtime string, maxAge time.Duration) *meta {
 	}
 	r.mu.Unlock()
 	return once(&r.idCall, id, func() *meta {
+		r.mu.Lock()
+		r.asking[id]++
+		r.mu.Unlock()
 		en := r.enrich(id, runtime)
 		now := r.now()
 		r.mu.Lock()
@@ -77,8 +80,13 @@ func (r *Resolver) fetchMeta(id, runtime string, maxAge time.Duration) *meta {
 		r.metas.Add(id, m)
 		r.mu.Unlock()
 		if en.again || !en.complete {
-			r.queueRecheck(id, runtime)
+			r.queueRecheck(id, runtime, !en.complete)
 		}
+		r.mu.Lock()
+		if r.asking[id]--; r.asking[id] <= 0 {
+			delete(r.asking, id)
+		}
+		r.mu.Unlock()
 		return m
 	})
 }
@@ -116,7 +124,7 @@ func (r *Resolver) reenrich(m *meta) {
 	m.noteWhy(en)
 	r.mu.Unlock()
 	if en.again || !en.complete {
-		r.queueRecheck(id, runtime)
+		r.queueRecheck(id, runtime, !en.complete)
 	}
 }
 

@@ -123,19 +123,46 @@ func (r *Resolver) prefetcher() {
 // queueRecheck has the prefetcher ask the runtime about the container
 // again in Options.recheckInterval. Without a prefetcher (no cgroup watch) a
 // container keeps what its first enrichment said.
-func (r *Resolver) queueRecheck(id, runtime string) {
+//
+// failing says the runtime could not be asked (the enrichment is
+// incomplete): the recheck goes on until it answers (rechecked).
+func (r *Resolver) queueRecheck(id, runtime string, failing bool) {
 	if r.prefetch == nil {
 		return
 	}
+	now := time.Now()
 	r.recheckMu.Lock()
-	if _, ok := r.rechecks[id]; !ok && len(r.rechecks) < prefetchQueue {
-		r.rechecks[id] = &recheck{runtime: runtime, due: time.Now().Add(r.opts.recheckInterval)}
+	c, ok := r.rechecks[id]
+	if !ok && len(r.rechecks) < prefetchQueue {
+		c = &recheck{runtime: runtime, due: now.Add(r.opts.recheckInterval)}
+		r.rechecks[id] = c
+	}
+	if c != nil && failing && !c.failing {
+		c.failing, c.giveUp = true, now.Add(r.opts.TTL)
 	}
 	r.recheckMu.Unlock()
 	select {
 	case r.recheckWake <- struct{}{}:
 	default:
 	}
+}
+
+// Asking reports whether the resolver is still asking container id's
+// runtime about it because the runtime failed: an enrichment in flight, or
+// a recheck of a failed one queued. A completed episode whose container it
+// has no name for yet waits for it a little (the pipeline), rather than go
+// out unnamed while a slow runtime's answer is on its way.
+func (r *Resolver) Asking(id string) bool {
+	r.recheckMu.Lock()
+	c := r.rechecks[id]
+	failing := c != nil && c.failing
+	r.recheckMu.Unlock()
+	if failing {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.asking[id] > 0
 }
 
 // recheckFailedNow makes the containers whose runtime could not be asked

@@ -58,6 +58,8 @@ type Resolver struct {
 	// them, and none starts once closing is set (under mu).
 	reenriching sync.WaitGroup
 	closing     bool
+	// asking counts the enrichments in flight per container ID (Asking).
+	asking map[string]int
 
 	errMu  sync.Mutex
 	errs   map[string]uint64
@@ -148,6 +150,7 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 		warned:        make(map[string]bool),
 		down:          make(map[string]*outage),
 		rechecks:      make(map[string]*recheck),
+		asking:        make(map[string]int),
 		recheckWake:   make(chan struct{}, 1),
 	}
 	r.own = newCgroupOwners(opts.MaxEntries)

@@ -111,8 +111,14 @@ type namedContainer struct{ name, id string }
 // startNamed starts a busybox container whose PID 1 exits on SIGTERM.
 func startNamed(t *testing.T, d *dockertest.Daemon, img, name string) namedContainer {
 	t.Helper()
+	return startScript(t, d, img, name, "trap 'exit 3' TERM; sleep 1000 & wait")
+}
+
+// startScript starts a busybox container running sh -c script.
+func startScript(t *testing.T, d *dockertest.Daemon, img, name, script string) namedContainer {
+	t.Helper()
 	_, _ = d.DockerErr("rm", "-f", name)
-	out, err := d.DockerErr("run", "-d", "--network", "none", "--name", name, img, "sh", "-c", "trap 'exit 3' TERM; sleep 1000 & wait")
+	out, err := d.DockerErr("run", "-d", "--network", "none", "--name", name, img, "sh", "-c", script)
 	if err != nil {
 		t.Fatalf("docker run %s: %v\n%s", name, err, out)
 	}
@@ -222,6 +228,20 @@ func TestNamesThroughRuntimeStall(t *testing.T) {
 			ep.Container.Name, ep.Container.ID, ep.Container.NameUnknown, text.String())
 	}
 	t.Logf("names: the container stopped within the stall says: %s", ep.Container.NameUnknown)
+	for time.Now().Before(proxy.until) {
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// A one-second job run and ended within a 3 s stall (as TestManyContainers'
+	// `sleep 1; exit N` containers are, on a loaded machine): its episode
+	// completes before Docker answers, waits for the name, and has it.
+	proxy.stall(3 * time.Second)
+	job := startScript(t, d, img, fmt.Sprintf("stall-%s-job", tag), "sleep 1; exit 4")
+	ep = faultWaitEpisode(t, base, job.id)
+	if ep.Container.Name != job.name || ep.Outcome != timeline.OutcomeExited || ep.Container.NameUnknown != "" {
+		t.Errorf("a one-second job within a stall: name %q (name_unknown %q), outcome %s; want %q, exited",
+			ep.Container.Name, ep.Container.NameUnknown, ep.Outcome, job.name)
+	}
 	if t.Failed() {
 		t.Logf("agent:\n%s", tail(agentErr.String()))
 	}

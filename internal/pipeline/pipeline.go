@@ -44,6 +44,10 @@ type Pipeline struct {
 	t      *tracer.Tracer
 	engine *timeline.Engine
 	err    error // from OnEpisodes during an idle call
+	// held are completed episodes waiting for their container's name
+	// (naming).
+	held   []heldEpisode
+	heldAt time.Time // when they were last looked at
 	// lossAt is when the kernel's drop counters were last read for the
 	// engine (Engine.NoteDropped).
 	lossAt time.Time
@@ -156,6 +160,12 @@ func New(opts Options) (*Pipeline, error) {
 			if p.err == nil {
 				next = p.engine.Deadline()
 			}
+			if p.err == nil && len(p.held) > 0 {
+				// Named since, or held long enough: out they go.
+				if next.IsZero() || now.Add(holdPoll).Before(next) {
+					next = now.Add(holdPoll)
+				}
+			}
 		}
 		if userIdle != nil {
 			if u := userIdle(); !u.IsZero() && (next.IsZero() || u.Before(next)) {
@@ -197,12 +207,17 @@ func (p *Pipeline) Tracer() *tracer.Tracer { return p.t }
 func (p *Pipeline) Engine() *timeline.Engine { return p.engine }
 
 func (p *Pipeline) episodes(eps []timeline.Episode) error {
-	if len(eps) == 0 || p.opts.OnEpisodes == nil {
+	if p.opts.OnEpisodes == nil || len(eps) == 0 && len(p.held) == 0 {
 		return nil
 	}
+	now := time.Now()
+	if len(eps) == 0 && now.Sub(p.heldAt) < holdPoll {
+		return nil // held ones are looked at again every holdPoll, not per event
+	}
 	if r := p.opts.Resolver; r != nil {
-		for i := range eps {
-			nameEpisode(r, &eps[i])
+		eps = p.naming(r, eps, now, false)
+		if len(eps) == 0 {
+			return nil
 		}
 	}
 	if p.opts.Annotate != nil {
@@ -211,6 +226,53 @@ func (p *Pipeline) episodes(eps []timeline.Episode) error {
 		}
 	}
 	return p.opts.OnEpisodes(eps)
+}
+
+// Completed episodes whose container has no name while the resolver is
+// still asking its failing runtime about it are held back a little, up to
+// holdUnnamed, so that a container that lived less than a slow runtime
+// took to answer (docker run of a one-second job during a stall) is named
+// all the same: Docker keeps an exited container until it is removed.
+// At most maxHeld are held; past that they go out as they are, saying why
+// they have no name. Only that case waits: a named container's episode,
+// or one whose runtime answered, goes out at once.
+const (
+	holdUnnamed = 10 * time.Second
+	holdPoll    = 250 * time.Millisecond
+	maxHeld     = 256
+)
+
+type heldEpisode struct {
+	ep    timeline.Episode
+	until time.Time
+}
+
+// naming names eps from the resolver and returns those ready to go out:
+// the held ones that are named now, no longer asked about, or held long
+// enough (all of them with all), then those of eps not held back.
+func (p *Pipeline) naming(r *container.Resolver, eps []timeline.Episode, now time.Time, all bool) []timeline.Episode {
+	var out []timeline.Episode
+	p.heldAt = now
+	kept := p.held[:0]
+	for _, h := range p.held {
+		nameEpisode(r, &h.ep)
+		if all || h.ep.Container.Name != "" || !now.Before(h.until) || !r.Asking(h.ep.Container.ID) {
+			out = append(out, h.ep)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	clear(p.held[len(kept):])
+	p.held = kept
+	for _, ep := range eps {
+		nameEpisode(r, &ep)
+		if !all && ep.Container.ID != "" && ep.Container.Name == "" && len(p.held) < maxHeld && r.Asking(ep.Container.ID) {
+			p.held = append(p.held, heldEpisode{ep, now.Add(holdUnnamed)})
+			continue
+		}
+		out = append(out, ep)
+	}
+	return out
 }
 
 // nameEpisode gives an episode whose container is known by its ID only
@@ -248,6 +310,18 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.noteLoss(time.Now())
 		if err := p.episodes(p.engine.Flush()); err != nil && runErr == nil {
 			runErr = err
+		}
+		if r := p.opts.Resolver; r != nil && len(p.held) > 0 && p.opts.OnEpisodes != nil {
+			// The end: the held episodes go out as they are.
+			eps := p.naming(r, nil, time.Now(), true)
+			if p.opts.Annotate != nil {
+				for i := range eps {
+					p.opts.Annotate(&eps[i])
+				}
+			}
+			if err := p.opts.OnEpisodes(eps); err != nil && runErr == nil {
+				runErr = err
+			}
 		}
 	}
 	return runErr
