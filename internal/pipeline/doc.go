@@ -9,6 +9,9 @@
 // engine; complete quiet episodes when the ring is drained; flush at the
 // end), not their rules: the fate of a signal is internal/sigvocab's, a
 // container's identity container's (the type, container/identity's), an
-// outcome timeline's. Replay runs a recording through the engine as
+// outcome timeline's. A completed episode is named from the resolver's
+// cache once more before it goes out (its runtime may have answered since
+// the stop began), and one whose failing runtime is still being asked waits
+// for the name a little (up to 10 s), or says why it has none. Replay runs a recording through the engine as
 // `sigscope timeline -f` does, for the command and the tests.
 package pipeline

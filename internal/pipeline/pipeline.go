@@ -206,16 +206,20 @@ func (p *Pipeline) Tracer() *tracer.Tracer { return p.t }
 // Engine is the pipeline's timeline engine, nil without Options.Timeline.
 func (p *Pipeline) Engine() *timeline.Engine { return p.engine }
 
-func (p *Pipeline) episodes(eps []timeline.Episode) error {
+func (p *Pipeline) episodes(eps []timeline.Episode) error { return p.handOver(eps, false) }
+
+// handOver names, annotates and hands over the completed episodes eps and
+// the held ones that are ready (every held one when final: the end).
+func (p *Pipeline) handOver(eps []timeline.Episode, final bool) error {
 	if p.opts.OnEpisodes == nil || len(eps) == 0 && len(p.held) == 0 {
 		return nil
 	}
 	now := time.Now()
-	if len(eps) == 0 && now.Sub(p.heldAt) < holdPoll {
+	if !final && len(eps) == 0 && now.Sub(p.heldAt) < holdPoll {
 		return nil // held ones are looked at again every holdPoll, not per event
 	}
 	if r := p.opts.Resolver; r != nil {
-		eps = p.naming(r, eps, now, false)
+		eps = p.naming(r, eps, now, final)
 		if len(eps) == 0 {
 			return nil
 		}
@@ -308,20 +312,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if p.engine != nil {
 		p.lossAt = time.Time{}
 		p.noteLoss(time.Now())
-		if err := p.episodes(p.engine.Flush()); err != nil && runErr == nil {
+		// The end: the held episodes go out too, as they are.
+		if err := p.handOver(p.engine.Flush(), true); err != nil && runErr == nil {
 			runErr = err
-		}
-		if r := p.opts.Resolver; r != nil && len(p.held) > 0 && p.opts.OnEpisodes != nil {
-			// The end: the held episodes go out as they are.
-			eps := p.naming(r, nil, time.Now(), true)
-			if p.opts.Annotate != nil {
-				for i := range eps {
-					p.opts.Annotate(&eps[i])
-				}
-			}
-			if err := p.opts.OnEpisodes(eps); err != nil && runErr == nil {
-				runErr = err
-			}
 		}
 	}
 	return runErr
