@@ -40,11 +40,11 @@ deps-bpf: ## Install clang/llvm/libbpf headers from Debian when missing
 
 .PHONY: generate
 generate: deps-bpf ## Regenerate the BPF objects and Go bindings with bpf2go (the tracer's, and the bench's floor programs)
-	$(GO) generate ./tracer ./bench
+	$(GO) generate ./events/tracer ./bench
 
 .PHONY: check-generate
 check-generate: generate ## Fail when regenerating changes the committed BPF output
-	@git diff --exit-code --stat -- tracer/ bench/ || { echo "generated BPF output is stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code --stat -- events/tracer/ bench/ || { echo "generated BPF output is stale: run 'make generate' and commit"; exit 1; }
 
 .PHONY: manifests
 manifests: ## Copy deploy/prometheus's alerting rules into the chart and render the chart into deploy/manifests (helm from the Go module proxy, pinned in deploy/render.sh)
@@ -77,7 +77,7 @@ CGROUP2_TESTS := ^(TestCgroup2Daemon|TestDockerStopShellForm|TestDockerStopGrace
 
 .PHONY: test-cgroup2
 test-cgroup2: ## Run the cgroup v2 suite (root, about 1.5 min): stops, shared pid namespaces, audit, cgroup-parent and v2 cgroup id resolution on a cgroup2-only Docker with runc 1.5 (make cluster's, built the first time); SIGSCOPE_ENGINES=host make test then runs the rest once
-	SIGSCOPE_ENGINES=cgroup2 $(GO) test -p 1 -count=1 -timeout 15m $(TESTFLAGS) -run '$(CGROUP2_TESTS)' ./internal/dockertest/ ./container/ ./e2e/
+	SIGSCOPE_ENGINES=cgroup2 $(GO) test -p 1 -count=1 -timeout 15m $(TESTFLAGS) -run '$(CGROUP2_TESTS)' ./internal/dockertest/ ./containers/container/ ./e2e/
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no root

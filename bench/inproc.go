@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/sigvocab"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/events/tracer"
 )
 
 // tracerAttach is (a) or (b): sigscope's tracer in this process, its Run

@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sigscope/sigscope/internal/sigvocab"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/events/tracer"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigscope/sigscope/timeline"
+	"github.com/sigscope/sigscope/episodes/timeline"
 )
 
 const dashboardPath = "../docs/grafana-dashboard.json"

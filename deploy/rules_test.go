@@ -14,7 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/sigscope/sigscope/timeline"
+	"github.com/sigscope/sigscope/episodes/timeline"
 )
 
 const (

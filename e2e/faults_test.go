@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/episodes/timeline"
 	"github.com/sigscope/sigscope/internal/dockertest"
 	"github.com/sigscope/sigscope/internal/testutil"
-	"github.com/sigscope/sigscope/timeline"
 )
 
 // Faults (issue 12): the tracer's ring made too small for a burst, Docker

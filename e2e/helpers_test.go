@@ -253,7 +253,7 @@ func describe(t *testing.T, line string) string {
 
 // saveStream writes a container's stop stream as
 // $SIGSCOPE_RECORD_STREAMS/<name>.jsonl when that variable names a
-// directory (e2e/testdata/record.sh sets it to timeline/testdata/streams).
+// directory (e2e/testdata/record.sh sets it to episodes/timeline/testdata/streams).
 func saveStream(t *testing.T, name string, stream []string) {
 	t.Helper()
 	dir := os.Getenv("SIGSCOPE_RECORD_STREAMS")

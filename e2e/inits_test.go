@@ -15,7 +15,7 @@ import (
 // handle, and a container whose main process is not a namespace init
 // (--pid container:...). Each reads the audit's prediction before the stop,
 // runs `sigscope timeline` during it, and records the kernel's stream of
-// that stop (`sigscope trace`), written to timeline/testdata/streams/ when
+// that stop (`sigscope trace`), written to episodes/timeline/testdata/streams/ when
 // SIGSCOPE_RECORD_STREAMS names that directory (e2e/testdata/record.sh).
 
 // stopCase is one scenario.

@@ -22,8 +22,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sigscope/sigscope/agent/apiv1"
-	"github.com/sigscope/sigscope/internal/sigvocab"
+	apiv1 "github.com/sigscope/sigscope/api/v1"
+	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 

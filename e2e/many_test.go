@@ -18,7 +18,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sigscope/sigscope/agent/apiv1"
+	apiv1 "github.com/sigscope/sigscope/api/v1"
 	"github.com/sigscope/sigscope/internal/dockertest"
 	"github.com/sigscope/sigscope/internal/testutil"
 )

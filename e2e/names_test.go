@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/episodes/timeline"
 	"github.com/sigscope/sigscope/internal/dockertest"
 	"github.com/sigscope/sigscope/internal/testutil"
-	"github.com/sigscope/sigscope/timeline"
 )
 
 // Names on a node that has run for a while (issue 28): a runtime API that

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/agent/apiv1"
+	apiv1 "github.com/sigscope/sigscope/api/v1"
+	"github.com/sigscope/sigscope/episodes/timeline"
 	"github.com/sigscope/sigscope/internal/testutil"
-	"github.com/sigscope/sigscope/timeline"
 )
 
 // OTLP logs (issue 22) against a real OpenTelemetry Collector: the

@@ -9,11 +9,11 @@ import (
 
 // The plugin runs on the user's machine, macOS included, and never loads
 // BPF: it links no BPF loader (cilium/ebpf, package tracer with its embedded
-// objects; the event vocabulary is internal/sigvocab's) and no client-go
+// objects; the event vocabulary is events/sigvocab's) and no client-go
 // clientset, whose scheme registers every API group (kubeplugin reads pods
 // and nodes itself). Together they were 30 MB of its 48 (issue 21). Nor does
 // it link the container runtimes' clients, gRPC and the CRI API (issue 29):
-// the identities it prints are package container/identity's, apart from
+// the identities it prints are package containers/identity's, apart from
 // package container's resolver. `make build` prints its size and fails
 // above its budget.
 func TestLinkedPackages(t *testing.T) {
@@ -22,14 +22,14 @@ func TestLinkedPackages(t *testing.T) {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	deps := strings.Fields(string(out))
-	if len(deps) < 100 || !slices.Contains(deps, "github.com/sigscope/sigscope/internal/kubeplugin") {
+	if len(deps) < 100 || !slices.Contains(deps, "github.com/sigscope/sigscope/cmd/kubectl-sigscope/kubeplugin") {
 		t.Fatalf("go list -deps listed %d packages: %s", len(deps), out)
 	}
 	forbidden := []string{
 		"github.com/cilium/ebpf",
-		"github.com/sigscope/sigscope/tracer",
-		"github.com/sigscope/sigscope/internal/pipeline",
-		"github.com/sigscope/sigscope/internal/agent", // the agent itself; agent/apiv1 is its API's types
+		"github.com/sigscope/sigscope/events/tracer",
+		"github.com/sigscope/sigscope/episodes/pipeline",
+		"github.com/sigscope/sigscope/cmd/sigscope/agent", // the agent itself; api/v1 is its API's types
 		"k8s.io/client-go/kubernetes",
 		"k8s.io/client-go/informers",
 		"k8s.io/client-go/applyconfigurations",
@@ -37,16 +37,16 @@ func TestLinkedPackages(t *testing.T) {
 		"github.com/sigscope/sigscope/internal/testutil",
 		"testing",
 		"net/http/httptest",
-		// The agent's OpenTelemetry logs (internal/otlplog).
+		// The agent's OpenTelemetry logs (outputs/otlplog).
 		"go.opentelemetry.io/otel/sdk",
 		"go.opentelemetry.io/otel/exporters",
 		// The container runtimes' clients (package container).
-		"github.com/sigscope/sigscope/container",
+		"github.com/sigscope/sigscope/containers/container",
 		"google.golang.org/grpc",
 		"k8s.io/cri-api",
 	}
 	// Packages under a forbidden one that the plugin may link.
-	allowed := []string{"github.com/sigscope/sigscope/agent/apiv1", "github.com/sigscope/sigscope/container/identity"}
+	allowed := []string{"github.com/sigscope/sigscope/api/v1", "github.com/sigscope/sigscope/containers/identity"}
 	for _, p := range deps {
 		for _, f := range forbidden {
 			if (p == f || strings.HasPrefix(p, f+"/")) && !slices.Contains(allowed, p) {

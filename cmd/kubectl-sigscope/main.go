@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sigscope/sigscope/internal/kubeplugin"
+	"github.com/sigscope/sigscope/cmd/kubectl-sigscope/kubeplugin"
 	"github.com/sigscope/sigscope/internal/textsafe"
 )
 

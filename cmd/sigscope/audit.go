@@ -13,10 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sigscope/sigscope/audit"
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/containers/container"
+	"github.com/sigscope/sigscope/episodes/audit"
+	"github.com/sigscope/sigscope/events/tracer"
 	"github.com/sigscope/sigscope/internal/textsafe"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 func newAuditCmd() *cobra.Command {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigscope/sigscope/audit"
-	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/containers/identity"
+	"github.com/sigscope/sigscope/episodes/audit"
 )
 
 // The table has a RUNTIME column ("-" when not recognised), and what a

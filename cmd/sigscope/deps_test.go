@@ -8,7 +8,7 @@ import (
 
 // The binary links in nothing it does not use (issue 13): not client-go's
 // clientset or informer factory, which bring every API group's typed
-// client, informer, lister and apply configuration (internal/kubeclient
+// client, informer, lister and apply configuration (containers/kubeclient
 // makes the agent's four requests instead), not the kubectl plugin's
 // package, and no test helper.
 func TestLinkedPackages(t *testing.T) {
@@ -25,11 +25,11 @@ func TestLinkedPackages(t *testing.T) {
 		"k8s.io/client-go/informers",
 		"k8s.io/client-go/listers",
 		"k8s.io/client-go/applyconfigurations",
-		"github.com/sigscope/sigscope/internal/kubeplugin",
+		"github.com/sigscope/sigscope/cmd/kubectl-sigscope/kubeplugin",
 		"github.com/sigscope/sigscope/internal/testutil",
 		"github.com/sigscope/sigscope/internal/dockertest",
 		"github.com/sigscope/sigscope/internal/critest",
-		"github.com/sigscope/sigscope/internal/kubeclient/kubeclienttest",
+		"github.com/sigscope/sigscope/containers/kubeclient/kubeclienttest",
 		"testing",
 		"net/http/httptest",
 	}

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/sigscope/sigscope/internal/agent"
-	"github.com/sigscope/sigscope/internal/journal"
+	"github.com/sigscope/sigscope/cmd/sigscope/agent"
+	"github.com/sigscope/sigscope/outputs/journal"
 )
 
 // The bounds of --journal-file-size: a file must hold the largest episode

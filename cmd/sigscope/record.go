@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/containers/identity"
 )
 
 // newContainerFilter reads --container (an ID prefix or a name) and --pod

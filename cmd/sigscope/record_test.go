@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigscope/sigscope/container/identity"
+	"github.com/sigscope/sigscope/containers/identity"
 )
 
 func TestContainerFilter(t *testing.T) {
@@ -46,7 +46,7 @@ func TestContainerFilter(t *testing.T) {
 // and line; --skip-invalid goes on and says how many it skipped; a cut-off
 // last line is only a note.
 func TestTimelineBadRecording(t *testing.T) {
-	rec, err := os.ReadFile(filepath.Join("..", "..", "timeline", "testdata", "streams", "catatonit.jsonl"))
+	rec, err := os.ReadFile(filepath.Join("..", "..", "episodes", "timeline", "testdata", "streams", "catatonit.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

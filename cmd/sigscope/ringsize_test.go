@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/events/tracer"
 )
 
 // Every command that traces takes the same --ring-size, with the same

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/containers/container"
 )
 
 // runtimeFlags are the container runtime endpoints, the same on every

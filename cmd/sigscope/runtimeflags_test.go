@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/sigscope/sigscope/container"
+	"github.com/sigscope/sigscope/containers/container"
 )
 
 func TestRuntimeFlagsOnEveryResolvingCommand(t *testing.T) {

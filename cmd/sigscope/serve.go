@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sigscope/sigscope/internal/agent"
-	"github.com/sigscope/sigscope/internal/kubeclient"
-	"github.com/sigscope/sigscope/internal/otlplog"
-	"github.com/sigscope/sigscope/internal/sigvocab"
+	"github.com/sigscope/sigscope/cmd/sigscope/agent"
+	"github.com/sigscope/sigscope/containers/kubeclient"
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/outputs/otlplog"
 )
 
 func newServeCmd() *cobra.Command {

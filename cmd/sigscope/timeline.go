@@ -14,14 +14,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sigscope/sigscope/agent/apiv1"
-	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/container/identity"
-	"github.com/sigscope/sigscope/internal/kubemeta"
-	"github.com/sigscope/sigscope/internal/pipeline"
-	"github.com/sigscope/sigscope/internal/sigvocab"
-	"github.com/sigscope/sigscope/timeline"
-	"github.com/sigscope/sigscope/tracer"
+	apiv1 "github.com/sigscope/sigscope/api/v1"
+	"github.com/sigscope/sigscope/containers/container"
+	"github.com/sigscope/sigscope/containers/identity"
+	"github.com/sigscope/sigscope/episodes/kubemeta"
+	"github.com/sigscope/sigscope/episodes/pipeline"
+	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/events/tracer"
 )
 
 type timelineFlags struct {

@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/sigscope/sigscope/internal/journal"
-	"github.com/sigscope/sigscope/timeline"
+	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/outputs/journal"
 )
 
 // episodeSource is what `timeline -f` was given when it is no recording

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigscope/sigscope/internal/journal"
-	"github.com/sigscope/sigscope/timeline"
+	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/outputs/journal"
 )
 
 // `timeline -f` on a node journal prints its episodes as it prints a
@@ -20,7 +20,7 @@ import (
 func TestTimelineReadsAJournal(t *testing.T) {
 	var recs []string
 	for _, name := range []string{"docker_stop_t3.jsonl", "catatonit.jsonl", "sigblock.jsonl"} {
-		recs = append(recs, filepath.Join("..", "..", "timeline", "testdata", "streams", name))
+		recs = append(recs, filepath.Join("..", "..", "episodes", "timeline", "testdata", "streams", name))
 	}
 	run := func(f timelineFlags) (string, string) {
 		t.Helper()

@@ -13,12 +13,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/container/identity"
-	"github.com/sigscope/sigscope/internal/pipeline"
-	"github.com/sigscope/sigscope/internal/sigvocab"
+	"github.com/sigscope/sigscope/containers/container"
+	"github.com/sigscope/sigscope/containers/identity"
+	"github.com/sigscope/sigscope/episodes/pipeline"
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/events/tracer"
 	"github.com/sigscope/sigscope/internal/textsafe"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 type traceFlags struct {

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container"
-	"github.com/sigscope/sigscope/container/identity"
-	"github.com/sigscope/sigscope/internal/pipeline"
-	"github.com/sigscope/sigscope/internal/sigvocab"
-	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/containers/container"
+	"github.com/sigscope/sigscope/containers/identity"
+	"github.com/sigscope/sigscope/episodes/pipeline"
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/events/tracer"
 )
 
 // The JSON path end to end, per event, as `trace -o json` runs it (issue
@@ -51,9 +51,9 @@ func benchStorm() []sigvocab.Event {
 }
 
 // recordedStops are the events of every recorded stop
-// (timeline/testdata/streams), with the containers the recordings name.
+// (episodes/timeline/testdata/streams), with the containers the recordings name.
 func recordedStops(b *testing.B) (evs []sigvocab.Event, targets, senders []*identity.Info) {
-	paths, err := filepath.Glob(filepath.Join("..", "..", "timeline", "testdata", "streams", "*.jsonl"))
+	paths, err := filepath.Glob(filepath.Join("..", "..", "episodes", "timeline", "testdata", "streams", "*.jsonl"))
 	if err != nil || len(paths) == 0 {
 		b.Fatalf("no recorded streams: %v", err)
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/container/identity"
-	"github.com/sigscope/sigscope/internal/pipeline"
-	"github.com/sigscope/sigscope/internal/sigvocab"
+	"github.com/sigscope/sigscope/containers/identity"
+	"github.com/sigscope/sigscope/episodes/pipeline"
+	"github.com/sigscope/sigscope/events/sigvocab"
 )
 
 // stopEvents are one stop of a Kubernetes container as trace sees it, with

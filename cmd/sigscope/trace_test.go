@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/sigvocab"
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/events/tracer"
 	"github.com/sigscope/sigscope/internal/testutil"
-	"github.com/sigscope/sigscope/tracer"
 )
 
 func TestTableRowEscapesComm(t *testing.T) {

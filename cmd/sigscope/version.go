@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/sigscope/sigscope/internal/exporter"
+	"github.com/sigscope/sigscope/outputs/exporter"
 )
 
 // buildInfoLabel is one label of sigscope_build_info.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/journal"
+	"github.com/sigscope/sigscope/outputs/journal"
 )
 
 // agentPod returns the name of the agent's one pod that runs and is not

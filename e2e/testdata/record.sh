@@ -1,5 +1,5 @@
 #!/bin/sh
-# Regenerates timeline/testdata/streams/*.jsonl: runs the stop scenarios
+# Regenerates episodes/timeline/testdata/streams/*.jsonl: runs the stop scenarios
 # that go through runStop (the inits of e2e/inits_test.go, the language
 # runtimes of e2e/runtimes_test.go, the docker stop -t / StopTimeout stops
 # of e2e/e2e_test.go) against the real kernel and Docker (root
@@ -14,6 +14,6 @@
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-SIGSCOPE_RECORD_STREAMS="$root/timeline/testdata/streams" \
+SIGSCOPE_RECORD_STREAMS="$root/episodes/timeline/testdata/streams" \
 	go test -p 1 -count=1 -v -run "^(TestInit|TestRuntime|TestDockerStop(ShorterThan|At)StopTimeout)${1:-}" ./e2e || true
-ls -l "$root/timeline/testdata/streams"
+ls -l "$root/episodes/timeline/testdata/streams"

@@ -1,0 +1,184 @@
+package kubeplugin
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	apiv1 "github.com/sigscope/sigscope/api/v1"
+	"github.com/sigscope/sigscope/episodes/timeline"
+)
+
+// WorkloadStops sums up a workload's stops: the row of `top`.
+type WorkloadStops struct {
+	Namespace string         `json:"namespace"`
+	Workload  timeline.Owner `json:"workload"` // Pod/NAME for a pod no controller owns; Container/NAME outside Kubernetes
+	Stops     int            `json:"stops"`
+	Outcomes  map[string]int `json:"outcomes"`
+	// NeedsFix counts the stops the container itself made go wrong
+	// (timeline.Outcome.NeedsFix): what to fix first.
+	NeedsFix int      `json:"needs_fix"`
+	Exit137  int      `json:"exit_137"` // SIGKILLed main processes: the runtime's "exit code 137"
+	Slowest  *Slowest `json:"slowest,omitempty"`
+	Nodes    []string `json:"nodes"`
+}
+
+// Slowest is the longest stop of a workload.
+type Slowest struct {
+	Seconds   float64          `json:"seconds"`
+	Pod       string           `json:"pod,omitempty"`
+	Container string           `json:"container,omitempty"`
+	Outcome   timeline.Outcome `json:"outcome"`
+	At        time.Time        `json:"at"`
+}
+
+// workloadOf names the group an episode counts in.
+func workloadOf(ep *timeline.Episode) timeline.Owner {
+	switch c := &ep.Container; {
+	case ep.Owner != nil:
+		return *ep.Owner
+	case c.Pod != "":
+		return timeline.Owner{Kind: "Pod", Name: c.Pod}
+	case c.Name != "":
+		return timeline.Owner{Kind: "Container", Name: c.Name}
+	default:
+		return timeline.Owner{Kind: "PidNamespace", Name: strconv.FormatUint(uint64(c.PidNS), 10)}
+	}
+}
+
+// Top groups episodes by workload, worst first: the most stops to fix, then
+// the most exit 137s, then the slowest stop.
+func Top(eps []timeline.Episode) []WorkloadStops {
+	byKey := map[string]*WorkloadStops{}
+	for i := range eps {
+		ep := &eps[i]
+		wl := workloadOf(ep)
+		k := ep.Container.Namespace + "\x00" + wl.Kind + "\x00" + wl.Name
+		w := byKey[k]
+		if w == nil {
+			w = &WorkloadStops{Namespace: ep.Container.Namespace, Workload: wl, Outcomes: map[string]int{}}
+			byKey[k] = w
+		}
+		w.Stops++
+		w.Outcomes[string(ep.Outcome)]++
+		if ep.Outcome.NeedsFix() {
+			w.NeedsFix++
+		}
+		if !ep.ExitAt.IsZero() && ep.ExitStatus == 137 {
+			w.Exit137++
+		}
+		if d, ok := ep.StopDuration(); ok && (w.Slowest == nil || d.Seconds() > w.Slowest.Seconds) {
+			w.Slowest = &Slowest{Seconds: d.Seconds(), Pod: ep.Container.Pod, Container: ep.Container.Name, Outcome: ep.Outcome, At: ep.Start}
+		}
+		if ep.Node != "" && !slices.Contains(w.Nodes, ep.Node) {
+			w.Nodes = append(w.Nodes, ep.Node)
+		}
+	}
+	out := make([]WorkloadStops, 0, len(byKey))
+	for _, w := range byKey {
+		sort.Strings(w.Nodes)
+		if w.Nodes == nil {
+			w.Nodes = []string{}
+		}
+		out = append(out, *w)
+	}
+	slowest := func(w *WorkloadStops) float64 {
+		if w.Slowest == nil {
+			return 0
+		}
+		return w.Slowest.Seconds
+	}
+	slices.SortFunc(out, func(a, b WorkloadStops) int {
+		return cmp.Or(cmp.Compare(b.NeedsFix, a.NeedsFix), cmp.Compare(b.Exit137, a.Exit137), cmp.Compare(slowest(&b), slowest(&a)),
+			strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Workload.String(), b.Workload.String()))
+	})
+	return out
+}
+
+func (o *options) topCmd() *cobra.Command {
+	since := time.Hour
+	cmd := &cobra.Command{
+		Use:   "top",
+		Short: "The workloads whose containers stop worst, over the last hour (--since)",
+		Long: `Groups the stops the agents saw in the window by workload (the pod's
+Deployment, StatefulSet, DaemonSet, Job, ...; Pod/NAME for a bare pod): the
+stops, their outcomes, how many need a fix in the container (ignored_by_init,
+ignored, handler_timeout, prestop_timeout, oom_killed), how many ended in
+exit 137, and the slowest stop (stop_duration_s: from the preStop hook, else the
+stop signal, else the episode's start, to the exit). Worst first: the list of
+workloads to fix.
+
+An agent that started within the window, or whose episode ring no longer
+reaches back to its start, is named: its count is short.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.runTop(cmd, since) },
+	}
+	cmd.Flags().DurationVar(&since, "since", since, "the window: stops that began within this long")
+	return cmd
+}
+
+func (o *options) runTop(cmd *cobra.Command, since time.Duration) error {
+	if since <= 0 {
+		return UsageError{fmt.Errorf("--since %v: want a positive duration", since)}
+	}
+	ctx := cmd.Context()
+	s, pods, err := o.begin(ctx)
+	if err != nil {
+		return err
+	}
+	q := apiv1.EpisodeQuery{Namespace: s.namespace, Since: sinceTime(since)}
+	res, agents, err := readAgents[timeline.Episode](ctx, o, s, "/api/v1/episodes", q.Values(), true)
+	if err != nil {
+		return err
+	}
+	rows := Top(mergeEpisodes(res, pods))
+	warnings := windowWarnings(res, since)
+	for _, w := range warnings {
+		fmt.Fprintf(o.stderr, "warning: %s\n", w)
+	}
+	if !o.table() {
+		return o.writeList("WorkloadStopList", rows, agents, warnings)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(o.stderr, "no stops in the last %v in %s on %d node(s) read\n", since, orAll(s.namespace), len(res))
+	}
+	tw := tabwriter.NewWriter(o.stdout, 0, 8, 2, ' ', 0)
+	if len(rows) > 0 {
+		fmt.Fprintln(tw, "NAMESPACE\tWORKLOAD\tSTOPS\tNEEDS-FIX\tEXIT-137\tSLOWEST\tOUTCOMES")
+	}
+	for i := range rows {
+		r := &rows[i]
+		slow := "-"
+		if r.Slowest != nil {
+			slow = fmt.Sprintf("%.1fs", r.Slowest.Seconds)
+			if r.Slowest.Pod != "" {
+				slow += " (" + r.Slowest.Pod + ")"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", cell(r.Namespace), cell(r.Workload.String()), r.Stops, r.NeedsFix, r.Exit137,
+			cell(slow), outcomeCounts(r.Outcomes))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	unreadable(o.stdout, agents)
+	return nil
+}
+
+// outcomeCounts is "ignored_by_init=3,graceful=1", in timeline.Outcomes order.
+func outcomeCounts(m map[string]int) string {
+	var parts []string
+	for _, oc := range timeline.Outcomes {
+		if n := m[string(oc)]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", oc, n))
+		}
+	}
+	return strings.Join(parts, ",")
+}

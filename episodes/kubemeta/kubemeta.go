@@ -1,0 +1,316 @@
+package kubemeta
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sigscope/sigscope/containers/kubeclient"
+	"github.com/sigscope/sigscope/episodes/timeline"
+)
+
+// Stop reasons (timeline.Episode.StopReason).
+const (
+	ReasonDeleted     = "deleted"      // the pod was deleted through the API
+	ReasonEvicted     = "evicted"      // eviction API, node pressure, taint manager
+	ReasonPreempted   = "preempted"    // the scheduler made room for another pod
+	ReasonProbeFailed = "probe_failed" // a liveness or startup probe failed: the kubelet restarts it
+	ReasonRestarted   = "restarted"    // the container's spec changed: the kubelet restarts it
+	ReasonUnknown     = "unknown"      // the API server said nothing that explains it
+)
+
+// maxPods bounds the pods remembered, deleted ones included.
+const maxPods = 4096
+
+type podState struct {
+	deletedAt   time.Time // the deletionTimestamp first seen
+	deleteGrace *int64    // the deletionGracePeriodSeconds first seen
+	disruption  string    // the DisruptionTarget condition's reason, when true
+	// restarted are the container IDs the kubelet replaced (the
+	// lastState of a container status): those stops were restarts.
+	restarted []string
+	owner     *timeline.Owner // the pod's workload; nil for a bare pod
+}
+
+type killing struct {
+	container string
+	message   string
+	at        time.Time
+}
+
+// Pods follows the pods of a node (or all) and the kubelet's Killing events.
+type Pods struct {
+	client kubeclient.Client
+	node   string
+	log    *slog.Logger
+	synced atomic.Bool
+
+	mu    sync.Mutex
+	pods  map[string]*podState // "namespace/name"
+	kills map[string][]killing
+	order []string // keys in the order first seen, for the bound
+}
+
+// New returns Pods for node ("" for every node). Run starts it.
+func New(client kubeclient.Client, node string, log *slog.Logger) *Pods {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Pods{client: client, node: node, log: log.With("component", "kubemeta"),
+		pods: map[string]*podState{}, kills: map[string][]killing{}}
+}
+
+// Run follows the API server until ctx ends. Until its caches are synced,
+// Annotate says it could not learn the reason.
+func (p *Pods) Run(ctx context.Context) {
+	podSel := ""
+	if p.node != "" {
+		podSel = "spec.nodeName=" + p.node
+	}
+	podInf := cache.NewSharedIndexInformer(p.client.ListWatch("pods", podSel), &corev1.Pod{}, 0, cache.Indexers{})
+	_, _ = podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { p.pod(o) },
+		UpdateFunc: func(_, o any) { p.pod(o) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			p.pod(o)
+		},
+	})
+	evInf := cache.NewSharedIndexInformer(p.client.ListWatch("events", "reason=Killing"), &corev1.Event{}, 0, cache.Indexers{})
+	_, _ = evInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { p.event(o) },
+		UpdateFunc: func(_, o any) { p.event(o) },
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() { podInf.RunWithContext(ctx) })
+	wg.Go(func() { evInf.RunWithContext(ctx) })
+	if cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, evInf.HasSynced) {
+		p.synced.Store(true)
+	}
+	// Run returns once both informers have stopped, as the factories'
+	// Shutdown waited for them.
+	wg.Wait()
+}
+
+func (p *Pods) remember(key string) {
+	if _, ok := p.pods[key]; ok {
+		return
+	}
+	if _, ok := p.kills[key]; ok {
+		return
+	}
+	p.order = append(p.order, key)
+	if len(p.order) > maxPods {
+		old := p.order[0]
+		p.order = p.order[1:]
+		delete(p.pods, old)
+		delete(p.kills, old)
+	}
+}
+
+func (p *Pods) pod(o any) {
+	pod, ok := o.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	key := pod.Namespace + "/" + pod.Name
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.remember(key)
+	st := p.pods[key]
+	if st == nil {
+		st = &podState{}
+		p.pods[key] = st
+	}
+	// The first deletion seen is the one the kubelet acted on: the
+	// kubelet's own final delete has a grace of 0.
+	if pod.DeletionTimestamp != nil && st.deletedAt.IsZero() {
+		st.deletedAt = pod.DeletionTimestamp.Time
+		st.deleteGrace = pod.DeletionGracePeriodSeconds
+	}
+	if o := WorkloadOf(pod); o != nil {
+		st.owner = o
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			st.disruption = c.Reason
+		}
+	}
+	for _, cs := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
+		t := cs.LastTerminationState.Terminated
+		if t == nil || t.ContainerID == "" {
+			continue
+		}
+		_, id, _ := strings.Cut(t.ContainerID, "://")
+		if id != "" && !slices.Contains(st.restarted, id) {
+			st.restarted = append(st.restarted, id)
+			if len(st.restarted) > 16 {
+				st.restarted = st.restarted[1:]
+			}
+		}
+	}
+}
+
+func (p *Pods) event(o any) {
+	ev, ok := o.(*corev1.Event)
+	if !ok || ev.Reason != "Killing" || ev.InvolvedObject.Kind != "Pod" {
+		return
+	}
+	// fieldPath: spec.containers{app}, spec.initContainers{proxy}
+	fp := ev.InvolvedObject.FieldPath
+	i, j := strings.IndexByte(fp, '{'), strings.LastIndexByte(fp, '}')
+	if i < 0 || j < i {
+		return
+	}
+	at := ev.LastTimestamp.Time
+	if !ev.EventTime.IsZero() {
+		at = ev.EventTime.Time
+	}
+	if at.IsZero() {
+		at = ev.CreationTimestamp.Time
+	}
+	key := ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.remember(key)
+	ks := append(p.kills[key], killing{container: fp[i+1 : j], message: ev.Message, at: at})
+	if len(ks) > 8 {
+		ks = ks[len(ks)-8:]
+	}
+	p.kills[key] = ks
+}
+
+// Explain says why the container ctr (runtime ID id) of the pod was
+// stopped at stopAt, and the grace period the kubelet was given (0 when it
+// was the spec's). The API server's times have a second's resolution, too
+// coarse to tell a restart from a deletion that follows it: a container the
+// kubelet replaced (its ID in a lastState) was restarted, for the reason of
+// the kubelet's last Killing event of a restart; any other stop of a pod
+// being deleted is the deletion's.
+func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason string, grace time.Duration) {
+	key := namespace + "/" + pod
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.pods[key]
+	restartReason := func() string {
+		// The kubelet's Killing event comes when it decides, before the
+		// hook and the stop signal.
+		reason := ""
+		for _, k := range p.kills[key] {
+			if k.container != ctr || k.at.After(stopAt.Add(2*time.Second)) || !k.at.After(stopAt.Add(-15*time.Minute)) {
+				continue
+			}
+			m := strings.ToLower(k.message)
+			switch {
+			case strings.Contains(m, "liveness probe") || strings.Contains(m, "startup probe"):
+				reason = ReasonProbeFailed
+			case strings.Contains(m, "will be restarted"):
+				reason = ReasonRestarted
+			}
+		}
+		return reason
+	}
+	if st != nil && id != "" && slices.Contains(st.restarted, id) {
+		if r := restartReason(); r != "" {
+			return r, 0
+		}
+		return ReasonRestarted, 0
+	}
+	if st == nil || st.deletedAt.IsZero() && st.disruption == "" {
+		if r := restartReason(); r != "" {
+			return r, 0
+		}
+		return ReasonUnknown, 0
+	}
+	if st.deleteGrace != nil && *st.deleteGrace >= 0 {
+		grace = time.Duration(*st.deleteGrace) * time.Second
+	}
+	switch st.disruption {
+	case "PreemptionByScheduler":
+		return ReasonPreempted, grace
+	case "":
+	default:
+		return ReasonEvicted, grace
+	}
+	if !st.deletedAt.IsZero() {
+		return ReasonDeleted, grace
+	}
+	return ReasonUnknown, 0
+}
+
+// Annotate sets a pod episode's stop reason and the grace period the
+// kubelet applied (a deletion's, when it gave one).
+func (p *Pods) Annotate(ep *timeline.Episode) {
+	c := ep.Container
+	if c.Pod == "" {
+		return
+	}
+	if p == nil || !p.synced.Load() {
+		NotLearnt(ep, "the API server was not read")
+		return
+	}
+	at := ep.StopAt
+	if at.IsZero() {
+		at = ep.Start
+	}
+	reason, grace := p.Explain(c.Namespace, c.Pod, c.Name, c.ID, at)
+	ep.StopReason = reason
+	ep.Owner = p.Owner(c.Namespace, c.Pod)
+	if grace > 0 {
+		ep.GracePeriod = grace
+	}
+}
+
+// Owner is the workload of the pod namespace/name as last seen; nil when
+// it has none or was not seen.
+func (p *Pods) Owner(namespace, pod string) *timeline.Owner {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st := p.pods[namespace+"/"+pod]; st != nil && st.owner != nil {
+		o := *st.owner
+		return &o
+	}
+	return nil
+}
+
+// WorkloadOf is the workload that controls pod, from its controller
+// reference alone (no further lookup, so no RBAC beyond reading pods): a
+// ReplicaSet whose name is a Deployment's name, "-" and the pod's
+// pod-template-hash label (the Deployment controller's naming) is taken for
+// that Deployment. A CronJob's Jobs stay Jobs: telling one from a Job
+// named like it would need the Job itself. nil for a pod with no controller.
+func WorkloadOf(pod *corev1.Pod) *timeline.Owner {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return nil
+	}
+	o := &timeline.Owner{Kind: ref.Kind, Name: ref.Name}
+	if ref.Kind == "ReplicaSet" {
+		if h := pod.Labels["pod-template-hash"]; h != "" {
+			if name, ok := strings.CutSuffix(ref.Name, "-"+h); ok && name != "" {
+				o = &timeline.Owner{Kind: "Deployment", Name: name}
+			}
+		}
+	}
+	return o
+}
+
+// NotLearnt marks a pod episode whose stop reason and applied grace period
+// could not be read from the API server, and why.
+func NotLearnt(ep *timeline.Episode, why string) {
+	if ep.Container.Pod == "" {
+		return
+	}
+	ep.NotLearnt = append(ep.NotLearnt, fmt.Sprintf("stop_reason, owner and the applied grace period: %s", why))
+}

@@ -1,0 +1,143 @@
+package kubemeta
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/sigscope/sigscope/containers/identity"
+	"github.com/sigscope/sigscope/containers/kubeclient/kubeclienttest"
+	"github.com/sigscope/sigscope/episodes/timeline"
+)
+
+func pod(name string, mutate func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"}, Spec: corev1.PodSpec{NodeName: "node-1"}}
+	if mutate != nil {
+		mutate(p)
+	}
+	return p
+}
+
+func killingEvent(podName, ctr, msg string, at time.Time) *corev1.Event {
+	return &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: podName + "." + ctr, Namespace: "shop"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: podName, FieldPath: "spec.containers{" + ctr + "}"},
+		Reason:         "Killing", Message: msg, LastTimestamp: metav1.NewTime(at), Type: corev1.EventTypeNormal,
+	}
+}
+
+// Each reason, from what the API server holds when the stop is explained.
+func TestExplain(t *testing.T) {
+	stop := time.Now().Truncate(time.Second)
+	one := int64(1)
+	client := fake.NewClientset(
+		pod("deleted", func(p *corev1.Pod) {
+			ts := metav1.NewTime(stop.Add(-time.Second))
+			p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &ts, &one
+		}),
+		pod("evicted", func(p *corev1.Pod) {
+			ts := metav1.NewTime(stop)
+			p.DeletionTimestamp = &ts
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI"}}
+		}),
+		pod("preempted", func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler"}}
+		}),
+		pod("probed", func(p *corev1.Pod) {
+			// Restarted, then deleted: the replaced container's stop was the probe's.
+			ts := metav1.NewTime(stop.Add(time.Second))
+			p.DeletionTimestamp = &ts
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", LastTerminationState: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ContainerID: "containerd://c0ffee"}}}}
+		}),
+		pod("changed", nil),
+		pod("running", nil),
+		killingEvent("probed", "app", "Container app failed liveness probe, will be restarted", stop.Add(-time.Second)),
+		killingEvent("changed", "app", "Container app definition changed, will be restarted", stop),
+		killingEvent("deleted", "app", "Stopping container app", stop),
+	)
+	p := New(kubeclienttest.FromClientset(client), "", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Run(ctx)
+	for deadline := time.Now().Add(10 * time.Second); !p.synced.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("informers did not sync")
+		}
+	}
+	for name, want := range map[string]struct {
+		reason string
+		grace  time.Duration
+	}{
+		"deleted":    {ReasonDeleted, time.Second},
+		"evicted":    {ReasonEvicted, 0},
+		"preempted":  {ReasonPreempted, 0},
+		"probed":     {ReasonProbeFailed, 0},
+		"changed":    {ReasonRestarted, 0},
+		"running":    {ReasonUnknown, 0},
+		"never-seen": {ReasonUnknown, 0},
+	} {
+		reason, grace := p.Explain("shop", name, "app", "c0ffee", stop)
+		if reason != want.reason || grace != want.grace {
+			t.Errorf("%s: %s %v, want %s %v", name, reason, grace, want.reason, want.grace)
+		}
+	}
+
+	// The container that replaced the restarted one was stopped by the
+	// deletion.
+	if reason, _ := p.Explain("shop", "probed", "app", "beef", stop.Add(time.Second)); reason != ReasonDeleted {
+		t.Errorf("the replacement's stop: %s, want deleted", reason)
+	}
+
+	// The pod goes from the API server after its containers stopped:
+	// what was seen of it still explains a stop.
+	if err := client.CoreV1().Pods("shop").Delete(ctx, "deleted", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	ep := timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "deleted", Namespace: "shop", Name: "app"}}, StopAt: stop, GracePeriod: 30 * time.Second}
+	p.Annotate(&ep)
+	if ep.StopReason != ReasonDeleted || ep.GracePeriod != time.Second || len(ep.NotLearnt) != 0 {
+		t.Errorf("after the pod went: %s %v %v", ep.StopReason, ep.GracePeriod, ep.NotLearnt)
+	}
+
+	// Without an API server the episode says what it could not learn.
+	var none *Pods
+	ep = timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "web", Namespace: "shop", Name: "app"}}}
+	none.Annotate(&ep)
+	if ep.StopReason != "" || len(ep.NotLearnt) != 1 {
+		t.Errorf("without an API server: %q %v", ep.StopReason, ep.NotLearnt)
+	}
+}
+
+func TestWorkloadOf(t *testing.T) {
+	ctrl := func(kind, name string) []metav1.OwnerReference {
+		yes := true
+		return []metav1.OwnerReference{{Kind: "Other", Name: "not-the-controller"}, {Kind: kind, Name: name, Controller: &yes}}
+	}
+	for _, tc := range []struct {
+		refs   []metav1.OwnerReference
+		labels map[string]string
+		want   *timeline.Owner
+	}{
+		{ctrl("ReplicaSet", "web-7d9f8c6b5"), map[string]string{"pod-template-hash": "7d9f8c6b5"}, &timeline.Owner{Kind: "Deployment", Name: "web"}},
+		// A ReplicaSet of its own (no Deployment's naming) stays one.
+		{ctrl("ReplicaSet", "web"), map[string]string{"pod-template-hash": "7d9f8c6b5"}, &timeline.Owner{Kind: "ReplicaSet", Name: "web"}},
+		{ctrl("ReplicaSet", "web-7d9f8c6b5"), nil, &timeline.Owner{Kind: "ReplicaSet", Name: "web-7d9f8c6b5"}},
+		{ctrl("StatefulSet", "db"), nil, &timeline.Owner{Kind: "StatefulSet", Name: "db"}},
+		{ctrl("DaemonSet", "agent"), nil, &timeline.Owner{Kind: "DaemonSet", Name: "agent"}},
+		{ctrl("Job", "migrate-29400000"), nil, &timeline.Owner{Kind: "Job", Name: "migrate-29400000"}},
+		{[]metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-1"}}, nil, nil}, // not a controller
+		{nil, nil, nil},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: tc.refs, Labels: tc.labels}}
+		got := WorkloadOf(pod)
+		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("WorkloadOf(%v, %v) = %v, want %v", tc.refs, tc.labels, got, tc.want)
+		}
+	}
+}

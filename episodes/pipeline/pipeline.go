@@ -1,0 +1,381 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+
+	"github.com/sigscope/sigscope/containers/container"
+	"github.com/sigscope/sigscope/containers/identity"
+	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/events/tracer"
+)
+
+// Options configure a [Pipeline].
+type Options struct {
+	// Tracer configures the tracer; its Idle is called after the
+	// pipeline's own idle work.
+	Tracer tracer.Options
+	// Resolver maps processes to containers; nil resolves nothing (every
+	// event's containers are nil).
+	Resolver *container.Resolver
+	// Timeline, when not nil, builds stop episodes with these options.
+	Timeline *timeline.Options
+	// Senders resolves the container of each generate event's sender too,
+	// for OnEvent: the engine needs only the target's, and a lookup per
+	// signal is not paid for nothing.
+	Senders bool
+	// OnEvent, when not nil, sees every event with the containers of its
+	// target and sender (nil unless Senders; see [About] for how to show
+	// them) before the engine does. The event is reused: copy what you keep. An error
+	// stops Run (tracer.ErrStop: stop without an error).
+	OnEvent func(e *sigvocab.Event, target, sender *identity.Info) error
+	// OnEpisodes, when not nil, gets the episodes as they complete. An
+	// error stops Run.
+	OnEpisodes func([]timeline.Episode) error
+	// Annotate, when not nil, completes each episode before OnEpisodes
+	// sees it (the stop reason from the API server).
+	Annotate func(*timeline.Episode)
+}
+
+// Pipeline is a loaded tracer, a resolver and an engine, run together.
+type Pipeline struct {
+	opts   Options
+	t      *tracer.Tracer
+	engine *timeline.Engine
+	err    error // from OnEpisodes during an idle call
+	// held are completed episodes waiting for their container's name
+	// (naming).
+	held   []heldEpisode
+	heldAt time.Time // when they were last looked at
+	// lossAt is when the kernel's drop counters were last read for the
+	// engine (Engine.NoteDropped).
+	lossAt time.Time
+	clock  eventClock
+	memo   lookupMemo
+}
+
+// lookupMemo remembers the resolver's answers for the current clock
+// reading: the resolver answers a key from its cache against that reading,
+// so asking again with the same key and reading gets the same answer, and
+// a storm's sender and target (one key when both are on the host) need
+// not take the resolver's lock and hash its key twice per signal. An answer
+// the resolver changes meanwhile (re-enrichment in the background) is seen
+// at the next reading, within a millisecond or 1024 events: the staleness
+// a reading already allows. Direct-mapped and tiny: the keys of the
+// events within one reading.
+type lookupMemo [memoSlots]struct {
+	gen  uint64 // the eventClock reading; 0: empty
+	key  container.Key
+	info *identity.Info
+}
+
+const memoSlots = 4
+
+// lookup is r.LookupAt(p, now) through the memo.
+func (p *Pipeline) lookup(r *container.Resolver, proc *sigvocab.Process, now time.Time) *identity.Info {
+	key := container.KeyOf(proc)
+	if key == (container.Key{}) {
+		return r.LookupAt(proc, now) // resolved from /proc each time: nothing to key it by
+	}
+	m := &p.memo[uint(key.PidNS^uint32(key.CgroupID)^uint32(key.CgroupV1ID))%memoSlots]
+	if m.gen == p.clock.gen && m.key == key {
+		return m.info
+	}
+	info := r.LookupAt(proc, now)
+	m.gen, m.key, m.info = p.clock.gen, key, info
+	return info
+}
+
+// eventClock reads the clock for the resolver's cache (LookupAt) once for
+// many events: again when the events' own kernel time has moved on by
+// clockStale since the last reading, and at least every clockReuse events.
+// A storm of a million signals a second then reads it about a thousand
+// times a second instead of twice per signal.
+type eventClock struct {
+	now  time.Time
+	boot uint64 // the kernel time of the event that read it
+	left int    // events that may still use it
+	gen  uint64 // counts the readings: the memo's answers are for one
+}
+
+const (
+	clockStale = uint64(time.Millisecond)
+	clockReuse = 1024
+)
+
+func (c *eventClock) at(e *sigvocab.Event) time.Time {
+	if c.left == 0 || e.BootNS-c.boot >= clockStale || e.BootNS < c.boot {
+		c.now, c.boot, c.left = time.Now(), e.BootNS, clockReuse
+		c.gen++
+	}
+	c.left--
+	return c.now
+}
+
+// lossEvery bounds how often the drop counters are read (a map lookup
+// per CPU): well within the engine's settle time, so an episode open when
+// events were lost knows it before it completes.
+const lossEvery = 100 * time.Millisecond
+
+// noteLoss hands the kernel's total of dropped events to the engine, at
+// most every lossEvery.
+func (p *Pipeline) noteLoss(now time.Time) {
+	if p.engine == nil || p.t == nil || now.Sub(p.lossAt) < lossEvery {
+		return
+	}
+	p.lossAt = now
+	if s, err := p.t.Stats(); err == nil {
+		p.engine.NoteDropped(s.Total().Dropped)
+	}
+}
+
+// historyWindow is how far before tracing began the runtimes' records are
+// read (each episode looks back its own stop budget within it), and
+// historyTimeout how long start-up waits for them.
+const (
+	historyWindow  = 10 * time.Minute
+	historyTimeout = 2 * time.Second
+)
+
+// New loads and attaches the tracer. Close releases it.
+func New(opts Options) (*Pipeline, error) {
+	p := &Pipeline{opts: opts}
+	to := opts.Tracer
+	userIdle := to.Idle
+	to.Idle = func() time.Time {
+		// Complete the episodes whose settle time passed while the
+		// stream was quiet, hand them over at once, and be called again
+		// at the next settle deadline: the reader has no timer of its own.
+		var next time.Time
+		if p.engine != nil && p.err == nil {
+			now := time.Now()
+			if d := p.engine.Deadline(); !d.IsZero() && d.Before(now) {
+				// An episode completes now: it must know of every
+				// loss before, however recently the counters were read.
+				p.lossAt = time.Time{}
+			}
+			p.noteLoss(now)
+			p.err = p.episodes(p.engine.Advance(now))
+			if p.err == nil {
+				next = p.engine.Deadline()
+			}
+			if p.err == nil && len(p.held) > 0 {
+				// Named since, or held long enough: out they go.
+				if next.IsZero() || now.Add(holdPoll).Before(next) {
+					next = now.Add(holdPoll)
+				}
+			}
+		}
+		if userIdle != nil {
+			if u := userIdle(); !u.IsZero() && (next.IsZero() || u.Before(next)) {
+				next = u
+			}
+		}
+		return next
+	}
+	t, err := tracer.New(to)
+	if err != nil {
+		return nil, err
+	}
+	p.t = t
+	if opts.Timeline != nil {
+		// Tracing began now, with every program attached: an episode
+		// whose first event comes soon after may have begun unseen.
+		topts := *opts.Timeline
+		if topts.Since.IsZero() {
+			topts.Since = time.Now()
+		}
+		if topts.History == nil && opts.Resolver != nil {
+			// What the runtimes sent before tracing began: a stop
+			// signal then is the only reason to doubt a SIGKILL seen
+			// soon after.
+			ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
+			h := opts.Resolver.StopHistory(ctx, topts.Since.Add(-historyWindow), topts.Since)
+			cancel()
+			topts.History = &h
+		}
+		p.engine = timeline.New(topts)
+	}
+	return p, nil
+}
+
+// Tracer is the pipeline's tracer, for its Stats and program names.
+func (p *Pipeline) Tracer() *tracer.Tracer { return p.t }
+
+// Engine is the pipeline's timeline engine, nil without Options.Timeline.
+func (p *Pipeline) Engine() *timeline.Engine { return p.engine }
+
+func (p *Pipeline) episodes(eps []timeline.Episode) error { return p.handOver(eps, false) }
+
+// handOver names, annotates and hands over the completed episodes eps and
+// the held ones that are ready (every held one when final: the end).
+func (p *Pipeline) handOver(eps []timeline.Episode, final bool) error {
+	if p.opts.OnEpisodes == nil || len(eps) == 0 && len(p.held) == 0 {
+		return nil
+	}
+	now := time.Now()
+	if !final && len(eps) == 0 && now.Sub(p.heldAt) < holdPoll {
+		return nil // held ones are looked at again every holdPoll, not per event
+	}
+	if r := p.opts.Resolver; r != nil {
+		eps = p.naming(r, eps, now, final)
+		if len(eps) == 0 {
+			return nil
+		}
+	}
+	if p.opts.Annotate != nil {
+		for i := range eps {
+			p.opts.Annotate(&eps[i])
+		}
+	}
+	return p.opts.OnEpisodes(eps)
+}
+
+// Completed episodes whose container has no name while the resolver is
+// still asking its failing runtime about it are held back a little, up to
+// holdUnnamed, so that a container that lived less than a slow runtime
+// took to answer (docker run of a one-second job during a stall) is named
+// all the same: Docker keeps an exited container until it is removed.
+// At most maxHeld are held; past that they go out as they are, saying why
+// they have no name. Only that case waits: a named container's episode,
+// or one whose runtime answered, goes out at once.
+const (
+	holdUnnamed = 10 * time.Second
+	holdPoll    = 250 * time.Millisecond
+	maxHeld     = 256
+)
+
+type heldEpisode struct {
+	ep    timeline.Episode
+	until time.Time
+}
+
+// naming names eps from the resolver and returns those ready to go out:
+// the held ones that are named now, no longer asked about, or held long
+// enough (all of them with all), then those of eps not held back.
+func (p *Pipeline) naming(r *container.Resolver, eps []timeline.Episode, now time.Time, all bool) []timeline.Episode {
+	var out []timeline.Episode
+	p.heldAt = now
+	kept := p.held[:0]
+	for _, h := range p.held {
+		nameEpisode(r, &h.ep)
+		if all || h.ep.Container.Name != "" || !now.Before(h.until) || !r.Asking(h.ep.Container.ID) {
+			out = append(out, h.ep)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	clear(p.held[len(kept):])
+	p.held = kept
+	for _, ep := range eps {
+		nameEpisode(r, &ep)
+		if !all && ep.Container.ID != "" && ep.Container.Name == "" && len(p.held) < maxHeld && r.Asking(ep.Container.ID) {
+			p.held = append(p.held, heldEpisode{ep, now.Add(holdUnnamed)})
+			continue
+		}
+		out = append(out, ep)
+	}
+	return out
+}
+
+// nameEpisode gives an episode whose container is known by its ID only
+// what the resolver knows of it now: the engine took the container's
+// identity from the stop's first events, and a runtime that was slow then
+// may have answered since (the resolver asks again until it does). Still
+// unnamed, the episode says why. Once per episode, from the resolver's
+// cache: no I/O.
+func nameEpisode(r *container.Resolver, ep *timeline.Episode) {
+	c := &ep.Container
+	if c.ID == "" || c.Name != "" {
+		return
+	}
+	info, why := r.Known(c.ID)
+	if info != nil && info.Name != "" {
+		c.Identity, c.NameUnknown = info.Identity, ""
+		return
+	}
+	if why == "" {
+		why = "the resolver no longer remembers it"
+	}
+	c.NameUnknown = why
+}
+
+// Run processes events until ctx ends or a callback fails, then completes
+// every open episode (they say what they lack: unfinished when only a stop
+// signal was seen). It returns the first callback error, except ErrStop.
+func (p *Pipeline) Run(ctx context.Context) error {
+	runErr := p.t.Run(ctx, p.Handle)
+	if runErr == nil {
+		runErr = p.err
+	}
+	if p.engine != nil {
+		p.lossAt = time.Time{}
+		p.noteLoss(time.Now())
+		// The end: the held episodes go out too, as they are.
+		if err := p.handOver(p.engine.Flush(), true); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	return runErr
+}
+
+// NewReplay returns a pipeline without a tracer, for events that come from
+// elsewhere through Handle: the JSON path's benchmark replays recorded
+// records through the very code Run uses. Options.Tracer is ignored; Run
+// and Close must not be called.
+func NewReplay(opts Options) *Pipeline {
+	p := &Pipeline{opts: opts}
+	if opts.Timeline != nil {
+		p.engine = timeline.New(*opts.Timeline)
+	}
+	return p
+}
+
+// Handle is Run's work for one decoded event: resolve its containers, hand
+// it to OnEvent, then to the engine.
+func (p *Pipeline) Handle(e *sigvocab.Event) error {
+	if p.err != nil {
+		return p.err
+	}
+	var target, sender *identity.Info
+	if r := p.opts.Resolver; r != nil {
+		now := p.clock.at(e)
+		target = p.lookup(r, &e.Target, now)
+		if p.opts.Senders && e.Kind == sigvocab.KindGenerate {
+			sender = p.lookup(r, &e.Sender, now)
+		}
+	}
+	if p.opts.OnEvent != nil {
+		if err := p.opts.OnEvent(e, target, sender); err != nil {
+			return err
+		}
+	}
+	var err error
+	if p.engine != nil {
+		p.noteLoss(e.Time)
+		err = p.episodes(p.engine.Add(e, target))
+	}
+	if e.Kind == sigvocab.KindNSEmpty && p.opts.Resolver != nil {
+		// The namespace is over: its inode is free for the next one.
+		p.opts.Resolver.NamespaceEnded(e.Target.PidNS)
+		p.memo = lookupMemo{}
+	}
+	return err
+}
+
+// Close detaches the tracer. It is idempotent.
+func (p *Pipeline) Close() error { return p.t.Close() }
+
+// About is how an event is shown: the container it is about (its target's,
+// or its sender's when the target is on the host) and the other container,
+// only for a signal from one container to another.
+func About(target, sender *identity.Info) (about, other *identity.Info) {
+	switch {
+	case target == nil:
+		return sender, nil
+	case sender != nil && sender.ID != target.ID:
+		return target, sender
+	}
+	return target, nil
+}

@@ -1,0 +1,356 @@
+package timeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sigscope/sigscope/containers/langrt"
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/internal/textsafe"
+)
+
+// An episode's JSON: MarshalJSON and UnmarshalJSON, and the types and
+// helpers they share.
+// The JSON form is documented in docs/timelines.md; keep the two in step.
+type jsonStep struct {
+	At      float64  `json:"at"`
+	Time    string   `json:"time"`
+	Kind    StepKind `json:"kind"`
+	Signal  string   `json:"signal,omitempty"`
+	Sender  *Proc    `json:"sender,omitempty"`
+	Target  Proc     `json:"target"`
+	Flags   []string `json:"flags,omitempty"`
+	Verdict string   `json:"verdict,omitempty"`
+	Exit    *int     `json:"exit_status,omitempty"`
+	Text    string   `json:"text"`
+}
+
+type jsonPreStop struct {
+	Kind       string   `json:"kind"`
+	Command    []string `json:"command,omitempty"`
+	StartAt    string   `json:"start_at,omitempty"`
+	EndAt      string   `json:"end_at,omitempty"`
+	Duration   *float64 `json:"duration_s,omitempty"`
+	ExitStatus *int     `json:"exit_code,omitempty"`
+	Estimated  bool     `json:"estimated,omitempty"`
+}
+
+type jsonEpisode struct {
+	ID             uint64       `json:"id,omitempty"`
+	Node           string       `json:"node,omitempty"`
+	Container      Container    `json:"container"`
+	Owner          *Owner       `json:"owner,omitempty"`
+	Main           Proc         `json:"main"`
+	MainIsInit     bool         `json:"main_is_init"`
+	ForwardingInit string       `json:"forwarding_init,omitempty"`
+	Outcome        Outcome      `json:"outcome"`
+	Start          string       `json:"start"`
+	StopSignal     string       `json:"stop_signal,omitempty"`
+	StopSender     *Sender      `json:"stop_sender,omitempty"`
+	StopVerdict    string       `json:"stop_verdict,omitempty"`
+	StopAt         string       `json:"stop_at,omitempty"`
+	ReraiseVerdict string       `json:"reraise_verdict,omitempty"`
+	KillSender     *Sender      `json:"kill_sender,omitempty"`
+	KillAt         string       `json:"kill_at,omitempty"`
+	ExitAt         string       `json:"exit_at,omitempty"`
+	PreStop        *jsonPreStop `json:"prestop,omitempty"`
+	StopReason     string       `json:"stop_reason,omitempty"`
+	NotLearnt      []string     `json:"not_learnt,omitempty"`
+	GracePeriod    *float64     `json:"grace_period_s,omitempty"`
+	StopTimeout    *float64     `json:"stop_timeout_s,omitempty"`
+	KillAfter      *float64     `json:"kill_after_s,omitempty"`
+	ExitAfter      *float64     `json:"exit_after_s,omitempty"`
+	StopDuration   *float64     `json:"stop_duration_s,omitempty"`
+	ExitStatus     *int         `json:"exit_status,omitempty"`
+	ExitSignal     string       `json:"exit_signal,omitempty"`
+	CascadeKills   []Proc       `json:"cascade_kills"`
+	CascadeOmitted int          `json:"cascade_kills_omitted,omitempty"`
+	EventsDropped  uint64       `json:"events_dropped,omitempty"`
+	StartUnseen    bool         `json:"start_unseen,omitempty"`
+	TracedSince    string       `json:"traced_since,omitempty"`
+	OOMVictims     []Proc       `json:"oom_victims,omitempty"`
+	Steps          []jsonStep   `json:"steps"`
+	StepsOmitted   int          `json:"steps_omitted,omitempty"`
+	Hint           string       `json:"hint,omitempty"`
+}
+
+func jsonTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format(sigvocab.TimeFormat)
+}
+
+func seconds(d time.Duration) *float64 {
+	s := d.Seconds()
+	return &s
+}
+
+func signalName(s sigvocab.Signal) string {
+	if s == 0 {
+		return ""
+	}
+	return s.String()
+}
+
+func safeProc(p Proc) Proc {
+	p.Comm = textsafe.UTF8(p.Comm)
+	p.Runtime = langrt.Runtime(textsafe.UTF8(string(p.Runtime)))
+	return p
+}
+
+func safeProcs(ps []Proc) []Proc {
+	if ps == nil {
+		return nil
+	}
+	out := make([]Proc, len(ps))
+	for i, p := range ps {
+		out[i] = safeProc(p)
+	}
+	return out
+}
+
+func safeSender(s *Sender) *Sender {
+	if s == nil {
+		return nil
+	}
+	out := *s
+	out.Comm = textsafe.UTF8(s.Comm)
+	out.Ancestors = nil
+	for _, a := range s.Ancestors {
+		out.Ancestors = append(out.Ancestors, Ancestor{PID: a.PID, Comm: textsafe.UTF8(a.Comm)})
+	}
+	return &out
+}
+
+// MarshalJSON writes the documented episode object. Untrusted strings are
+// made valid UTF-8 with invalid bytes written as \xNN, as in the trace's
+// JSON; encoding/json escapes their control characters.
+func (ep Episode) MarshalJSON() ([]byte, error) {
+	c := ep.Container
+	c.Identity, c.NameUnknown = c.Identity.UTF8(), textsafe.UTF8(c.NameUnknown)
+	j := jsonEpisode{
+		ID:             ep.ID,
+		Node:           textsafe.UTF8(ep.Node),
+		Container:      c,
+		Main:           safeProc(ep.Main),
+		MainIsInit:     ep.MainIsInit,
+		ForwardingInit: ep.ForwardingInit,
+		Outcome:        ep.Outcome,
+		Start:          jsonTime(ep.Start),
+		StopSignal:     signalName(ep.StopSignal),
+		StopSender:     safeSender(ep.StopSender),
+		StopVerdict:    fateWord(ep.StopVerdict),
+		StopAt:         jsonTime(ep.StopAt),
+		ReraiseVerdict: fateWord(ep.ReraiseVerdict),
+		KillSender:     safeSender(ep.KillSender),
+		KillAt:         jsonTime(ep.KillAt),
+		ExitAt:         jsonTime(ep.ExitAt),
+		CascadeKills:   safeProcs(ep.CascadeKills),
+		CascadeOmitted: ep.CascadeOmitted,
+		EventsDropped:  ep.EventsDropped,
+		StartUnseen:    ep.StartUnseen,
+		TracedSince:    jsonTime(ep.TracedSince),
+		OOMVictims:     safeProcs(ep.OOMVictims),
+		Steps:          make([]jsonStep, len(ep.Steps)),
+		StepsOmitted:   ep.StepsOmitted,
+		Hint:           textsafe.UTF8(ep.Hint),
+		StopReason:     ep.StopReason,
+		NotLearnt:      ep.NotLearnt,
+	}
+	if o := ep.Owner; o != nil {
+		j.Owner = &Owner{Kind: textsafe.UTF8(o.Kind), Name: textsafe.UTF8(o.Name)}
+	}
+	if j.CascadeKills == nil {
+		j.CascadeKills = []Proc{} // always a list, like an event's flags
+	}
+	if p := ep.PreStop; p != nil {
+		j.PreStop = &jsonPreStop{Kind: p.Kind, StartAt: jsonTime(p.StartAt), EndAt: jsonTime(p.EndAt), ExitStatus: p.ExitStatus, Estimated: p.Estimated}
+		for _, a := range p.Command {
+			j.PreStop.Command = append(j.PreStop.Command, textsafe.UTF8(a))
+		}
+		if d, ok := p.Duration(ep.StopAt); ok {
+			j.PreStop.Duration = seconds(d)
+		}
+	}
+	if ep.GracePeriod > 0 {
+		j.GracePeriod = seconds(ep.GracePeriod)
+	}
+	if ep.StopTimeout > 0 {
+		j.StopTimeout = seconds(ep.StopTimeout)
+	}
+	if d, ok := ep.KillAfter(); ok {
+		j.KillAfter = seconds(d)
+	}
+	if d, ok := ep.ExitAfter(); ok {
+		j.ExitAfter = seconds(d)
+	}
+	if d, ok := ep.StopDuration(); ok {
+		j.StopDuration = seconds(d)
+	}
+	if !ep.ExitAt.IsZero() {
+		st := ep.ExitStatus
+		j.ExitStatus = &st
+		j.ExitSignal = signalName(ep.ExitSignal)
+	}
+	for i := range ep.Steps {
+		s := &ep.Steps[i]
+		j.Steps[i] = jsonStep{
+			At:      s.At.Seconds(),
+			Time:    jsonTime(s.Time),
+			Kind:    s.Kind,
+			Signal:  signalName(s.Signal),
+			Target:  safeProc(s.Target),
+			Flags:   s.Flags.Words(),
+			Verdict: fateWord(s.Verdict),
+			Exit:    s.Exit,
+			Text:    textsafe.UTF8(s.Text),
+		}
+		if s.Sender != nil {
+			snd := safeProc(*s.Sender)
+			j.Steps[i].Sender = &snd
+		}
+	}
+	return json.Marshal(&j)
+}
+
+// UnmarshalJSON reads an episode written by MarshalJSON (the CLI's tests and
+// tools that post-process `sigscope timeline -o json`). Derived fields
+// (kill_after_s, exit_after_s, stop_duration_s) are not read back: they
+// follow from the times.
+func (ep *Episode) UnmarshalJSON(b []byte) error {
+	var j jsonEpisode
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	out := Episode{
+		ID:             j.ID,
+		Node:           j.Node,
+		Owner:          j.Owner,
+		Container:      j.Container,
+		Main:           j.Main,
+		MainIsInit:     j.MainIsInit,
+		ForwardingInit: j.ForwardingInit,
+		Outcome:        j.Outcome,
+		StopSender:     j.StopSender,
+		KillSender:     j.KillSender,
+		CascadeKills:   j.CascadeKills,
+		CascadeOmitted: j.CascadeOmitted,
+		EventsDropped:  j.EventsDropped,
+		StartUnseen:    j.StartUnseen,
+		OOMVictims:     j.OOMVictims,
+		StepsOmitted:   j.StepsOmitted,
+		Hint:           j.Hint,
+		StopReason:     j.StopReason,
+		NotLearnt:      j.NotLearnt,
+	}
+	var err error
+	for _, f := range []struct {
+		s   string
+		dst *time.Time
+	}{{j.Start, &out.Start}, {j.StopAt, &out.StopAt}, {j.KillAt, &out.KillAt}, {j.ExitAt, &out.ExitAt}, {j.TracedSince, &out.TracedSince}} {
+		if *f.dst, err = parseTime(f.s); err != nil {
+			return err
+		}
+	}
+	if out.StopVerdict, err = parseFate(j.StopVerdict); err != nil {
+		return err
+	}
+	if out.ReraiseVerdict, err = parseFate(j.ReraiseVerdict); err != nil {
+		return err
+	}
+	if out.StopSignal, err = parseSignal(j.StopSignal); err != nil {
+		return err
+	}
+	if out.ExitSignal, err = parseSignal(j.ExitSignal); err != nil {
+		return err
+	}
+	if j.ExitStatus != nil {
+		out.ExitStatus = *j.ExitStatus
+	}
+	if j.GracePeriod != nil {
+		out.GracePeriod = fromSeconds(*j.GracePeriod)
+	}
+	if j.StopTimeout != nil {
+		out.StopTimeout = fromSeconds(*j.StopTimeout)
+	}
+	if p := j.PreStop; p != nil {
+		out.PreStop = &PreStop{Kind: p.Kind, Command: p.Command, ExitStatus: p.ExitStatus, Estimated: p.Estimated}
+		if out.PreStop.StartAt, err = parseTime(p.StartAt); err != nil {
+			return err
+		}
+		if out.PreStop.EndAt, err = parseTime(p.EndAt); err != nil {
+			return err
+		}
+	}
+	for _, js := range j.Steps {
+		s := Step{
+			At:     fromSeconds(js.At),
+			Kind:   js.Kind,
+			Sender: js.Sender,
+			Target: js.Target,
+			Exit:   js.Exit,
+			Text:   js.Text,
+		}
+		if s.Time, err = parseTime(js.Time); err != nil {
+			return err
+		}
+		if s.Verdict, err = parseFate(js.Verdict); err != nil {
+			return err
+		}
+		if s.Signal, err = parseSignal(js.Signal); err != nil {
+			return err
+		}
+		for _, w := range js.Flags {
+			f, ok := sigvocab.ParseFlag(w)
+			if !ok {
+				return fmt.Errorf("step flags: unknown flag %q", w)
+			}
+			s.Flags |= f
+		}
+		out.Steps = append(out.Steps, s)
+	}
+	*ep = out
+	return nil
+}
+
+// fromSeconds rounds, so that a duration written as float seconds reads back
+// to the same nanosecond.
+func fromSeconds(s float64) time.Duration {
+	return time.Duration(math.Round(s * float64(time.Second)))
+}
+
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("episode time: %w", err)
+	}
+	return t, nil
+}
+
+func parseSignal(s string) (sigvocab.Signal, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return sigvocab.ParseSignal(s)
+}
+
+// fateWord writes a verdict; "" for none.
+func fateWord(f sigvocab.Fate) string {
+	if f == sigvocab.FateUnknown {
+		return ""
+	}
+	return f.String()
+}
+
+func parseFate(s string) (sigvocab.Fate, error) {
+	if s == "" {
+		return sigvocab.FateUnknown, nil
+	}
+	return sigvocab.ParseFate(s)
+}

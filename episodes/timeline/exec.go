@@ -1,0 +1,227 @@
+package timeline
+
+import (
+	"container/list"
+	"path/filepath"
+	"time"
+
+	"github.com/sigscope/sigscope/events/sigvocab"
+)
+
+// Exec sessions are processes that entered a container from outside and
+// ran a program there (runc exec): a Kubernetes exec preStop hook, kubectl
+// exec, an exec probe. A preStop hook runs before the stop signal, so the
+// sessions of a container with no episode yet are kept (a few per
+// container, for a bounded number of containers) until a stop begins.
+const (
+	execsPerContainer = 4
+	// execWindow: a session that ended this long before a stop began is
+	// still part of it. The kubelet sends StopContainer right after the
+	// hook returns; runc's stop signal follows within milliseconds.
+	execWindow = time.Second
+)
+
+// execSession is one exec into a container.
+type execSession struct {
+	proc   Proc
+	parent Proc
+	start  time.Time
+	end    time.Time // zero while it runs
+	exit   int       // with end: the status as a runtime reports it
+	signal sigvocab.Signal
+}
+
+// execLog is the recent sessions of a container with no open episode.
+type execLog struct {
+	key      epKey
+	sessions []execSession // oldest first, at most execsPerContainer
+	elem     *list.Element
+}
+
+// execs keeps the exec logs of containers with no open episode, least
+// recently used first, bounded by Options.MaxOpen.
+type execs struct {
+	logs  map[epKey]*execLog
+	order list.List
+	max   int
+}
+
+func (x *execs) add(key epKey, s execSession) {
+	if x.logs == nil {
+		x.logs = make(map[epKey]*execLog)
+	}
+	l := x.logs[key]
+	if l == nil {
+		if len(x.logs) >= x.max {
+			old := x.order.Front().Value.(*execLog)
+			x.order.Remove(old.elem)
+			delete(x.logs, old.key)
+		}
+		l = &execLog{key: key}
+		l.elem = x.order.PushBack(l)
+		x.logs[key] = l
+	} else {
+		x.order.MoveToBack(l.elem)
+	}
+	if len(l.sessions) == execsPerContainer {
+		l.sessions = append(l.sessions[:0], l.sessions[1:]...)
+	}
+	l.sessions = append(l.sessions, s)
+}
+
+// ended records the end of a session; false when pid is none of key's.
+func (x *execs) ended(key epKey, ev *sigvocab.Event) bool {
+	l := x.logs[key]
+	if l == nil {
+		return false
+	}
+	for i := range l.sessions {
+		if s := &l.sessions[i]; s.proc.PID == ev.Target.PID && s.end.IsZero() {
+			s.end, s.exit, s.signal = ev.Time, exitStatus(ev), ev.Signal
+			return true
+		}
+	}
+	return false
+}
+
+// take removes key's sessions that belong to a stop beginning at t: still
+// running, or ended at most execWindow before.
+func (x *execs) take(key epKey, t time.Time) []execSession {
+	l := x.logs[key]
+	if l == nil {
+		return nil
+	}
+	x.order.Remove(l.elem)
+	delete(x.logs, key)
+	var out []execSession
+	for _, s := range l.sessions {
+		if s.end.IsZero() || !s.end.Before(t.Add(-execWindow)) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// sessionOf is the session a process that entered its container from
+// outside begins.
+func sessionOf(ev *sigvocab.Event) execSession {
+	return execSession{proc: proc(&ev.Target), parent: proc(&ev.Sender), start: ev.Time}
+}
+
+// PreStop is a container's preStop hook as the stop showed it.
+type PreStop struct {
+	Kind    string   // "exec", "http", "sleep"
+	Command []string // exec: the command, from the kubelet's annotation
+	// StartAt and EndAt are the hook process's start and end (exec);
+	// EndAt is zero when it was still running at the stop signal.
+	StartAt, EndAt time.Time
+	ExitStatus     *int // exec, when it ended: code, or 128+signal
+	// Estimated: for an http or sleep hook the kernel sees nothing; its
+	// time is what the grace period left to the stop signal.
+	Estimated bool
+}
+
+// exec adds a session's start to the episode, and its end when it has
+// ended; the session is the preStop hook when the container has an exec
+// preStop and it is the session that ran just before the stop.
+func (ep *episode) exec(s execSession) {
+	ep.execs = append(ep.execs, s)
+	parent := s.parent
+	f := stepFacts{event: sigvocab.KindExec, hook: ep.isHookSession(s), by: &parent}
+	ep.add(Step{Time: s.start, Kind: StepExec, Target: s.proc, facts: f}, false)
+	if !s.end.IsZero() {
+		st := s.exit
+		f.status, f.began = st, s.start
+		ep.add(Step{Time: s.end, Kind: StepProcessExit, Signal: s.signal, Target: s.proc, Exit: &st, facts: f}, false)
+	}
+}
+
+// isHookSession reports whether s looks like the exec preStop hook: its
+// program is the hook command's (the kernel keeps 15 bytes of the name).
+func (ep *episode) isHookSession(s execSession) bool {
+	if ep.hook == nil || ep.hook.Kind != "exec" || len(ep.hook.Command) == 0 {
+		return false
+	}
+	name := filepath.Base(ep.hook.Command[0])
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	return name == s.proc.Comm
+}
+
+// execEnded records the end of one of the episode's exec sessions; false
+// when pid is none of them.
+func (ep *episode) execEnded(ev *sigvocab.Event) bool {
+	for i := range ep.execs {
+		if s := &ep.execs[i]; s.proc.PID == ev.Target.PID && s.end.IsZero() {
+			s.end, s.exit, s.signal = ev.Time, exitStatus(ev), ev.Signal
+			return true
+		}
+	}
+	return false
+}
+
+// preStop decides the episode's preStop from its container's hook and the
+// exec sessions: for an exec hook, the last matching session that started
+// before the stop signal.
+func (ep *episode) preStop() *PreStop {
+	h := ep.hook
+	if h == nil {
+		return nil
+	}
+	p := &PreStop{Kind: h.Kind, Command: h.Command}
+	if h.Kind != "exec" {
+		// Nothing of it reaches the kernel: when the SIGKILL ended the
+		// grace period, the hook took what the stop signal did not.
+		if d, ok := ep.KillAfter(); ok && ep.StopTimeout > 0 {
+			hook := max(ep.StopTimeout-d, 0) // the runtime's own delay can make it a little negative
+			p.StartAt, p.EndAt, p.Estimated = ep.StopAt.Add(-hook), ep.StopAt, true
+		}
+		return p
+	}
+	for i := len(ep.execs) - 1; i >= 0; i-- {
+		s := ep.execs[i]
+		if !ep.isHookSession(s) || !ep.StopAt.IsZero() && s.start.After(ep.StopAt) {
+			continue
+		}
+		p.StartAt = s.start
+		if !s.end.IsZero() && (ep.StopAt.IsZero() || !s.end.After(ep.StopAt)) {
+			st := s.exit
+			p.EndAt, p.ExitStatus = s.end, &st
+		}
+		break
+	}
+	return p
+}
+
+// Duration is how long the hook ran: to its end, or to the stop signal
+// when it was still running then; false when unknown.
+func (p *PreStop) Duration(stopAt time.Time) (time.Duration, bool) {
+	switch {
+	case p == nil || p.StartAt.IsZero():
+		return 0, false
+	case !p.EndAt.IsZero():
+		return p.EndAt.Sub(p.StartAt), true
+	case !stopAt.IsZero():
+		return stopAt.Sub(p.StartAt), true
+	}
+	return 0, false
+}
+
+// timedOut reports whether the hook used up the grace period: an exec hook
+// still running at the stop signal, or (http, sleep) a grace period longer
+// than the kubelet's 2 s minimum.
+//
+// Either way the SIGKILL came within the kubelet's minimum of the stop
+// signal: an exec hook whose end was merely not recorded (a lost event)
+// with grace left over is not taken for a timeout.
+func (p *PreStop) timedOut(ep *Episode) bool {
+	d, ok := ep.KillAfter()
+	if p == nil || !ok || d >= 2500*time.Millisecond {
+		return false
+	}
+	if p.Kind == "exec" {
+		return !p.StartAt.IsZero() && p.EndAt.IsZero()
+	}
+	return ep.StopTimeout >= 3*time.Second
+}

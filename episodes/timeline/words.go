@@ -1,0 +1,589 @@
+package timeline
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sigscope/sigscope/containers/langrt"
+	"github.com/sigscope/sigscope/events/sigvocab"
+)
+
+// The words: every sentence an episode tells is made here, from the facts
+// the state recorded, and nowhere else. A completed episode gets its
+// steps' texts and its hint ([episode.words]); its summary is made when it
+// is asked for ([Episode.Summary]), since the caller may still add the
+// stop's reason and grace; the fixes the hints end with are the audit's
+// too. A fate's own words ("ignored — PID 1 has no SIGTERM handler") are
+// sigvocab's (fatetext.go). Untrusted comms are quoted unescaped: JSON and
+// the terminal escape them, each once.
+
+// words writes what a completed episode says: each step's text and the hint.
+func (ep *episode) words() {
+	for i := range ep.Steps {
+		ep.Steps[i].Text = stepText(&ep.Steps[i])
+	}
+	ep.Hint = capitalize(hint(ep))
+}
+
+// stepText tells one step.
+func stepText(s *Step) string {
+	f := &s.facts
+	sig := s.Signal.String()
+	switch s.Kind {
+	case StepStopSignal:
+		return senderText(s) + " sends " + sig + " to " + targetText(s)
+	case StepKernelVerdict:
+		who := MainRole(f.mainInit)
+		switch {
+		case f.event == sigvocab.KindDeliver: // a drop at dequeue (apply.go's deliver)
+			what, why := sig, "it has no handler"
+			if f.reraise {
+				what = "the re-raised " + sig
+			}
+			if s.Verdict == sigvocab.FateDroppedSigIgn {
+				why = "it has set it to SIG_IGN"
+			}
+			return "kernel: dropped — " + who + " unblocked " + what + " and " + why
+		case f.reraise && s.Verdict == sigvocab.FateDroppedInit:
+			return "kernel: ignored — " + who + " cannot be ended by a signal it has no handler for, its own included"
+		}
+		return "kernel: " + s.Verdict.Explain(s.Signal, f.handler, who)
+	case StepDeliver:
+		return targetText(s) + " runs its " + sig + " handler"
+	case StepSIGKILL:
+		how := "sends SIGKILL to"
+		if s.Flags.Has(sigvocab.FlagCgroupKill) {
+			how = "kills through cgroup.kill:"
+		}
+		return senderText(s) + " " + how + " " + targetText(s) + resultText(s)
+	case StepReraise:
+		return targetText(s) + " re-raises " + sig + " with the default action (its handler ran)"
+	case StepForward:
+		return senderText(s) + " forwards " + sig + " to " + targetText(s) + resultText(s)
+	case StepSignal:
+		return senderText(s) + " sends " + sig + " to " + targetText(s) + resultText(s)
+	case StepCascadeKill:
+		if f.victim {
+			return fmt.Sprintf("kernel: namespace cascade — PID 1 %s (host %d) exited, SIGKILL to %s", s.Sender.Comm, s.Sender.PID, targetText(s))
+		}
+		return "kernel: namespace cascade — SIGKILL to " + procText(s.Target)
+	case StepSandbox:
+		if f.event == sigvocab.KindGenerate {
+			return fmt.Sprintf("%s sends SIGKILL to the pod's sandbox (%s, host %d): the pod's teardown", namedSender(f.by, f), s.Target.Comm, s.Target.PID)
+		}
+		return "the pod's sandbox is torn down: " + exitText(s, fmt.Sprintf("%s (host %d)", s.Target.Comm, s.Target.PID))
+	case StepOOMKill:
+		return "kernel: the OOM killer picks " + targetText(s)
+	case StepExec:
+		return fmt.Sprintf("%s (%d) starts %s in the container: %s", f.by.Comm, f.by.PID, procText(s.Target), sessionName(f))
+	case StepProcessExit, StepMainExit:
+		if f.event == sigvocab.KindExec {
+			return fmt.Sprintf("%s, %s, ends after %.3fs: exit status %d", sessionName(f), procText(s.Target), s.Time.Sub(f.began).Seconds(), f.status)
+		}
+		return exitText(s, targetText(s))
+	}
+	return ""
+}
+
+// sessionName is what an exec session is to the stop.
+func sessionName(f *stepFacts) string {
+	if f.hook {
+		return "the preStop hook"
+	}
+	return "an exec session"
+}
+
+// resultText ends a sent signal's sentence with what the kernel did when
+// it did not deliver it.
+func resultText(s *Step) string {
+	if w := s.facts.fate.ResultWords(s.facts.result, s.Signal); w != "" {
+		return " — " + w
+	}
+	return ""
+}
+
+// exitText tells an exit: "sleep (ns pid 7, host 12687) killed by SIGKILL
+// (exit status 137)".
+func exitText(s *Step, who string) string {
+	st := s.facts.status
+	switch {
+	case s.Signal != 0 && s.facts.core:
+		return fmt.Sprintf("%s killed by %s, core dumped (exit status %d)", who, s.Signal, st)
+	case s.Signal != 0:
+		return fmt.Sprintf("%s killed by %s (exit status %d)", who, s.Signal, st)
+	}
+	return fmt.Sprintf("%s exits with code %d", who, st)
+}
+
+// procText names a process of the namespace: "PID 1 sh (host 5151)",
+// "sleep (ns pid 2, host 5152)".
+func procText(p Proc) string {
+	if p.NsPID == 1 {
+		return fmt.Sprintf("PID 1 %s (host %d)", p.Comm, p.PID)
+	}
+	return fmt.Sprintf("%s (ns pid %d, host %d)", p.Comm, p.NsPID, p.PID)
+}
+
+// targetText names the process a step is about; the kernel's ns_init
+// flag makes it PID 1 whatever pid the event carried.
+func targetText(s *Step) string {
+	p := s.Target
+	if s.Flags.Has(sigvocab.FlagNSInit) {
+		p.NsPID = 1
+	}
+	return procText(p)
+}
+
+// senderText names a step's sender.
+func senderText(s *Step) string { return namedSender(s.Sender, &s.facts) }
+
+// namedSender names a sender: a process of the target's namespace by its
+// place there, one outside (runc, kubelet, a shell on the host) by its host
+// pid, and a kernel-raised signal as the kernel's, running in that task.
+func namedSender(p *Proc, f *stepFacts) string {
+	switch {
+	case f.kernel:
+		return fmt.Sprintf("the kernel (in %s, host %d)", p.Comm, p.PID)
+	case f.inside:
+		return procText(*p)
+	}
+	return fmt.Sprintf("%s (%d)", p.Comm, p.PID)
+}
+
+// Summary is the outcome in one sentence: what PID 1 did with the stop
+// signal, when the SIGKILL came against the grace period, the exit status
+// and the cascade. It quotes untrusted comms unescaped, like Step.Text.
+func (ep *Episode) Summary() string {
+	who := ep.who()
+	reraiseDropped := ep.ReraiseVerdict.Dropped()
+	var parts []string
+	switch ep.Outcome {
+	case OutcomeGraceful:
+		switch {
+		case reraiseDropped:
+			parts = append(parts, fmt.Sprintf("%s ran its %s handler, which re-raised %s with the default action; the kernel dropped that, as it drops every signal a namespace init has no handler for, and %s exited by itself with code %d (not %d: a signal cannot end a namespace init that has no handler for it)",
+				who, ep.StopSignal, ep.StopSignal, ep.mainRole(), ep.ExitStatus, 128+int(ep.StopSignal)))
+		case ep.ForwardingInit != "":
+			parts = append(parts, fmt.Sprintf("%s, an init, passed %s on and exited", who, ep.StopSignal))
+		case ep.ExitSignal == ep.StopSignal && ep.StopSignal != 0:
+			parts = append(parts, fmt.Sprintf("%s ended by %s's default action", who, ep.StopSignal))
+		default:
+			parts = append(parts, fmt.Sprintf("%s took %s (%s) and exited", who, ep.StopSignal, fateWord(ep.StopVerdict)))
+		}
+	case OutcomeIgnoredByInit, OutcomeIgnored:
+		if reraiseDropped {
+			parts = append(parts, fmt.Sprintf("%s ran its %s handler, which re-raised %s with the default action, and the kernel dropped that (%s): a namespace init is not ended by a signal it has no handler for",
+				who, ep.StopSignal, ep.StopSignal, fateWord(ep.ReraiseVerdict)))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s did not act on %s (%s)", who, ep.StopSignal, fateWord(ep.StopVerdict)))
+	case OutcomeHandlerTimeout:
+		parts = append(parts, fmt.Sprintf("%s took %s (%s) but was still running at the SIGKILL", who, ep.StopSignal, fateWord(ep.StopVerdict)))
+	case OutcomeKilled:
+		switch {
+		case ep.KillSender != nil && ep.KillSender.Kernel:
+			parts = append(parts, fmt.Sprintf("SIGKILL from the kernel (in %s %d) with no stop signal before it", ep.KillSender.Comm, ep.KillSender.PID))
+		case ep.KillSender != nil:
+			parts = append(parts, fmt.Sprintf("SIGKILL from %s (%d) with no stop signal before it", ep.KillSender.Comm, ep.KillSender.PID))
+		default:
+			parts = append(parts, "killed by SIGKILL with no stop signal before it (the SIGKILL itself was not recorded)")
+		}
+	case OutcomeOOMKilled:
+		s := "the OOM killer killed " + procList(ep.OOMVictims)
+		if ep.ExitAt.IsZero() {
+			s += "; " + who + " lived on"
+		}
+		parts = append(parts, s)
+	case OutcomeExited:
+		if ep.StopSignal != 0 {
+			parts = append(parts, fmt.Sprintf("%s ended on its own after %s (%s)", who, ep.StopSignal, fateWord(ep.StopVerdict)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s ended on its own", who))
+		}
+	case OutcomeUnfinished:
+		if ep.StartUnseen {
+			parts = append(parts, ep.unseenStart(who))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s was still running after %s (%s) when the recording ended", who, ep.StopSignal, fateWord(ep.StopVerdict)))
+	}
+	if d, ok := ep.KillAfter(); ok {
+		s := fmt.Sprintf("SIGKILL %.3fs after %s", d.Seconds(), ep.StopSignal)
+		switch {
+		case ep.GracePeriod > 0:
+			s += fmt.Sprintf(" (grace period %s)", ep.GracePeriod)
+		case ep.StopTimeout > 0:
+			s += " (" + ep.givenText() + ")"
+		}
+		parts = append(parts, s)
+	} else if d, ok := ep.ExitAfter(); ok {
+		parts = append(parts, fmt.Sprintf("exit %.3fs after %s", d.Seconds(), ep.StopSignal))
+	}
+	if b := ep.budget(); b != "" {
+		parts = append(parts, b)
+	}
+	if ep.StopReason != "" {
+		parts = append(parts, "stopped because: "+ep.StopReason)
+	}
+	if !ep.ExitAt.IsZero() {
+		parts = append(parts, fmt.Sprintf("exit status %d", ep.ExitStatus))
+	} else if ep.Outcome != OutcomeUnfinished && ep.Outcome != OutcomeOOMKilled {
+		parts = append(parts, "the main process's exit not recorded")
+	}
+	if n := len(ep.CascadeKills) + ep.CascadeOmitted; n > 0 {
+		parts = append(parts, fmt.Sprintf("the namespace cascade killed %d process(es)", n))
+	}
+	if ep.EventsDropped > 0 {
+		parts = append(parts, fmt.Sprintf("MAY BE INCOMPLETE: the kernel dropped %d event(s) (ring buffer full) while it was open", ep.EventsDropped))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// procList names processes: "sleep (ns pid 7, host 12687), ...".
+func procList(ps []Proc) string {
+	names := make([]string, 0, len(ps))
+	for _, p := range ps {
+		names = append(names, procText(p))
+	}
+	return strings.Join(names, ", ")
+}
+
+// mainLabel is the main process's command, with its runtime when that
+// says more than the command: "node, Node.js", "api-server, the Go
+// runtime"; a shell's or an init's name says enough.
+func mainLabel(p Proc) string {
+	if rt := p.Runtime; langrt.Known(rt) && rt != langrt.Shell && rt != langrt.Init {
+		return p.Comm + ", " + rt.Name()
+	}
+	return p.Comm
+}
+
+// who names the main process with its command, and its runtime when that
+// says more: "PID 1 (sh)", "PID 1 (node, Node.js)", "the main process
+// (sleep)".
+func (ep *Episode) who() string {
+	if ep.Main.Comm == "" {
+		return ep.mainRole()
+	}
+	return fmt.Sprintf("%s (%s)", ep.mainRole(), mainLabel(ep.Main))
+}
+
+// mainRole is how a sentence calls the main process a second time: "PID 1"
+// or "the main process".
+func (ep *Episode) mainRole() string {
+	// A main process that never showed itself is judged as an init.
+	return MainRole(ep.MainIsInit || ep.Main.PID == 0)
+}
+
+// MainRole is how every text calls the process a runtime stops: "PID 1"
+// when it is its pid namespace's init, "the main process" when it is not
+// (a shared pid namespace). The timeline's texts and the audit's hints
+// both take it from here.
+func MainRole(nsInit bool) string {
+	if nsInit {
+		return "PID 1"
+	}
+	return "the main process"
+}
+
+// timeoutKnob names the setting StopTimeout was read from.
+func (ep *Episode) timeoutKnob() string {
+	if ep.Container.Pod != "" {
+		return "terminationGracePeriodSeconds"
+	}
+	return "StopTimeout"
+}
+
+// givenText says how long a stop whose grace was not the configured one
+// was given: "the container's StopTimeout is 10s: the stop was given
+// 3.0s", counted from the preStop hook's start when one was seen.
+func (ep *Episode) givenText() string {
+	return fmt.Sprintf("the container's %s is %s: the stop was given %.1fs", ep.timeoutKnob(), ep.StopTimeout, ep.KillAt.Sub(ep.graceBegin()).Seconds())
+}
+
+// unseenStart explains an episode that may have begun before tracing did,
+// and says what was seen of it.
+func (ep *Episode) unseenStart(who string) string {
+	s := fmt.Sprintf("its stop may have begun before tracing did (first event %.3fs after tracing began, within its stop budget of %s) and no stop signal was seen, so how %s met one is not known",
+		ep.Start.Sub(ep.TracedSince).Seconds(), ep.StopBudget(), who)
+	switch {
+	case ep.KillSender != nil && ep.KillSender.Kernel:
+		s += fmt.Sprintf("; SIGKILL from the kernel (in %s %d)", ep.KillSender.Comm, ep.KillSender.PID)
+	case ep.KillSender != nil:
+		s += fmt.Sprintf("; SIGKILL from %s (%d)", ep.KillSender.Comm, ep.KillSender.PID)
+	case !ep.ExitAt.IsZero() && ep.ExitSignal != 0:
+		s += fmt.Sprintf("; %s was killed by %s", who, ep.ExitSignal)
+	case !ep.ExitAt.IsZero():
+		s += fmt.Sprintf("; %s exited", who)
+	}
+	if len(ep.OOMVictims) > 0 {
+		s += "; the OOM killer killed " + procList(ep.OOMVictims)
+	}
+	return s
+}
+
+// budget says how the grace period was spent when there was a preStop
+// hook: "grace 6s = preStop exec 3.0s + 3.0s after SIGTERM".
+func (ep *Episode) budget() string {
+	hook, ok := ep.PreStop.Duration(ep.StopAt)
+	if !ok || ep.StopAt.IsZero() {
+		return ""
+	}
+	end := ep.KillAt
+	if end.IsZero() {
+		end = ep.ExitAt
+	}
+	if end.IsZero() {
+		return ""
+	}
+	est := ""
+	if ep.PreStop.Estimated {
+		est = " (estimated)"
+	}
+	s := fmt.Sprintf("preStop %s %.1fs%s + %.1fs after %s", ep.PreStop.Kind, hook.Seconds(), est, end.Sub(ep.StopAt).Seconds(), ep.StopSignal)
+	if ep.GracePeriod > 0 {
+		s = fmt.Sprintf("grace %s = %s", ep.GracePeriod, s)
+	}
+	return s
+}
+
+// hint says what to change, for the outcomes that call for a change.
+func hint(ep *episode) string {
+	who := ep.who()
+	switch ep.Outcome {
+	case OutcomeOOMKilled:
+		victim := "a process"
+		if len(ep.OOMVictims) > 0 {
+			v := ep.OOMVictims[0]
+			if ep.oomMain {
+				for _, p := range ep.OOMVictims {
+					if p.PID == ep.Main.PID {
+						v = p
+					}
+				}
+			}
+			victim = procText(v)
+		}
+		return fmt.Sprintf("The kernel's OOM killer killed %s: the container ran out of memory (its memory limit, or the node's). %s.", victim, fixOOM)
+	case OutcomeKilled:
+		if ep.killKernel {
+			return fmt.Sprintf("The kernel SIGKILLed %s with no stop signal before it; with no OOM event traced, the OOM killer is the usual cause. %s.", who, fixOOM)
+		}
+		return fmt.Sprintf("%s was SIGKILLed with no stop signal before it (docker kill, docker rm -f, kill -9), so it had no chance to shut down. If a clean shutdown matters, stop it with docker stop or a normal pod deletion, which send the stop signal first.", who)
+	case OutcomePreStopTimeout:
+		used := ""
+		if d, ok := ep.PreStop.Duration(ep.StopAt); ok {
+			used = fmt.Sprintf(" (it had run %.1fs)", d.Seconds())
+		}
+		return fmt.Sprintf("The preStop hook (%s) was still running when the grace period (%s) ran out%s, so the kubelet sent %s with only its 2 s minimum left and then SIGKILLed %s: make the hook finish well within the grace period, or raise terminationGracePeriodSeconds to cover the hook and the shutdown after %s.",
+			ep.PreStop.Kind, ep.GracePeriod, used, ep.StopSignal, who, ep.StopSignal)
+	case OutcomeIgnoredByInit, OutcomeIgnored:
+		if h := ep.droppedHint(); h != "" {
+			return h
+		}
+		return fmt.Sprintf("%s did not act on %s before the SIGKILL. %s", who, ep.StopSignal, initFix(ep.fixFor()))
+	case OutcomeHandlerTimeout:
+		grace := ""
+		switch {
+		case ep.GracePeriod > 0:
+			grace = fmt.Sprintf(" (grace period %s)", ep.GracePeriod)
+		case ep.StopTimeout > 0 && !ep.KillAt.IsZero():
+			grace = " (" + ep.givenText() + ")"
+		}
+		used := ""
+		if d, ok := ep.KillAfter(); ok {
+			used = fmt.Sprintf(" %.1fs later", d.Seconds())
+		}
+		took := "handled"
+		if ep.ForwardingInit != "" || ep.forwarded && !ep.handled {
+			took = "passed on"
+		}
+		faster := "make its shutdown faster"
+		if f := ep.Main.Runtime.SlowFix(); f != "" && ep.ForwardingInit == "" {
+			faster = f
+		}
+		return fmt.Sprintf("%s %s %s but was still running%s, when the SIGKILL came%s: %s, or raise the grace period (%s).",
+			who, took, ep.StopSignal, used, grace, faster, ep.graceFix())
+	case OutcomeGraceful:
+		if ep.facts().reraiseDrop && ep.ExitSignal == 0 {
+			h := fmt.Sprintf("%s stopped, but its exit code %d is not the %d a death by %s gives: its handler raised %s again, the kernel dropped that for PID 1, and it exited by itself.",
+				who, ep.ExitStatus, 128+int(ep.StopSignal), ep.StopSignal, ep.StopSignal)
+			if f := ep.Main.Runtime.HandleFix(); f != "" {
+				h += " If the code matters (a non-zero exit reads as a failure), " + f + "."
+			}
+			return h
+		}
+		if n := len(ep.CascadeKills) + ep.CascadeOmitted; n > 0 {
+			return fmt.Sprintf("%s exited while %d other process(es) still ran, and the kernel SIGKILLed them: if they need a clean shutdown, have PID 1 forward %s and wait for them (tini and dumb-init do).",
+				who, n, ep.StopSignal)
+		}
+		return ""
+	case OutcomeExited:
+		if ep.stopped() {
+			if h := ep.droppedHint(); h != "" {
+				return h
+			}
+		}
+		switch {
+		case ep.ExitSignal != 0:
+			return fmt.Sprintf("%s was killed by %s, not by a stop: look for a crash in the application's logs.", who, ep.ExitSignal)
+		case ep.ExitStatus != 0:
+			return fmt.Sprintf("%s exited on its own with code %d: see the application's logs.", who, ep.ExitStatus)
+		}
+		return ""
+	case OutcomeUnfinished:
+		if h := ep.droppedHint(); h != "" {
+			return h + " Unless it exits on its own, the runtime will SIGKILL it at the end of the grace period."
+		}
+		return ""
+	}
+	return ""
+}
+
+// droppedHint explains why the main process did not act on the stop
+// signal, from the kernel's verdict; "" when it did.
+func (ep *episode) droppedHint() string {
+	who, sig := ep.who(), ep.StopSignal
+	fix := HandleFix(ep.Main.Runtime, ep.initLike(), ep.fixFor())
+	if ep.facts().reraiseDrop {
+		return fmt.Sprintf("%s ran its %s handler, and the handler raised %s again with the default action to end the process: the kernel drops that for a namespace init, so only the SIGKILL ended it. %s",
+			who, sig, sig, fix)
+	}
+	switch ep.StopVerdict {
+	case sigvocab.FateDroppedInit:
+		if ep.stopBlocked {
+			return fmt.Sprintf("%s had %s blocked and has no handler for it: when it unblocked it the kernel dropped it, as it drops every signal a namespace init has no handler for (a shell blocks it while it waits for a foreground command). %s",
+				who, sig, fix)
+		}
+		if ep.configuredStop != 0 && sig != sigvocab.SIGTERM {
+			return fmt.Sprintf("%s has no %s handler: the kernel drops %s sent to a namespace init. The container's stop signal is %s: handle it, or stop with a signal the application handles (STOPSIGNAL, --stop-signal, lifecycle.stopSignal). %s",
+				who, sig, sig, sig, fix)
+		}
+		return fmt.Sprintf("%s has no %s handler: the kernel drops %s sent to a namespace init. %s", who, sig, sig, fix)
+	case sigvocab.FateDroppedSigIgn:
+		return fmt.Sprintf("%s ignores %s (SIG_IGN: `trap '' %s`, nohup, or an ignore inherited across exec): remove it, or set the stop signal (STOPSIGNAL) to one the application handles.",
+			who, sig, shortName(sig))
+	case sigvocab.FateDroppedDefault:
+		return fmt.Sprintf("The default action of %s is to do nothing and %s has no handler for it: set the stop signal (STOPSIGNAL) to one the application handles, or handle %s.",
+			sig, who, sig)
+	case sigvocab.FateBlocked, sigvocab.FateAlreadyPending:
+		if ep.handled || ep.forwarded {
+			return ""
+		}
+		if ep.stopHandler == sigvocab.DispHandler {
+			return fmt.Sprintf("%s has a %s handler but kept %s blocked until the SIGKILL, so the handler never ran: unblock it while the application runs (a shell blocks it while it waits for a foreground command). %s",
+				who, sig, sig, fix)
+		}
+		return fmt.Sprintf("%s kept %s blocked until the SIGKILL and has no handler for it, and nothing read it (sigwait, signalfd). %s",
+			who, sig, fix)
+	}
+	return ""
+}
+
+// The fixes, each worded once: the episodes' hints end with them, and so
+// do the audit's predictions, so that a stop and its prediction name the
+// same fix.
+
+// FixInit is the fix for a PID 1 that does not act on the stop signal.
+const FixInit = langrt.FixExecForm
+
+const fixOOM = "Raise the memory limit (docker run --memory, Kubernetes resources.limits.memory) or reduce the application's memory use"
+
+// FixFor says who reads a fix, which decides how it ends: the hint of a
+// stop on Docker (or on a runtime not known), of a pod's stop, or the
+// audit's prediction before any stop.
+type FixFor uint8
+
+const (
+	FixForDocker FixFor = iota
+	FixForKubernetes
+	FixForPrediction
+)
+
+// fixFor is who reads the episode's fixes, by the knob that set its grace.
+func (ep *episode) fixFor() FixFor {
+	if ep.graceSource == "kubernetes" {
+		return FixForKubernetes
+	}
+	return FixForDocker
+}
+
+// HandleFix is the fix for a main process on runtime rt that does not act
+// on the stop signal: its runtime's way to handle it when the runtime is
+// known, with an init that passes signals on as the other way for a
+// namespace init; else (a shell, an unknown program) the exec form or an
+// init. A main process that is no init is told to handle the signal.
+func HandleFix(rt langrt.Runtime, nsInit bool, to FixFor) string {
+	f := rt.HandleFix()
+	switch {
+	case (f == "" || rt == langrt.Shell) && !nsInit:
+		return "Handle it in the application, or set the stop signal (STOPSIGNAL, --stop-signal, lifecycle.stopSignal) to one it handles."
+	case f == "" || rt == langrt.Shell:
+		return initFix(to)
+	case !nsInit:
+		return capitalize(f) + "."
+	case to == FixForKubernetes:
+		return capitalize(f) + "; or make an init that passes signals on (tini, dumb-init) the image's ENTRYPOINT."
+	case to == FixForPrediction:
+		return capitalize(f) + ". Or run an init such as tini (docker run --init), which forwards the signal."
+	}
+	return capitalize(f) + "; or run it under an init that passes signals on (docker run --init)."
+}
+
+// initFix is the fix for a PID 1 that does not act on the stop signal and
+// whose runtime has no way of its own: the exec form, or an init.
+func initFix(to FixFor) string {
+	if to == FixForKubernetes {
+		return FixInit + " in the image."
+	}
+	return FixInit + " (docker run --init)."
+}
+
+// StopSignalFix is the fix for a stop signal the main process cannot act
+// on by its nature (a prediction's): SIGKILL itself, one it ignores
+// (SIG_IGN, which who names), one whose default is to do nothing, or one
+// whose default only stops it.
+func StopSignalFix(sig sigvocab.Signal, fate sigvocab.Fate, who string) string {
+	switch {
+	case sig == sigvocab.SIGKILL:
+		return "Use SIGTERM (or the signal the app handles) as the stop signal."
+	case fate == sigvocab.FateDroppedSigIgn:
+		return "Stop ignoring it, or use a stop signal " + who + " handles."
+	case fate == sigvocab.FateDroppedDefault:
+		return "Use a stop signal the process handles."
+	}
+	return "Use SIGTERM as the stop signal."
+}
+
+// CleanExitFix is the fix for a main process on runtime rt that ends at
+// the stop signal without its cleanup (the Go runtime's own handler).
+func CleanExitFix(rt langrt.Runtime) string {
+	return "To shut down cleanly, " + rt.HandleFix() + "."
+}
+
+// graceFix names the knob that sets the grace period on this runtime.
+func (ep *episode) graceFix() string {
+	switch ep.graceSource {
+	case "kubernetes":
+		return "terminationGracePeriodSeconds"
+	case "docker":
+		return "docker stop -t, docker run --stop-timeout, compose stop_grace_period"
+	}
+	return "docker stop -t or --stop-timeout; Kubernetes terminationGracePeriodSeconds"
+}
+
+func shortName(s sigvocab.Signal) string {
+	n := s.String()
+	if len(n) > 3 && n[:3] == "SIG" {
+		return n[3:]
+	}
+	return n
+}
+
+// capitalize starts a sentence that may begin with "the main process".
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}

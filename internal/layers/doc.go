@@ -1,0 +1,32 @@
+// Package layers holds the repository's layout as a rule, and the test
+// that keeps the code to it. It has no code of its own.
+//
+// The folders, in the order a signal travels through them:
+//
+//	kernel/      the eBPF programs (C): where the kernel decides a signal's fate
+//	events/      the vocabulary of events (sigvocab), the loader and ring reader
+//	             that turn the kernel's records into events (tracer), a task's
+//	             signal state from /proc (procsig)
+//	containers/  which container, pod and runtime a process belongs to
+//	             (container: the resolver and runtime clients; identity: the
+//	             type; langrt; kubeclient)
+//	episodes/    events grouped into stop episodes with a verdict (timeline),
+//	             the pipeline that feeds it, why the kubelet stopped a pod
+//	             (kubemeta), the audit of running containers
+//	api/         the agent's HTTP API types, the only folder meant for code
+//	             outside this repository
+//	outputs/     where episodes and counters go: the sink every asynchronous
+//	             output shares, the journal, Kubernetes Events, OTLP logs,
+//	             Prometheus metrics
+//	cmd/         the commands: sigscope (and its node agent) and
+//	             kubectl-sigscope (and its plugin)
+//
+// internal/ is the ground under all of them: escaping of untrusted strings,
+// the retry backoff, and the test harnesses (testutil, dockertest, critest);
+// it imports nothing of the product. bench/, e2e/ and deploy/ stand on top:
+// they may use anything.
+//
+// The rule (layers_test.go): a package imports only packages of its own
+// folder or of a folder earlier in the list, so no import runs up from a
+// stage to one that comes after it; tests are free.
+package layers

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The one definition of what crosses the ring buffer. bpf2go generates the Go
+ * types from these structs (-type event -type counters); never mirror them by hand.
+ */
+#ifndef __SIGSCOPE_H__
+#define __SIGSCOPE_H__
+
+#define TASK_COMM_LEN 16
+#define MAX_ANCESTORS 4
+
+enum event_type {
+	EV_GENERATE = 0,
+	EV_DELIVER = 1,
+	EV_EXIT = 2,
+	EV_OOM = 3,   /* oom:mark_victim: the OOM killer chose target */
+	EV_EXEC = 4,  /* sched_process_exec of a process that entered its pid namespace from outside */
+	EV_NS_EMPTY = 5, /* a dying namespace init notified its parent: every other process of its namespace is gone */
+	EV_TYPES = 8, /* room for later hooks; counters are indexed by type */
+};
+
+/*
+ * Raw facts read in the kernel. User space turns them into the verdict flags
+ * (pid1_ignored, ns_cascade, ...) in exactly one place: events/sigvocab/classify.go.
+ */
+enum fact {
+	FACT_INFO_NOINFO = 1 << 0,          /* info == SEND_SIG_NOINFO */
+	FACT_INFO_PRIV = 1 << 1,            /* info == SEND_SIG_PRIV (kernel) */
+	FACT_SENDER_EXITING = 1 << 2,       /* current has PF_EXITING */
+	FACT_SENDER_REAPER = 1 << 3,        /* current is child_reaper of its pid ns */
+	FACT_TARGET_IN_SENDER_NS = 1 << 4,  /* target has a pid in current's pid ns */
+	FACT_SENDER_IN_TARGET_NS = 1 << 5,  /* current has a pid in target's pid ns */
+	FACT_TARGET_NS_INIT = 1 << 6,       /* target's tgid is 1 in its pid ns */
+	FACT_BLOCKED = 1 << 7,              /* target blocks the signal */
+	FACT_GROUP_DEAD = 1 << 8,           /* exit: last thread of the group */
+	FACT_TARGET_NS_CHILD = 1 << 9,      /* target lives in a non-root pid ns */
+	FACT_SIGWAITED = 1 << 10,           /* target waits for it: in real_blocked (sigtimedwait), not in blocked */
+	FACT_TARGET_GONE = 1 << 11,         /* every thread of the target has exited (signal->live == 0) */
+};
+
+struct proc {
+	__u32 pid;          /* host tgid */
+	__u32 tid;          /* host tid */
+	__u32 ns_pid;       /* tgid inside the task's own (active) pid namespace */
+	__u32 pidns;        /* inode of that pid namespace */
+	__u64 cgroup_id;    /* cgroup v2 id (inode of the cgroup2 directory), <=1: none */
+	__u64 cgroup_v1_id; /* cgroup v1 memory controller directory inode, 0: none */
+	char comm[TASK_COMM_LEN];
+};
+
+struct ancestor {
+	__u32 pid;
+	__u32 _pad;
+	char comm[TASK_COMM_LEN]; /* 8-aligned: copied as two 8-byte words */
+};
+
+struct event {
+	__u64 ts_ns;        /* CLOCK_BOOTTIME */
+	__u8 type;          /* enum event_type */
+	__u8 result;        /* signal_generate result: 0 delivered .. 4 lose_info */
+	__u8 group;         /* 1: process-directed send */
+	__u8 handler;       /* 0 SIG_DFL, 1 SIG_IGN, 2 user handler */
+	__s32 signo;
+	__s32 si_code;      /* SI_USER for NOINFO, SI_KERNEL for PRIV */
+	__u32 facts;        /* enum fact */
+	__u32 sig_flags;    /* target->signal->flags at the event */
+	__s32 exit_code;    /* exit: task->exit_code (wait status layout) */
+	__u8 ancestors_len;
+	__u8 _pad[7];
+	struct proc sender; /* generate: current; exec: the parent, outside the namespace; ns_empty: the init's parent; zero for deliver, exit, oom */
+	struct proc target; /* generate: the target; deliver: current; exit: the process; oom: the victim; ns_empty: the init */
+	struct ancestor ancestors[MAX_ANCESTORS]; /* sender's parents, nearest first (generate, exec) */
+};
+
+/* Per-CPU, monotonic, never reset: seen == emitted + dropped for each type. */
+struct counters {
+	__u64 seen[EV_TYPES];
+	__u64 emitted[EV_TYPES];
+	__u64 dropped[EV_TYPES];
+};
+
+#endif /* __SIGSCOPE_H__ */

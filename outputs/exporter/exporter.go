@@ -1,0 +1,520 @@
+package exporter
+
+import (
+	"runtime"
+	"sort"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sigscope/sigscope/containers/identity"
+	"github.com/sigscope/sigscope/episodes/audit"
+	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/events/tracer"
+	"github.com/sigscope/sigscope/internal/textsafe"
+)
+
+// DefaultMaxSeries is the per-metric series cap when Options.MaxSeries is 0.
+const DefaultMaxSeries = 1000
+
+// Overflow is the value of every label of the overflow series.
+const Overflow = "_overflow"
+
+// stopBuckets are the upper bounds, in seconds, of
+// sigscope_container_stop_duration_seconds: around the grace periods people
+// configure (docker's 10 s, Kubernetes' 30 s, and the usual raised values),
+// so that "killed at the deadline" lands in a bucket of its own.
+var stopBuckets = [...]float64{0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120}
+
+// StopDurationBuckets returns the bucket bounds of
+// sigscope_container_stop_duration_seconds, in seconds.
+func StopDurationBuckets() []float64 { return append([]float64(nil), stopBuckets[:]...) }
+
+// maxLabelLen bounds a name-derived label value in bytes. Kubernetes names
+// are at most 253; other runtimes' names are not bounded at all.
+const maxLabelLen = 256
+
+// Options configures an [Exporter].
+type Options struct {
+	// PodLabels adds namespace, pod and container labels to the counters
+	// (signals, pid1_ignored, cascade, stops, stop duration, exits, oom).
+	PodLabels bool
+	// MaxSeries caps the series of each of those metrics when PodLabels is
+	// set; past it, observations go to one overflow series. 0 means
+	// DefaultMaxSeries.
+	MaxSeries int
+	// Stats returns the tracer's kernel counters; read at each scrape. Nil:
+	// the events metrics are not exported.
+	Stats func() (tracer.Stats, error)
+	// EnrichmentErrors returns the container resolver's error counts per
+	// source (container.Resolver.Errors); read at each scrape. Nil: not exported.
+	EnrichmentErrors func() map[string]uint64
+	// UnresolvedCgroups returns how many distinct container-like cgroups
+	// nothing resolved to a container (container.Resolver.UnresolvedCgroups);
+	// read at each scrape. Nil: not exported.
+	UnresolvedCgroups func() uint64
+	// Caches returns how full the agent's bounded caches and queues are;
+	// read at each scrape, as sigscope_cache_entries and
+	// sigscope_cache_capacity. Nil: only the exporter's own series (with
+	// PodLabels) are reported.
+	Caches func() []Cache
+	// Version and Revision label sigscope_build_info.
+	Version, Revision string
+}
+
+// Cache is one bounded cache or queue of the agent: how many entries it
+// holds now and how many it may hold.
+type Cache struct {
+	Name              string
+	Entries, Capacity int
+}
+
+// Exporter is a prometheus.Collector for sigscope. ObserveEvent,
+// ObserveEpisode and SetAudit may be called from any goroutine, concurrently
+// with scrapes.
+type Exporter struct {
+	opts      Options
+	podLabels bool
+
+	signals      *counterFamily
+	pid1Ignored  *counterFamily
+	cascade      *counterFamily
+	stops        *counterFamily
+	exits        *counterFamily
+	oom          *counterFamily
+	stopDuration *histFamily
+
+	eventsDesc, droppedDesc, missedDesc, wakeupsDesc, enrichDesc, buildDesc, auditDesc, overflowDesc *prometheus.Desc
+	cacheDesc, cacheCapDesc, unresolvedDesc                                                          *prometheus.Desc
+	buildInfo                                                                                        prometheus.Metric
+
+	auditMu     sync.Mutex
+	auditSeries []auditSeries
+}
+
+type auditSeries struct {
+	labels [3]string // namespace, pod, container
+	value  float64
+}
+
+// Fixed label tables. Indexes, not strings, are what the hot path handles:
+// every value a label can take is one of these or a cleaned name.
+var (
+	signalNames  [sigvocab.MaxSignal + 1]string // 0: "unknown"
+	resultNames  []string                       // sigvocab.Result values, then "unknown"
+	outcomeNames = append(outcomeStrings(), "unknown")
+)
+
+func outcomeStrings() []string {
+	out := make([]string, len(timeline.Outcomes))
+	for i, o := range timeline.Outcomes {
+		out[i] = string(o)
+	}
+	return out
+}
+
+const (
+	reasonExited   = 0
+	reasonSignaled = 1
+)
+
+func init() {
+	signalNames[0] = "unknown"
+	for s := sigvocab.Signal(1); s <= sigvocab.MaxSignal; s++ {
+		signalNames[s] = s.String()
+	}
+	for r := sigvocab.ResultDelivered; r <= sigvocab.ResultLoseInfo; r++ {
+		resultNames = append(resultNames, r.String())
+	}
+	resultNames = append(resultNames, "unknown")
+}
+
+func signalIndex(s sigvocab.Signal) uint8 {
+	if s >= 1 && s <= sigvocab.MaxSignal {
+		return uint8(s)
+	}
+	return 0
+}
+
+func resultIndex(r sigvocab.Result) uint8 {
+	if int(r) < len(resultNames)-1 {
+		return uint8(r)
+	}
+	return uint8(len(resultNames) - 1)
+}
+
+func outcomeIndex(o timeline.Outcome) uint8 {
+	for i, n := range outcomeNames[:len(outcomeNames)-1] {
+		if string(o) == n {
+			return uint8(i)
+		}
+	}
+	return uint8(len(outcomeNames) - 1)
+}
+
+// New returns an Exporter. It registers nothing: the caller registers it.
+func New(opts Options) *Exporter {
+	if opts.MaxSeries <= 0 {
+		opts.MaxSeries = DefaultMaxSeries
+	}
+	e := &Exporter{opts: opts, podLabels: opts.PodLabels}
+	max := 0 // uncapped: without pod labels every label comes from a fixed table
+	var pod []string
+	if opts.PodLabels {
+		max = opts.MaxSeries
+		pod = []string{"namespace", "pod", "container"}
+	}
+	newCounter := func(name, help string, labels []string, values func(a, b uint8) []string) *counterFamily {
+		return &counterFamily{
+			name:   name,
+			desc:   prometheus.NewDesc(name, help, append(append([]string(nil), labels...), pod...), nil),
+			values: values,
+			pod:    opts.PodLabels,
+			max:    max,
+			series: make(map[seriesKey]*counter),
+		}
+	}
+	none := func(a, b uint8) []string { return nil }
+	e.signals = newCounter("sigscope_signals_total",
+		"Signals generated (signal_generate), by signal and the kernel's result.",
+		[]string{"signal", "result"},
+		func(a, b uint8) []string { return []string{signalNames[a], resultNames[b]} })
+	e.pid1Ignored = newCounter("sigscope_pid1_ignored_signals_total",
+		"Signals a pid namespace's init dropped because it has no handler for them (flag pid1_ignored).",
+		[]string{"signal"},
+		func(a, b uint8) []string { return []string{signalNames[a]} })
+	e.cascade = newCounter("sigscope_pidns_cascade_kills_total",
+		"SIGKILLs the kernel sent to the processes of a pid namespace because its init exited (flag ns_cascade).",
+		nil, none)
+	e.stops = newCounter("sigscope_container_stops_total",
+		"Container stop episodes, by outcome.",
+		[]string{"outcome"},
+		func(a, b uint8) []string { return []string{outcomeNames[a]} })
+	e.exits = newCounter("sigscope_process_exits_total",
+		"Process exits the tracer reported: exited (an exit code) or signaled (killed by signal).",
+		[]string{"reason", "signal"},
+		func(a, b uint8) []string {
+			if a == reasonExited {
+				return []string{"exited", ""}
+			}
+			return []string{"signaled", signalNames[b]}
+		})
+	e.oom = newCounter("sigscope_oom_kills_total",
+		"Processes the kernel's OOM killer chose as victims.",
+		nil, none)
+	e.stopDuration = &histFamily{
+		name: "sigscope_container_stop_duration_seconds",
+		desc: prometheus.NewDesc("sigscope_container_stop_duration_seconds",
+			"Seconds the stop took: from the preStop hook's start, else the stop signal, else the episode's start (no stop signal), to the main process's exit, by outcome.",
+			append([]string{"outcome"}, pod...), nil),
+		values: func(a, b uint8) []string { return []string{outcomeNames[a]} },
+		pod:    opts.PodLabels,
+		max:    max,
+		series: make(map[seriesKey]*histogram),
+	}
+	if !opts.PodLabels {
+		// Series that exist from the start, so that rate() and increase()
+		// see their first increment: the alerting ones.
+		e.cascade.get(seriesKey{})
+		e.oom.get(seriesKey{})
+		e.pid1Ignored.get(seriesKey{a: signalIndex(sigvocab.SIGTERM)})
+		for i := range outcomeNames[:len(outcomeNames)-1] {
+			e.stops.get(seriesKey{a: uint8(i)})
+		}
+	}
+
+	e.eventsDesc = prometheus.NewDesc("sigscope_events_total",
+		"Events the kernel programs wrote to the ring buffer, by event kind.", []string{"event"}, nil)
+	e.droppedDesc = prometheus.NewDesc("sigscope_events_dropped_total",
+		"Events the kernel programs lost because the ring buffer was full, by event kind.", []string{"event"}, nil)
+	e.missedDesc = prometheus.NewDesc("sigscope_events_missed_total",
+		"Program runs the kernel skipped because a sigscope program was already running on that CPU (recursion protection).", nil, nil)
+	e.wakeupsDesc = prometheus.NewDesc("sigscope_reader_wakeups_total",
+		"Times the kernel woke the sleeping ring-buffer reader because events came: about one per burst after a quiet time.", nil, nil)
+	e.enrichDesc = prometheus.NewDesc("sigscope_enrichment_errors_total",
+		"Errors naming containers, by source (docker, cri, proc, cgroup).", []string{"source"}, nil)
+	e.unresolvedDesc = prometheus.NewDesc("sigscope_unresolved_cgroups_total",
+		"Distinct container-like cgroups (not the root; a pid namespace other than the host's, or a container ID in the path) that no cgroup path pattern and no container runtime resolved to a container: their events carry no container.", nil, nil)
+	e.buildDesc = prometheus.NewDesc("sigscope_build_info",
+		"Always 1; the labels say which sigscope build this is.", []string{"version", "revision", "goversion"}, nil)
+	e.auditDesc = prometheus.NewDesc("sigscope_container_pid1_handles_stop_signal",
+		"1 when the last audit predicts the container's main process will act on its stop signal (graceful: a handler, a forwarding init, the default action of a non-init), 0 when it will not (dropped, kept blocked, SIG_IGN, or the stop signal is SIGKILL).",
+		[]string{"namespace", "pod", "container"}, nil)
+	e.overflowDesc = prometheus.NewDesc("sigscope_series_overflow_total",
+		"Observations counted in a metric's overflow series because it had reached its series cap.", []string{"metric"}, nil)
+	e.cacheDesc = prometheus.NewDesc("sigscope_cache_entries",
+		"Entries held now by one of the agent's bounded caches and queues (cache): never above sigscope_cache_capacity.", []string{"cache"}, nil)
+	e.cacheCapDesc = prometheus.NewDesc("sigscope_cache_capacity",
+		"The most entries one of the agent's bounded caches and queues (cache) holds.", []string{"cache"}, nil)
+	e.buildInfo = constMetric(e.buildDesc, prometheus.GaugeValue, 1,
+		clean(opts.Version), clean(opts.Revision), clean(runtime.Version()))
+	return e
+}
+
+// ObserveEvent counts one tracer event; c is the container of ev.Target (nil
+// when none or unknown). It does not allocate once the series exists.
+func (e *Exporter) ObserveEvent(ev *sigvocab.Event, c *identity.Info) {
+	if ev == nil {
+		return
+	}
+	var k seriesKey
+	if e.podLabels {
+		k.namespace, k.pod, k.container = infoLabels(c)
+	}
+	switch ev.Kind {
+	case sigvocab.KindGenerate:
+		sig := signalIndex(ev.Signal)
+		k.a, k.b = sig, resultIndex(ev.Result)
+		e.signals.inc(k)
+		if ev.Flags.Has(sigvocab.FlagPID1Ignored) {
+			k.a, k.b = sig, 0
+			e.pid1Ignored.inc(k)
+		}
+		if ev.Flags.Has(sigvocab.FlagNSCascade) {
+			k.a, k.b = 0, 0
+			e.cascade.inc(k)
+		}
+	case sigvocab.KindDeliver:
+		if ev.Flags.Has(sigvocab.FlagPID1Ignored) {
+			k.a = signalIndex(ev.Signal)
+			e.pid1Ignored.inc(k)
+		}
+	case sigvocab.KindExit:
+		if ev.Signaled() {
+			k.a, k.b = reasonSignaled, signalIndex(ev.Signal)
+		} else {
+			k.a = reasonExited
+		}
+		e.exits.inc(k)
+	case sigvocab.KindOOM:
+		e.oom.inc(k)
+	}
+}
+
+// ObserveEpisode counts a finished stop episode and, when PID 1's exit was
+// seen, observes its duration.
+func (e *Exporter) ObserveEpisode(ep *timeline.Episode) {
+	if ep == nil {
+		return
+	}
+	k := seriesKey{a: outcomeIndex(ep.Outcome)}
+	if e.podLabels {
+		k.namespace, k.pod, k.container = episodeLabels(&ep.Container)
+	}
+	e.stops.inc(k)
+	if d, ok := ep.StopDuration(); ok {
+		e.stopDuration.observe(k, d.Seconds())
+	}
+}
+
+// SetAudit replaces the sigscope_container_pid1_handles_stop_signal series
+// with one per audited container. Containers whose PID 1 could not be read
+// (prediction unknown) get no series. Containers that end up with the same
+// labels share one series, 0 if any of them does not handle its stop signal.
+func (e *Exporter) SetAudit(results []audit.Result) {
+	idx := make(map[[3]string]int, len(results))
+	series := make([]auditSeries, 0, len(results))
+	for i := range results {
+		r := &results[i]
+		if r.Prediction == audit.Unknown || r.Prediction == "" {
+			continue
+		}
+		var s auditSeries
+		c := &r.Container
+		s.labels[0], s.labels[1], s.labels[2] = containerLabels(c.Identity)
+		if r.Prediction == audit.Graceful {
+			s.value = 1
+		}
+		if j, ok := idx[s.labels]; ok {
+			series[j].value = min(series[j].value, s.value)
+			continue
+		}
+		idx[s.labels] = len(series)
+		series = append(series, s)
+	}
+	e.auditMu.Lock()
+	e.auditSeries = series
+	e.auditMu.Unlock()
+}
+
+// Describe sends every metric's description: the exporter is a checked collector.
+func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
+	for _, f := range e.counterFamilies() {
+		ch <- f.desc
+	}
+	for _, d := range []*prometheus.Desc{e.stopDuration.desc, e.eventsDesc, e.droppedDesc, e.missedDesc, e.wakeupsDesc,
+		e.enrichDesc, e.unresolvedDesc, e.buildDesc, e.auditDesc, e.overflowDesc, e.cacheDesc, e.cacheCapDesc} {
+		ch <- d
+	}
+}
+
+func (e *Exporter) counterFamilies() []*counterFamily {
+	return []*counterFamily{e.signals, e.pid1Ignored, e.cascade, e.stops, e.exits, e.oom}
+}
+
+// Collect builds the exposition from the counters and reads the tracer's and
+// the resolver's counters. A failure to read the tracer's counters is
+// reported as an invalid metric (the registry turns it into a scrape error)
+// rather than as zeros, which would look like a counter reset.
+func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
+	for _, f := range e.counterFamilies() {
+		f.collect(ch)
+	}
+	e.stopDuration.collect(ch)
+	if e.podLabels {
+		for _, f := range e.counterFamilies() {
+			ch <- constMetric(e.overflowDesc, prometheus.CounterValue, float64(f.overflowed()), f.name)
+		}
+		ch <- constMetric(e.overflowDesc, prometheus.CounterValue, float64(e.stopDuration.overflowedCount()), e.stopDuration.name)
+	}
+
+	if e.opts.Stats != nil {
+		s, err := e.opts.Stats()
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(e.eventsDesc, err)
+		} else {
+			for _, k := range sigvocab.Kinds {
+				ks := s.Kind(k)
+				ch <- constMetric(e.eventsDesc, prometheus.CounterValue, float64(ks.Emitted), k.String())
+				ch <- constMetric(e.droppedDesc, prometheus.CounterValue, float64(ks.Dropped), k.String())
+			}
+			ch <- constMetric(e.missedDesc, prometheus.CounterValue, float64(s.Missed))
+			ch <- constMetric(e.wakeupsDesc, prometheus.CounterValue, float64(s.Wakeups))
+		}
+	}
+	if e.opts.EnrichmentErrors != nil {
+		bySource := map[string]uint64{}
+		for src, n := range e.opts.EnrichmentErrors() {
+			bySource[clean(src)] += n
+		}
+		for src, n := range bySource {
+			ch <- constMetric(e.enrichDesc, prometheus.CounterValue, float64(n), src)
+		}
+	}
+	if e.opts.UnresolvedCgroups != nil {
+		ch <- constMetric(e.unresolvedDesc, prometheus.CounterValue, float64(e.opts.UnresolvedCgroups()))
+	}
+	ch <- e.buildInfo
+	for _, c := range e.caches() {
+		name := clean(c.Name)
+		ch <- constMetric(e.cacheDesc, prometheus.GaugeValue, float64(c.Entries), name)
+		ch <- constMetric(e.cacheCapDesc, prometheus.GaugeValue, float64(c.Capacity), name)
+	}
+
+	e.auditMu.Lock()
+	series := e.auditSeries
+	e.auditMu.Unlock()
+	for _, s := range series { // never modified once stored: SetAudit replaces it
+		ch <- constMetric(e.auditDesc, prometheus.GaugeValue, s.value, s.labels[:]...)
+	}
+}
+
+// caches are Options.Caches and, with pod labels, the exporter's own
+// series: each capped metric's series against its cap.
+func (e *Exporter) caches() []Cache {
+	var out []Cache
+	if e.opts.Caches != nil {
+		out = e.opts.Caches()
+	}
+	if e.podLabels {
+		for _, f := range e.counterFamilies() {
+			f.mu.RLock()
+			out = append(out, Cache{Name: "series:" + f.name, Entries: len(f.series), Capacity: f.max})
+			f.mu.RUnlock()
+		}
+		f := e.stopDuration
+		f.mu.Lock()
+		out = append(out, Cache{Name: "series:" + f.name, Entries: len(f.series), Capacity: f.max})
+		f.mu.Unlock()
+	}
+	return out
+}
+
+// constMetric never panics: label values are cleaned before they get here,
+// and should one still be rejected the scrape reports it instead of the
+// process dying.
+func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) prometheus.Metric {
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
+}
+
+// clean makes an untrusted string a valid, bounded label value, with
+// control characters escaped as for a terminal (\xNN): `curl /metrics` on a
+// terminal must not run a workload's escape sequences, and Kubernetes names,
+// which have none, pass unchanged. It does not allocate for a plain name.
+func clean(s string) string {
+	s = textsafe.Terminal(s)
+	if len(s) > maxLabelLen {
+		i := maxLabelLen
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i]
+	}
+	return s
+}
+
+// infoLabels are the namespace, pod and container labels of a container:
+// Kubernetes names for a pod's container; "", "" and the runtime's name (its
+// short ID when the runtime was not reachable) otherwise; all "" for no
+// container.
+func infoLabels(c *identity.Info) (namespace, pod, ctr string) {
+	if c == nil {
+		return "", "", ""
+	}
+	return containerLabels(c.Identity)
+}
+
+func episodeLabels(c *timeline.Container) (namespace, pod, ctr string) {
+	return containerLabels(c.Identity)
+}
+
+func containerLabels(c identity.Identity) (namespace, pod, ctr string) {
+	name := c.Name
+	if name == "" {
+		name = c.ShortID() // the short ID docker ps shows
+	}
+	if c.Pod == "" {
+		return "", "", clean(name)
+	}
+	return clean(c.Namespace), clean(c.Pod), clean(name)
+}
+
+// seriesKey identifies a series within one metric: a and b index the
+// metric's own label tables, the strings are the cleaned pod labels.
+type seriesKey struct {
+	a, b                      uint8
+	namespace, pod, container string
+}
+
+// sortKeys orders series so that expositions are stable (the registry sorts
+// too; tests and humans reading Collect's output benefit).
+func sortKeys(keys []seriesKey) {
+	sort.Slice(keys, func(i, j int) bool {
+		x, y := keys[i], keys[j]
+		switch {
+		case x.a != y.a:
+			return x.a < y.a
+		case x.b != y.b:
+			return x.b < y.b
+		case x.namespace != y.namespace:
+			return x.namespace < y.namespace
+		case x.pod != y.pod:
+			return x.pod < y.pod
+		}
+		return x.container < y.container
+	})
+}
+
+func overflowLabels(d int) []string {
+	out := make([]string, d)
+	for i := range out {
+		out[i] = Overflow
+	}
+	return out
+}

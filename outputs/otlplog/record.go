@@ -1,0 +1,192 @@
+package otlplog
+
+import (
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/log"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/internal/textsafe"
+)
+
+// EventName names every record: one completed stop episode.
+const EventName = "sigscope.container.stop"
+
+// Attribute keys of sigscope's own, for what the semantic conventions have
+// no name for. The conventions' keys come from the semconv package.
+const (
+	AttrOutcome         attribute.Key = "sigscope.outcome"
+	AttrNeedsFix        attribute.Key = "sigscope.needs_fix"
+	AttrEpisodeID       attribute.Key = "sigscope.episode.id"
+	AttrStopSignal      attribute.Key = "sigscope.stop_signal"
+	AttrStopVerdict     attribute.Key = "sigscope.stop_verdict"
+	AttrStopReason      attribute.Key = "sigscope.stop_reason"
+	AttrGracePeriod     attribute.Key = "sigscope.grace_period_s"
+	AttrStopTimeout     attribute.Key = "sigscope.stop_timeout_s"
+	AttrKillAfter       attribute.Key = "sigscope.kill_after_s"
+	AttrStopDuration    attribute.Key = "sigscope.stop_duration_s"
+	AttrExitSignal      attribute.Key = "sigscope.exit_signal"
+	AttrCascadeKills    attribute.Key = "sigscope.cascade_kills"
+	AttrPreStopKind     attribute.Key = "sigscope.prestop.kind"
+	AttrPreStopDuration attribute.Key = "sigscope.prestop.duration_s"
+	AttrMainComm        attribute.Key = "sigscope.main.comm"
+	AttrMainIsInit      attribute.Key = "sigscope.main.is_init"
+	AttrMainRuntime     attribute.Key = "sigscope.main.runtime"
+	AttrOwner           attribute.Key = "sigscope.owner"
+	AttrEventsDropped   attribute.Key = "sigscope.events_dropped"
+	AttrStartUnseen     attribute.Key = "sigscope.start_unseen"
+	AttrHint            attribute.Key = "sigscope.hint"
+)
+
+// Severity is a record's severity: WARN for the outcomes that need a fix
+// (timeline.Outcome.NeedsFix: ignored_by_init, ignored, handler_timeout,
+// prestop_timeout, oom_killed), INFO for the others (graceful, exited,
+// killed: someone chose SIGKILL; unfinished: nothing to judge).
+func Severity(o timeline.Outcome) (log.Severity, string) {
+	if o.NeedsFix() {
+		return log.SeverityWarn, "WARN"
+	}
+	return log.SeverityInfo, "INFO"
+}
+
+// Body is a record's body: the container, the outcome and the episode's
+// one-line summary, as the text output's outcome line says it with the
+// container named ("container web: ignored_by_init — PID 1 (sh) did not act
+// on SIGTERM ..."), valid UTF-8.
+func Body(ep *timeline.Episode) string {
+	return textsafe.UTF8("container " + ep.Container.DisplayName() + ": " + string(ep.Outcome) + " — " + ep.Summary())
+}
+
+// Record maps a completed episode to its log record, observed at now. Only
+// what the episode knows is set; every string is valid UTF-8 (names and
+// comms are anyone's bytes).
+func Record(ep *timeline.Episode, now time.Time) log.Record {
+	var r log.Record
+	r.SetEventName(EventName)
+	r.SetTimestamp(ep.Start)
+	r.SetObservedTimestamp(now)
+	sev, text := Severity(ep.Outcome)
+	r.SetSeverity(sev)
+	r.SetSeverityText(text)
+	r.SetBody(attribute.StringValue(Body(ep)))
+	r.AddAttributes(Attributes(ep)...)
+	return r
+}
+
+// Attributes are the record's attributes, in a fixed order.
+func Attributes(ep *timeline.Episode) []attribute.KeyValue {
+	var kv []attribute.KeyValue
+	str := func(k attribute.Key, v string) {
+		if v != "" {
+			kv = append(kv, k.String(textsafe.UTF8(v)))
+		}
+	}
+	secs := func(k attribute.Key, d time.Duration) { kv = append(kv, k.Float64(d.Seconds())) }
+	c := ep.Container
+	str(semconv.K8SNodeNameKey, ep.Node)
+	if c.Pod != "" {
+		str(semconv.K8SNamespaceNameKey, c.Namespace)
+		str(semconv.K8SPodNameKey, c.Pod)
+		str(semconv.K8SPodUIDKey, c.PodUID)
+		str(semconv.K8SContainerNameKey, c.Name)
+	}
+	str(semconv.ContainerNameKey, c.Name)
+	str(semconv.ContainerIDKey, c.ID)
+	str(semconv.ContainerRuntimeNameKey, c.Runtime)
+	if name, tag := splitImage(c.Image); name != "" {
+		str(semconv.ContainerImageNameKey, name)
+		if tag != "" {
+			kv = append(kv, semconv.ContainerImageTagsKey.StringSlice([]string{textsafe.UTF8(tag)}))
+		}
+	}
+	if ep.Main.PID != 0 {
+		kv = append(kv, semconv.ProcessPIDKey.Int64(int64(ep.Main.PID)))
+	}
+	if !ep.ExitAt.IsZero() {
+		kv = append(kv, semconv.ProcessExitCodeKey.Int(ep.ExitStatus))
+	}
+	if o := ep.Owner; o != nil {
+		if k, ok := ownerKeys[o.Kind]; ok {
+			str(k, o.Name)
+		}
+		str(AttrOwner, o.String())
+	}
+
+	str(AttrOutcome, string(ep.Outcome))
+	kv = append(kv, AttrNeedsFix.Bool(ep.Outcome.NeedsFix()))
+	if ep.ID != 0 {
+		kv = append(kv, AttrEpisodeID.Int64(int64(ep.ID)))
+	}
+	if ep.StopSignal != 0 {
+		str(AttrStopSignal, ep.StopSignal.String())
+		if ep.StopVerdict != sigvocab.FateUnknown {
+			str(AttrStopVerdict, ep.StopVerdict.String())
+		}
+	}
+	str(AttrStopReason, ep.StopReason)
+	if ep.GracePeriod > 0 {
+		secs(AttrGracePeriod, ep.GracePeriod)
+	}
+	if ep.StopTimeout > 0 {
+		secs(AttrStopTimeout, ep.StopTimeout)
+	}
+	if d, ok := ep.KillAfter(); ok {
+		secs(AttrKillAfter, d)
+	}
+	if d, ok := ep.StopDuration(); ok {
+		secs(AttrStopDuration, d)
+	}
+	if !ep.ExitAt.IsZero() && ep.ExitSignal != 0 {
+		str(AttrExitSignal, ep.ExitSignal.String())
+	}
+	if n := len(ep.CascadeKills) + ep.CascadeOmitted; n > 0 {
+		kv = append(kv, AttrCascadeKills.Int(n))
+	}
+	if p := ep.PreStop; p != nil {
+		str(AttrPreStopKind, p.Kind)
+		if d, ok := p.Duration(ep.StopAt); ok {
+			secs(AttrPreStopDuration, d)
+		}
+	}
+	str(AttrMainComm, ep.Main.Comm)
+	if ep.Main.PID != 0 {
+		kv = append(kv, AttrMainIsInit.Bool(ep.MainIsInit))
+	}
+	str(AttrMainRuntime, string(ep.Main.Runtime))
+	if ep.EventsDropped > 0 {
+		kv = append(kv, AttrEventsDropped.Int64(int64(min(ep.EventsDropped, 1<<63-1))))
+	}
+	if ep.StartUnseen {
+		kv = append(kv, AttrStartUnseen.Bool(true))
+	}
+	str(AttrHint, ep.Hint)
+	return kv
+}
+
+// ownerKeys are the semantic conventions' workload names.
+var ownerKeys = map[string]attribute.Key{
+	"Deployment":  semconv.K8SDeploymentNameKey,
+	"StatefulSet": semconv.K8SStatefulSetNameKey,
+	"DaemonSet":   semconv.K8SDaemonSetNameKey,
+	"ReplicaSet":  semconv.K8SReplicaSetNameKey,
+	"Job":         semconv.K8SJobNameKey,
+	"CronJob":     semconv.K8SCronJobNameKey,
+}
+
+// splitImage splits a runtime's image reference into the name the
+// conventions' container.image.name wants and its tag: "nginx:1.27" is
+// "nginx" and "1.27"; "registry:5000/app" has no tag; a digest reference
+// ("app@sha256:...") keeps its digest in the name, having no tag.
+func splitImage(ref string) (name, tag string) {
+	if strings.Contains(ref, "@") {
+		return ref, ""
+	}
+	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
+		return ref[:i], ref[i+1:]
+	}
+	return ref, ""
+}

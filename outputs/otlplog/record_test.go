@@ -1,0 +1,204 @@
+package otlplog
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/log"
+
+	"github.com/sigscope/sigscope/containers/identity"
+	"github.com/sigscope/sigscope/containers/langrt"
+	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/events/sigvocab"
+)
+
+// podEpisode is a pod's container whose shell PID 1 dropped SIGTERM and was
+// SIGKILLed at the end of its 30 s grace, after a 2 s preStop hook.
+func podEpisode() *timeline.Episode {
+	start := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	st := 0
+	return &timeline.Episode{
+		ID:   42,
+		Node: "node-a",
+		Container: timeline.Container{PidNS: 4026532180, Identity: identity.Identity{
+			ID: "3d3243f7f97e" + strings.Repeat("0", 52), Name: "web", Image: "registry:5000/shop/web:1.2",
+			Runtime: "containerd", Pod: "web-7c5f5f4f-fvp82", Namespace: "shop", PodUID: "5f1c0a5e-8d1b-4b6e-9c2a-0d6f3a9e7b21"}},
+		Owner:       &timeline.Owner{Kind: "Deployment", Name: "web"},
+		Main:        timeline.Proc{PID: 12660, NsPID: 1, Comm: "sh", Runtime: langrt.Shell},
+		MainIsInit:  true,
+		Outcome:     timeline.OutcomeIgnoredByInit,
+		Start:       start,
+		StopSignal:  sigvocab.SIGTERM,
+		StopVerdict: sigvocab.FateDroppedInit,
+		StopAt:      start.Add(2 * time.Second),
+		KillAt:      start.Add(30 * time.Second),
+		ExitAt:      start.Add(30*time.Second + 3*time.Millisecond),
+		ExitStatus:  137,
+		ExitSignal:  sigvocab.SIGKILL,
+		PreStop:     &timeline.PreStop{Kind: "exec", StartAt: start, EndAt: start.Add(2 * time.Second), ExitStatus: &st},
+		StopReason:  "deleted",
+		GracePeriod: 30 * time.Second,
+		StopTimeout: 30 * time.Second,
+		CascadeKills: []timeline.Proc{
+			{PID: 12687, NsPID: 7, Comm: "sleep"}, {PID: 12688, NsPID: 8, Comm: "sleep"}},
+		CascadeOmitted: 1,
+		EventsDropped:  3,
+		Hint:           "use the exec form",
+	}
+}
+
+func attrs(r *log.Record) map[string]attribute.Value {
+	m := map[string]attribute.Value{}
+	r.WalkAttributes(func(kv attribute.KeyValue) bool {
+		m[string(kv.Key)] = kv.Value
+		return true
+	})
+	return m
+}
+
+func TestRecordAttributes(t *testing.T) {
+	ep := podEpisode()
+	now := time.Date(2026, 11, 26, 9, 0, 31, 0, time.UTC)
+	r := Record(ep, now)
+	if r.EventName() != EventName || !r.Timestamp().Equal(ep.Start) || !r.ObservedTimestamp().Equal(now) {
+		t.Errorf("event %q at %v observed %v", r.EventName(), r.Timestamp(), r.ObservedTimestamp())
+	}
+	if r.Severity() != log.SeverityWarn || r.SeverityText() != "WARN" {
+		t.Errorf("severity %v %q", r.Severity(), r.SeverityText())
+	}
+	wantBody := "container shop/web-7c5f5f4f-fvp82/web: ignored_by_init — " + ep.Summary()
+	if got := r.Body().AsString(); got != wantBody {
+		t.Errorf("body %q, want %q", got, wantBody)
+	}
+	want := map[string]attribute.Value{
+		"k8s.node.name":               attribute.StringValue("node-a"),
+		"k8s.namespace.name":          attribute.StringValue("shop"),
+		"k8s.pod.name":                attribute.StringValue("web-7c5f5f4f-fvp82"),
+		"k8s.pod.uid":                 attribute.StringValue("5f1c0a5e-8d1b-4b6e-9c2a-0d6f3a9e7b21"),
+		"k8s.container.name":          attribute.StringValue("web"),
+		"k8s.deployment.name":         attribute.StringValue("web"),
+		"container.name":              attribute.StringValue("web"),
+		"container.id":                attribute.StringValue(ep.Container.ID),
+		"container.runtime.name":      attribute.StringValue("containerd"),
+		"container.image.name":        attribute.StringValue("registry:5000/shop/web"),
+		"container.image.tags":        attribute.StringSliceValue([]string{"1.2"}),
+		"process.pid":                 attribute.Int64Value(12660),
+		"process.exit.code":           attribute.IntValue(137),
+		"sigscope.owner":              attribute.StringValue("Deployment/web"),
+		"sigscope.outcome":            attribute.StringValue("ignored_by_init"),
+		"sigscope.needs_fix":          attribute.BoolValue(true),
+		"sigscope.episode.id":         attribute.Int64Value(42),
+		"sigscope.stop_signal":        attribute.StringValue("SIGTERM"),
+		"sigscope.stop_verdict":       attribute.StringValue("pid1_ignored"),
+		"sigscope.stop_reason":        attribute.StringValue("deleted"),
+		"sigscope.grace_period_s":     attribute.Float64Value(30),
+		"sigscope.stop_timeout_s":     attribute.Float64Value(30),
+		"sigscope.kill_after_s":       attribute.Float64Value(28),
+		"sigscope.stop_duration_s":    attribute.Float64Value(30.003),
+		"sigscope.exit_signal":        attribute.StringValue("SIGKILL"),
+		"sigscope.cascade_kills":      attribute.IntValue(3),
+		"sigscope.prestop.kind":       attribute.StringValue("exec"),
+		"sigscope.prestop.duration_s": attribute.Float64Value(2),
+		"sigscope.main.comm":          attribute.StringValue("sh"),
+		"sigscope.main.is_init":       attribute.BoolValue(true),
+		"sigscope.main.runtime":       attribute.StringValue("shell"),
+		"sigscope.events_dropped":     attribute.Int64Value(3),
+		"sigscope.hint":               attribute.StringValue("use the exec form"),
+	}
+	got := attrs(&r)
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g.Type() != v.Type() || g.String() != v.String() {
+			t.Errorf("%s = %v (set %v), want %v", k, g.String(), ok, v.String())
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected attribute %s = %v", k, v.String())
+		}
+	}
+}
+
+// A docker container with little known: only what the episode knows is set.
+func TestRecordOnlyKnown(t *testing.T) {
+	ep := &timeline.Episode{
+		Container: timeline.Container{PidNS: 1, Identity: identity.Identity{ID: "abc", Name: "ex-trap", Image: "busybox", Runtime: "docker"}},
+		Main:      timeline.Proc{PID: 7, NsPID: 1, Comm: "sh"}, MainIsInit: true,
+		Outcome: timeline.OutcomeGraceful, Start: time.Unix(1, 0), StopSignal: sigvocab.SIGTERM,
+		StopAt: time.Unix(1, 0), ExitAt: time.Unix(2, 0),
+	}
+	r := Record(ep, time.Unix(3, 0))
+	got := attrs(&r)
+	for _, k := range []string{"k8s.node.name", "k8s.pod.name", "k8s.namespace.name", "k8s.container.name", "k8s.pod.uid",
+		"container.image.tags", "sigscope.stop_reason", "sigscope.grace_period_s", "sigscope.kill_after_s",
+		"sigscope.cascade_kills", "sigscope.prestop.duration_s", "sigscope.episode.id", "sigscope.hint", "sigscope.exit_signal"} {
+		if v, ok := got[k]; ok {
+			t.Errorf("%s set to %v, which the episode does not know", k, v.String())
+		}
+	}
+	if got["container.image.name"].AsString() != "busybox" || got["process.exit.code"].AsInt64() != 0 ||
+		got["sigscope.stop_duration_s"].AsFloat64() != 1 {
+		t.Errorf("attributes %v", got)
+	}
+	if r.Severity() != log.SeverityInfo {
+		t.Errorf("graceful: severity %v", r.Severity())
+	}
+}
+
+func TestSeverityByOutcome(t *testing.T) {
+	warn := map[timeline.Outcome]bool{timeline.OutcomeIgnoredByInit: true, timeline.OutcomeIgnored: true,
+		timeline.OutcomeHandlerTimeout: true, timeline.OutcomePreStopTimeout: true, timeline.OutcomeOOMKilled: true}
+	for _, o := range timeline.Outcomes {
+		sev, text := Severity(o)
+		want, wantText := log.SeverityInfo, "INFO"
+		if warn[o] {
+			want, wantText = log.SeverityWarn, "WARN"
+		}
+		if sev != want || text != wantText {
+			t.Errorf("%s: %v %q, want %v %q", o, sev, text, want, wantText)
+		}
+	}
+}
+
+// Names and comms are anyone's bytes: every string of the record is valid UTF-8.
+func TestRecordUTF8(t *testing.T) {
+	ep := podEpisode()
+	bad := "w\xffeb\xc3"
+	ep.Container.Name, ep.Container.Pod, ep.Container.Namespace, ep.Container.Image = bad, bad, bad, bad+":t\xfe"
+	ep.Main.Comm, ep.Hint, ep.Node, ep.Owner.Name = bad, bad, bad, bad
+	r := Record(ep, time.Now())
+	if b := r.Body().AsString(); !utf8.ValidString(b) || !strings.Contains(b, `w\xffeb\xc3`) {
+		t.Errorf("body %q", b)
+	}
+	for k, v := range attrs(&r) {
+		var ss []string
+		switch v.Type() {
+		case attribute.STRING:
+			ss = []string{v.AsString()}
+		case attribute.STRINGSLICE:
+			ss = v.AsStringSlice()
+		}
+		for _, s := range ss {
+			if !utf8.ValidString(s) {
+				t.Errorf("%s = %q: not UTF-8", k, s)
+			}
+		}
+	}
+}
+
+func TestSplitImage(t *testing.T) {
+	for _, tc := range []struct{ ref, name, tag string }{
+		{"nginx", "nginx", ""},
+		{"nginx:1.27", "nginx", "1.27"},
+		{"registry:5000/app", "registry:5000/app", ""},
+		{"registry:5000/app:v1", "registry:5000/app", "v1"},
+		{"app@sha256:abcd", "app@sha256:abcd", ""},
+		{"", "", ""},
+	} {
+		if n, tg := splitImage(tc.ref); n != tc.name || tg != tc.tag {
+			t.Errorf("splitImage(%q) = %q, %q; want %q, %q", tc.ref, n, tg, tc.name, tc.tag)
+		}
+	}
+}
