@@ -155,11 +155,33 @@ struct {
 	__type(value, __u64);
 } exited SEC(".maps");
 
+/* The network namespaces of the containers being stopped, with what their
+ * TCP connections did since (struct net_stats). A stop signal from outside
+ * a namespace adds it (watch_net); user space adds one whose stop began
+ * otherwise (a preStop hook) and deletes each when its episode is over.
+ * Outside a stop a TCP state change costs this one look-up. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct net_stats);
+} stopping_nets SEC(".maps");
+
+/* Per CPU: the socket whose received RST is being handled, so that the
+ * state change that follows (to TCP_CLOSE) is not counted a second time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} rst_received SEC(".maps");
+
 /* Keep these types in BTF so that bpf2go generates their Go twins: no map
  * carries them by value. */
 const struct event *unused_event __attribute__((unused));
 const enum event_type *unused_event_type __attribute__((unused));
 const enum fact *unused_fact __attribute__((unused));
+const enum net_kind *unused_net_kind __attribute__((unused));
 
 static __always_inline bool signal_traced(int sig)
 {
@@ -362,6 +384,7 @@ static __always_inline struct event *reserve(struct counters *c, int type)
 	e->exit_code = 0;
 	e->ancestors_len = 0;
 	__builtin_memset(e->_pad, 0, sizeof(e->_pad));
+	e->netns = 0;
 	return e;
 }
 
@@ -489,6 +512,184 @@ static __always_inline void note_ns_empty(int sig, struct kernel_siginfo *info, 
 	submit(c, e, EV_NS_EMPTY);
 }
 
+/* Signals that can stop a container: their sending from outside the target's
+ * network namespace begins the count of its connections. */
+#define SIGINT 2
+#define SIGQUIT 3
+#define SIGKILL 9
+#define SIGTERM 15
+#define SIGPWR 30
+#define NET_STOP_SIGNALS ((1ULL << (SIGINT - 1)) | (1ULL << (SIGQUIT - 1)) | (1ULL << (SIGKILL - 1)) | \
+			  (1ULL << (SIGTERM - 1)) | (1ULL << (SIGPWR - 1)))
+
+static __always_inline __u32 task_netns(struct task_struct *t, bool is_cur)
+{
+	struct nsproxy *nsp = task_read(is_cur, t, nsproxy);
+
+	if (!nsp) /* an exiting task */
+		return 0;
+	return task_read(is_cur, nsp, net_ns, ns.inum);
+}
+
+/* The target's network namespace; when a stop signal comes into it from
+ * another one (the runtime's), add it to stopping_nets (a namespace already
+ * there keeps its beginning) and set FACT_NET_WATCHED. A full table leaves
+ * the fact unset: the episode then says its connections were not counted. */
+static __always_inline __u32 watch_net(int sig, struct task_struct *cur, struct task_struct *task, __u32 *facts)
+{
+	__u32 netns = task_netns(task, false);
+
+	if (!netns || !((NET_STOP_SIGNALS >> ((sig - 1) & 63)) & 1))
+		return netns;
+	if (task_netns(cur, true) == netns)
+		return netns;
+	if (!bpf_map_lookup_elem(&stopping_nets, &netns)) {
+		struct net_stats init = {};
+
+		init.begin_ns = bpf_ktime_get_boot_ns();
+		bpf_map_update_elem(&stopping_nets, &netns, &init, BPF_NOEXIST);
+	}
+	if (bpf_map_lookup_elem(&stopping_nets, &netns))
+		*facts |= FACT_NET_WATCHED;
+	return netns;
+}
+
+static __always_inline void net_count(struct net_stats *st, __u32 kind, __u64 now)
+{
+	kind &= NET_KINDS - 1;
+	__sync_fetch_and_add(&st->count[kind], 1);
+	if (!st->first_ns[kind])
+		st->first_ns[kind] = now; /* a race between CPUs keeps one of two equal-enough times */
+	st->last_ns[kind] = now;
+}
+
+#define TCP_ESTABLISHED 1
+#define TCP_SYN_RECV 3
+#define TCP_FIN_WAIT1 4
+#define TCP_CLOSE 7
+#define TCP_CLOSE_WAIT 8
+#define TCP_LAST_ACK 9
+#define TCP_LISTEN 10
+#define IPPROTO_TCP 6
+#define SOCK_BINDPORT_LOCK 8
+
+static __always_inline struct net_stats *stopping_net_of(const struct sock *sk)
+{
+	__u32 netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+
+	return bpf_map_lookup_elem(&stopping_nets, &netns);
+}
+
+/* An inbound connection: its port was bound by the application, as a
+ * listener's is and its accepted sockets inherit (sk_clone copies
+ * sk_userlocks); a connect() without bind() has an ephemeral port. */
+static __always_inline bool inbound(const struct sock *sk)
+{
+	return BPF_CORE_READ_BITFIELD_PROBED(sk, sk_userlocks) & SOCK_BINDPORT_LOCK;
+}
+
+/* Every TCP state change, IPv4 and IPv6. Accepted: SYN_RECV to ESTABLISHED
+ * (in softirq: the namespace is the socket's, never the current task's).
+ * An inbound connection ends when its side leaves ESTABLISHED or CLOSE_WAIT:
+ * with a FIN (FIN_WAIT1, LAST_ACK) or an abort (CLOSE); done by a task that
+ * is exiting, the kernel closed it for a dead process: cut. */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const int newstate)
+{
+	struct net_stats *st;
+	__u64 now;
+
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return 0;
+	st = stopping_net_of(sk);
+	if (!st)
+		return 0;
+	now = bpf_ktime_get_boot_ns();
+	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
+		net_count(st, NET_ACCEPTED, now);
+		return 0;
+	}
+	if (oldstate == TCP_LISTEN && newstate == TCP_CLOSE) {
+		net_count(st, NET_LISTENER_CLOSED, now);
+		return 0;
+	}
+	if (oldstate != TCP_ESTABLISHED && oldstate != TCP_CLOSE_WAIT)
+		return 0;
+	if (newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK && newstate != TCP_CLOSE)
+		return 0;
+	if (!inbound(sk))
+		return 0;
+	if (newstate == TCP_CLOSE) {
+		__u32 zero = 0;
+		__u64 *rst = bpf_map_lookup_elem(&rst_received, &zero);
+
+		if (rst && *rst == (__u64)sk) {
+			*rst = 0; /* counted by handle_tcp_rst_received */
+			return 0;
+		}
+	}
+	if (cur_read(current_task(), flags) & PF_EXITING)
+		net_count(st, NET_CUT, now);
+	else if (newstate == TCP_CLOSE)
+		net_count(st, NET_RESET_SENT, now);
+	else
+		net_count(st, NET_CLOSED, now);
+	return 0;
+}
+
+/* A RST received on an open inbound connection; the state change to
+ * TCP_CLOSE that follows on this CPU is then not counted again. */
+SEC("tp_btf/tcp_receive_reset")
+int BPF_PROG(handle_tcp_rst_received, struct sock *sk)
+{
+	struct net_stats *st = stopping_net_of(sk);
+	unsigned char state;
+	__u32 zero = 0;
+	__u64 *rst;
+
+	if (!st)
+		return 0;
+	state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	if ((state != TCP_ESTABLISHED && state != TCP_CLOSE_WAIT) || !inbound(sk))
+		return 0;
+	net_count(st, NET_RESET_RECEIVED, bpf_ktime_get_boot_ns());
+	rst = bpf_map_lookup_elem(&rst_received, &zero);
+	if (rst)
+		*rst = (__u64)sk;
+	return 0;
+}
+
+#define TCPHDR_SYN 0x02
+#define TCPHDR_ACK 0x10
+
+/* A RST sent where no socket matched (sk NULL): since Linux 6.10 the
+ * tracepoint fires for it too. A SYN so answered is a refused connection
+ * attempt; its namespace is that of the device it came in on. Earlier
+ * kernels never call this with a NULL sk: refused stays 0 there, and user
+ * space says the kernel cannot tell. */
+SEC("tp_btf/tcp_send_reset")
+int BPF_PROG(handle_tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
+{
+	struct net_stats *st;
+	unsigned char *head;
+	__u8 flags = 0;
+	__u32 netns;
+	__u16 th;
+
+	if (sk || !skb)
+		return 0;
+	netns = BPF_CORE_READ(skb, dev, nd_net.net, ns.inum);
+	st = bpf_map_lookup_elem(&stopping_nets, &netns);
+	if (!st)
+		return 0;
+	head = BPF_CORE_READ(skb, head);
+	th = BPF_CORE_READ(skb, transport_header);
+	bpf_probe_read_kernel(&flags, 1, head + th + 13);
+	if ((flags & (TCPHDR_SYN | TCPHDR_ACK)) == TCPHDR_SYN)
+		net_count(st, NET_REFUSED, bpf_ktime_get_boot_ns());
+	return 0;
+}
+
 SEC("tp_btf/signal_generate")
 int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_struct *task,
 	     int group, int result)
@@ -581,6 +782,7 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 		facts |= FACT_TARGET_NS_CHILD;
 	if (e->target.ns_pid == 1)
 		facts |= FACT_TARGET_NS_INIT;
+	e->netns = watch_net(sig, cur, task, &facts);
 	e->facts = facts;
 	fill_ancestors(e, cur);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * The one definition of what crosses the ring buffer. bpf2go generates the Go
- * types from these structs (-type event -type counters); never mirror them by hand.
+ * types from these structs (-type event -type counters -type net_stats); never mirror them by hand.
  */
 #ifndef __SIGSCOPE_H__
 #define __SIGSCOPE_H__
@@ -16,6 +16,7 @@ enum event_type {
 	EV_OOM = 3,   /* oom:mark_victim: the OOM killer chose target */
 	EV_EXEC = 4,  /* sched_process_exec of a process that entered its pid namespace from outside */
 	EV_NS_EMPTY = 5, /* a dying namespace init notified its parent: every other process of its namespace is gone */
+	EV_NET = 6,   /* never in the ring: user space reads a stopping namespace's struct net_stats; its counters stay 0 */
 	EV_TYPES = 8, /* room for later hooks; counters are indexed by type */
 };
 
@@ -36,6 +37,31 @@ enum fact {
 	FACT_TARGET_NS_CHILD = 1 << 9,      /* target lives in a non-root pid ns */
 	FACT_SIGWAITED = 1 << 10,           /* target waits for it: in real_blocked (sigtimedwait), not in blocked */
 	FACT_TARGET_GONE = 1 << 11,         /* every thread of the target has exited (signal->live == 0) */
+	FACT_NET_WATCHED = 1 << 12,         /* generate: the target's network namespace is in stopping_nets (its connections are counted) */
+};
+
+/*
+ * What the kernel counts of a stopping container's TCP connections, per
+ * network namespace (the value of the stopping_nets map). A connection is
+ * counted once, when it ends: closed cleanly by the container's side, reset
+ * (sent or received), or cut (closed by a dying process of the namespace).
+ */
+enum net_kind {
+	NET_ACCEPTED = 0,       /* a handshake completed on a listening socket of the namespace */
+	NET_CLOSED = 1,         /* a connection the namespace's side closed with a FIN */
+	NET_RESET_SENT = 2,     /* a connection the namespace's side aborted (RST), a process alive */
+	NET_RESET_RECEIVED = 3, /* a connection the peer reset */
+	NET_CUT = 4,            /* a connection still open when its process died (SIGKILL, exit): closed by the kernel */
+	NET_REFUSED = 5,        /* a SYN answered with a RST: nothing listened (Linux 6.10 and later) */
+	NET_LISTENER_CLOSED = 6, /* a listening socket closed: the application stopped accepting */
+	NET_KINDS = 8,
+};
+
+struct net_stats {
+	__u64 begin_ns;             /* CLOCK_BOOTTIME of the signal (or user space's request) that began the watch */
+	__u64 count[NET_KINDS];
+	__u64 first_ns[NET_KINDS];  /* 0: none yet */
+	__u64 last_ns[NET_KINDS];
 };
 
 struct proc {
@@ -66,7 +92,8 @@ struct event {
 	__u32 sig_flags;    /* target->signal->flags at the event */
 	__s32 exit_code;    /* exit: task->exit_code (wait status layout) */
 	__u8 ancestors_len;
-	__u8 _pad[7];
+	__u8 _pad[3];
+	__u32 netns;        /* generate: inode of the target's network namespace, 0 when unknown */
 	struct proc sender; /* generate: current; exec: the parent, outside the namespace; ns_empty: the init's parent; zero for deliver, exit, oom */
 	struct proc target; /* generate: the target; deliver: current; exit: the process; oom: the victim; ns_empty: the init */
 	struct ancestor ancestors[MAX_ANCESTORS]; /* sender's parents, nearest first (generate, exec) */

@@ -22,6 +22,7 @@ const (
 	FactTargetNSChild    uint32 = 1 << 9  // the target lives in a pid namespace other than the root
 	FactSigwaited        uint32 = 1 << 10 // the target waits for it: in real_blocked (sigtimedwait), not in blocked
 	FactTargetGone       uint32 = 1 << 11 // every thread of the target has exited (signal->live == 0)
+	FactNetWatched       uint32 = 1 << 12 // generate: the target's network namespace is in stopping_nets
 )
 
 // Classify computes an event's fate (fate.go) and its verdict flags from
@@ -94,6 +95,9 @@ func classifyGenerate(e *Event) Flags {
 	}
 	if e.Facts&FactTargetGone != 0 {
 		f |= FlagTargetGone
+	}
+	if e.Facts&FactNetWatched != 0 {
+		f |= FlagNetWatched
 	}
 	// zap_pid_ns_processes: group_send_sig_info(SIGKILL, SEND_SIG_PRIV, t,
 	// PIDTYPE_MAX) from the namespace's reaper while it exits, to each process

@@ -21,6 +21,11 @@ const (
 	// kernel does only once every other process of the namespace has been
 	// killed (the cascade) and reaped. Target is the init, Sender its parent.
 	KindNSEmpty Kind = 5
+	// KindNet is what the kernel counted of one stopping network
+	// namespace's TCP connections (the stopping_nets map), read by user
+	// space when the stop is over: no program emits it. NetNS is the
+	// namespace, Conns the counts.
+	KindNet Kind = 6
 )
 
 // kindNames is the one list of kinds: adding one is a constant above, its
@@ -32,6 +37,7 @@ var kindNames = [...]string{
 	KindOOM:      "oom",
 	KindExec:     "exec",
 	KindNSEmpty:  "ns_empty",
+	KindNet:      "net",
 }
 
 // NumKinds is the number of kinds: every Kind below it is one.
@@ -198,6 +204,13 @@ type Event struct {
 	ExitCode   int  // exit only: the exit status when the process exited, -1 when a signal killed it
 	CoreDumped bool // exit only
 
+	// NetNS is the inode of a network namespace (/proc/PID/ns/net): for a
+	// generate event the target's (0 when the kernel could not read it),
+	// for a net event the namespace counted.
+	NetNS uint32
+	// Conns is a net event's counts; nil for every other kind.
+	Conns *Connections
+
 	// Raw is the record as the kernel wrote it; valid only during the callback.
 	Raw []byte
 }
@@ -222,9 +235,10 @@ const (
 	FlagSigwaited                       // the target waits for it in sigtimedwait: queued for the waiter
 	FlagCgroupKill                      // SIGKILL from a write to cgroup.kill (runc 1.2+ killing a container)
 	FlagTargetGone                      // every thread of the target had exited: a signal to a zombie
+	FlagNetWatched                      // a stop signal from another network namespace: the kernel counts the target namespace's connections from here on
 )
 
-var flagNames = [...]string{"pid1_ignored", "sig_ign", "target_exiting", "blocked", "ns_cascade", "cross_ns", "ns_init", "sigwaited", "cgroup_kill", "target_gone"}
+var flagNames = [...]string{"pid1_ignored", "sig_ign", "target_exiting", "blocked", "ns_cascade", "cross_ns", "ns_init", "sigwaited", "cgroup_kill", "target_gone", "net_watched"}
 
 // FlagNames lists every flag word, in bit order.
 func FlagNames() []string { return append([]string(nil), flagNames[:]...) }

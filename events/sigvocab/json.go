@@ -266,7 +266,8 @@ func appendTarget(b []byte, p *Process) []byte {
 	return appendProc(append(b, `,"target":`...), p)
 }
 
-// appendExit appends an exit event's status, then the event's closing brace.
+// appendExit appends an exit event's status, the network namespace and a
+// net event's counts, then the event's closing brace.
 func appendExit(b []byte, e *Event) []byte {
 	if e.Kind == KindExit {
 		if e.Signal != 0 {
@@ -276,6 +277,33 @@ func appendExit(b []byte, e *Event) []byte {
 			b = append(b, `,"exit_code":`...)
 			b = strconv.AppendInt(b, int64(e.ExitCode), 10)
 		}
+	}
+	if e.NetNS != 0 {
+		b = append(b, `,"netns":`...)
+		b = strconv.AppendUint(b, uint64(e.NetNS), 10)
+	}
+	if c := e.Conns; c != nil {
+		b = append(b, `,"connections":{"since":"`...)
+		b = appendTime(b, c.Since)
+		b = append(b, `","sees_refused":`...)
+		b = strconv.AppendBool(b, c.SeesRefused)
+		for k := range c.Counts {
+			n := &c.Counts[k]
+			b = append(b, `,"`...)
+			b = append(b, NetKind(k).String()...)
+			b = append(b, `":{"n":`...)
+			b = strconv.AppendUint(b, n.N, 10)
+			if !n.First.IsZero() {
+				b = appendTime(append(b, `,"first":"`...), n.First)
+				b = append(b, '"')
+			}
+			if !n.Last.IsZero() {
+				b = appendTime(append(b, `,"last":"`...), n.Last)
+				b = append(b, '"')
+			}
+			b = append(b, '}')
+		}
+		b = append(b, '}')
 	}
 	return append(b, '}')
 }

@@ -28,6 +28,34 @@ type EventJSON struct {
 	Target     ProcessJSON  `json:"target"`
 	ExitCode   *int         `json:"exit_code,omitempty"`
 	CoreDumped *bool        `json:"core_dumped,omitempty"`
+	NetNS       uint32           `json:"netns,omitempty"`
+	Connections *ConnectionsJSON `json:"connections,omitempty"`
+}
+
+// ConnectionsJSON is a net event's counts, a key for each [NetKind] in its
+// order.
+type ConnectionsJSON struct {
+	Since          string       `json:"since"`
+	SeesRefused    bool         `json:"sees_refused"`
+	Accepted       NetCountJSON `json:"accepted"`
+	Closed         NetCountJSON `json:"closed"`
+	ResetSent      NetCountJSON `json:"reset_sent"`
+	ResetReceived  NetCountJSON `json:"reset_received"`
+	Cut            NetCountJSON `json:"cut"`
+	Refused        NetCountJSON `json:"refused"`
+	ListenerClosed NetCountJSON `json:"listener_closed"`
+}
+
+// counts are c's kinds in NetKind order.
+func (c *ConnectionsJSON) counts() [NumNetKinds]*NetCountJSON {
+	return [NumNetKinds]*NetCountJSON{&c.Accepted, &c.Closed, &c.ResetSent, &c.ResetReceived, &c.Cut, &c.Refused, &c.ListenerClosed}
+}
+
+// NetCountJSON is one kind's count; the times only when N is not 0.
+type NetCountJSON struct {
+	N     uint64 `json:"n"`
+	First string `json:"first,omitempty"`
+	Last  string `json:"last,omitempty"`
 }
 
 // ProcessJSON is a sender's or a target's object; only a sender's has
@@ -120,7 +148,36 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if j.CoreDumped != nil {
 		e.CoreDumped = *j.CoreDumped
 	}
+	e.NetNS = j.NetNS
+	if j.Connections != nil {
+		if e.Conns, err = connsFromJSON(j.Connections); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func connsFromJSON(j *ConnectionsJSON) (*Connections, error) {
+	c := &Connections{SeesRefused: j.SeesRefused}
+	var err error
+	if c.Since, err = time.Parse(time.RFC3339Nano, j.Since); err != nil {
+		return nil, fmt.Errorf("connections since: %w", err)
+	}
+	for k, n := range j.counts() {
+		c.Counts[k].N = n.N
+		for _, t := range []struct {
+			s   string
+			dst *time.Time
+		}{{n.First, &c.Counts[k].First}, {n.Last, &c.Counts[k].Last}} {
+			if t.s == "" {
+				continue
+			}
+			if *t.dst, err = time.Parse(time.RFC3339Nano, t.s); err != nil {
+				return nil, fmt.Errorf("connections %s: %w", NetKind(k), err)
+			}
+		}
+	}
+	return c, nil
 }
 
 func procFromJSON(j *ProcessJSON) Process {

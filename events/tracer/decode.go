@@ -69,6 +69,9 @@ func Decode(raw []byte, clk Clock, e *sigvocab.Event) error {
 			e.Ancestors[i] = sigvocab.Ancestor{PID: r.Ancestors[i].Pid, Comm: comm(&r.Ancestors[i].Comm)}
 		}
 		e.AncestorsCount = n
+		if kind == sigvocab.KindGenerate {
+			e.NetNS = r.Netns
+		}
 	case sigvocab.KindDeliver:
 		e.Signal = sigvocab.Signal(r.Signo)
 	case sigvocab.KindNSEmpty:

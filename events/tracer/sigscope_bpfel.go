@@ -40,7 +40,8 @@ type sigscopeEvent struct {
 	SigFlags     uint32
 	ExitCode     int32
 	AncestorsLen uint8
-	Pad          [7]uint8
+	Pad          [3]uint8
+	Netns        uint32
 	Sender       sigscopeProc
 	Target       sigscopeProc
 	Ancestors    [4]sigscopeAncestor
@@ -55,6 +56,7 @@ const (
 	sigscopeEventTypeEV_OOM      sigscopeEventType = 3
 	sigscopeEventTypeEV_EXEC     sigscopeEventType = 4
 	sigscopeEventTypeEV_NS_EMPTY sigscopeEventType = 5
+	sigscopeEventTypeEV_NET      sigscopeEventType = 6
 	sigscopeEventTypeEV_TYPES    sigscopeEventType = 8
 )
 
@@ -73,7 +75,29 @@ const (
 	sigscopeFactFACT_TARGET_NS_CHILD     sigscopeFact = 512
 	sigscopeFactFACT_SIGWAITED           sigscopeFact = 1024
 	sigscopeFactFACT_TARGET_GONE         sigscopeFact = 2048
+	sigscopeFactFACT_NET_WATCHED         sigscopeFact = 4096
 )
+
+type sigscopeNetKind uint32
+
+const (
+	sigscopeNetKindNET_ACCEPTED        sigscopeNetKind = 0
+	sigscopeNetKindNET_CLOSED          sigscopeNetKind = 1
+	sigscopeNetKindNET_RESET_SENT      sigscopeNetKind = 2
+	sigscopeNetKindNET_RESET_RECEIVED  sigscopeNetKind = 3
+	sigscopeNetKindNET_CUT             sigscopeNetKind = 4
+	sigscopeNetKindNET_REFUSED         sigscopeNetKind = 5
+	sigscopeNetKindNET_LISTENER_CLOSED sigscopeNetKind = 6
+	sigscopeNetKindNET_KINDS           sigscopeNetKind = 8
+)
+
+type sigscopeNetStats struct {
+	_       structs.HostLayout
+	BeginNs uint64
+	Count   [8]uint64
+	FirstNs [8]uint64
+	LastNs  [8]uint64
+}
 
 type sigscopeProc struct {
 	_          structs.HostLayout
@@ -97,28 +121,34 @@ type sigscopeTargetKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sigscopeMapDoorbell        = "doorbell"
-	sigscopeMapEventCounters   = "event_counters"
-	sigscopeMapEvents          = "events"
-	sigscopeMapExited          = "exited"
-	sigscopeMapLastTarget      = "last_target"
-	sigscopeMapReaderState     = "reader_state"
-	sigscopeMapTargeted        = "targeted"
-	sigscopeProgHandleDeliver  = "handle_deliver"
-	sigscopeProgHandleExec     = "handle_exec"
-	sigscopeProgHandleExitV1   = "handle_exit_v1"
-	sigscopeProgHandleExitV2   = "handle_exit_v2"
-	sigscopeProgHandleGenerate = "handle_generate"
-	sigscopeProgHandleOomV1    = "handle_oom_v1"
-	sigscopeProgHandleOomV2    = "handle_oom_v2"
-	sigscopeVarDirectReads     = "direct_reads"
-	sigscopeVarFilterComm      = "filter_comm"
-	sigscopeVarFilterPid       = "filter_pid"
-	sigscopeVarSelfTgid        = "self_tgid"
-	sigscopeVarSignalMask      = "signal_mask"
-	sigscopeVarUnusedEvent     = "unused_event"
-	sigscopeVarUnusedEventType = "unused_event_type"
-	sigscopeVarUnusedFact      = "unused_fact"
+	sigscopeMapDoorbell              = "doorbell"
+	sigscopeMapEventCounters         = "event_counters"
+	sigscopeMapEvents                = "events"
+	sigscopeMapExited                = "exited"
+	sigscopeMapLastTarget            = "last_target"
+	sigscopeMapReaderState           = "reader_state"
+	sigscopeMapRstReceived           = "rst_received"
+	sigscopeMapStoppingNets          = "stopping_nets"
+	sigscopeMapTargeted              = "targeted"
+	sigscopeProgHandleDeliver        = "handle_deliver"
+	sigscopeProgHandleExec           = "handle_exec"
+	sigscopeProgHandleExitV1         = "handle_exit_v1"
+	sigscopeProgHandleExitV2         = "handle_exit_v2"
+	sigscopeProgHandleGenerate       = "handle_generate"
+	sigscopeProgHandleOomV1          = "handle_oom_v1"
+	sigscopeProgHandleOomV2          = "handle_oom_v2"
+	sigscopeProgHandleTcpRstReceived = "handle_tcp_rst_received"
+	sigscopeProgHandleTcpRstSent     = "handle_tcp_rst_sent"
+	sigscopeProgHandleTcpState       = "handle_tcp_state"
+	sigscopeVarDirectReads           = "direct_reads"
+	sigscopeVarFilterComm            = "filter_comm"
+	sigscopeVarFilterPid             = "filter_pid"
+	sigscopeVarSelfTgid              = "self_tgid"
+	sigscopeVarSignalMask            = "signal_mask"
+	sigscopeVarUnusedEvent           = "unused_event"
+	sigscopeVarUnusedEventType       = "unused_event_type"
+	sigscopeVarUnusedFact            = "unused_fact"
+	sigscopeVarUnusedNetKind         = "unused_net_kind"
 )
 
 // loadSigscope returns the embedded CollectionSpec for sigscope.
@@ -163,13 +193,16 @@ type sigscopeSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeProgramSpecs struct {
-	HandleDeliver  *ebpf.ProgramSpec `ebpf:"handle_deliver"`
-	HandleExec     *ebpf.ProgramSpec `ebpf:"handle_exec"`
-	HandleExitV1   *ebpf.ProgramSpec `ebpf:"handle_exit_v1"`
-	HandleExitV2   *ebpf.ProgramSpec `ebpf:"handle_exit_v2"`
-	HandleGenerate *ebpf.ProgramSpec `ebpf:"handle_generate"`
-	HandleOomV1    *ebpf.ProgramSpec `ebpf:"handle_oom_v1"`
-	HandleOomV2    *ebpf.ProgramSpec `ebpf:"handle_oom_v2"`
+	HandleDeliver        *ebpf.ProgramSpec `ebpf:"handle_deliver"`
+	HandleExec           *ebpf.ProgramSpec `ebpf:"handle_exec"`
+	HandleExitV1         *ebpf.ProgramSpec `ebpf:"handle_exit_v1"`
+	HandleExitV2         *ebpf.ProgramSpec `ebpf:"handle_exit_v2"`
+	HandleGenerate       *ebpf.ProgramSpec `ebpf:"handle_generate"`
+	HandleOomV1          *ebpf.ProgramSpec `ebpf:"handle_oom_v1"`
+	HandleOomV2          *ebpf.ProgramSpec `ebpf:"handle_oom_v2"`
+	HandleTcpRstReceived *ebpf.ProgramSpec `ebpf:"handle_tcp_rst_received"`
+	HandleTcpRstSent     *ebpf.ProgramSpec `ebpf:"handle_tcp_rst_sent"`
+	HandleTcpState       *ebpf.ProgramSpec `ebpf:"handle_tcp_state"`
 }
 
 // sigscopeMapSpecs contains maps before they are loaded into the kernel.
@@ -182,6 +215,8 @@ type sigscopeMapSpecs struct {
 	Exited        *ebpf.MapSpec `ebpf:"exited"`
 	LastTarget    *ebpf.MapSpec `ebpf:"last_target"`
 	ReaderState   *ebpf.MapSpec `ebpf:"reader_state"`
+	RstReceived   *ebpf.MapSpec `ebpf:"rst_received"`
+	StoppingNets  *ebpf.MapSpec `ebpf:"stopping_nets"`
 	Targeted      *ebpf.MapSpec `ebpf:"targeted"`
 }
 
@@ -197,6 +232,7 @@ type sigscopeVariableSpecs struct {
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedEventType *ebpf.VariableSpec `ebpf:"unused_event_type"`
 	UnusedFact      *ebpf.VariableSpec `ebpf:"unused_fact"`
+	UnusedNetKind   *ebpf.VariableSpec `ebpf:"unused_net_kind"`
 }
 
 // sigscopeObjects contains all objects after they have been loaded into the kernel.
@@ -225,6 +261,8 @@ type sigscopeMaps struct {
 	Exited        *ebpf.Map `ebpf:"exited"`
 	LastTarget    *ebpf.Map `ebpf:"last_target"`
 	ReaderState   *ebpf.Map `ebpf:"reader_state"`
+	RstReceived   *ebpf.Map `ebpf:"rst_received"`
+	StoppingNets  *ebpf.Map `ebpf:"stopping_nets"`
 	Targeted      *ebpf.Map `ebpf:"targeted"`
 }
 
@@ -236,6 +274,8 @@ func (m *sigscopeMaps) Close() error {
 		m.Exited,
 		m.LastTarget,
 		m.ReaderState,
+		m.RstReceived,
+		m.StoppingNets,
 		m.Targeted,
 	)
 }
@@ -252,19 +292,23 @@ type sigscopeVariables struct {
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedEventType *ebpf.Variable `ebpf:"unused_event_type"`
 	UnusedFact      *ebpf.Variable `ebpf:"unused_fact"`
+	UnusedNetKind   *ebpf.Variable `ebpf:"unused_net_kind"`
 }
 
 // sigscopePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadSigscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopePrograms struct {
-	HandleDeliver  *ebpf.Program `ebpf:"handle_deliver"`
-	HandleExec     *ebpf.Program `ebpf:"handle_exec"`
-	HandleExitV1   *ebpf.Program `ebpf:"handle_exit_v1"`
-	HandleExitV2   *ebpf.Program `ebpf:"handle_exit_v2"`
-	HandleGenerate *ebpf.Program `ebpf:"handle_generate"`
-	HandleOomV1    *ebpf.Program `ebpf:"handle_oom_v1"`
-	HandleOomV2    *ebpf.Program `ebpf:"handle_oom_v2"`
+	HandleDeliver        *ebpf.Program `ebpf:"handle_deliver"`
+	HandleExec           *ebpf.Program `ebpf:"handle_exec"`
+	HandleExitV1         *ebpf.Program `ebpf:"handle_exit_v1"`
+	HandleExitV2         *ebpf.Program `ebpf:"handle_exit_v2"`
+	HandleGenerate       *ebpf.Program `ebpf:"handle_generate"`
+	HandleOomV1          *ebpf.Program `ebpf:"handle_oom_v1"`
+	HandleOomV2          *ebpf.Program `ebpf:"handle_oom_v2"`
+	HandleTcpRstReceived *ebpf.Program `ebpf:"handle_tcp_rst_received"`
+	HandleTcpRstSent     *ebpf.Program `ebpf:"handle_tcp_rst_sent"`
+	HandleTcpState       *ebpf.Program `ebpf:"handle_tcp_state"`
 }
 
 func (p *sigscopePrograms) Close() error {
@@ -276,6 +320,9 @@ func (p *sigscopePrograms) Close() error {
 		p.HandleGenerate,
 		p.HandleOomV1,
 		p.HandleOomV2,
+		p.HandleTcpRstReceived,
+		p.HandleTcpRstSent,
+		p.HandleTcpState,
 	)
 }
 

@@ -20,6 +20,14 @@ type sigscopeCompatCounters struct {
 	Dropped [8]uint64
 }
 
+type sigscopeCompatNetStats struct {
+	_       structs.HostLayout
+	BeginNs uint64
+	Count   [8]uint64
+	FirstNs [8]uint64
+	LastNs  [8]uint64
+}
+
 type sigscopeCompatTargetKey struct {
 	_         structs.HostLayout
 	Tgid      uint32
@@ -31,28 +39,34 @@ type sigscopeCompatTargetKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sigscopeCompatMapDoorbell        = "doorbell"
-	sigscopeCompatMapEventCounters   = "event_counters"
-	sigscopeCompatMapEvents          = "events"
-	sigscopeCompatMapExited          = "exited"
-	sigscopeCompatMapLastTarget      = "last_target"
-	sigscopeCompatMapReaderState     = "reader_state"
-	sigscopeCompatMapTargeted        = "targeted"
-	sigscopeCompatProgHandleDeliver  = "handle_deliver"
-	sigscopeCompatProgHandleExec     = "handle_exec"
-	sigscopeCompatProgHandleExitV1   = "handle_exit_v1"
-	sigscopeCompatProgHandleExitV2   = "handle_exit_v2"
-	sigscopeCompatProgHandleGenerate = "handle_generate"
-	sigscopeCompatProgHandleOomV1    = "handle_oom_v1"
-	sigscopeCompatProgHandleOomV2    = "handle_oom_v2"
-	sigscopeCompatVarDirectReads     = "direct_reads"
-	sigscopeCompatVarFilterComm      = "filter_comm"
-	sigscopeCompatVarFilterPid       = "filter_pid"
-	sigscopeCompatVarSelfTgid        = "self_tgid"
-	sigscopeCompatVarSignalMask      = "signal_mask"
-	sigscopeCompatVarUnusedEvent     = "unused_event"
-	sigscopeCompatVarUnusedEventType = "unused_event_type"
-	sigscopeCompatVarUnusedFact      = "unused_fact"
+	sigscopeCompatMapDoorbell              = "doorbell"
+	sigscopeCompatMapEventCounters         = "event_counters"
+	sigscopeCompatMapEvents                = "events"
+	sigscopeCompatMapExited                = "exited"
+	sigscopeCompatMapLastTarget            = "last_target"
+	sigscopeCompatMapReaderState           = "reader_state"
+	sigscopeCompatMapRstReceived           = "rst_received"
+	sigscopeCompatMapStoppingNets          = "stopping_nets"
+	sigscopeCompatMapTargeted              = "targeted"
+	sigscopeCompatProgHandleDeliver        = "handle_deliver"
+	sigscopeCompatProgHandleExec           = "handle_exec"
+	sigscopeCompatProgHandleExitV1         = "handle_exit_v1"
+	sigscopeCompatProgHandleExitV2         = "handle_exit_v2"
+	sigscopeCompatProgHandleGenerate       = "handle_generate"
+	sigscopeCompatProgHandleOomV1          = "handle_oom_v1"
+	sigscopeCompatProgHandleOomV2          = "handle_oom_v2"
+	sigscopeCompatProgHandleTcpRstReceived = "handle_tcp_rst_received"
+	sigscopeCompatProgHandleTcpRstSent     = "handle_tcp_rst_sent"
+	sigscopeCompatProgHandleTcpState       = "handle_tcp_state"
+	sigscopeCompatVarDirectReads           = "direct_reads"
+	sigscopeCompatVarFilterComm            = "filter_comm"
+	sigscopeCompatVarFilterPid             = "filter_pid"
+	sigscopeCompatVarSelfTgid              = "self_tgid"
+	sigscopeCompatVarSignalMask            = "signal_mask"
+	sigscopeCompatVarUnusedEvent           = "unused_event"
+	sigscopeCompatVarUnusedEventType       = "unused_event_type"
+	sigscopeCompatVarUnusedFact            = "unused_fact"
+	sigscopeCompatVarUnusedNetKind         = "unused_net_kind"
 )
 
 // loadSigscopeCompat returns the embedded CollectionSpec for sigscopeCompat.
@@ -97,13 +111,16 @@ type sigscopeCompatSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeCompatProgramSpecs struct {
-	HandleDeliver  *ebpf.ProgramSpec `ebpf:"handle_deliver"`
-	HandleExec     *ebpf.ProgramSpec `ebpf:"handle_exec"`
-	HandleExitV1   *ebpf.ProgramSpec `ebpf:"handle_exit_v1"`
-	HandleExitV2   *ebpf.ProgramSpec `ebpf:"handle_exit_v2"`
-	HandleGenerate *ebpf.ProgramSpec `ebpf:"handle_generate"`
-	HandleOomV1    *ebpf.ProgramSpec `ebpf:"handle_oom_v1"`
-	HandleOomV2    *ebpf.ProgramSpec `ebpf:"handle_oom_v2"`
+	HandleDeliver        *ebpf.ProgramSpec `ebpf:"handle_deliver"`
+	HandleExec           *ebpf.ProgramSpec `ebpf:"handle_exec"`
+	HandleExitV1         *ebpf.ProgramSpec `ebpf:"handle_exit_v1"`
+	HandleExitV2         *ebpf.ProgramSpec `ebpf:"handle_exit_v2"`
+	HandleGenerate       *ebpf.ProgramSpec `ebpf:"handle_generate"`
+	HandleOomV1          *ebpf.ProgramSpec `ebpf:"handle_oom_v1"`
+	HandleOomV2          *ebpf.ProgramSpec `ebpf:"handle_oom_v2"`
+	HandleTcpRstReceived *ebpf.ProgramSpec `ebpf:"handle_tcp_rst_received"`
+	HandleTcpRstSent     *ebpf.ProgramSpec `ebpf:"handle_tcp_rst_sent"`
+	HandleTcpState       *ebpf.ProgramSpec `ebpf:"handle_tcp_state"`
 }
 
 // sigscopeCompatMapSpecs contains maps before they are loaded into the kernel.
@@ -116,6 +133,8 @@ type sigscopeCompatMapSpecs struct {
 	Exited        *ebpf.MapSpec `ebpf:"exited"`
 	LastTarget    *ebpf.MapSpec `ebpf:"last_target"`
 	ReaderState   *ebpf.MapSpec `ebpf:"reader_state"`
+	RstReceived   *ebpf.MapSpec `ebpf:"rst_received"`
+	StoppingNets  *ebpf.MapSpec `ebpf:"stopping_nets"`
 	Targeted      *ebpf.MapSpec `ebpf:"targeted"`
 }
 
@@ -131,6 +150,7 @@ type sigscopeCompatVariableSpecs struct {
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedEventType *ebpf.VariableSpec `ebpf:"unused_event_type"`
 	UnusedFact      *ebpf.VariableSpec `ebpf:"unused_fact"`
+	UnusedNetKind   *ebpf.VariableSpec `ebpf:"unused_net_kind"`
 }
 
 // sigscopeCompatObjects contains all objects after they have been loaded into the kernel.
@@ -159,6 +179,8 @@ type sigscopeCompatMaps struct {
 	Exited        *ebpf.Map `ebpf:"exited"`
 	LastTarget    *ebpf.Map `ebpf:"last_target"`
 	ReaderState   *ebpf.Map `ebpf:"reader_state"`
+	RstReceived   *ebpf.Map `ebpf:"rst_received"`
+	StoppingNets  *ebpf.Map `ebpf:"stopping_nets"`
 	Targeted      *ebpf.Map `ebpf:"targeted"`
 }
 
@@ -170,6 +192,8 @@ func (m *sigscopeCompatMaps) Close() error {
 		m.Exited,
 		m.LastTarget,
 		m.ReaderState,
+		m.RstReceived,
+		m.StoppingNets,
 		m.Targeted,
 	)
 }
@@ -186,19 +210,23 @@ type sigscopeCompatVariables struct {
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedEventType *ebpf.Variable `ebpf:"unused_event_type"`
 	UnusedFact      *ebpf.Variable `ebpf:"unused_fact"`
+	UnusedNetKind   *ebpf.Variable `ebpf:"unused_net_kind"`
 }
 
 // sigscopeCompatPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadSigscopeCompatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopeCompatPrograms struct {
-	HandleDeliver  *ebpf.Program `ebpf:"handle_deliver"`
-	HandleExec     *ebpf.Program `ebpf:"handle_exec"`
-	HandleExitV1   *ebpf.Program `ebpf:"handle_exit_v1"`
-	HandleExitV2   *ebpf.Program `ebpf:"handle_exit_v2"`
-	HandleGenerate *ebpf.Program `ebpf:"handle_generate"`
-	HandleOomV1    *ebpf.Program `ebpf:"handle_oom_v1"`
-	HandleOomV2    *ebpf.Program `ebpf:"handle_oom_v2"`
+	HandleDeliver        *ebpf.Program `ebpf:"handle_deliver"`
+	HandleExec           *ebpf.Program `ebpf:"handle_exec"`
+	HandleExitV1         *ebpf.Program `ebpf:"handle_exit_v1"`
+	HandleExitV2         *ebpf.Program `ebpf:"handle_exit_v2"`
+	HandleGenerate       *ebpf.Program `ebpf:"handle_generate"`
+	HandleOomV1          *ebpf.Program `ebpf:"handle_oom_v1"`
+	HandleOomV2          *ebpf.Program `ebpf:"handle_oom_v2"`
+	HandleTcpRstReceived *ebpf.Program `ebpf:"handle_tcp_rst_received"`
+	HandleTcpRstSent     *ebpf.Program `ebpf:"handle_tcp_rst_sent"`
+	HandleTcpState       *ebpf.Program `ebpf:"handle_tcp_state"`
 }
 
 func (p *sigscopeCompatPrograms) Close() error {
@@ -210,6 +238,9 @@ func (p *sigscopeCompatPrograms) Close() error {
 		p.HandleGenerate,
 		p.HandleOomV1,
 		p.HandleOomV2,
+		p.HandleTcpRstReceived,
+		p.HandleTcpRstSent,
+		p.HandleTcpState,
 	)
 }
 

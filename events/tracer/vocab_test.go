@@ -19,6 +19,7 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 		sigscopeEventTypeEV_OOM:      sigvocab.KindOOM,
 		sigscopeEventTypeEV_EXEC:     sigvocab.KindExec,
 		sigscopeEventTypeEV_NS_EMPTY: sigvocab.KindNSEmpty,
+		sigscopeEventTypeEV_NET:      sigvocab.KindNet,
 	}
 	for c, k := range kinds {
 		if uint32(c) != uint32(k) {
@@ -53,6 +54,7 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 		sigscopeFactFACT_TARGET_NS_CHILD:     sigvocab.FactTargetNSChild,
 		sigscopeFactFACT_SIGWAITED:           sigvocab.FactSigwaited,
 		sigscopeFactFACT_TARGET_GONE:         sigvocab.FactTargetGone,
+		sigscopeFactFACT_NET_WATCHED:         sigvocab.FactNetWatched,
 	}
 	var all uint32
 	for c, g := range facts {
@@ -65,6 +67,25 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 	// map does not have yet.
 	if want := uint32(1)<<len(facts) - 1; all != want {
 		t.Errorf("the facts cover %#x, want %#x", all, want)
+	}
+
+	netKinds := map[sigscopeNetKind]sigvocab.NetKind{
+		sigscopeNetKindNET_ACCEPTED:        sigvocab.NetAccepted,
+		sigscopeNetKindNET_CLOSED:          sigvocab.NetClosed,
+		sigscopeNetKindNET_RESET_SENT:      sigvocab.NetResetSent,
+		sigscopeNetKindNET_RESET_RECEIVED:  sigvocab.NetResetReceived,
+		sigscopeNetKindNET_CUT:             sigvocab.NetCut,
+		sigscopeNetKindNET_REFUSED:         sigvocab.NetRefused,
+		sigscopeNetKindNET_LISTENER_CLOSED: sigvocab.NetListenerClosed,
+	}
+	for c, k := range netKinds {
+		if uint32(c) != uint32(k) {
+			t.Errorf("net kind %s is %d in C, %d in sigvocab", k, c, k)
+		}
+	}
+	var ns sigscopeNetStats
+	if len(netKinds) != sigvocab.NumNetKinds || int(sigscopeNetKindNET_KINDS) != len(ns.Count) || sigvocab.NumNetKinds > len(ns.Count) {
+		t.Errorf("C has %d net kinds in %d slots, sigvocab %d", len(netKinds), len(ns.Count), sigvocab.NumNetKinds)
 	}
 
 	var e sigscopeEvent
@@ -97,6 +118,7 @@ func TestStatsJSON(t *testing.T) {
 		OOM          kindStats `json:"oom"`
 		Exec         kindStats `json:"exec"`
 		NSEmpty      kindStats `json:"ns_empty"`
+		Net          kindStats `json:"net"`
 		Read         uint64    `json:"read"`
 		DecodeErrors uint64    `json:"decode_errors"`
 		Wakeups      uint64    `json:"wakeups"`
@@ -109,7 +131,7 @@ func TestStatsJSON(t *testing.T) {
 	ks := func(k sigvocab.Kind) kindStats {
 		return kindStats{s.PerKind[k].Seen, s.PerKind[k].Emitted, s.PerKind[k].Dropped}
 	}
-	want, err := json.Marshal(oldStats{ks(sigvocab.KindGenerate), ks(sigvocab.KindDeliver), ks(sigvocab.KindExit), ks(sigvocab.KindOOM), ks(sigvocab.KindExec), ks(sigvocab.KindNSEmpty), 17, 2, 3, 4})
+	want, err := json.Marshal(oldStats{ks(sigvocab.KindGenerate), ks(sigvocab.KindDeliver), ks(sigvocab.KindExit), ks(sigvocab.KindOOM), ks(sigvocab.KindExec), ks(sigvocab.KindNSEmpty), ks(sigvocab.KindNet), 17, 2, 3, 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +141,7 @@ func TestStatsJSON(t *testing.T) {
 			t.Errorf("Stats JSON:\n got %s, %v\nwant %s", got, err, want)
 		}
 	}
-	if tot := s.Total(); tot != (KindStats{Seen: 1518, Emitted: 1512, Dropped: 6}) {
+	if tot := s.Total(); tot != (KindStats{Seen: 2121, Emitted: 2114, Dropped: 7}) {
 		t.Errorf("Total = %+v", tot)
 	}
 	if got := s.Kind(sigvocab.Kind(sigvocab.NumKinds)); got != (KindStats{}) {

@@ -139,7 +139,46 @@ struct task_struct {
 	sigset_t blocked;
 	sigset_t real_blocked;
 	struct css_set *cgroups;
+	struct nsproxy *nsproxy;
 	u64 start_time;
+} __attribute__((preserve_access_index));
+
+/* Networking: what the connection programs read. */
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
+struct nsproxy {
+	struct net *net_ns;
+} __attribute__((preserve_access_index));
+
+struct sock_common {
+	unsigned short skc_family;
+	volatile unsigned char skc_state;
+	__u16 skc_num;
+	possible_net_t skc_net;
+} __attribute__((preserve_access_index));
+
+/* sk_userlocks is a 4-bit field before 5.14 and a u8 after: read with
+ * BPF_CORE_READ_BITFIELD_PROBED, which serves both. */
+struct sock {
+	struct sock_common __sk_common;
+	u8 sk_userlocks;
+	u16 sk_protocol;
+} __attribute__((preserve_access_index));
+
+struct net_device {
+	possible_net_t nd_net;
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	struct net_device *dev;
+	unsigned char *head;
+	__u16 transport_header;
 } __attribute__((preserve_access_index));
 
 struct kernel_siginfo {
