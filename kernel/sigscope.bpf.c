@@ -76,6 +76,7 @@ const volatile __u32 self_tgid = 0;     /* the tracer: always dropped */
 const volatile __u32 filter_pid = 0;    /* 0: any; else sender or target tgid */
 const volatile char filter_comm[TASK_COMM_LEN] = {}; /* "": any */
 const volatile bool direct_reads = false; /* the kernel has bpf_rdonly_cast: see read_at */
+const volatile bool watch_nets = false;   /* the TCP programs are attached: count stopping namespaces' connections */
 
 /* Returns obj as an untrusted pointer to the kernel type btf_id: loads
  * through it are direct, fault-tolerant loads (a fault reads 0), like those
@@ -539,7 +540,7 @@ static __always_inline __u32 watch_net(int sig, struct task_struct *cur, struct 
 {
 	__u32 netns = task_netns(task, false);
 
-	if (!netns || !((NET_STOP_SIGNALS >> ((sig - 1) & 63)) & 1))
+	if (!watch_nets || !netns || !((NET_STOP_SIGNALS >> ((sig - 1) & 63)) & 1))
 		return netns;
 	if (task_netns(cur, true) == netns)
 		return netns;

@@ -96,9 +96,6 @@ func classifyGenerate(e *Event) Flags {
 	if e.Facts&FactTargetGone != 0 {
 		f |= FlagTargetGone
 	}
-	if e.Facts&FactNetWatched != 0 {
-		f |= FlagNetWatched
-	}
 	// zap_pid_ns_processes: group_send_sig_info(SIGKILL, SEND_SIG_PRIV, t,
 	// PIDTYPE_MAX) from the namespace's reaper while it exits, to each process
 	// of its namespace but its own threads.

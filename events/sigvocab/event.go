@@ -204,9 +204,11 @@ type Event struct {
 	ExitCode   int  // exit only: the exit status when the process exited, -1 when a signal killed it
 	CoreDumped bool // exit only
 
-	// NetNS is the inode of a network namespace (/proc/PID/ns/net): for a
-	// generate event the target's (0 when the kernel could not read it),
-	// for a net event the namespace counted.
+	// NetNS is the inode of a network namespace (/proc/PID/ns/net) whose
+	// TCP connections the kernel counts: on a generate event, the target's
+	// when this signal (a stop signal from another network namespace) began
+	// or found the count (FactNetWatched), else 0; on a net event, the
+	// namespace counted.
 	NetNS uint32
 	// Conns is a net event's counts; nil for every other kind.
 	Conns *Connections
@@ -235,10 +237,9 @@ const (
 	FlagSigwaited                       // the target waits for it in sigtimedwait: queued for the waiter
 	FlagCgroupKill                      // SIGKILL from a write to cgroup.kill (runc 1.2+ killing a container)
 	FlagTargetGone                      // every thread of the target had exited: a signal to a zombie
-	FlagNetWatched                      // a stop signal from another network namespace: the kernel counts the target namespace's connections from here on
 )
 
-var flagNames = [...]string{"pid1_ignored", "sig_ign", "target_exiting", "blocked", "ns_cascade", "cross_ns", "ns_init", "sigwaited", "cgroup_kill", "target_gone", "net_watched"}
+var flagNames = [...]string{"pid1_ignored", "sig_ign", "target_exiting", "blocked", "ns_cascade", "cross_ns", "ns_init", "sigwaited", "cgroup_kill", "target_gone"}
 
 // FlagNames lists every flag word, in bit order.
 func FlagNames() []string { return append([]string(nil), flagNames[:]...) }

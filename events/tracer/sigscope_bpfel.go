@@ -149,6 +149,7 @@ const (
 	sigscopeVarUnusedEventType       = "unused_event_type"
 	sigscopeVarUnusedFact            = "unused_fact"
 	sigscopeVarUnusedNetKind         = "unused_net_kind"
+	sigscopeVarWatchNets             = "watch_nets"
 )
 
 // loadSigscope returns the embedded CollectionSpec for sigscope.
@@ -233,6 +234,7 @@ type sigscopeVariableSpecs struct {
 	UnusedEventType *ebpf.VariableSpec `ebpf:"unused_event_type"`
 	UnusedFact      *ebpf.VariableSpec `ebpf:"unused_fact"`
 	UnusedNetKind   *ebpf.VariableSpec `ebpf:"unused_net_kind"`
+	WatchNets       *ebpf.VariableSpec `ebpf:"watch_nets"`
 }
 
 // sigscopeObjects contains all objects after they have been loaded into the kernel.
@@ -293,6 +295,7 @@ type sigscopeVariables struct {
 	UnusedEventType *ebpf.Variable `ebpf:"unused_event_type"`
 	UnusedFact      *ebpf.Variable `ebpf:"unused_fact"`
 	UnusedNetKind   *ebpf.Variable `ebpf:"unused_net_kind"`
+	WatchNets       *ebpf.Variable `ebpf:"watch_nets"`
 }
 
 // sigscopePrograms contains all programs after they have been loaded into the kernel.

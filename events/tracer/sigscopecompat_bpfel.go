@@ -67,6 +67,7 @@ const (
 	sigscopeCompatVarUnusedEventType       = "unused_event_type"
 	sigscopeCompatVarUnusedFact            = "unused_fact"
 	sigscopeCompatVarUnusedNetKind         = "unused_net_kind"
+	sigscopeCompatVarWatchNets             = "watch_nets"
 )
 
 // loadSigscopeCompat returns the embedded CollectionSpec for sigscopeCompat.
@@ -151,6 +152,7 @@ type sigscopeCompatVariableSpecs struct {
 	UnusedEventType *ebpf.VariableSpec `ebpf:"unused_event_type"`
 	UnusedFact      *ebpf.VariableSpec `ebpf:"unused_fact"`
 	UnusedNetKind   *ebpf.VariableSpec `ebpf:"unused_net_kind"`
+	WatchNets       *ebpf.VariableSpec `ebpf:"watch_nets"`
 }
 
 // sigscopeCompatObjects contains all objects after they have been loaded into the kernel.
@@ -211,6 +213,7 @@ type sigscopeCompatVariables struct {
 	UnusedEventType *ebpf.Variable `ebpf:"unused_event_type"`
 	UnusedFact      *ebpf.Variable `ebpf:"unused_fact"`
 	UnusedNetKind   *ebpf.Variable `ebpf:"unused_net_kind"`
+	WatchNets       *ebpf.Variable `ebpf:"watch_nets"`
 }
 
 // sigscopeCompatPrograms contains all programs after they have been loaded into the kernel.

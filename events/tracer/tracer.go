@@ -46,6 +46,11 @@ type Options struct {
 	// at once, and sleep as soon as the ring is empty.
 	Linger time.Duration
 
+	// NoConnections leaves out the count of a stopping container's TCP
+	// connections (stopping_nets and the three TCP programs): no stop
+	// signal marks a namespace watched, and Connections finds nothing.
+	NoConnections bool
+
 	// Idle, if set, is called by Run on its goroutine after each batch of
 	// events handed to the callback (the place to flush buffered output, not
 	// per event), and again at the time it returns even if no event comes
@@ -93,6 +98,9 @@ type Tracer struct {
 	exitProgram string // see ExitProgram
 	oomProgram  string // see OOMProgram
 	object      string // see Object
+
+	nets        *ebpf.Map // stopping_nets; nil without the connection count
+	seesRefused bool      // see SeesRefused
 }
 
 // The two builds of kernel/sigscope.bpf.c; see [Tracer.Object].
@@ -186,6 +194,18 @@ func New(opts Options) (*Tracer, error) {
 		oomKeep, oomDrop = oomDrop, oomKeep
 	}
 	delete(spec.Programs, oomDrop)
+	netProgs, seesRefused := []string(nil), false
+	if !opts.NoConnections {
+		if netProgs, seesRefused, err = connectionPrograms(kspec); err != nil {
+			opts.Logger.Warn("not counting stopping containers' connections", "error", err)
+			opts.NoConnections = true
+		}
+	}
+	if opts.NoConnections {
+		for _, p := range allConnectionPrograms {
+			delete(spec.Programs, p)
+		}
+	}
 
 	spec.Maps[sigscopeMapEvents].MaxEntries = uint32(opts.RingSize)
 	spec.Maps[sigscopeMapDoorbell].MaxEntries = uint32(page) // its smallest size
@@ -197,6 +217,7 @@ func New(opts Options) (*Tracer, error) {
 		sigscopeVarFilterPid:   opts.PID,
 		sigscopeVarFilterComm:  commBytes,
 		sigscopeVarDirectReads: !opts.helperReads && hasKfunc(kspec, "bpf_rdonly_cast"),
+		sigscopeVarWatchNets:   !opts.NoConnections,
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -210,7 +231,10 @@ func New(opts Options) (*Tracer, error) {
 	}
 	t := &Tracer{opts: opts, log: opts.Logger, coll: coll, exitProgram: keep, oomProgram: oomKeep, object: object,
 		counters: coll.Maps[sigscopeMapEventCounters]}
-	for _, name := range []string{sigscopeProgHandleGenerate, sigscopeProgHandleDeliver, keep, oomKeep, sigscopeProgHandleExec} {
+	if !opts.NoConnections {
+		t.nets, t.seesRefused = coll.Maps[sigscopeMapStoppingNets], seesRefused
+	}
+	for _, name := range append([]string{sigscopeProgHandleGenerate, sigscopeProgHandleDeliver, keep, oomKeep, sigscopeProgHandleExec}, netProgs...) {
 		p := coll.Programs[name]
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
