@@ -572,7 +572,6 @@ static __always_inline void net_count(struct net_stats *st, __u32 kind, __u64 no
 #define TCP_LAST_ACK 9
 #define TCP_LISTEN 10
 #define IPPROTO_TCP 6
-#define SOCK_BINDPORT_LOCK 8
 
 static __always_inline struct net_stats *stopping_net_of(const struct sock *sk)
 {
@@ -581,12 +580,13 @@ static __always_inline struct net_stats *stopping_net_of(const struct sock *sk)
 	return bpf_map_lookup_elem(&stopping_nets, &netns);
 }
 
-/* An inbound connection: its port was bound by the application, as a
- * listener's is and its accepted sockets inherit (sk_clone copies
- * sk_userlocks); a connect() without bind() has an ephemeral port. */
+/* An inbound connection: a listener's child. sk_clone_lock() copies the
+ * listener's sk_max_ack_backlog (listen()'s backlog) into each socket it
+ * accepts; a socket that connect()ed never listened and has 0. (Not
+ * SOCK_BINDPORT_LOCK: the clone clears it in the child.) */
 static __always_inline bool inbound(const struct sock *sk)
 {
-	return BPF_CORE_READ_BITFIELD_PROBED(sk, sk_userlocks) & SOCK_BINDPORT_LOCK;
+	return BPF_CORE_READ_BITFIELD_PROBED(sk, sk_max_ack_backlog) > 0;
 }
 
 /* Every TCP state change, IPv4 and IPv6. Accepted: SYN_RECV to ESTABLISHED

@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 		ignore()
 	case "allocate":
 		allocate()
+	case "tcpserver":
+		tcpServer()
 	}
 	os.Exit(m.Run())
 }

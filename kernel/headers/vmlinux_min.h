@@ -163,11 +163,11 @@ struct sock_common {
 	possible_net_t skc_net;
 } __attribute__((preserve_access_index));
 
-/* sk_userlocks is a 4-bit field before 5.14 and a u8 after: read with
- * BPF_CORE_READ_BITFIELD_PROBED, which serves both. */
+/* sk_max_ack_backlog's size differs between kernels: read with
+ * BPF_CORE_READ_BITFIELD_PROBED, which takes the running kernel's. */
 struct sock {
 	struct sock_common __sk_common;
-	u8 sk_userlocks;
+	u32 sk_max_ack_backlog;
 	u16 sk_protocol;
 } __attribute__((preserve_access_index));
 
