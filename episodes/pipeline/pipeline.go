@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/sigscope/sigscope/containers/container"
@@ -53,6 +54,9 @@ type Pipeline struct {
 	lossAt time.Time
 	clock  eventClock
 	memo   lookupMemo
+	// sweptAt is when the kernel's watched namespaces were last looked at
+	// (sweepWatched).
+	sweptAt time.Time
 }
 
 // lookupMemo remembers the resolver's answers for the current clock
@@ -142,6 +146,10 @@ const (
 func New(opts Options) (*Pipeline, error) {
 	p := &Pipeline{opts: opts}
 	to := opts.Tracer
+	if opts.Timeline == nil {
+		// Nothing would read the counts: the kernel need not keep them.
+		to.NoConnections = true
+	}
 	userIdle := to.Idle
 	to.Idle = func() time.Time {
 		// Complete the episodes whose settle time passed while the
@@ -156,7 +164,10 @@ func New(opts Options) (*Pipeline, error) {
 				p.lossAt = time.Time{}
 			}
 			p.noteLoss(now)
-			p.err = p.episodes(p.engine.Advance(now))
+			p.err = p.readConnections(now, p.engine.ConnectionsDue(now))
+			if p.err == nil {
+				p.err = p.episodes(p.engine.Advance(now))
+			}
 			if p.err == nil {
 				next = p.engine.Deadline()
 			}
@@ -311,13 +322,74 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	if p.engine != nil {
 		p.lossAt = time.Time{}
-		p.noteLoss(time.Now())
-		// The end: the held episodes go out too, as they are.
+		now := time.Now()
+		p.noteLoss(now)
+		// The end: what the kernel counted of the connections of every
+		// stop still open is read now, as far as it went.
+		if err := p.readConnections(now, p.engine.WatchedNets()); err != nil && runErr == nil {
+			runErr = err
+		}
+		// The held episodes go out too, as they are.
 		if err := p.handOver(p.engine.Flush(), true); err != nil && runErr == nil {
 			runErr = err
 		}
 	}
 	return runErr
+}
+
+// readConnections reads what the kernel counted of each namespace's
+// connections and hands it on as a net event, through Handle as the
+// kernel's events go (OnEvent sees it, so a recording has it and its
+// replay gives the same episodes); a namespace no open episode watches
+// any more is let go in the kernel. A failed read is logged and still
+// handed on, without counts: the episode then says they were not read.
+func (p *Pipeline) readConnections(now time.Time, nets []uint32) error {
+	if p.t == nil {
+		return nil // a replay: the net events are in the stream
+	}
+	for _, netns := range nets {
+		conns, err := p.t.Connections(netns)
+		if err != nil {
+			p.log().Warn("reading a stopping container's connection counts", "netns", netns, "error", err)
+		}
+		ev := sigvocab.Event{Time: now, Kind: sigvocab.KindNet, NetNS: netns, Conns: conns}
+		if err := p.Handle(&ev); err != nil {
+			return err
+		}
+		if p.engine == nil || !p.engine.Watching(netns) {
+			if err := p.t.Unwatch(netns); err != nil {
+				p.log().Warn("letting a network namespace go", "netns", netns, "error", err)
+			}
+		}
+	}
+	p.sweepWatched(now)
+	return nil
+}
+
+// A namespace the kernel began to watch at a stop signal that no episode
+// took up (a SIGINT to a process that is no container's main, say) is let
+// go after watchedMax; the kernel's table holds 1024. Looked at every
+// sweepEvery.
+const (
+	watchedMax = 10 * time.Minute
+	sweepEvery = 30 * time.Second
+)
+
+func (p *Pipeline) sweepWatched(now time.Time) {
+	if now.Sub(p.sweptAt) < sweepEvery {
+		return
+	}
+	p.sweptAt = now
+	watched, err := p.t.Watched()
+	if err != nil {
+		p.log().Warn("listing the watched network namespaces", "error", err)
+		return
+	}
+	for netns, since := range watched {
+		if now.Sub(since) > watchedMax && (p.engine == nil || !p.engine.Watching(netns)) {
+			_ = p.t.Unwatch(netns)
+		}
+	}
 }
 
 // NewReplay returns a pipeline without a tracer, for events that come from
@@ -339,7 +411,7 @@ func (p *Pipeline) Handle(e *sigvocab.Event) error {
 		return p.err
 	}
 	var target, sender *identity.Info
-	if r := p.opts.Resolver; r != nil {
+	if r := p.opts.Resolver; r != nil && e.Kind != sigvocab.KindNet {
 		now := p.clock.at(e)
 		target = p.lookup(r, &e.Target, now)
 		if p.opts.Senders && e.Kind == sigvocab.KindGenerate {
@@ -378,4 +450,12 @@ func About(target, sender *identity.Info) (about, other *identity.Info) {
 		return target, sender
 	}
 	return target, nil
+}
+
+// log is the tracer's logger.
+func (p *Pipeline) log() *slog.Logger {
+	if l := p.opts.Tracer.Logger; l != nil {
+		return l
+	}
+	return slog.New(slog.DiscardHandler)
 }
