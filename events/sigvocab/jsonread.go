@@ -13,21 +13,21 @@ import (
 // writes: tracer's json_test.go holds the writer to encoding/json's
 // encoding of these types, byte for byte.
 type EventJSON struct {
-	Time       string       `json:"time"`
-	Event      string       `json:"event"`
-	Signal     string       `json:"signal,omitempty"`
-	Signo      int32        `json:"signo,omitempty"`
-	Result     string       `json:"result,omitempty"`
-	Flags      []string     `json:"flags"`
-	Fate       string       `json:"fate,omitempty"`
-	Code       string       `json:"code,omitempty"`
-	SiCode     *int32       `json:"si_code,omitempty"`
-	Group      *bool        `json:"group,omitempty"`
-	Handler    string       `json:"handler,omitempty"`
-	Sender     *ProcessJSON `json:"sender,omitempty"`
-	Target     ProcessJSON  `json:"target"`
-	ExitCode   *int         `json:"exit_code,omitempty"`
-	CoreDumped *bool        `json:"core_dumped,omitempty"`
+	Time        string           `json:"time"`
+	Event       string           `json:"event"`
+	Signal      string           `json:"signal,omitempty"`
+	Signo       int32            `json:"signo,omitempty"`
+	Result      string           `json:"result,omitempty"`
+	Flags       []string         `json:"flags"`
+	Fate        string           `json:"fate,omitempty"`
+	Code        string           `json:"code,omitempty"`
+	SiCode      *int32           `json:"si_code,omitempty"`
+	Group       *bool            `json:"group,omitempty"`
+	Handler     string           `json:"handler,omitempty"`
+	Sender      *ProcessJSON     `json:"sender,omitempty"`
+	Target      ProcessJSON      `json:"target"`
+	ExitCode    *int             `json:"exit_code,omitempty"`
+	CoreDumped  *bool            `json:"core_dumped,omitempty"`
 	NetNS       uint32           `json:"netns,omitempty"`
 	Connections *ConnectionsJSON `json:"connections,omitempty"`
 }
