@@ -21,8 +21,14 @@ const (
 // apply records ev, whose role in the episode is r. A new stop pattern is
 // a case here, and its sentence in the words (words.go).
 func (ep *episode) apply(ev *sigvocab.Event, r role) effect {
+	if ev.Kind != sigvocab.KindNet && ev.Time.After(ep.lastAt) {
+		ep.lastAt = ev.Time
+	}
 	switch ev.Kind {
 	case sigvocab.KindGenerate:
+		if r.as == member {
+			ep.watchNet(ev)
+		}
 		switch {
 		case r.as == cascadeSent:
 			ep.cascadeKill(ev)
@@ -91,8 +97,63 @@ func (ep *episode) apply(ev *sigvocab.Event, r role) effect {
 		if r.main && ep.exited && ep.Container.Pod == "" {
 			return completeNow
 		}
+	case sigvocab.KindNet:
+		if ep.connections(ev) {
+			return completeNow
+		}
 	}
 	return noEffect
+}
+
+// watchNet records the network namespace of the container from the first
+// signal to one of its processes that the kernel watched: a stop signal
+// (or SIGKILL) sent from another namespace, from which on the kernel counts
+// the namespace's connections. The episode then waits for the counts
+// before it completes (Engine.end).
+func (ep *episode) watchNet(ev *sigvocab.Event) {
+	if ep.netns == 0 && ev.NetNS != 0 && ev.Flags.Has(sigvocab.FlagNetWatched) {
+		ep.netns = ev.NetNS
+	}
+}
+
+// connections takes the kernel's counts of the episode's network
+// namespace, read at ev.Time; the latest read stands. They complete an
+// episode that waits for them and was due to be read by then; one whose
+// stop goes on keeps them in case the trace ends first (Flush).
+func (ep *episode) connections(ev *sigvocab.Event) bool {
+	ep.conns, ep.connsAt, ep.netAsked = *ev.Conns, ev.Time, false
+	return ep.counted()
+}
+
+// takeTraffic makes the counts the episode holds its traffic, at
+// completion, with a step for each moment the kernel recorded that tells
+// the stop: the listener's close, the first refused attempt, the first
+// connection cut. Nil when no stop signal was watched; the words write the
+// verdict and the hint.
+func (ep *episode) takeTraffic() {
+	if ep.netns == 0 {
+		return
+	}
+	t := &Traffic{NetNS: ep.netns}
+	ep.Traffic = t
+	if ep.unread != countsRead {
+		return
+	}
+	c := &ep.conns
+	t.Since, t.Until, t.Counts, t.SeesRefused = c.Since, ep.connsAt, c.Counts, c.SeesRefused
+	if n := c.Counts[sigvocab.NetListenerClosed]; n.N > 0 {
+		ep.add(Step{Time: n.First, Kind: StepListenerClosed, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last}}, true)
+	}
+	if n := c.Counts[sigvocab.NetRefused]; n.N > 0 && c.SeesRefused {
+		ep.add(Step{Time: n.First, Kind: StepRefused, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last}}, true)
+	}
+	if n := c.Counts[sigvocab.NetCut]; n.N > 0 {
+		s := Step{Time: n.First, Kind: StepCut, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last, died: ep.exited}}
+		if ep.mainKnown {
+			s.Target = ep.Main
+		}
+		ep.add(s, true)
+	}
 }
 
 // stopSignal records a stop signal sent to the main process, and the

@@ -41,6 +41,33 @@ type episode struct {
 	exited      bool                 // the main process's exit was seen
 	oomFirst    bool                 // an OOM kill came before any stop signal, SIGKILL or exit
 	oomMain     bool                 // the OOM killer picked the main process
+	lastAt      time.Time            // the latest event applied, net events aside
+
+	// The network namespace whose inbound connections the kernel counts
+	// for the stop (traffic.go), and its counts.
+	netns    uint32               // 0: no stop signal of the container was watched
+	conns    sigvocab.Connections // the latest counts read, with connsAt
+	connsAt  time.Time            // when they were read; zero: never
+	unread   unreadReason         // why the episode completed without its counts
+	netWait  bool                 // its events are over and it waits for its counts (Engine.waiting), out of the indexes
+	netDue   time.Time            // with netWait: when its counts are to be read
+	netAsked bool                 // with netWait: ConnectionsDue returned its namespace, not read since
+}
+
+// unreadReason is why an episode that watched a network namespace
+// completed without its counts; the words say it.
+type unreadReason uint8
+
+const (
+	countsRead  unreadReason = iota
+	unreadEnded              // Flush: the trace ended first
+	unreadLate               // the hard deadline (NetWait) passed first
+)
+
+// counted reports whether the episode waits for its counts and has them,
+// read when they were due.
+func (ep *episode) counted() bool {
+	return ep.netWait && !ep.connsAt.IsZero() && !ep.connsAt.Before(ep.netDue)
 }
 
 // stopped reports whether a stop signal counts: one dropped because PID 1
@@ -90,11 +117,19 @@ func (ep *episode) mainRuntime() langrt.Runtime {
 // order puts the steps in time order and starts the episode at the first.
 // Events reach the ring buffer from several CPUs and can arrive a few
 // microseconds out of order (a SIGKILL's generate after the exit it caused);
-// the steps are told in the order they happened.
+// the steps are told in the order they happened. A traffic step does not
+// move the start: it is the namespace's, which another container of the
+// pod may have begun to stop earlier.
 func (ep *episode) order() {
 	slices.SortStableFunc(ep.Steps, func(a, b Step) int { return a.Time.Compare(b.Time) })
-	if len(ep.Steps) > 0 && ep.Steps[0].Time.Before(ep.Start) {
-		ep.Start = ep.Steps[0].Time
+	for _, s := range ep.Steps {
+		if s.Kind.traffic() {
+			continue
+		}
+		if s.Time.Before(ep.Start) {
+			ep.Start = s.Time
+		}
+		break
 	}
 	for i := range ep.Steps {
 		ep.Steps[i].At = ep.Steps[i].Time.Sub(ep.Start)

@@ -5,7 +5,9 @@
 // an outcome (graceful, ignored_by_init, ignored, handler_timeout, killed,
 // oom_killed, exited; unfinished when a recording ends mid-stop, or when the
 // stop may have begun before tracing did and what is left cannot tell) and a
-// fix hint.
+// fix hint; and, when the kernel counted the container's network
+// namespace's connections from the stop signal on, what the stop cost its
+// clients (traffic.go), which the episode waits for before it completes.
 // docs/timelines.md describes the outcomes and the fields.
 //
 // The engine is pure: no I/O, no root, and no clock. Time comes from the

@@ -3,6 +3,7 @@ package timeline
 import (
 	"container/heap"
 	"container/list"
+	"slices"
 	"time"
 
 	"github.com/sigscope/sigscope/containers/identity"
@@ -18,6 +19,24 @@ const (
 	// runtime did not say (no grace period or stop timeout known): the
 	// Kubernetes default grace period, longer than Docker's 10 s.
 	DefaultStopBudget = 30 * time.Second
+)
+
+// An episode whose stop signal the kernel watched (its network namespace's
+// connections are counted, traffic.go) does not complete without the
+// counts: when it would, it waits for the net event of its namespace, which
+// the caller feeds once [Engine.ConnectionsDue] names the namespace.
+const (
+	// NetLinger is how long after the main process's exit the counts are
+	// read at the earliest: connection attempts refused just after the
+	// exit are part of the stop (a pod's sandbox keeps the namespace, and
+	// clients still sent to it are refused there).
+	NetLinger = time.Second
+	// NetWait is how long after it would have completed an episode waits
+	// for its counts at most: the caller reads them as soon as they are
+	// due, at most NetLinger later, so a wait this long means the read
+	// failed or the caller fell behind; the episode then completes
+	// without them rather than hold its verdict back.
+	NetWait = 3 * time.Second
 )
 
 // stopSlack is added to a stop budget for the runtime's own delay between
@@ -79,6 +98,11 @@ type Stats struct {
 	// SandboxStops counts the ends of pods' sandbox (pause) containers:
 	// the last step of a pod's teardown, never an episode.
 	SandboxStops uint64
+	// NetIgnored counts the net events no open episode watched the
+	// namespace of (read too late, or for no episode); NetUnread the
+	// episodes that completed without their counts.
+	NetIgnored uint64
+	NetUnread  uint64
 }
 
 // Engine builds episodes from events. It is not safe for concurrent use:
@@ -95,8 +119,10 @@ type Engine struct {
 	stats    Stats
 	dropped  uint64 // the tracer's dropped total at the last NoteDropped
 	since    time.Time
-	starts   starts   // main processes whose start was seen
-	routes   []routed // route's answer, reused from one event to the next
+	starts   starts     // main processes whose start was seen
+	routes   []routed   // route's answer, reused from one event to the next
+	waiting  []*episode // episodes waiting for their network namespace's counts, in the order they began to
+	due      []uint32   // ConnectionsDue's answer, reused from one call to the next
 }
 
 // New returns an engine with opts, zero fields replaced by the defaults.
@@ -117,7 +143,7 @@ func New(opts Options) *Engine {
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	s := e.stats
-	s.Open, s.ExecLogs = len(e.open), len(e.execs.logs)
+	s.Open, s.ExecLogs = e.order.Len(), len(e.execs.logs)
 	return s
 }
 
@@ -152,7 +178,7 @@ func (e *Engine) act(ep *episode, t time.Time, fx effect, out *[]Episode) {
 	case awaitMain:
 		e.unsettle(ep)
 	case completeNow:
-		e.complete(ep, out)
+		e.end(ep, t, out)
 	}
 }
 
@@ -171,24 +197,88 @@ func (e *Engine) Advance(now time.Time) []Episode {
 	return out
 }
 
-// Deadline is when the next open episode completes if no event comes (its
-// settle deadline: Advance to any time after it completes the episode), or
-// the zero time when no episode waits for one. A live caller uses it to call
-// Advance then instead of polling.
+// Deadline is when the engine next needs the caller if no event comes, or
+// the zero time when nothing waits for a time: an open episode's settle
+// deadline or the hard deadline of one waiting for its counts (Advance to
+// any time after it completes the episode), or the time a waiting
+// episode's counts are due (call [Engine.ConnectionsDue] then). A live
+// caller uses it to call them then instead of polling.
 func (e *Engine) Deadline() time.Time {
-	if len(e.settling) == 0 {
-		return time.Time{}
+	var d time.Time
+	if len(e.settling) > 0 {
+		d = e.settling[0].deadline
 	}
-	return e.settling[0].deadline
+	for _, ep := range e.waiting {
+		if !ep.netAsked && (d.IsZero() || ep.netDue.Before(d)) {
+			d = ep.netDue
+		}
+	}
+	return d
+}
+
+// ConnectionsDue returns the network namespaces whose counts the caller
+// should read now and feed as net events ([sigvocab.KindNet], Time the
+// time of the read): those of the episodes waiting for them whose read is
+// due by now, at the later of when the episode would have completed and
+// its main process's exit plus [NetLinger]. A namespace is returned once
+// until its counts are read. The slice is reused by the next call.
+func (e *Engine) ConnectionsDue(now time.Time) []uint32 {
+	e.due = e.due[:0]
+	for _, ep := range e.waiting {
+		if ep.netAsked || ep.netDue.After(now) || ep.deadline.Before(now) {
+			continue
+		}
+		e.due = append(e.due, ep.netns)
+		for _, o := range e.waiting {
+			if o.netns == ep.netns {
+				o.netAsked = true
+			}
+		}
+	}
+	return e.due
+}
+
+// Watching reports whether an open episode watches the network namespace
+// netns: its counts are still wanted (the caller keeps the kernel's entry
+// while they are).
+func (e *Engine) Watching(netns uint32) bool {
+	if netns == 0 {
+		return false
+	}
+	for el := e.order.Front(); el != nil; el = el.Next() {
+		if el.Value.(*episode).netns == netns {
+			return true
+		}
+	}
+	return false
+}
+
+// WatchedNets returns the network namespaces the open episodes watch, once
+// each: the caller reads their counts before Flush at the end of a trace.
+func (e *Engine) WatchedNets() []uint32 {
+	var nets []uint32
+	for el := e.order.Front(); el != nil; el = el.Next() {
+		if ns := el.Value.(*episode).netns; ns != 0 && !slices.Contains(nets, ns) {
+			nets = append(nets, ns)
+		}
+	}
+	return nets
 }
 
 // Flush completes every open episode, oldest first: the end of a recording.
 // Episodes still waiting for the main process get the outcome their events
-// support, [OutcomeUnfinished] when that is only a stop signal.
+// support, [OutcomeUnfinished] when that is only a stop signal. An episode
+// that watched a network namespace takes the counts read after its last
+// event (the caller reads [Engine.WatchedNets] first), and says they were
+// not read otherwise.
 func (e *Engine) Flush() []Episode {
 	var out []Episode
 	for e.order.Len() > 0 {
-		e.complete(e.order.Front().Value.(*episode), &out)
+		ep := e.order.Front().Value.(*episode)
+		if ep.netns != 0 && (ep.connsAt.IsZero() || ep.connsAt.Before(ep.lastAt)) {
+			ep.unread = unreadEnded
+		}
+		e.complete(ep, &out)
 	}
 	return out
 }
@@ -206,7 +296,9 @@ func (e *Engine) NoteDropped(total uint64) {
 	delta := total - e.dropped
 	e.dropped = total
 	for el := e.order.Front(); el != nil; el = el.Next() {
-		el.Value.(*episode).EventsDropped += delta
+		if ep := el.Value.(*episode); !ep.netWait { // none of its events is to come
+			ep.EventsDropped += delta
+		}
 	}
 }
 
@@ -222,21 +314,77 @@ func (e *Engine) HasOpen(namespace, pod string) bool {
 }
 
 func (e *Engine) remove(ep *episode) {
-	delete(e.open, ep.key)
+	e.detach(ep)
+	e.order.Remove(ep.elem)
+	if ep.heapIdx >= 0 {
+		heap.Remove(&e.settling, ep.heapIdx)
+	}
+	if ep.netWait {
+		e.waiting = slices.DeleteFunc(e.waiting, func(o *episode) bool { return o == ep })
+	}
+}
+
+// detach takes ep out of the indexes: no event finds it any more.
+func (e *Engine) detach(ep *episode) {
+	if e.open[ep.key] == ep {
+		delete(e.open, ep.key)
+	}
 	if ep.mainKnown && e.byMain[ep.Main.PID] == ep {
 		delete(e.byMain, ep.Main.PID)
 	}
 	if e.byNS[ep.Container.PidNS] == ep {
 		delete(e.byNS, ep.Container.PidNS)
 	}
-	e.order.Remove(ep.elem)
-	if ep.heapIdx >= 0 {
-		heap.Remove(&e.settling, ep.heapIdx)
+}
+
+// end completes ep, whose events are over as of t; or, when it watched a
+// network namespace whose counts it has not got, makes it wait for them
+// until NetWait after t, and completes it without them then.
+func (e *Engine) end(ep *episode, t time.Time, out *[]Episode) {
+	switch {
+	case ep.netns == 0 || ep.counted():
+		e.complete(ep, out)
+	case ep.netWait:
+		ep.unread = unreadLate
+		e.complete(ep, out)
+	default:
+		e.wait(ep, t)
+	}
+}
+
+// wait makes ep wait for its counts, from t, when it would have completed.
+// It leaves the indexes as a completed episode would: later events of its
+// container begin another one. Its counts are due at t, or NetLinger after
+// its main process's exit when that is later.
+func (e *Engine) wait(ep *episode, t time.Time) {
+	e.detach(ep)
+	ep.netWait, ep.netDue = true, t
+	if linger := ep.ExitAt.Add(NetLinger); !ep.ExitAt.IsZero() && linger.After(t) {
+		ep.netDue = linger
+	}
+	for _, o := range e.waiting {
+		if o.netns == ep.netns && o.netAsked {
+			ep.netAsked = true // a read is on its way
+		}
+	}
+	e.waiting = append(e.waiting, ep)
+	ep.deadline = t.Add(NetWait)
+	if ep.heapIdx < 0 {
+		heap.Push(&e.settling, ep)
+	} else {
+		heap.Fix(&e.settling, ep.heapIdx)
 	}
 }
 
 func (e *Engine) complete(ep *episode, out *[]Episode) {
 	e.remove(ep)
+	if ep.netns != 0 && ep.connsAt.IsZero() && ep.unread == countsRead {
+		ep.unread = unreadEnded // no path completes so; were one added, it would not claim counts
+	}
+	if ep.unread != countsRead {
+		e.stats.NetUnread++
+	}
+	ep.takeTraffic()
 	ep.order()
 	if e.beganUnseen(ep) {
 		ep.StartUnseen, ep.TracedSince = true, e.since
@@ -293,11 +441,13 @@ func (e *Engine) unsettle(ep *episode) {
 	}
 }
 
-// expire completes the episodes whose deadline is before now. An event at
-// exactly the deadline still joins its episode.
+// expire completes the episodes whose deadline is before now (or makes
+// them wait for their counts). An event at exactly the deadline still joins
+// its episode.
 func (e *Engine) expire(out *[]Episode) {
 	for len(e.settling) > 0 && e.settling[0].deadline.Before(e.now) {
-		e.complete(e.settling[0], out)
+		ep := e.settling[0]
+		e.end(ep, ep.deadline, out)
 	}
 }
 

@@ -85,7 +85,18 @@ const (
 	StepSandbox       StepKind = "sandbox"        // the pod's sandbox (pause) container was torn down
 	StepExec          StepKind = "exec"           // a process entered the container from outside (runc exec: a preStop hook, kubectl exec, an exec probe)
 	StepReraise       StepKind = "reraise"        // the main process's stop-signal handler sent the signal to itself again, with the default action
+
+	// Traffic steps: what the kernel counted of the network namespace's
+	// connections (Episode.Traffic), at the times it recorded.
+	StepListenerClosed StepKind = "listener_closed" // the first listening socket of the namespace closed: the application stopped accepting
+	StepRefused        StepKind = "refused"         // the first connection attempt answered with a reset: nothing listened
+	StepCut            StepKind = "cut"             // the first connection still open when its process died
 )
+
+// traffic reports whether k is a traffic step.
+func (k StepKind) traffic() bool {
+	return k == StepListenerClosed || k == StepRefused || k == StepCut
+}
 
 // Container names an episode's container. Without a resolved identity.Info
 // only PidNS is set.
@@ -178,6 +189,9 @@ type stepFacts struct {
 	status   int                  // an exit's status, as a runtime reports it
 	by       *Proc                // who started an exec session, or sent the sandbox its SIGKILL (steps with no Sender)
 	began    time.Time            // an exec session's end: its start
+	n        uint64               // a traffic step: how many of its kind the kernel counted
+	last     time.Time            // a traffic step: the last of its kind
+	died     bool                 // a cut step: the main process's end was seen
 }
 
 // Episode is the story of one container stop. Times are zero when absent.
@@ -260,6 +274,12 @@ type Episode struct {
 	StepsOmitted int // minor steps beyond Options.MaxSteps, counted only
 
 	Hint string // how to fix it, quoting untrusted comms unescaped; "" when nothing to fix
+
+	// Traffic is what the stop cost the clients of the container's network
+	// namespace; nil when no stop signal of the container was watched (one
+	// sent from the container's own network namespace, or a kernel that
+	// does not count).
+	Traffic *Traffic
 }
 
 // KillAfter is the time from the stop signal to the SIGKILL, the part of

@@ -15,7 +15,8 @@ import (
 // (what it does not keep, derived fields and unread keys, it drops at the
 // first). Its text form, which promises to print an episode read from
 // untrusted JSON safely, has no control character but the line ends, one
-// line per step plus the title, the outcome and the hint.
+// line per step plus the title, the outcome and the hint, and the traffic's
+// lines.
 func FuzzEpisodeUnmarshalJSON(f *testing.F) {
 	// testdata/fuzz/FuzzEpisodeUnmarshalJSON holds the episodes of the
 	// recorded streams (`sigscope timeline -f testdata/streams/X.jsonl -o json`).
@@ -25,6 +26,9 @@ func FuzzEpisodeUnmarshalJSON(f *testing.F) {
 		`{"container":{"id":"x","name":"web\u001b[31m\\xff","pod":"p","namespace":"ns"},"owner":{"kind":"Deployment","name":"web"},"outcome":"killed","start":"0001-01-01T00:00:00Z","kill_sender":{"pid":7,"comm":"kubelet","kernel":true,"ancestors":[{"pid":1,"comm":"systemd"}]},"kill_at":"2026-11-25T02:14:50.5+05:30","exit_at":"2026-11-25T02:14:51Z","exit_status":137,"exit_signal":"KILL","prestop":{"kind":"exec","command":["sh","-c","sleep 5\n"],"start_at":"2026-11-25T02:14:40Z","exit_code":0},"grace_period_s":1e300,"cascade_kills":[{"pid":9,"ns_pid":2,"comm":"sleep"}],"cascade_kills_omitted":3,"oom_victims":[{"pid":9}],"steps":[{"at":-1.5,"time":"2026-11-25T02:14:50Z","kind":"sigkill","signal":"SIGRTMIN+3","sender":{"pid":7,"comm":"k"},"target":{"pid":9},"flags":["cross_ns","cgroup_kill"],"verdict":"delivered","exit_status":-1,"text":"a\nb\u0085"}],"steps_omitted":2,"hint":"fix\tit","stop_reason":"evicted","not_learnt":[],"id":3,"node":"n1"}`,
 		`{"outcome":"graceful","steps":[{"at":9223372036.854775807,"kind":"x","target":{},"text":""}],"grace_period_s":-0.0000000004}`,
 		`{"steps":[{"at":4414691.149212793,"kind":"x","target":{},"text":""}],"grace_period_s":4435383.62792128}`, // past 2^22 s
+		`{"outcome":"graceful","steps":[],"traffic":{"netns":4026532500,"since":"2026-11-25T02:14:50Z","until":"2026-11-25T02:14:52Z","accepted":{"n":3,"first":"2026-11-25T02:14:50.1Z","last":"2026-11-25T02:14:51Z"},"closed":{"n":0},"reset_sent":{"n":1},"reset_received":null,"cut":{"n":2,"first":"2026-11-25T02:14:51Z"},"refused":null,"listener_closed":{"n":1,"first":"x"},"lost":9,"verdict":"v\u001b","hint":"h\n"}}`,
+		`{"traffic":{"netns":1,"accepted":{"n":3},"refused":{"n":1},"lost":null,"verdict":"","unread":"the trace ended"}}`,
+		`{"traffic":{"netns":0,"since":"2026-11-25T02:14:50Z","accepted":{"n":18446744073709551615},"refused":{"n":18446744073709551615},"cut":{"n":1}}}`,
 		`{"steps":[{"flags":["bogus"]}]}`,
 		`{"start":"not a time"}`,
 		`null`, `[]`, `"episode"`,
@@ -97,6 +101,12 @@ func FuzzEpisodeUnmarshalJSON(f *testing.F) {
 		}
 		if ep.Hint != "" {
 			want++
+		}
+		if ep.Traffic != nil {
+			want++
+			if ep.Traffic.Hint != "" {
+				want++
+			}
 		}
 		if n := strings.Count(out, "\n"); n != want || !strings.HasSuffix(out, "\n") {
 			t.Fatalf("WriteText wrote %d lines, want %d: %q", n, want, out)

@@ -74,6 +74,77 @@ type jsonEpisode struct {
 	Steps          []jsonStep   `json:"steps"`
 	StepsOmitted   int          `json:"steps_omitted,omitempty"`
 	Hint           string       `json:"hint,omitempty"`
+	Traffic        *jsonTraffic `json:"traffic,omitempty"`
+}
+
+// jsonTraffic is Episode.Traffic. Every kind's count is an object (the
+// event's form, sigvocab.NetCountJSON) or null when it is not known: all of
+// them when the counts were not read (unread says why), refused when the
+// kernel does not report refused attempts. lost is derived (Traffic.Lost),
+// null when unread, and not read back.
+type jsonTraffic struct {
+	NetNS          uint32                 `json:"netns"`
+	Since          string                 `json:"since,omitempty"`
+	Until          string                 `json:"until,omitempty"`
+	Accepted       *sigvocab.NetCountJSON `json:"accepted"`
+	Closed         *sigvocab.NetCountJSON `json:"closed"`
+	ResetSent      *sigvocab.NetCountJSON `json:"reset_sent"`
+	ResetReceived  *sigvocab.NetCountJSON `json:"reset_received"`
+	Cut            *sigvocab.NetCountJSON `json:"cut"`
+	Refused        *sigvocab.NetCountJSON `json:"refused"`
+	ListenerClosed *sigvocab.NetCountJSON `json:"listener_closed"`
+	Lost           *uint64                `json:"lost"`
+	Verdict        string                 `json:"verdict"`
+	Hint           string                 `json:"hint,omitempty"`
+	Unread         string                 `json:"unread,omitempty"`
+}
+
+// counts are j's kinds in NetKind order.
+func (j *jsonTraffic) counts() [sigvocab.NumNetKinds]**sigvocab.NetCountJSON {
+	return [sigvocab.NumNetKinds]**sigvocab.NetCountJSON{&j.Accepted, &j.Closed, &j.ResetSent, &j.ResetReceived, &j.Cut, &j.Refused, &j.ListenerClosed}
+}
+
+func trafficJSON(t *Traffic) *jsonTraffic {
+	j := &jsonTraffic{NetNS: t.NetNS, Since: jsonTime(t.Since), Until: jsonTime(t.Until), Verdict: textsafe.UTF8(t.Verdict),
+		Hint: textsafe.UTF8(t.Hint), Unread: textsafe.UTF8(t.Unread)}
+	if t.Unread != "" {
+		return j
+	}
+	for k, dst := range j.counts() {
+		if !t.Known(sigvocab.NetKind(k)) {
+			continue
+		}
+		c := &t.Counts[k]
+		*dst = &sigvocab.NetCountJSON{N: c.N, First: jsonTime(c.First), Last: jsonTime(c.Last)}
+	}
+	lost := t.Lost()
+	j.Lost = &lost
+	return j
+}
+
+func trafficFromJSON(j *jsonTraffic) (*Traffic, error) {
+	t := &Traffic{NetNS: j.NetNS, Verdict: j.Verdict, Hint: j.Hint, Unread: j.Unread, SeesRefused: j.Refused != nil}
+	var err error
+	if t.Since, err = parseTime(j.Since); err != nil {
+		return nil, err
+	}
+	if t.Until, err = parseTime(j.Until); err != nil {
+		return nil, err
+	}
+	for k, src := range j.counts() {
+		if *src == nil {
+			continue
+		}
+		c := &t.Counts[k]
+		c.N = (*src).N
+		if c.First, err = parseTime((*src).First); err != nil {
+			return nil, err
+		}
+		if c.Last, err = parseTime((*src).Last); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
 func jsonTime(t time.Time) string {
@@ -162,6 +233,9 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 	}
 	if o := ep.Owner; o != nil {
 		j.Owner = &Owner{Kind: textsafe.UTF8(o.Kind), Name: textsafe.UTF8(o.Name)}
+	}
+	if ep.Traffic != nil {
+		j.Traffic = trafficJSON(ep.Traffic)
 	}
 	if j.CascadeKills == nil {
 		j.CascadeKills = []Proc{} // always a list, like an event's flags
@@ -269,6 +343,11 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 	}
 	if j.ExitStatus != nil {
 		out.ExitStatus = *j.ExitStatus
+	}
+	if j.Traffic != nil {
+		if out.Traffic, err = trafficFromJSON(j.Traffic); err != nil {
+			return err
+		}
 	}
 	if j.GracePeriod != nil {
 		out.GracePeriod = fromSeconds(*j.GracePeriod)

@@ -30,6 +30,7 @@ const (
 	cascadeSent                     // a cascade kill the episode's exiting init sent
 	cascadeReceived                 // a cascade kill another container's exiting init sent to a process of this one
 	sandboxEnd                      // the SIGKILL or the exit of the pod's sandbox (pause) container
+	netCounts                       // the counts of the network namespace the episode watches
 )
 
 // routed is one episode an event goes to, and its role there.
@@ -49,6 +50,8 @@ func (e *Engine) route(ev *sigvocab.Event, c *identity.Info, out *[]Episode) []r
 	e.routes = e.routes[:0]
 	t := &ev.Target
 	switch {
+	case ev.Kind == sigvocab.KindNet:
+		return e.routeNet(ev)
 	case ev.Kind == sigvocab.KindNSEmpty:
 		if ep := e.byNS[t.PidNS]; ep != nil {
 			e.routes = append(e.routes, routed{ep, role{main: ep.mainKnown && ep.Main.PID == t.PID}})
@@ -138,6 +141,24 @@ func (e *Engine) routeDeliver(ev *sigvocab.Event, c *identity.Info) []routed {
 	}
 	main := ep.mainKnown && ep.Main.PID == t.PID || !ep.mainKnown && isMain(t, c)
 	return append(e.routes, routed{ep, role{main: main, stop: main && isStopSignal(ev.Signal, c, ep)}})
+}
+
+// routeNet gives a network namespace's counts to every open episode that
+// watches it: the containers of a pod share one. An episode waiting for
+// them completes; one whose stop goes on keeps them for Flush, should the
+// trace end first.
+func (e *Engine) routeNet(ev *sigvocab.Event) []routed {
+	if ev.NetNS != 0 && ev.Conns != nil {
+		for el := e.order.Front(); el != nil; el = el.Next() {
+			if ep := el.Value.(*episode); ep.netns == ev.NetNS {
+				e.routes = append(e.routes, routed{ep, role{as: netCounts}})
+			}
+		}
+	}
+	if len(e.routes) == 0 {
+		e.stats.NetIgnored++
+	}
+	return e.routes
 }
 
 // routeCascade places a SIGKILL of the namespace cascade: it belongs to the
@@ -267,7 +288,7 @@ func (e *Engine) episodeOf(p *sigvocab.Process, c *identity.Info, main bool, out
 		}
 	}
 	if ep != nil && main && ep.mainKnown && ep.Main.PID != p.PID {
-		e.complete(ep, out)
+		e.end(ep, e.now, out)
 		return nil
 	}
 	return ep
@@ -276,7 +297,7 @@ func (e *Engine) episodeOf(p *sigvocab.Process, c *identity.Info, main bool, out
 // begin opens an episode for the container of p at t, evicting the oldest
 // open one when MaxOpen are.
 func (e *Engine) begin(p *sigvocab.Process, c *identity.Info, t time.Time) *episode {
-	if len(e.open) >= e.opts.MaxOpen {
+	if e.order.Len() >= e.opts.MaxOpen {
 		e.remove(e.order.Front().Value.(*episode))
 		e.stats.Evicted++
 	}

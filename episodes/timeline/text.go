@@ -13,7 +13,9 @@ import (
 
 // WriteText writes the episode as a readable timeline: a header naming the
 // container, one line per step with its offset from the episode's start,
-// then the outcome and the hint. Every string that came from a process or a
+// then the outcome and the hint, and what the stop cost its clients (a
+// "traffic:" line with the verdict and the counts, a "traffic hint:" line
+// when there is one). Every string that came from a process or a
 // runtime is escaped for the terminal here, and only here, so an episode read
 // back from untrusted JSON prints safely too.
 func (ep *Episode) WriteText(w io.Writer) error {
@@ -31,8 +33,21 @@ func (ep *Episode) WriteText(w io.Writer) error {
 	if ep.Hint != "" {
 		fmt.Fprintf(&b, "hint: %s\n", textsafe.Terminal(ep.Hint))
 	}
+	ep.writeTraffic(&b, ep.Start)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeTraffic writes the traffic's lines, its times as offsets from start.
+func (ep *Episode) writeTraffic(b *strings.Builder, start time.Time) {
+	t := ep.Traffic
+	if t == nil {
+		return
+	}
+	fmt.Fprintf(b, "traffic: %s (%s)\n", textsafe.Terminal(t.Verdict), trafficCounts(t, start))
+	if t.Hint != "" {
+		fmt.Fprintf(b, "traffic hint: %s\n", textsafe.Terminal(t.Hint))
+	}
 }
 
 // offset formats a step's offset: "+0.000s", "+10.003s".
@@ -104,14 +119,18 @@ func (ps *PodStop) WriteText(w io.Writer) error {
 	}
 	var lines []line
 	width := 0
-	for _, ep := range ps.Episodes {
+	for i, ep := range ps.Episodes {
 		name := ep.Container.Name
 		width = max(width, len(textsafe.Terminal(name)))
 		for _, s := range ep.Steps {
-			if s.Kind == StepSandbox {
-				continue // once, below
+			switch {
+			case s.Kind == StepSandbox || s.Kind.traffic() && ps.trafficShown(i):
+				continue // once, below; the pod's network namespace's once
+			case s.Kind.traffic():
+				lines = append(lines, line{s.Time, "", s.Text}) // the pod's, not one container's
+			default:
+				lines = append(lines, line{s.Time, name, s.Text})
 			}
-			lines = append(lines, line{s.Time, name, s.Text})
 		}
 	}
 	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
@@ -127,6 +146,27 @@ func (ps *PodStop) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  hint: %s\n", textsafe.Terminal(ep.Hint))
 		}
 	}
+	for i := range ps.Episodes {
+		if !ps.trafficShown(i) {
+			ps.Episodes[i].writeTraffic(&b, start)
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// trafficShown reports whether an earlier episode of the pod shows the
+// same traffic: its containers share one network namespace, whose counts
+// each of their episodes took from one read.
+func (ps *PodStop) trafficShown(i int) bool {
+	t := ps.Episodes[i].Traffic
+	if t == nil {
+		return false
+	}
+	for _, ep := range ps.Episodes[:i] {
+		if o := ep.Traffic; o != nil && o.NetNS == t.NetNS && o.Until.Equal(t.Until) && o.Unread == t.Unread {
+			return true
+		}
+	}
+	return false
 }

@@ -2,7 +2,9 @@ package timeline
 
 import (
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/sigscope/sigscope/containers/langrt"
 	"github.com/sigscope/sigscope/events/sigvocab"
@@ -17,12 +19,18 @@ import (
 // sigvocab's (fatetext.go). Untrusted comms are quoted unescaped: JSON and
 // the terminal escape them, each once.
 
-// words writes what a completed episode says: each step's text and the hint.
+// words writes what a completed episode says: each step's text, the hint,
+// and what its traffic cost the clients.
 func (ep *episode) words() {
 	for i := range ep.Steps {
 		ep.Steps[i].Text = stepText(&ep.Steps[i])
 	}
 	ep.Hint = capitalize(hint(ep))
+	if t := ep.Traffic; t != nil {
+		t.Unread = unreadText[ep.unread]
+		t.Verdict = trafficVerdict(t)
+		t.Hint = trafficHint(ep)
+	}
 }
 
 // stepText tells one step.
@@ -76,6 +84,19 @@ func stepText(s *Step) string {
 		return "kernel: the OOM killer picks " + targetText(s)
 	case StepExec:
 		return fmt.Sprintf("%s (%d) starts %s in the container: %s", f.by.Comm, f.by.PID, procText(s.Target), sessionName(f))
+	case StepListenerClosed:
+		if f.n > 1 {
+			return fmt.Sprintf("listener closed: the application stopped accepting connections (%d listening sockets closed, the last at %s)", f.n, offset(s.At+f.last.Sub(s.Time)))
+		}
+		return "listener closed: the application stopped accepting connections"
+	case StepRefused:
+		return fmt.Sprintf("first refused connection attempt: nothing listened (%d in all, the last at %s)", f.n, offset(s.At+f.last.Sub(s.Time)))
+	case StepCut:
+		who := "their process"
+		if f.died && s.Target.PID != 0 {
+			who = procText(s.Target)
+		}
+		return fmt.Sprintf("%s cut: still open when %s died", count(f.n, "connection"), who)
 	case StepProcessExit, StepMainExit:
 		if f.event == sigvocab.KindExec {
 			return fmt.Sprintf("%s, %s, ends after %.3fs: exit status %d", sessionName(f), procText(s.Target), s.Time.Sub(f.began).Seconds(), f.status)
@@ -478,6 +499,189 @@ func (ep *episode) droppedHint() string {
 			who, sig, fix)
 	}
 	return ""
+}
+
+// What a stop cost its clients (Episode.Traffic): the verdict, read at a
+// glance, and a hint that names the fix from what the kernel measured,
+// never from a guess.
+
+// unreadText says why an episode's counts are missing (Traffic.Unread).
+var unreadText = [...]string{
+	countsRead:  "",
+	unreadEnded: "the trace ended",
+	unreadLate:  "no counts arrived in time",
+}
+
+const refusedUnknown = "refused attempts unknown: this kernel (before Linux 6.10) does not report them"
+
+// trafficVerdict says what the clients suffered.
+func trafficVerdict(t *Traffic) string {
+	if t.Unread != "" {
+		return "not known: the connection counts were not read (" + t.Unread + ")"
+	}
+	if lost := t.Lost(); lost > 0 {
+		var kinds []string
+		if n := t.N(sigvocab.NetRefused); n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d refused", n))
+		}
+		if n := t.N(sigvocab.NetResetSent); n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d reset by the application", n))
+		}
+		if n := t.N(sigvocab.NetCut); n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d cut", n))
+		}
+		v := count(lost, "connection") + " lost: " + strings.Join(kinds, ", ")
+		if !t.SeesRefused {
+			v += "; " + refusedUnknown
+		}
+		return v
+	}
+	accepted, closed, reset := t.N(sigvocab.NetAccepted), t.N(sigvocab.NetClosed), t.N(sigvocab.NetResetReceived)
+	var v string
+	switch {
+	case accepted == 0 && closed == 0 && reset == 0:
+		v = "no connection was accepted or ended after the stop began"
+	case accepted == 0:
+		v = "no connection was accepted after the stop began, and every one that ended was closed cleanly"
+	default:
+		v = count(accepted, "connection") + " accepted after the stop began, all closed cleanly"
+	}
+	if reset > 0 {
+		v += fmt.Sprintf(" (%d reset by the client)", reset)
+	}
+	if !t.SeesRefused {
+		return "no connection lost that this kernel reports: " + v + "; " + refusedUnknown
+	}
+	return "no client was hurt: " + v
+}
+
+// trafficHint names the fix for each kind of loss measured; "" when
+// nothing was lost, or the counts were not read.
+func trafficHint(ep *episode) string {
+	t := ep.Traffic
+	if t.Unread != "" || t.Lost() == 0 {
+		return ""
+	}
+	var parts []string
+	if t.N(sigvocab.NetRefused) > 0 {
+		parts = append(parts, refusedHint(ep))
+	}
+	if t.N(sigvocab.NetCut) > 0 {
+		parts = append(parts, cutHint(ep))
+	}
+	if n := t.N(sigvocab.NetResetSent); n > 0 {
+		parts = append(parts, fmt.Sprintf("The application aborted %s with a reset while it ran: drain keep-alive connections after their in-flight request, and let queued connections be accepted before closing the listener.",
+			count(n, "connection")))
+	}
+	return strings.Join(parts, " ")
+}
+
+// refusedHint: clients still connected after the application stopped
+// listening. The delay to give them is read from the last refused attempt,
+// counted from the stop signal.
+func refusedHint(ep *episode) string {
+	t := ep.Traffic
+	r, lc := t.Counts[sigvocab.NetRefused], t.Counts[sigvocab.NetListenerClosed]
+	if lc.N == 0 || r.Last.Before(lc.First) {
+		// Not tied to the stop by what was counted: a port nothing
+		// listened on, or a listener that closed before the counting
+		// began (a preStop hook that stops the server). No fix.
+		return fmt.Sprintf("%s refused before any listening socket of the namespace closed while the kernel counted: they were for a port nothing listened on then, or one closed before the counting began (a preStop hook that stops the server); what was counted does not tell which.",
+			countWas(r.N, "connection attempt"))
+	}
+	if !ep.stopped() {
+		return fmt.Sprintf("%s refused after the application stopped listening, the last %.1fs after the kernel began counting: clients were still sent to it. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can keep serving until they stop coming.",
+			countWas(r.N, "connection attempt"), r.Last.Sub(t.Since).Seconds())
+	}
+	lag := r.Last.Sub(ep.StopAt)
+	secs := max(1, int(math.Ceil(lag.Seconds())))
+	least, still := "", ""
+	if t.Until.Sub(r.Last) < NetLinger {
+		// Refused until the read: the lag may be longer.
+		least, still = "at least ", ", and they were still coming when the counts were read"
+	}
+	h := fmt.Sprintf("%s refused after the application stopped listening, the last %.1fs after %s%s: clients were still sent to it.",
+		countWas(r.N, "connection attempt"), lag.Seconds(), ep.StopSignal, still)
+	switch {
+	case ep.fixFor() != FixForKubernetes:
+		return h + fmt.Sprintf(" Keep serving after %s until the load balancer has stopped sending to it (%s%d s here), then close the listener; keep the grace period (%s) above that plus the shutdown.",
+			ep.StopSignal, least, secs, ep.timeoutKnob())
+	case ep.PreStop != nil:
+		return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: lengthen the preStop hook (%s) by %s%d s, which delays %s that long, and keep terminationGracePeriodSeconds above the hook plus the shutdown.",
+			ep.PreStop.Kind, least, secs, ep.StopSignal)
+	}
+	return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: a preStop sleep of %s%d s (lifecycle.preStop) delays %s that long; keep terminationGracePeriodSeconds above the sleep plus the shutdown.",
+		least, secs, ep.StopSignal)
+}
+
+// cutHint: requests lost with the process that held their connections. The
+// fix depends on how it died.
+func cutHint(ep *episode) string {
+	n := countWas(ep.Traffic.N(sigvocab.NetCut), "connection")
+	who := ep.who()
+	killed := ep.killed
+	if ep.exited {
+		killed = ep.ExitSignal == sigvocab.SIGKILL
+	}
+	switch {
+	case ep.Outcome == OutcomeOOMKilled:
+		return fmt.Sprintf("%s still open when the OOM kill ended its process: their requests were lost with it, and the memory fix above spares them too.", n)
+	case killed && !ep.stopped():
+		return fmt.Sprintf("%s still open at the SIGKILL, which came with no stop signal before it: their requests were lost. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can finish them.", n)
+	case killed && ep.facts().ignoredStop():
+		return fmt.Sprintf("%s still open at the SIGKILL: %s never acted on %s (the hint above), so nothing finished their requests. Once it does, have it close its listener and finish in-flight requests within the grace period (%s).",
+			n, who, ep.StopSignal, ep.timeoutKnob())
+	case killed:
+		after := ""
+		if d, ok := ep.KillAfter(); ok {
+			after = fmt.Sprintf(", %.1fs after %s", d.Seconds(), ep.StopSignal)
+		}
+		return fmt.Sprintf("%s still open at the SIGKILL%s: requests were still in flight. Finish in-flight requests within the grace period, or lengthen it (%s).",
+			n, after, ep.timeoutKnob())
+	case ep.stopped():
+		return fmt.Sprintf("%s still open when %s ended after %s: their requests were lost. On %s, close the listener, finish in-flight requests, then exit.",
+			n, who, ep.StopSignal, ep.StopSignal)
+	}
+	return fmt.Sprintf("%s still open when their process ended on its own: their requests were lost.", n)
+}
+
+// trafficCounts lists a traffic's counts for the text output, its times
+// as offsets from start: "network namespace 4026532300, counted +0.000s to
+// +4.210s: 12 accepted, 12 closed, 0 reset by the application, 1 reset by
+// the client, 0 cut, 3 refused; listener closed at +0.512s".
+func trafficCounts(t *Traffic, start time.Time) string {
+	s := fmt.Sprintf("network namespace %d", t.NetNS)
+	if t.Unread != "" {
+		return s
+	}
+	s += fmt.Sprintf(", counted %s to %s: %d accepted, %d closed, %d reset by the application, %d reset by the client, %d cut, ",
+		offset(t.Since.Sub(start)), offset(t.Until.Sub(start)), t.N(sigvocab.NetAccepted), t.N(sigvocab.NetClosed),
+		t.N(sigvocab.NetResetSent), t.N(sigvocab.NetResetReceived), t.N(sigvocab.NetCut))
+	if t.Known(sigvocab.NetRefused) {
+		s += fmt.Sprintf("%d refused", t.N(sigvocab.NetRefused))
+	} else {
+		s += "refused unknown"
+	}
+	if lc := t.Counts[sigvocab.NetListenerClosed]; lc.N > 0 {
+		s += "; listener closed at " + offset(lc.First.Sub(start))
+	}
+	return s
+}
+
+// count is "1 connection", "3 connections".
+func count(n uint64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// countWas is "1 connection was", "3 connections were".
+func countWas(n uint64, what string) string {
+	if n == 1 {
+		return count(n, what) + " was"
+	}
+	return count(n, what) + " were"
 }
 
 // The fixes, each worded once: the episodes' hints end with them, and so

@@ -1,0 +1,52 @@
+package timeline
+
+import (
+	"time"
+
+	"github.com/sigscope/sigscope/events/sigvocab"
+)
+
+// Traffic is what a stop cost the clients of the container's network
+// namespace: the fates of its inbound TCP connections that the kernel
+// counted from the first stop signal that came into the namespace from
+// outside (Since) until user space read the counts (Until), with a verdict
+// and a hint the words wrote from them. The containers of a pod share one
+// namespace: their episodes show the same counts. The traffic never
+// changes the episode's outcome, which is the kernel's verdict on the
+// signals; docs/timelines.md, "What the stop cost its clients".
+type Traffic struct {
+	NetNS        uint32    // inode of the network namespace (/proc/PID/ns/net)
+	Since, Until time.Time // zero when the counts were not read
+	// Counts is what the kernel counted of each kind; all zero when the
+	// counts were not read, Counts[NetRefused] when it cannot tell
+	// (SeesRefused false).
+	Counts      [sigvocab.NumNetKinds]sigvocab.NetCount
+	SeesRefused bool // the kernel reports refused attempts (Linux 6.10 and later)
+	// Unread says why the counts are missing ("the trace ended", "no counts
+	// arrived in time"); "" when they were read.
+	Unread  string
+	Verdict string // what the clients suffered, in a sentence
+	Hint    string // how to spare them, from what was measured; "" when nothing was lost
+}
+
+// Known reports whether the count of kind k is known: read, and for
+// refused attempts, reported by this kernel.
+func (t *Traffic) Known(k sigvocab.NetKind) bool {
+	return t.Unread == "" && (k != sigvocab.NetRefused || t.SeesRefused)
+}
+
+// N is the count of kind k; 0 when it is not known.
+func (t *Traffic) N(k sigvocab.NetKind) uint64 {
+	if !t.Known(k) {
+		return 0
+	}
+	return t.Counts[k].N
+}
+
+// Lost counts the connections the stop cost the clients, of those known:
+// attempts refused, connections the application reset, and connections cut
+// when their process died. A connection the client reset is not lost: the
+// client chose it.
+func (t *Traffic) Lost() uint64 {
+	return t.N(sigvocab.NetRefused) + t.N(sigvocab.NetResetSent) + t.N(sigvocab.NetCut)
+}

@@ -1,0 +1,704 @@
+package timeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/containers/identity"
+	"github.com/sigscope/sigscope/events/sigvocab"
+)
+
+// Network namespaces of the traffic tests.
+const (
+	netA = 4026532500
+	netB = 4026532600
+)
+
+// watched marks the event pushed last (a stop signal or a SIGKILL from the
+// host) as the kernel marks the first stop signal into netns: from it on,
+// the namespace's connections are counted.
+func (s *sim) watched(netns uint32) *sim {
+	ev := &s.in[len(s.in)-1].ev
+	ev.Facts |= sigvocab.FactNetWatched
+	ev.Flags = sigvocab.Classify(ev)
+	ev.NetNS = netns
+	return s
+}
+
+// netCount is one kind's count, its times from base.
+type netCount struct {
+	kind        sigvocab.NetKind
+	n           uint64
+	first, last time.Duration
+}
+
+// conns is what the kernel counted from base (the stop signal).
+func conns(seesRefused bool, counts ...netCount) *sigvocab.Connections {
+	c := &sigvocab.Connections{Since: base, SeesRefused: seesRefused}
+	for _, n := range counts {
+		c.Counts[n.kind] = sigvocab.NetCount{N: n.n, First: base.Add(n.first), Last: base.Add(n.last)}
+	}
+	return c
+}
+
+// netEvent is the pipeline's read of netns's counts at base+at.
+func netEvent(at time.Duration, netns uint32, c *sigvocab.Connections) *sigvocab.Event {
+	return &sigvocab.Event{Kind: sigvocab.KindNet, Time: base.Add(at), NetNS: netns, Conns: c}
+}
+
+// feedAll gives in to e and fails if an episode completes: a watched stop
+// waits for its counts.
+func feedAll(t *testing.T, e *Engine, in []input) {
+	t.Helper()
+	for i := range in {
+		if got := e.Add(&in[i].ev, in[i].c); len(got) != 0 {
+			t.Fatalf("an episode completed at event %d (%s) before its counts were read: %s", i, in[i].ev.Kind, got[0].Outcome)
+		}
+	}
+}
+
+// readWhenDue feeds in, then does what the pipeline does: it wakes at the
+// engine's Deadline, Advances, asks ConnectionsDue, and reads the counts
+// the engine asks for (netns's, c) lag after they were due. It returns the
+// episodes that read completes.
+func readWhenDue(t *testing.T, e *Engine, in []input, netns uint32, c *sigvocab.Connections, lag time.Duration) []Episode {
+	t.Helper()
+	feedAll(t, e, in)
+	for range 4 {
+		d := e.Deadline()
+		if d.IsZero() {
+			t.Fatal("the engine waits for no time")
+		}
+		now := d.Add(time.Microsecond)
+		if got := e.Advance(now); len(got) != 0 {
+			t.Fatalf("an episode completed without its counts: %+v", got[0].Traffic)
+		}
+		if due := e.ConnectionsDue(now); len(due) > 0 {
+			if !slices.Equal(due, []uint32{netns}) {
+				t.Fatalf("due %v, want [%d]", due, netns)
+			}
+			done := e.Add(netEvent(now.Add(lag).Sub(base), netns, c), nil)
+			if len(done) == 0 {
+				t.Fatal("the counts completed no episode")
+			}
+			return done
+		}
+	}
+	t.Fatal("the counts were never due")
+	return nil
+}
+
+// withoutTraffic is the episode with its traffic, its steps and the
+// net_watched flag of its signals taken out: what the same stop gives when
+// the kernel did not count.
+func withoutTraffic(ep Episode) Episode {
+	ep.Traffic = nil
+	ep.Steps = slices.DeleteFunc(slices.Clone(ep.Steps), func(s Step) bool { return s.Kind.traffic() })
+	for i := range ep.Steps {
+		ep.Steps[i].Flags &^= sigvocab.FlagNetWatched
+	}
+	return ep
+}
+
+// sameStop fails unless the watched episode tells the stop as its twin
+// whose stop signal the kernel did not watch: the traffic changes neither
+// the outcome nor the hint nor any other step.
+func sameStop(t *testing.T, watched, twin Episode) {
+	t.Helper()
+	if twin.Traffic != nil {
+		t.Fatalf("an episode no stop signal of which was watched has traffic: %+v", twin.Traffic)
+	}
+	a, _ := json.Marshal(withoutTraffic(watched))
+	b, _ := json.Marshal(twin)
+	if !bytes.Equal(a, b) {
+		t.Errorf("the traffic changed the episode:\n%s\nwant\n%s", a, b)
+	}
+}
+
+// twin replays in with no net_watched flag: the same stop on a kernel
+// that did not count.
+func twin(t *testing.T, in []input) Episode {
+	t.Helper()
+	plain := slices.Clone(in)
+	for i := range plain {
+		plain[i].ev.Facts &^= sigvocab.FactNetWatched
+		plain[i].ev.Flags &^= sigvocab.FlagNetWatched
+		plain[i].ev.NetNS = 0
+	}
+	return only(t, newEngine(Options{}), plain)
+}
+
+// A server that handles SIGTERM, stops accepting, finishes its requests
+// and exits: the episode waits for its counts until NetLinger after the
+// exit (not at ns_empty, as an unwatched one would), asks for them once,
+// and completes at the read with a verdict that no client was hurt.
+func TestTrafficClean(t *testing.T) {
+	s := newSim(t, nsA, 5151, "app", dockerInfo(idA, "web", 10))
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).
+		deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+		initExit(500*ms, 0, 0).
+		nsEmpty(501 * ms)
+	e := newEngine(Options{})
+	feedAll(t, e, s.in)
+	if !e.Watching(netA) || e.Watching(netB) || e.Watching(0) || !slices.Equal(e.WatchedNets(), []uint32{netA}) {
+		t.Fatalf("watching %v %v, watched %v", e.Watching(netA), e.Watching(netB), e.WatchedNets())
+	}
+	// Due NetLinger after the exit, later than ns_empty; the hard deadline
+	// NetWait after ns_empty.
+	due, hard := base.Add(1500*ms), base.Add(501*ms+NetWait)
+	if d := e.Deadline(); !d.Equal(due) {
+		t.Fatalf("deadline %v, want the read's due time %v", d.Sub(base), due.Sub(base))
+	}
+	// Events lost now were none of its own: they are over.
+	e.NoteDropped(3)
+	if got := e.ConnectionsDue(due.Add(-time.Nanosecond)); len(got) != 0 {
+		t.Fatalf("due before their time: %v", got)
+	}
+	if got := e.ConnectionsDue(due); !slices.Equal(got, []uint32{netA}) {
+		t.Fatalf("due %v at their time", got)
+	}
+	if got := e.ConnectionsDue(due.Add(ms)); len(got) != 0 {
+		t.Fatalf("asked twice before the read: %v", got)
+	}
+	if d := e.Deadline(); !d.Equal(hard) {
+		t.Fatalf("deadline once asked %v, want the hard deadline %v", d.Sub(base), hard.Sub(base))
+	}
+	if got := e.Advance(hard); len(got) != 0 {
+		t.Fatal("completed at the hard deadline itself: a read at that instant still counts")
+	}
+	c := conns(true, netCount{sigvocab.NetAccepted, 12, 100 * ms, 400 * ms}, netCount{sigvocab.NetClosed, 12, 150 * ms, 490 * ms},
+		netCount{sigvocab.NetListenerClosed, 1, 450 * ms, 450 * ms})
+	done := e.Add(netEvent(1600*ms, netA, c), nil)
+	if len(done) != 1 {
+		t.Fatalf("%d episodes at the read", len(done))
+	}
+	ep := done[0]
+	tr := ep.Traffic
+	if tr == nil || tr.NetNS != netA || !tr.Since.Equal(base) || !tr.Until.Equal(base.Add(1600*ms)) || tr.Unread != "" {
+		t.Fatalf("traffic %+v", tr)
+	}
+	if ep.EventsDropped != 0 {
+		t.Errorf("%d events dropped while it waited counted as its own", ep.EventsDropped)
+	}
+	if want := "no client was hurt: 12 connections accepted after the stop began, all closed cleanly"; tr.Verdict != want || tr.Hint != "" || tr.Lost() != 0 {
+		t.Errorf("verdict %q hint %q lost %d, want %q and no hint", tr.Verdict, tr.Hint, tr.Lost(), want)
+	}
+	if e.Watching(netA) || len(e.WatchedNets()) != 0 || e.Stats().Open != 0 {
+		t.Errorf("still watching after the read: %v %+v", e.WatchedNets(), e.Stats())
+	}
+	var lc *Step
+	for i := range ep.Steps {
+		if ep.Steps[i].Kind == StepListenerClosed {
+			lc = &ep.Steps[i]
+		}
+	}
+	if lc == nil || lc.At != 450*ms || lc.Text != "listener closed: the application stopped accepting connections" {
+		t.Errorf("listener step %+v in %v", lc, stepKinds(&ep))
+	}
+	if k := stepKinds(&ep); k[len(k)-1] != StepMainExit {
+		t.Errorf("steps %v: the listener closed before the exit", k)
+	}
+	sameStop(t, ep, twin(t, s.in))
+	// Nothing is due any more, and asking allocates nothing.
+	if n := testing.AllocsPerRun(100, func() { e.ConnectionsDue(base.Add(time.Hour)) }); n != 0 {
+		t.Errorf("ConnectionsDue allocates %v times when nothing is due", n)
+	}
+	if got := e.Add(netEvent(1700*ms, netA, c), nil); len(got) != 0 || e.Stats().NetIgnored != 1 {
+		t.Errorf("a read nobody waits for: %d episodes, stats %+v", len(got), e.Stats())
+	}
+}
+
+// A pod whose app handles SIGTERM but outlives its 2 s grace period: clients
+// were refused after it stopped listening, and connections were cut at the
+// SIGKILL. The traffic counts them lost, tells the steps at their times,
+// and names both fixes from what was measured; the outcome and the hint
+// stay the kernel's.
+func TestTrafficRefusedAndCut(t *testing.T) {
+	s := newSim(t, nsA, 5151, "app", podInfo(2, nil))
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).
+		deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+		kill(2*time.Second, runc).watched(netA).
+		initExit(2*time.Second+30*time.Microsecond, sigvocab.SIGKILL, 0)
+	c := conns(true,
+		netCount{sigvocab.NetAccepted, 3, 50 * ms, 150 * ms},
+		netCount{sigvocab.NetClosed, 1, 120 * ms, 120 * ms},
+		netCount{sigvocab.NetListenerClosed, 1, 200 * ms, 200 * ms},
+		netCount{sigvocab.NetRefused, 5, 300 * ms, 1400 * ms},
+		netCount{sigvocab.NetCut, 2, 2*time.Second + 40*time.Microsecond, 2*time.Second + 45*time.Microsecond})
+	done := readWhenDue(t, newEngine(Options{}), s.in, netA, c, 0)
+	ep := done[0]
+	if len(done) != 1 || ep.Outcome != OutcomeHandlerTimeout {
+		t.Fatalf("%d episodes, outcome %s", len(done), ep.Outcome)
+	}
+	tr := ep.Traffic
+	if want := "7 connections lost: 5 refused, 2 cut"; tr.Verdict != want || tr.Lost() != 7 {
+		t.Errorf("verdict %q lost %d, want %q", tr.Verdict, tr.Lost(), want)
+	}
+	for _, want := range []string{
+		"5 connection attempts were refused after the application stopped listening, the last 1.4s after SIGTERM: clients were still sent to it.",
+		"a preStop sleep of 2 s (lifecycle.preStop) delays SIGTERM that long; keep terminationGracePeriodSeconds above the sleep plus the shutdown.",
+		"2 connections were still open at the SIGKILL, 2.0s after SIGTERM: requests were still in flight. Finish in-flight requests within the grace period, or lengthen it (terminationGracePeriodSeconds).",
+	} {
+		if !strings.Contains(tr.Hint, want) {
+			t.Errorf("traffic hint\n %q\nlacks\n %q", tr.Hint, want)
+		}
+	}
+	if strings.Contains(tr.Hint, "at least") {
+		t.Errorf("the last refusal came well before the read: %q", tr.Hint)
+	}
+	wantSteps := []StepKind{StepStopSignal, StepKernelVerdict, StepDeliver, StepListenerClosed, StepRefused, StepSIGKILL, StepMainExit, StepCut}
+	if got := stepKinds(&ep); !slices.Equal(got, wantSteps) {
+		t.Fatalf("steps %v, want %v", got, wantSteps)
+	}
+	if s := ep.Steps[4]; s.At != 300*ms || s.Text != "first refused connection attempt: nothing listened (5 in all, the last at +1.400s)" {
+		t.Errorf("refused step at %v: %q", s.At, s.Text)
+	}
+	if s := ep.Steps[7]; s.Text != "2 connections cut: still open when PID 1 app (host 5151) died" || s.Target.PID != 5151 {
+		t.Errorf("cut step %+v", s)
+	}
+	sameStop(t, ep, twin(t, s.in))
+
+	var b bytes.Buffer
+	if err := ep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	for _, want := range []string{
+		"\n+0.300s  first refused connection attempt: nothing listened (5 in all, the last at +1.400s)\n",
+		"\ntraffic: 7 connections lost: 5 refused, 2 cut (network namespace 4026532500, counted +0.000s to +3.000s: 3 accepted, 1 closed, 0 reset by the application, 0 reset by the client, 2 cut, 5 refused; listener closed at +0.200s)\n",
+		"\ntraffic hint: 5 connection attempts were refused",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	if i, j := strings.Index(text, "\nhint: "), strings.Index(text, "\ntraffic: "); i < 0 || j < i {
+		t.Errorf("the traffic comes after the outcome and its hint:\n%s", text)
+	}
+}
+
+// The hint's delay for refused attempts, by runtime and hook: measured from
+// the stop signal to the last refused attempt, rounded up, and "at least"
+// when attempts were still refused within NetLinger of the read.
+func TestTrafficRefusedHints(t *testing.T) {
+	hook := &identity.Hook{Kind: "exec", Command: []string{"sleep", "3"}}
+	cases := []struct {
+		name string
+		info *identity.Info
+		last time.Duration // the last refused attempt
+		want string
+		not  string
+	}{
+		{"pod, still refused at the read", podInfo(30, nil), 2500 * ms,
+			"a preStop sleep of at least 3 s (lifecycle.preStop)", ""},
+		{"pod with a preStop hook", podInfo(30, hook), 1100 * ms,
+			"lengthen the preStop hook (exec) by 2 s, which delays SIGTERM that long", "at least"},
+		{"docker", dockerInfo(idA, "web", 10), 1100 * ms,
+			"Keep serving after SIGTERM until the load balancer has stopped sending to it (2 s here), then close the listener; keep the grace period (StopTimeout) above that plus the shutdown.", "preStop"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSim(t, nsA, 5151, "app", c.info)
+			s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).
+				deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+				initExit(2*time.Second, 0, 0)
+			counts := conns(true, netCount{sigvocab.NetListenerClosed, 1, 100 * ms, 100 * ms}, netCount{sigvocab.NetRefused, 4, 200 * ms, c.last})
+			ep := readWhenDue(t, newEngine(Options{}), s.in, netA, counts, 0)[0]
+			h := ep.Traffic.Hint
+			if !strings.Contains(h, c.want) || c.not != "" && strings.Contains(h, c.not) {
+				t.Errorf("hint %q\nwant %q, not %q", h, c.want, c.not)
+			}
+			if ep.Outcome != OutcomeGraceful || ep.Hint != "" {
+				t.Errorf("outcome %s hint %q: the traffic changed them", ep.Outcome, ep.Hint)
+			}
+		})
+	}
+	// Refusals before any listener closed are not tied to the stop: no fix.
+	s := newSim(t, nsA, 5151, "app", podInfo(30, nil))
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).initExit(2*time.Second, 0, 0)
+	ep := readWhenDue(t, newEngine(Options{}), s.in, netA, conns(true, netCount{sigvocab.NetRefused, 2, 200 * ms, 300 * ms}), 0)[0]
+	if h := ep.Traffic.Hint; strings.Contains(h, "preStop sleep") || !strings.Contains(h, "before any listening socket of the namespace closed") {
+		t.Errorf("hint %q", h)
+	}
+}
+
+// The other losses, and a kernel that cannot see refused attempts.
+func TestTrafficVerdicts(t *testing.T) {
+	cases := []struct {
+		name     string
+		build    func(s *sim)
+		conns    *sigvocab.Connections
+		verdict  string
+		hint     string // substring; "" means none
+		outcome  Outcome
+		lost     uint64
+		jsonPart string
+	}{
+		{
+			name: "the application reset its connections",
+			build: func(s *sim) {
+				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+					initExit(300*ms, 0, 0).nsEmpty(301 * ms)
+			},
+			conns:   conns(true, netCount{sigvocab.NetAccepted, 2, 10 * ms, 20 * ms}, netCount{sigvocab.NetResetSent, 4, 250 * ms, 260 * ms}),
+			verdict: "4 connections lost: 4 reset by the application",
+			hint:    "The application aborted 4 connections with a reset while it ran: drain keep-alive connections after their in-flight request, and let queued connections be accepted before closing the listener.",
+			outcome: OutcomeGraceful, lost: 4,
+			jsonPart: `"reset_sent":{"n":4,"first":"2026-11-21T20:16:59.345361713Z","last":"2026-11-21T20:16:59.355361713Z"}`,
+		},
+		{
+			name: "old kernel, nothing lost that it sees",
+			build: func(s *sim) {
+				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+					initExit(300*ms, 0, 0).nsEmpty(301 * ms)
+			},
+			conns: conns(false, netCount{sigvocab.NetAccepted, 2, 10 * ms, 20 * ms}, netCount{sigvocab.NetClosed, 3, 30 * ms, 290 * ms},
+				netCount{sigvocab.NetResetReceived, 1, 40 * ms, 40 * ms}),
+			verdict:  "no connection lost that this kernel reports: 2 connections accepted after the stop began, all closed cleanly (1 reset by the client); refused attempts unknown: this kernel (before Linux 6.10) does not report them",
+			outcome:  OutcomeGraceful,
+			jsonPart: `"refused":null,"listener_closed":{"n":0},"lost":0,`,
+		},
+		{
+			name: "old kernel, cut by a handler-less PID 1's SIGKILL",
+			build: func(s *sim) {
+				s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false).watched(netA).kill(10*time.Second, runc).
+					initExit(10*time.Second+30*time.Microsecond, sigvocab.SIGKILL, 0).nsEmpty(10*time.Second + ms)
+			},
+			conns:   conns(false, netCount{sigvocab.NetCut, 1, 10*time.Second + 50*time.Microsecond, 10*time.Second + 50*time.Microsecond}),
+			verdict: "1 connection lost: 1 cut; refused attempts unknown: this kernel (before Linux 6.10) does not report them",
+			hint:    "1 connection was still open at the SIGKILL: PID 1 (app) never acted on SIGTERM (the hint above), so nothing finished their requests. Once it does, have it close its listener and finish in-flight requests within the grace period (StopTimeout).",
+			outcome: OutcomeIgnoredByInit, lost: 1,
+			jsonPart: `"refused":null`,
+		},
+		{
+			name: "docker kill",
+			build: func(s *sim) {
+				s.kill(0, runc).watched(netA).initExit(30*time.Microsecond, sigvocab.SIGKILL, 0).nsEmpty(ms)
+			},
+			conns:   conns(true, netCount{sigvocab.NetCut, 3, 40 * time.Microsecond, 60 * time.Microsecond}, netCount{sigvocab.NetListenerClosed, 1, 40 * time.Microsecond, 40 * time.Microsecond}),
+			verdict: "3 connections lost: 3 cut",
+			hint:    "3 connections were still open at the SIGKILL, which came with no stop signal before it: their requests were lost. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can finish them.",
+			outcome: OutcomeKilled, lost: 3,
+		},
+		{
+			name: "exited at the stop signal with connections open",
+			build: func(s *sim) {
+				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+					initExit(2*ms, 0, 0).nsEmpty(3 * ms)
+			},
+			conns:   conns(true, netCount{sigvocab.NetCut, 2, 2 * ms, 2 * ms}),
+			verdict: "2 connections lost: 2 cut",
+			hint:    "2 connections were still open when PID 1 (app) ended after SIGTERM: their requests were lost. On SIGTERM, close the listener, finish in-flight requests, then exit.",
+			outcome: OutcomeGraceful, lost: 2,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSim(t, nsA, 5151, "app", dockerInfo(idA, "web", 10))
+			c.build(s)
+			ep := readWhenDue(t, newEngine(Options{}), s.in, netA, c.conns, 0)[0]
+			tr := ep.Traffic
+			if tr.Verdict != c.verdict || ep.Outcome != c.outcome || tr.Lost() != c.lost {
+				t.Errorf("verdict %q outcome %s lost %d\nwant %q %s %d", tr.Verdict, ep.Outcome, tr.Lost(), c.verdict, c.outcome, c.lost)
+			}
+			if c.hint == "" && tr.Hint != "" || !strings.Contains(tr.Hint, c.hint) {
+				t.Errorf("hint %q\nwant %q", tr.Hint, c.hint)
+			}
+			sameStop(t, ep, twin(t, s.in))
+			b, _ := json.Marshal(ep)
+			if !strings.Contains(string(b), c.jsonPart) {
+				t.Errorf("JSON lacks %s:\n%s", c.jsonPart, b)
+			}
+		})
+	}
+}
+
+// Counts that never come: the episode completes NetWait after it would
+// have, and says they were not read and why; a read after that is ignored.
+// Flush says the trace ended.
+func TestTrafficUnread(t *testing.T) {
+	stop := func() *sim {
+		s := newSim(t, nsA, 5151, "app", dockerInfo(idA, "web", 10))
+		return s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+			initExit(500*ms, 0, 0).nsEmpty(501 * ms)
+	}
+	e := newEngine(Options{})
+	feedAll(t, e, stop().in)
+	hard := base.Add(501*ms + NetWait)
+	if got := e.Advance(hard); len(got) != 0 {
+		t.Fatal("completed at the hard deadline itself")
+	}
+	done := e.Advance(hard.Add(time.Nanosecond))
+	if len(done) != 1 {
+		t.Fatalf("%d episodes after the hard deadline", len(done))
+	}
+	ep := done[0]
+	tr := ep.Traffic
+	if tr == nil || tr.Unread != "no counts arrived in time" || tr.Verdict != "not known: the connection counts were not read (no counts arrived in time)" ||
+		tr.Hint != "" || !tr.Until.IsZero() || e.Stats().NetUnread != 1 {
+		t.Fatalf("traffic %+v stats %+v", tr, e.Stats())
+	}
+	if k := stepKinds(&ep); slices.ContainsFunc(k, StepKind.traffic) {
+		t.Errorf("traffic steps without counts: %v", k)
+	}
+	sameStop(t, ep, twin(t, stop().in))
+	b, _ := json.Marshal(ep)
+	if want := `"traffic":{"netns":4026532500,"accepted":null,"closed":null,"reset_sent":null,"reset_received":null,"cut":null,"refused":null,"listener_closed":null,"lost":null,"verdict":"not known: the connection counts were not read (no counts arrived in time)","unread":"no counts arrived in time"}`; !strings.Contains(string(b), want) {
+		t.Errorf("JSON %s\nlacks %s", b, want)
+	}
+	if got := e.Add(netEvent(5*time.Second, netA, conns(true)), nil); len(got) != 0 || e.Stats().NetIgnored != 1 {
+		t.Errorf("a late read: %d episodes, stats %+v", len(got), e.Stats())
+	}
+
+	// Flush while it waits.
+	e = newEngine(Options{})
+	feedAll(t, e, stop().in)
+	flushed := e.Flush()
+	if len(flushed) != 1 || flushed[0].Traffic.Unread != "the trace ended" || flushed[0].Outcome != OutcomeGraceful {
+		t.Fatalf("flushed %+v", flushed)
+	}
+}
+
+// At the end of a trace the pipeline reads every namespace still watched
+// (WatchedNets) and then Flushes: a stop still going on takes those counts,
+// but not counts read before its last event.
+func TestTrafficFlushTakesTheEndsRead(t *testing.T) {
+	s := newSim(t, nsA, 5151, "app", dockerInfo(idA, "web", 10))
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler)
+	e := newEngine(Options{})
+	feedAll(t, e, s.in)
+	if got := e.WatchedNets(); !slices.Equal(got, []uint32{netA}) {
+		t.Fatalf("watched %v", got)
+	}
+	if got := e.Add(netEvent(2*time.Second, netA, conns(true, netCount{sigvocab.NetAccepted, 7, 10 * ms, 1900 * ms})), nil); len(got) != 0 {
+		t.Fatal("a read completed a stop still going on")
+	}
+	ep := e.Flush()[0]
+	if ep.Outcome != OutcomeUnfinished || ep.Traffic.Unread != "" || ep.Traffic.N(sigvocab.NetAccepted) != 7 ||
+		ep.Traffic.Verdict != "no client was hurt: 7 connections accepted after the stop began, all closed cleanly" {
+		t.Errorf("%s traffic %+v", ep.Outcome, ep.Traffic)
+	}
+
+	// A read, then more of the stop: the counts are stale at the end.
+	e = newEngine(Options{})
+	feedAll(t, e, s.in[:1])
+	e.Add(netEvent(0, netA, conns(true)), nil)
+	feedAll(t, e, s.in[1:])
+	if ep := e.Flush()[0]; ep.Traffic.Unread != "the trace ended" {
+		t.Errorf("stale counts taken: %+v", ep.Traffic)
+	}
+}
+
+// Two containers of a pod share its network namespace. Stopped together,
+// both wait for its counts, which are asked for once and complete both at
+// one read. One whose stop goes on past the other's is not cut short by
+// the other's read: it waits for a read of its own.
+func TestTrafficPodSharesANamespace(t *testing.T) {
+	app := &identity.Info{Identity: identity.Identity{ID: idA, Runtime: "containerd", Name: "app", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
+	side := &identity.Info{Identity: identity.Identity{ID: idB, Runtime: "containerd", Name: "proxy", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
+	pod := func(proxyExit time.Duration) []input {
+		a := newSim(t, nsA, 5151, "app", app)
+		a.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).initExit(time.Second, 0, 0)
+		p := newSim(t, nsB, 6161, "envoy", side)
+		p.stop(ms, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(2*ms, sigvocab.SIGTERM, sigvocab.DispHandler).initExit(proxyExit, 0, 0)
+		return merge(a.in, p.in)
+	}
+	c := conns(true, netCount{sigvocab.NetAccepted, 1, 10 * ms, 10 * ms}, netCount{sigvocab.NetClosed, 1, 900 * ms, 900 * ms},
+		netCount{sigvocab.NetListenerClosed, 1, 800 * ms, 800 * ms})
+
+	e := newEngine(Options{})
+	feedAll(t, e, pod(1200*ms))
+	if got := e.Advance(base.Add(2300 * ms)); len(got) != 0 {
+		t.Fatal("completed without the counts")
+	}
+	if got := e.ConnectionsDue(base.Add(2300 * ms)); !slices.Equal(got, []uint32{netA}) {
+		t.Fatalf("due %v: want the shared namespace once", got)
+	}
+	done := e.Add(netEvent(2300*ms, netA, c), nil)
+	if len(done) != 2 || done[0].Container.Name != "app" || done[1].Container.Name != "proxy" {
+		t.Fatalf("%d episodes at the read", len(done))
+	}
+	if !slices.Equal(done[0].Traffic.Counts[:], done[1].Traffic.Counts[:]) || done[0].Traffic.Verdict != done[1].Traffic.Verdict || e.Watching(netA) {
+		t.Errorf("traffic %+v and %+v, watching %v", done[0].Traffic, done[1].Traffic, e.Watching(netA))
+	}
+	var b bytes.Buffer
+	if err := (&PodStop{Namespace: "shop", Pod: "web-0", Episodes: done}).WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := strings.Count(b.String(), "traffic: "), strings.Count(b.String(), "  listener closed: the application"); n != 1 || m != 1 {
+		t.Errorf("the pod's traffic shown %d times, its listener's close %d:\n%s", n, m, b.String())
+	}
+
+	// The proxy drains for 10 s: the app's read leaves it open.
+	e = newEngine(Options{})
+	in := pod(10 * time.Second)
+	feedAll(t, e, in[:len(in)-1]) // all but the proxy's exit
+	if got := e.Advance(base.Add(2100 * ms)); len(got) != 0 {
+		t.Fatal("completed without the counts")
+	}
+	if got := e.ConnectionsDue(base.Add(2100 * ms)); !slices.Equal(got, []uint32{netA}) {
+		t.Fatalf("due %v", got)
+	}
+	done = e.Add(netEvent(2100*ms, netA, c), nil)
+	if len(done) != 1 || done[0].Container.Name != "app" || !e.Watching(netA) {
+		t.Fatalf("the app's read completed %d episodes; watching %v", len(done), e.Watching(netA))
+	}
+	done = readWhenDue(t, e, in[len(in)-1:], netA, conns(true), 0)
+	if len(done) != 1 || done[0].Container.Name != "proxy" || done[0].Outcome != OutcomeGraceful || !done[0].Traffic.Until.After(base.Add(11*time.Second)) {
+		t.Fatalf("the proxy's episode: %d, %+v", len(done), done)
+	}
+}
+
+// The sandbox's SIGKILL is watched too (it comes from the host into the
+// pod's namespace), but it is not a signal to the container's own
+// processes: an episode whose stop signal was not watched does not wait.
+func TestTrafficSandboxKillWatchesNothing(t *testing.T) {
+	a := newSim(t, nsA, 5151, "app", podInfo(30, nil))
+	a.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).initExit(100*ms, 0, 0)
+	pause := &identity.Info{Identity: identity.Identity{ID: idSandbox, Runtime: "containerd", Pod: "web-0", Namespace: "shop"}, Sandbox: true, MainPID: 4900}
+	p := newSim(t, 4026532999, 4900, "pause", pause)
+	p.kill(200*ms, runc).watched(netA)
+	ep := only(t, newEngine(Options{}), merge(a.in, p.in))
+	if ep.Traffic != nil || !slices.Contains(stepKinds(&ep), StepSandbox) {
+		t.Errorf("traffic %+v steps %v", ep.Traffic, stepKinds(&ep))
+	}
+}
+
+// An episode with traffic reads back from its JSON and writes the same
+// bytes again; the traffic's fields read back as they were.
+func TestTrafficJSONRoundTrip(t *testing.T) {
+	for _, seesRefused := range []bool{true, false} {
+		s := newSim(t, nsA, 5151, "app", podInfo(2, nil))
+		s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).
+			deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+			kill(2*time.Second, runc).
+			initExit(2*time.Second+30*time.Microsecond, sigvocab.SIGKILL, 0)
+		c := conns(seesRefused, netCount{sigvocab.NetListenerClosed, 1, 200 * ms, 200 * ms}, netCount{sigvocab.NetRefused, 5, 300 * ms, 1400 * ms},
+			netCount{sigvocab.NetCut, 2, 2*time.Second + 40*time.Microsecond, 2*time.Second + 45*time.Microsecond})
+		ep := readWhenDue(t, newEngine(Options{}), s.in, netA, c, 0)[0]
+		b, err := json.Marshal(ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		tj, _ := m["traffic"].(map[string]any)
+		wantKeys := []string{"accepted", "closed", "cut", "hint", "listener_closed", "lost", "netns", "refused", "reset_received", "reset_sent", "since", "until", "verdict"}
+		if got := keys(tj); !slices.Equal(got, wantKeys) {
+			t.Errorf("traffic keys %v, want %v", got, wantKeys)
+		}
+		if (tj["refused"] == nil) == seesRefused || tj["lost"] != map[bool]float64{true: 7, false: 2}[seesRefused] {
+			t.Errorf("sees refused %v: refused %v lost %v", seesRefused, tj["refused"], tj["lost"])
+		}
+		var back Episode
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		b2, _ := json.Marshal(back)
+		if !bytes.Equal(b, b2) {
+			t.Errorf("round trip changed the JSON:\n%s\n%s", b, b2)
+		}
+		bt, et := back.Traffic, ep.Traffic
+		if bt == nil || bt.NetNS != et.NetNS || !bt.Since.Equal(et.Since) || !bt.Until.Equal(et.Until) || bt.SeesRefused != seesRefused ||
+			bt.Verdict != et.Verdict || bt.Hint != et.Hint || bt.Lost() != et.Lost() {
+			t.Errorf("read back %+v\nwant %+v", bt, et)
+		}
+		for k := range sigvocab.NumNetKinds {
+			if et.Known(sigvocab.NetKind(k)) && (bt.Counts[k].N != et.Counts[k].N || !bt.Counts[k].First.Equal(et.Counts[k].First) || !bt.Counts[k].Last.Equal(et.Counts[k].Last)) {
+				t.Errorf("%s read back %+v, want %+v", sigvocab.NetKind(k), bt.Counts[k], et.Counts[k])
+			}
+		}
+	}
+}
+
+// A container restarted while its last stop waits for its counts: the new
+// main process's events begin another episode, and the old one still takes
+// its counts when they are read. Restarted before the old stop's settle
+// time (a pod's container: the namespace is the pod's), the old one
+// does not complete there without them either.
+func TestTrafficRestart(t *testing.T) {
+	// docker: the old stop waits from ns_empty on; the new container is
+	// killed in a namespace of its own.
+	old := newSim(t, nsA, 5151, "app", dockerInfo(idA, "web", 10))
+	old.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+		initExit(500*ms, 0, 0).nsEmpty(501 * ms)
+	again := newSim(t, nsB, 7171, "app", dockerInfo(idA, "web", 10))
+	again.kill(700*ms, runc).watched(netB)
+	e := newEngine(Options{})
+	feedAll(t, e, merge(old.in, again.in))
+	if got := e.WatchedNets(); !slices.Equal(got, []uint32{netA, netB}) {
+		t.Fatalf("watched %v", got)
+	}
+	if got := e.ConnectionsDue(base.Add(1500 * ms)); !slices.Equal(got, []uint32{netA}) {
+		t.Fatalf("due %v", got)
+	}
+	done := e.Add(netEvent(1500*ms, netA, conns(true)), nil)
+	if len(done) != 1 || done[0].Main.PID != 5151 || done[0].Outcome != OutcomeGraceful || done[0].Traffic.Unread != "" || done[0].Traffic.NetNS != netA {
+		t.Fatalf("the old stop at its read: %+v", done)
+	}
+	flushed := e.Flush()
+	if len(flushed) != 1 || flushed[0].Main.PID != 7171 || flushed[0].Traffic.NetNS != netB {
+		t.Fatalf("the new one: %+v", flushed)
+	}
+
+	// A pod's container restarted 300 ms after its exit.
+	old = newSim(t, nsA, 5151, "app", podInfo(30, nil))
+	old.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+		initExit(500*ms, 0, 0)
+	again = newSim(t, nsB, 7171, "app", podInfo(30, nil))
+	again.stop(800*ms, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA)
+	e = newEngine(Options{})
+	feedAll(t, e, merge(old.in, again.in))
+	if got := e.ConnectionsDue(base.Add(1499 * ms)); len(got) != 0 {
+		t.Fatalf("due %v before NetLinger after the exit", got)
+	}
+	if got := e.ConnectionsDue(base.Add(1500 * ms)); !slices.Equal(got, []uint32{netA}) {
+		t.Fatalf("due %v", got)
+	}
+	done = e.Add(netEvent(1500*ms, netA, conns(true)), nil)
+	if len(done) != 1 || done[0].Main.PID != 5151 || done[0].Traffic.Unread != "" || !e.Watching(netA) {
+		t.Fatalf("the old stop at its read: %+v; watching %v", done, e.Watching(netA))
+	}
+}
+
+// A pod's counts begin at its first stop signal: a container stopped later
+// (a native sidecar) shows what came before its own stop at negative
+// offsets, and its start stays its own.
+func TestTrafficBeforeTheEpisode(t *testing.T) {
+	side := &identity.Info{Identity: identity.Identity{ID: idB, Runtime: "containerd", Name: "proxy", Pod: "web-0", Namespace: "shop"}, GracePeriod: 30}
+	p := newSim(t, nsB, 6161, "envoy", side)
+	p.stop(5*time.Second, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).
+		deliver(5*time.Second+ms, sigvocab.SIGTERM, sigvocab.DispHandler).initExit(5*time.Second+2*ms, 0, 0)
+	c := conns(true, netCount{sigvocab.NetListenerClosed, 1, 200 * ms, 200 * ms})
+	ep := readWhenDue(t, newEngine(Options{}), p.in, netA, c, 0)[0]
+	if !ep.Start.Equal(base.Add(5*time.Second)) || ep.Steps[0].Kind != StepListenerClosed || ep.Steps[0].At != -4800*ms {
+		t.Errorf("start %v, first step %s at %v", ep.Start.Sub(base), ep.Steps[0].Kind, ep.Steps[0].At)
+	}
+	var b bytes.Buffer
+	if err := ep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\n-4.800s  listener closed") || !strings.Contains(b.String(), "counted -5.000s to ") {
+		t.Errorf("text:\n%s", b.String())
+	}
+}
+
+// Episodes waiting for their counts count against MaxOpen: the oldest goes
+// first, as an open one would.
+func TestTrafficWaitingIsBounded(t *testing.T) {
+	a := newSim(t, nsA, 5151, "app", dockerInfo(idA, "web", 10))
+	a.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).initExit(100*ms, 0, 0).nsEmpty(101 * ms)
+	b := newSim(t, nsB, 6161, "app", dockerInfo(idB, "api", 10))
+	b.stop(200*ms, sigvocab.SIGTERM, sigvocab.DispHandler, false)
+	e := newEngine(Options{MaxOpen: 1})
+	feedAll(t, e, merge(a.in, b.in))
+	if st := e.Stats(); st.Open != 1 || st.Evicted != 1 || e.Watching(netA) {
+		t.Errorf("stats %+v, watching %v", st, e.Watching(netA))
+	}
+}
