@@ -111,7 +111,7 @@ func (ep *episode) apply(ev *sigvocab.Event, r role) effect {
 // the namespace's connections. The episode then waits for the counts
 // before it completes (Engine.end).
 func (ep *episode) watchNet(ev *sigvocab.Event) {
-	if ep.netns == 0 && ev.NetNS != 0 && ev.Flags.Has(sigvocab.FlagNetWatched) {
+	if ep.netns == 0 && ev.NetNS != 0 {
 		ep.netns = ev.NetNS
 	}
 }

@@ -93,14 +93,11 @@ func readWhenDue(t *testing.T, e *Engine, in []input, netns uint32, c *sigvocab.
 }
 
 // withoutTraffic is the episode with its traffic, its steps and the
-// net_watched flag of its signals taken out: what the same stop gives when
+// watched namespace of its signals taken out: what the same stop gives when
 // the kernel did not count.
 func withoutTraffic(ep Episode) Episode {
 	ep.Traffic = nil
 	ep.Steps = slices.DeleteFunc(slices.Clone(ep.Steps), func(s Step) bool { return s.Kind.traffic() })
-	for i := range ep.Steps {
-		ep.Steps[i].Flags &^= sigvocab.FlagNetWatched
-	}
 	return ep
 }
 
@@ -119,14 +116,13 @@ func sameStop(t *testing.T, watched, twin Episode) {
 	}
 }
 
-// twin replays in with no net_watched flag: the same stop on a kernel
+// twin replays in with no watched namespace: the same stop on a kernel
 // that did not count.
 func twin(t *testing.T, in []input) Episode {
 	t.Helper()
 	plain := slices.Clone(in)
 	for i := range plain {
 		plain[i].ev.Facts &^= sigvocab.FactNetWatched
-		plain[i].ev.Flags &^= sigvocab.FlagNetWatched
 		plain[i].ev.NetNS = 0
 	}
 	return only(t, newEngine(Options{}), plain)
