@@ -366,7 +366,7 @@ func TestTrafficVerdicts(t *testing.T) {
 			},
 			conns:   conns(false, netCount{sigvocab.NetCut, 1, 10*time.Second + 50*time.Microsecond, 10*time.Second + 50*time.Microsecond}),
 			verdict: "1 connection lost: 1 cut; refused attempts unknown: this kernel (before Linux 6.10) does not report them",
-			hint:    "1 connection was still open at the SIGKILL: PID 1 (app) never acted on SIGTERM (the hint above), so nothing finished their requests. Once it does, have it close its listener and finish in-flight requests within the grace period (StopTimeout).",
+			hint:    "1 connection was still open at the SIGKILL: PID 1 (app) never acted on SIGTERM (the hint above), so nothing finished a request in flight on them. Once it does, have it close its listener and finish in-flight requests within the grace period (StopTimeout).",
 			outcome: OutcomeIgnoredByInit, lost: 1,
 			jsonPart: `"refused":null`,
 		},
@@ -377,7 +377,7 @@ func TestTrafficVerdicts(t *testing.T) {
 			},
 			conns:   conns(true, netCount{sigvocab.NetCut, 3, 40 * time.Microsecond, 60 * time.Microsecond}, netCount{sigvocab.NetListenerClosed, 1, 40 * time.Microsecond, 40 * time.Microsecond}),
 			verdict: "3 connections lost: 3 cut",
-			hint:    "3 connections were still open at the SIGKILL, which came with no stop signal before it: their requests were lost. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can finish them.",
+			hint:    "3 connections were still open at the SIGKILL, which came with no stop signal before it: a request in flight on any of them was lost. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can finish them.",
 			outcome: OutcomeKilled, lost: 3,
 		},
 		{
@@ -388,7 +388,7 @@ func TestTrafficVerdicts(t *testing.T) {
 			},
 			conns:   conns(true, netCount{sigvocab.NetCut, 2, 2 * ms, 2 * ms}),
 			verdict: "2 connections lost: 2 cut",
-			hint:    "2 connections were still open when PID 1 (app) ended after SIGTERM: their requests were lost. On SIGTERM, close the listener, finish in-flight requests, then exit.",
+			hint:    "2 connections were still open when PID 1 (app) ended after SIGTERM: a request in flight on any of them was lost. On SIGTERM, close the listener, finish in-flight requests, then exit.",
 			outcome: OutcomeGraceful, lost: 2,
 		},
 	}

@@ -625,11 +625,11 @@ func cutHint(ep *episode) string {
 	}
 	switch {
 	case ep.Outcome == OutcomeOOMKilled:
-		return fmt.Sprintf("%s still open when the OOM kill ended its process: their requests were lost with it, and the memory fix above spares them too.", n)
+		return fmt.Sprintf("%s still open when the OOM kill ended its process: a request in flight on any of them was lost with it, and the memory fix above spares them too.", n)
 	case killed && !ep.stopped():
-		return fmt.Sprintf("%s still open at the SIGKILL, which came with no stop signal before it: their requests were lost. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can finish them.", n)
+		return fmt.Sprintf("%s still open at the SIGKILL, which came with no stop signal before it: a request in flight on any of them was lost. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can finish them.", n)
 	case killed && ep.facts().ignoredStop():
-		return fmt.Sprintf("%s still open at the SIGKILL: %s never acted on %s (the hint above), so nothing finished their requests. Once it does, have it close its listener and finish in-flight requests within the grace period (%s).",
+		return fmt.Sprintf("%s still open at the SIGKILL: %s never acted on %s (the hint above), so nothing finished a request in flight on them. Once it does, have it close its listener and finish in-flight requests within the grace period (%s).",
 			n, who, ep.StopSignal, ep.timeoutKnob())
 	case killed:
 		after := ""
@@ -639,10 +639,10 @@ func cutHint(ep *episode) string {
 		return fmt.Sprintf("%s still open at the SIGKILL%s: requests were still in flight. Finish in-flight requests within the grace period, or lengthen it (%s).",
 			n, after, ep.timeoutKnob())
 	case ep.stopped():
-		return fmt.Sprintf("%s still open when %s ended after %s: their requests were lost. On %s, close the listener, finish in-flight requests, then exit.",
+		return fmt.Sprintf("%s still open when %s ended after %s: a request in flight on any of them was lost. On %s, close the listener, finish in-flight requests, then exit.",
 			n, who, ep.StopSignal, ep.StopSignal)
 	}
-	return fmt.Sprintf("%s still open when their process ended on its own: their requests were lost.", n)
+	return fmt.Sprintf("%s still open when their process ended on its own: a request in flight on any of them was lost.", n)
 }
 
 // trafficCounts lists a traffic's counts for the text output, its times
