@@ -199,7 +199,7 @@ func isTerminal(w io.Writer) bool {
 func formatStats(s tracer.Stats) string {
 	var b strings.Builder
 	b.WriteString("sigscope: events")
-	for _, k := range sigvocab.Kinds {
+	for _, k := range sigvocab.RingKinds {
 		ks := s.Kind(k)
 		fmt.Fprintf(&b, " %s seen=%d emitted=%d dropped=%d;", k, ks.Seen, ks.Emitted, ks.Dropped)
 	}

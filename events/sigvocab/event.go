@@ -52,6 +52,18 @@ var Kinds = func() []Kind {
 	return ks
 }()
 
+// RingKinds lists the kinds the kernel writes to the ring buffer, in
+// counter order: every kind but KindNet, which user space reads from a map.
+var RingKinds = func() []Kind {
+	var ks []Kind
+	for _, k := range Kinds {
+		if k != KindNet {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}()
+
 // Valid reports whether k is a kind this package knows.
 func (k Kind) Valid() bool { return int(k) < NumKinds }
 

@@ -41,5 +41,6 @@ sigscope_cache_entries{cache="series:sigscope_pid1_ignored_signals_total"} 0
 sigscope_cache_entries{cache="series:sigscope_pidns_cascade_kills_total"} 0
 sigscope_cache_entries{cache="series:sigscope_process_exits_total"} 0
 sigscope_cache_entries{cache="series:sigscope_signals_total"} 0
+sigscope_cache_entries{cache="series:sigscope_stop_connections_total"} 0
 `, "sigscope_cache_entries")
 }

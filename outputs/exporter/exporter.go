@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,6 +86,15 @@ type Exporter struct {
 	exits        *counterFamily
 	oom          *counterFamily
 	stopDuration *histFamily
+	connections  *counterFamily
+
+	// countedNets are the last connection counts observed, by network
+	// namespace and read time: a pod's containers share one namespace,
+	// and each of their episodes carries the same counts, to be counted
+	// once.
+	netMu       sync.Mutex
+	countedNets [16]countedNet
+	countedNext int
 
 	eventsDesc, droppedDesc, missedDesc, wakeupsDesc, enrichDesc, buildDesc, auditDesc, overflowDesc *prometheus.Desc
 	cacheDesc, cacheCapDesc, unresolvedDesc                                                          *prometheus.Desc
@@ -92,6 +102,11 @@ type Exporter struct {
 
 	auditMu     sync.Mutex
 	auditSeries []auditSeries
+}
+
+type countedNet struct {
+	netns uint32
+	until time.Time
 }
 
 type auditSeries struct {
@@ -102,6 +117,11 @@ type auditSeries struct {
 // Fixed label tables. Indexes, not strings, are what the hot path handles:
 // every value a label can take is one of these or a cleaned name.
 var (
+	// netKindNames are sigvocab's net kinds, indexed by them; the
+	// listener's close is a moment, not a connection, and is not counted.
+	netKindNames    [sigvocab.NumNetKinds]string
+	countedNetKinds = []sigvocab.NetKind{sigvocab.NetAccepted, sigvocab.NetClosed, sigvocab.NetResetSent,
+		sigvocab.NetResetReceived, sigvocab.NetCut, sigvocab.NetRefused}
 	signalNames  [sigvocab.MaxSignal + 1]string // 0: "unknown"
 	resultNames  []string                       // sigvocab.Result values, then "unknown"
 	outcomeNames = append(outcomeStrings(), "unknown")
@@ -121,6 +141,9 @@ const (
 )
 
 func init() {
+	for k := range netKindNames {
+		netKindNames[k] = sigvocab.NetKind(k).String()
+	}
 	signalNames[0] = "unknown"
 	for s := sigvocab.Signal(1); s <= sigvocab.MaxSignal; s++ {
 		signalNames[s] = s.String()
@@ -204,6 +227,10 @@ func New(opts Options) *Exporter {
 	e.oom = newCounter("sigscope_oom_kills_total",
 		"Processes the kernel's OOM killer chose as victims.",
 		nil, none)
+	e.connections = newCounter("sigscope_stop_connections_total",
+		"TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.",
+		[]string{"kind", "outcome"},
+		func(a, b uint8) []string { return []string{netKindNames[a], outcomeNames[b]} })
 	e.stopDuration = &histFamily{
 		name: "sigscope_container_stop_duration_seconds",
 		desc: prometheus.NewDesc("sigscope_container_stop_duration_seconds",
@@ -307,6 +334,34 @@ func (e *Exporter) ObserveEpisode(ep *timeline.Episode) {
 	if d, ok := ep.StopDuration(); ok {
 		e.stopDuration.observe(k, d.Seconds())
 	}
+	e.observeTraffic(ep, k)
+}
+
+// observeTraffic adds an episode's connection counts, each kind the kernel
+// counted, once per namespace and read.
+func (e *Exporter) observeTraffic(ep *timeline.Episode, k seriesKey) {
+	t := ep.Traffic
+	if t == nil || t.Unread != "" {
+		return
+	}
+	e.netMu.Lock()
+	for _, c := range e.countedNets {
+		if c.netns == t.NetNS && c.until.Equal(t.Until) {
+			e.netMu.Unlock()
+			return
+		}
+	}
+	e.countedNets[e.countedNext] = countedNet{t.NetNS, t.Until}
+	e.countedNext = (e.countedNext + 1) % len(e.countedNets)
+	e.netMu.Unlock()
+	for _, kind := range countedNetKinds {
+		if !t.Known(kind) {
+			continue
+		}
+		ck := k
+		ck.a, ck.b = uint8(kind), k.a
+		e.connections.add(ck, t.N(kind))
+	}
 }
 
 // SetAudit replaces the sigscope_container_pid1_handles_stop_signal series
@@ -351,7 +406,7 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (e *Exporter) counterFamilies() []*counterFamily {
-	return []*counterFamily{e.signals, e.pid1Ignored, e.cascade, e.stops, e.exits, e.oom}
+	return []*counterFamily{e.signals, e.pid1Ignored, e.cascade, e.stops, e.exits, e.oom, e.connections}
 }
 
 // Collect builds the exposition from the counters and reads the tracer's and
@@ -375,7 +430,7 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(e.eventsDesc, err)
 		} else {
-			for _, k := range sigvocab.Kinds {
+			for _, k := range sigvocab.RingKinds {
 				ks := s.Kind(k)
 				ch <- constMetric(e.eventsDesc, prometheus.CounterValue, float64(ks.Emitted), k.String())
 				ch <- constMetric(e.droppedDesc, prometheus.CounterValue, float64(ks.Dropped), k.String())

@@ -26,18 +26,21 @@ type counterFamily struct {
 	overflow counter // observations past the cap: the overflow series' value
 }
 
-func (f *counterFamily) inc(k seriesKey) {
+func (f *counterFamily) inc(k seriesKey) { f.add(k, 1) }
+
+// add adds n to k's series.
+func (f *counterFamily) add(k seriesKey, n uint64) {
 	f.mu.RLock()
 	c, ok := f.series[k]
 	full := f.max > 0 && len(f.series) >= f.max
 	f.mu.RUnlock()
 	switch {
 	case ok:
-		c.n.Add(1)
+		c.n.Add(n)
 	case full:
-		f.overflow.n.Add(1)
+		f.overflow.n.Add(n)
 	default:
-		f.get(k).n.Add(1)
+		f.get(k).n.Add(n)
 	}
 }
 

@@ -1,0 +1,53 @@
+package exporter
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/episodes/timeline"
+)
+
+const helpConnections = `# HELP sigscope_stop_connections_total TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.
+# TYPE sigscope_stop_connections_total counter`
+
+// An episode's connection counts are added by kind and outcome; the same
+// read on a second container of the pod is not added again; a kind the
+// kernel could not count and counts never read add nothing.
+func TestStopConnections(t *testing.T) {
+	e := New(Options{})
+	reg := register(t, e)
+	read := time.Unix(1700000000, 0)
+	traffic := func(netns uint32, until time.Time, seesRefused bool, n ...uint64) *timeline.Traffic {
+		tr := &timeline.Traffic{NetNS: netns, Since: until.Add(-3 * time.Second), Until: until, SeesRefused: seesRefused}
+		for k, v := range n {
+			tr.Counts[k].N = v
+		}
+		return tr
+	}
+	// accepted, closed, reset_sent, reset_received, cut, refused, listener_closed
+	a := episode(timeline.OutcomeHandlerTimeout, 0, 30*time.Second)
+	a.Traffic = traffic(7, read, true, 12, 9, 1, 2, 3, 40, 1)
+	e.ObserveEpisode(a)
+	sidecar := episode(timeline.OutcomeGraceful, 0, time.Second)
+	sidecar.Traffic = traffic(7, read, true, 12, 9, 1, 2, 3, 40, 1) // the same pod's read
+	e.ObserveEpisode(sidecar)
+	old := episode(timeline.OutcomeGraceful, 0, time.Second)
+	old.Traffic = traffic(8, read, false, 5, 5, 0, 0, 0, 0, 0) // refused unknown
+	e.ObserveEpisode(old)
+	unread := episode(timeline.OutcomeKilled, 0, time.Second)
+	unread.Traffic = &timeline.Traffic{NetNS: 9, Unread: "the trace ended"}
+	e.ObserveEpisode(unread)
+	compare(t, reg, helpConnections+`
+sigscope_stop_connections_total{kind="accepted",outcome="graceful"} 5
+sigscope_stop_connections_total{kind="accepted",outcome="handler_timeout"} 12
+sigscope_stop_connections_total{kind="closed",outcome="graceful"} 5
+sigscope_stop_connections_total{kind="closed",outcome="handler_timeout"} 9
+sigscope_stop_connections_total{kind="cut",outcome="graceful"} 0
+sigscope_stop_connections_total{kind="cut",outcome="handler_timeout"} 3
+sigscope_stop_connections_total{kind="refused",outcome="handler_timeout"} 40
+sigscope_stop_connections_total{kind="reset_received",outcome="graceful"} 0
+sigscope_stop_connections_total{kind="reset_received",outcome="handler_timeout"} 2
+sigscope_stop_connections_total{kind="reset_sent",outcome="graceful"} 0
+sigscope_stop_connections_total{kind="reset_sent",outcome="handler_timeout"} 1
+`, "sigscope_stop_connections_total")
+}
