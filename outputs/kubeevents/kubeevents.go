@@ -25,6 +25,9 @@ import (
 const (
 	ReasonStopSignalIgnored      = "StopSignalIgnored"
 	ReasonKilledAfterGracePeriod = "ContainerKilledAfterGracePeriod"
+	// ReasonStopLostConnections: clients lost connections while the
+	// container stopped (refused, reset by it, cut), as the kernel counted.
+	ReasonStopLostConnections = "StopLostConnections"
 )
 
 // Component is the events' source component and reporting controller.
@@ -199,6 +202,13 @@ func (r *Recorder) ObserveEpisode(ep *timeline.Episode) {
 	}
 	if killedAfterGrace(ep) {
 		evs = append(evs, r.event(ep, now, ReasonKilledAfterGracePeriod, containerPrefix(ep)+ep.Summary()))
+	}
+	if t := ep.Traffic; t != nil && t.Unread == "" && t.Lost() > 0 {
+		msg := containerPrefix(ep) + t.Verdict
+		if t.Hint != "" {
+			msg += ". " + t.Hint
+		}
+		evs = append(evs, r.event(ep, now, ReasonStopLostConnections, msg))
 	}
 	if len(evs) == 0 {
 		return

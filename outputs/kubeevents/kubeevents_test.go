@@ -406,3 +406,37 @@ func TestEventNames(t *testing.T) {
 		t.Errorf("event name %d characters, max 253", len(long))
 	}
 }
+
+// A stop whose clients lost connections gets a StopLostConnections event
+// with the traffic's verdict and hint; one that lost none, or whose counts
+// were not read, gets none.
+func TestStopLostConnections(t *testing.T) {
+	lost := &timeline.Traffic{NetNS: 7, Since: t0, Until: t0.Add(4 * time.Second), SeesRefused: true,
+		Verdict: "43 connections lost: 40 refused, 3 cut", Hint: "Keep accepting after the stop begins until the endpoint is removed."}
+	lost.Counts[sigvocab.NetRefused].N, lost.Counts[sigvocab.NetCut].N = 40, 3
+	clean := &timeline.Traffic{NetNS: 7, Since: t0, Until: t0.Add(4 * time.Second), SeesRefused: true, Verdict: "no client was hurt"}
+	clean.Counts[sigvocab.NetAccepted].N = 12
+	for _, tc := range []struct {
+		name    string
+		traffic *timeline.Traffic
+		want    string
+	}{
+		{"lost", lost, "container app: 43 connections lost: 40 refused, 3 cut. Keep accepting after the stop begins until the endpoint is removed."},
+		{"clean", clean, ""},
+		{"unread", &timeline.Traffic{NetNS: 7, Unread: "the trace ended"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(pod("web-1", node, cid))
+			r := running(New(kubeclienttest.FromClientset(c), node, Options{}))
+			ep := stop("web-1", timeline.OutcomeGraceful)
+			ep.Traffic = tc.traffic
+			r.ObserveEpisode(ep)
+			r.Close()
+			got := byReason(events(t, c))
+			ev, ok := got[ReasonStopLostConnections]
+			if ok != (tc.want != "") || ev.Message != tc.want || ok && ev.Type != corev1.EventTypeWarning {
+				t.Errorf("events %v: %s %q (%s), want %q", got, ReasonStopLostConnections, ev.Message, ev.Type, tc.want)
+			}
+		})
+	}
+}

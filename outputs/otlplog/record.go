@@ -40,6 +40,13 @@ const (
 	AttrEventsDropped   attribute.Key = "sigscope.events_dropped"
 	AttrStartUnseen     attribute.Key = "sigscope.start_unseen"
 	AttrHint            attribute.Key = "sigscope.hint"
+	// The stop's traffic (timeline.Traffic), when its counts were read:
+	// sigscope.connections.<kind> per kind the kernel counted, then the
+	// lost total, the verdict and its hint.
+	AttrConnectionsPrefix               = "sigscope.connections."
+	AttrConnectionsLost   attribute.Key = "sigscope.connections.lost"
+	AttrTrafficVerdict    attribute.Key = "sigscope.traffic.verdict"
+	AttrTrafficHint       attribute.Key = "sigscope.traffic.hint"
 )
 
 // Severity is a record's severity: WARN for the outcomes that need a fix
@@ -164,6 +171,17 @@ func Attributes(ep *timeline.Episode) []attribute.KeyValue {
 		kv = append(kv, AttrStartUnseen.Bool(true))
 	}
 	str(AttrHint, ep.Hint)
+	if t := ep.Traffic; t != nil && t.Unread == "" {
+		for k := range sigvocab.NumNetKinds {
+			kind := sigvocab.NetKind(k)
+			if kind != sigvocab.NetListenerClosed && t.Known(kind) {
+				kv = append(kv, attribute.Key(AttrConnectionsPrefix+kind.String()).Int64(int64(min(t.N(kind), 1<<63-1))))
+			}
+		}
+		kv = append(kv, AttrConnectionsLost.Int64(int64(min(t.Lost(), 1<<63-1))))
+		str(AttrTrafficVerdict, t.Verdict)
+		str(AttrTrafficHint, t.Hint)
+	}
 	return kv
 }
 

@@ -202,3 +202,46 @@ func TestSplitImage(t *testing.T) {
 		}
 	}
 }
+
+// The stop's traffic: one attribute per kind the kernel counted, the lost
+// total, the verdict and the hint; refused left out where the kernel could
+// not count it, nothing at all when the counts were not read.
+func TestRecordTraffic(t *testing.T) {
+	ep := &timeline.Episode{
+		Container: timeline.Container{PidNS: 1, Identity: identity.Identity{ID: "abc", Name: "web", Runtime: "docker"}},
+		Outcome:   timeline.OutcomeHandlerTimeout, Start: time.Unix(1, 0),
+		Traffic: &timeline.Traffic{NetNS: 7, Since: time.Unix(1, 0), Until: time.Unix(3, 0), SeesRefused: true,
+			Verdict: "45 connections lost: 40 refused, 2 reset by the application, 3 cut", Hint: "keep serving"},
+	}
+	for k, n := range []uint64{12, 9, 2, 1, 3, 40, 1} {
+		ep.Traffic.Counts[k].N = n
+	}
+	got := attrs(ptr(Record(ep, time.Unix(4, 0))))
+	want := map[string]int64{"sigscope.connections.accepted": 12, "sigscope.connections.closed": 9, "sigscope.connections.reset_sent": 2,
+		"sigscope.connections.reset_received": 1, "sigscope.connections.cut": 3, "sigscope.connections.refused": 40, "sigscope.connections.lost": 45}
+	for k, n := range want {
+		if v, ok := got[k]; !ok || v.AsInt64() != n {
+			t.Errorf("%s = %v, want %d", k, v.String(), n)
+		}
+	}
+	if _, ok := got["sigscope.connections.listener_closed"]; ok {
+		t.Errorf("the listener's close is a moment, not a count of connections")
+	}
+	if got["sigscope.traffic.verdict"].AsString() != ep.Traffic.Verdict || got["sigscope.traffic.hint"].AsString() != "keep serving" {
+		t.Errorf("verdict %v, hint %v", got["sigscope.traffic.verdict"].String(), got["sigscope.traffic.hint"].String())
+	}
+
+	ep.Traffic.SeesRefused = false
+	got = attrs(ptr(Record(ep, time.Unix(4, 0))))
+	if _, ok := got["sigscope.connections.refused"]; ok || got["sigscope.connections.lost"].AsInt64() != 5 {
+		t.Errorf("a kernel that cannot count refused attempts: refused %v, lost %v", got["sigscope.connections.refused"].String(), got["sigscope.connections.lost"].String())
+	}
+	ep.Traffic = &timeline.Traffic{NetNS: 7, Unread: "the trace ended"}
+	for k := range attrs(ptr(Record(ep, time.Unix(4, 0)))) {
+		if strings.HasPrefix(k, "sigscope.connections.") || strings.HasPrefix(k, "sigscope.traffic.") {
+			t.Errorf("counts not read, yet %s", k)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
