@@ -31,6 +31,8 @@ func childMain(role string) int {
 	switch role {
 	case "sender":
 		err = senderMain()
+	case "conns", "conns-flood":
+		err = connsChildMain(role == "conns-flood")
 	default:
 		err = fmt.Errorf("unknown %s %q", roleEnv, role)
 	}

@@ -16,12 +16,15 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	floorMapRecords     = "records"
-	floorProgEmpty      = "empty"
-	floorProgNoop       = "noop"
-	floorProgStamped    = "stamped"
-	floorVarDropped     = "dropped"
-	floorVarStampedSize = "stamped_size"
+	floorMapRecords             = "records"
+	floorProgEmpty              = "empty"
+	floorProgNoop               = "noop"
+	floorProgNoopTcpRstReceived = "noop_tcp_rst_received"
+	floorProgNoopTcpRstSent     = "noop_tcp_rst_sent"
+	floorProgNoopTcpState       = "noop_tcp_state"
+	floorProgStamped            = "stamped"
+	floorVarDropped             = "dropped"
+	floorVarStampedSize         = "stamped_size"
 )
 
 // loadFloor returns the embedded CollectionSpec for floor.
@@ -66,9 +69,12 @@ type floorSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type floorProgramSpecs struct {
-	Empty   *ebpf.ProgramSpec `ebpf:"empty"`
-	Noop    *ebpf.ProgramSpec `ebpf:"noop"`
-	Stamped *ebpf.ProgramSpec `ebpf:"stamped"`
+	Empty              *ebpf.ProgramSpec `ebpf:"empty"`
+	Noop               *ebpf.ProgramSpec `ebpf:"noop"`
+	NoopTcpRstReceived *ebpf.ProgramSpec `ebpf:"noop_tcp_rst_received"`
+	NoopTcpRstSent     *ebpf.ProgramSpec `ebpf:"noop_tcp_rst_sent"`
+	NoopTcpState       *ebpf.ProgramSpec `ebpf:"noop_tcp_state"`
+	Stamped            *ebpf.ProgramSpec `ebpf:"stamped"`
 }
 
 // floorMapSpecs contains maps before they are loaded into the kernel.
@@ -127,15 +133,21 @@ type floorVariables struct {
 //
 // It can be passed to loadFloorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type floorPrograms struct {
-	Empty   *ebpf.Program `ebpf:"empty"`
-	Noop    *ebpf.Program `ebpf:"noop"`
-	Stamped *ebpf.Program `ebpf:"stamped"`
+	Empty              *ebpf.Program `ebpf:"empty"`
+	Noop               *ebpf.Program `ebpf:"noop"`
+	NoopTcpRstReceived *ebpf.Program `ebpf:"noop_tcp_rst_received"`
+	NoopTcpRstSent     *ebpf.Program `ebpf:"noop_tcp_rst_sent"`
+	NoopTcpState       *ebpf.Program `ebpf:"noop_tcp_state"`
+	Stamped            *ebpf.Program `ebpf:"stamped"`
 }
 
 func (p *floorPrograms) Close() error {
 	return _FloorClose(
 		p.Empty,
 		p.Noop,
+		p.NoopTcpRstReceived,
+		p.NoopTcpRstSent,
+		p.NoopTcpState,
 		p.Stamped,
 	)
 }

@@ -62,17 +62,21 @@ type options struct {
 	cpuProfile  string
 	bpfStats    bool
 	strict      bool
+	connRounds  int
+	connPhase   time.Duration
 }
 
 // quickDefaults are -quick's values for the flags not given: every section
 // runs, in about 2 minutes in all, as a smoke test.
 var quickDefaults = map[string]string{
-	"rounds": "3",
-	"phase":  "500ms",
-	"warmup": "500ms",
-	"drops":  "10s",
-	"serve":  "10s",
-	"idle":   "10s",
+	"rounds":      "3",
+	"phase":       "500ms",
+	"warmup":      "500ms",
+	"drops":       "10s",
+	"serve":       "10s",
+	"idle":        "10s",
+	"conn-rounds": "2",
+	"conn-phase":  "500ms",
 }
 
 func parseFlags(args []string) (options, error) {
@@ -101,6 +105,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process for each (b) phase to FILE.<round>")
 	fs.BoolVar(&o.bpfStats, "bpf-stats", false, "measure each in-process program's run time per invocation, (0) (e) (t) (a) (b) (BPF_ENABLE_STATS; slows those phases)")
 	fs.BoolVar(&o.strict, "strict", false, "exit with status 2 when a target is missed")
+	fs.IntVar(&o.connRounds, "conn-rounds", 5, "connection storm rounds (conns.go): off, the noop floor, sigscope filtered and watched; 0 skips the section")
+	fs.DurationVar(&o.connPhase, "conn-phase", time.Second, "length of one connection storm phase, and of the refused flood")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -205,6 +211,13 @@ func run(args []string, out io.Writer) error {
 		rep.phases, err = runStorm(ctx, env)
 		if err != nil {
 			return err
+		}
+	}
+	if o.connRounds > 0 {
+		slog.Info("connection storm", "rounds", o.connRounds, "phase", o.connPhase)
+		rep.conns, err = runConns(ctx, o.connRounds, o.connPhase)
+		if err != nil {
+			return interrupted(ctx, fmt.Errorf("connection storm: %w", err))
 		}
 	}
 	if haveBin && o.drops > 0 {

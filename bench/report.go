@@ -22,6 +22,7 @@ type report struct {
 	traceLat       []time.Duration
 	episodeLat     []time.Duration
 	episodeMissing int
+	conns          *connsResult
 }
 
 const mib = 1 << 20
@@ -89,6 +90,26 @@ func (rep report) print(w io.Writer) verdicts {
 				f[figJSONKeepup] = jsonKeepup(s.readerMsPer100k(), 1e9/s.rate)
 			}
 		}
+	}
+
+	if r := rep.conns; r != nil {
+		fmt.Fprintf(w, "\n== connection storm: loopback connect, accept, close (RST), in a network namespace of its own ==\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "config\tconnections\tns/connection\tcounted (watched)")
+		for _, p := range r.phases {
+			counted := ""
+			if p.cfg == connWatched {
+				counted = fmt.Sprintf("accepted %d, reset by the client %d", p.accepted, p.resetReceived)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\n", connConfigNames[p.cfg], p.conns, p.nsPerConn(), counted)
+		}
+		tw.Flush()
+		if r.sees {
+			fmt.Fprintf(w, "refused flood: %d attempts at a closed port of a watched namespace, %d counted refused\n", r.flood, r.refused)
+		} else if n := connsNote(r); n != "" {
+			fmt.Fprintln(w, n)
+		}
+		connFigures(r, f)
 	}
 
 	if d := rep.drops; d != nil {

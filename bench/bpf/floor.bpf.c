@@ -17,7 +17,8 @@
  *          no program can avoid and whose price the host sets (a kernel
  *          return slowed by a mitigation such as SRSO).
  *
- * The bench attaches one at a time.
+ * The bench attaches one at a time; the noop_tcp_* programs, the connection
+ * floor, all three at once.
  */
 #include "vmlinux_min.h"
 #include <bpf/bpf_helpers.h>
@@ -81,5 +82,26 @@ int BPF_PROG(stamped, int sig, struct kernel_siginfo *info, struct task_struct *
 	r->sender_tgid = bpf_get_current_task_btf()->tgid;
 	r->target_tgid = task->tgid;
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* The connection floor: what any BPF tracer of TCP state changes costs a
+ * connection, on the three tracepoints sigscope's connection count uses
+ * (conns.go). They return at once. */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(noop_tcp_state)
+{
+	return 0;
+}
+
+SEC("tp_btf/tcp_receive_reset")
+int BPF_PROG(noop_tcp_rst_received)
+{
+	return 0;
+}
+
+SEC("tp_btf/tcp_send_reset")
+int BPF_PROG(noop_tcp_rst_sent)
+{
 	return 0;
 }

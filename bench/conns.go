@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/events/tracer"
+)
+
+// The connection storm (issue 30): a child in a network namespace of its
+// own connects to its own listener on loopback, accepts, and closes both
+// ends (the client with a RST, so that no TIME_WAIT piles up) as fast as
+// one thread can; each connection passes inet_sock_set_state five times and
+// each RST hook once. Phases, interleaved per round:
+//
+//	off      nothing attached
+//	noop     floor.bpf.c's three noop_tcp_* programs: the floor
+//	filtered sigscope's tracer, the storm's namespace not watched: what every
+//	         connection of a node pays outside a stop (one map look-up)
+//	watched  the same, the namespace watched, as during a stop: every
+//	         connection counted; the counts must equal the storm's
+//
+// then a refused-attempt flood at a port nothing listens on in a watched
+// namespace: the refused count must equal the attempts (Linux 6.10 and
+// later), with no memory but the counters.
+
+type connConfig int
+
+const (
+	connOff connConfig = iota
+	connNoop
+	connFiltered
+	connWatched
+)
+
+var connConfigNames = [...]string{"off", "noop", "filtered", "watched"}
+
+// connPhase is one storm under one configuration.
+type connPhase struct {
+	cfg   connConfig
+	conns uint64
+	cpu   time.Duration // the storm thread's user+sys time
+	// watched: what the kernel counted.
+	accepted, resetReceived uint64
+}
+
+func (p connPhase) nsPerConn() float64 { return float64(p.cpu.Nanoseconds()) / float64(p.conns) }
+
+// connsResult is the section's outcome.
+type connsResult struct {
+	phases  []connPhase
+	exact   bool   // every watched phase counted each connection once
+	refused uint64 // the flood's refused attempts, as the kernel counted
+	flood   uint64 // the flood's attempts, as the child counted
+	sees    bool   // the kernel reports refused attempts
+}
+
+// meanNS is the configuration's mean ns per connection over its phases.
+func (r *connsResult) meanNS(c connConfig) (float64, bool) {
+	var cpu time.Duration
+	var n uint64
+	for _, p := range r.phases {
+		if p.cfg == c {
+			cpu += p.cpu
+			n += p.conns
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return float64(cpu.Nanoseconds()) / float64(n), true
+}
+
+const connPort = 40099
+
+// connsChildMain is the "conns" role, run by `unshare -n`: it brings its
+// loopback up, prints "ready <netns inode>", waits for a line on stdin,
+// runs the storm (or, with flood, connects to a closed port) for the
+// duration, and prints "<connections> <cpu ns>".
+func connsChildMain(flood bool) error {
+	runtime.LockOSThread()
+	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		return fmt.Errorf("ip link set lo up: %v: %s", err, out)
+	}
+	d, err := time.ParseDuration(os.Getenv(durationEnv))
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
+		return err
+	}
+	addr := &unix.SockaddrInet4{Port: connPort, Addr: [4]byte{127, 0, 0, 1}}
+	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	if err := unix.SetsockoptInt(l, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return err
+	}
+	if !flood {
+		if err := unix.Bind(l, addr); err != nil {
+			return err
+		}
+		if err := unix.Listen(l, 4096); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("ready %d\n", st.Ino)
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return err
+	}
+	linger := &unix.Linger{Onoff: 1, Linger: 0}
+	cpu0, err := threadCPU()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(d)
+	var n uint64
+	for time.Now().Before(deadline) {
+		for range 64 {
+			c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			err = unix.Connect(c, addr)
+			if flood {
+				unix.Close(c)
+				if !errors.Is(err, unix.ECONNREFUSED) {
+					return fmt.Errorf("connect to a closed port: %v, want ECONNREFUSED", err)
+				}
+				n++
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("connect after %d: %w", n, err)
+			}
+			a, _, err := unix.Accept4(l, unix.SOCK_CLOEXEC)
+			if err != nil {
+				return err
+			}
+			_ = unix.SetsockoptLinger(c, unix.SOL_SOCKET, unix.SO_LINGER, linger)
+			unix.Close(c) // RST: the server's end is reset, nothing waits in TIME_WAIT
+			unix.Close(a)
+			n++
+		}
+	}
+	cpu1, err := threadCPU()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d %d\n", n, (cpu1 - cpu0).Nanoseconds())
+	return nil
+}
+
+// connChild is a running storm child, ready and waiting to go.
+type connChild struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Reader
+	netns uint32
+}
+
+func startConnChild(ctx context.Context, d time.Duration, flood bool) (*connChild, error) {
+	role := "conns"
+	if flood {
+		role = "conns-flood"
+	}
+	cmd := exec.CommandContext(ctx, "unshare", "-n", "/proc/self/exe")
+	cmd.Env = append(os.Environ(), roleEnv+"="+role, durationEnv+"="+d.String(), "GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the connection storm: %w", err)
+	}
+	c := &connChild{cmd: cmd, in: in, out: bufio.NewReader(out)}
+	line, err := c.out.ReadString('\n')
+	if _, e := fmt.Sscanf(line, "ready %d", &c.netns); err != nil || e != nil {
+		c.kill()
+		return nil, fmt.Errorf("connection storm: %q, %v", line, errors.Join(err, e))
+	}
+	return c, nil
+}
+
+func (c *connChild) run() (uint64, time.Duration, error) {
+	if _, err := io.WriteString(c.in, "go\n"); err != nil {
+		return 0, 0, err
+	}
+	line, err := c.out.ReadString('\n')
+	var n uint64
+	var ns int64
+	if _, e := fmt.Sscan(line, &n, &ns); err != nil || e != nil || n == 0 {
+		return 0, 0, fmt.Errorf("connection storm printed %q: %v", line, errors.Join(err, e))
+	}
+	return n, time.Duration(ns), c.cmd.Wait()
+}
+
+func (c *connChild) kill() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() }
+
+// connAttach attaches a configuration: the floor's three programs, or a
+// tracer counting connections. close detaches.
+func connAttach(cfg connConfig) (tr *tracer.Tracer, close func(), err error) {
+	switch cfg {
+	case connNoop:
+		spec, err := loadFloor()
+		if err != nil {
+			return nil, nil, err
+		}
+		var objs struct {
+			State *ebpf.Program `ebpf:"noop_tcp_state"`
+			Rcv   *ebpf.Program `ebpf:"noop_tcp_rst_received"`
+			Sent  *ebpf.Program `ebpf:"noop_tcp_rst_sent"`
+		}
+		if err := spec.LoadAndAssign(&objs, nil); err != nil {
+			return nil, nil, fmt.Errorf("loading the connection floor: %w", err)
+		}
+		var links []link.Link
+		closeAll := func() {
+			for _, l := range links {
+				l.Close()
+			}
+			objs.State.Close()
+			objs.Rcv.Close()
+			objs.Sent.Close()
+		}
+		for _, p := range []*ebpf.Program{objs.State, objs.Rcv, objs.Sent} {
+			l, err := link.AttachTracing(link.TracingOptions{Program: p})
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			links = append(links, l)
+		}
+		return nil, closeAll, nil
+	case connFiltered, connWatched:
+		tr, err := tracer.New(tracer.Options{Signals: sigvocab.NewSignalSet(sigvocab.SIGTERM)})
+		if err != nil {
+			return nil, nil, err
+		}
+		if !tr.CountsConnections() {
+			tr.Close()
+			return nil, nil, errors.New("the tracer does not count connections on this kernel")
+		}
+		return tr, func() { tr.Close() }, nil
+	}
+	return nil, func() {}, nil
+}
+
+// runConns runs the section: rounds of the four configurations, then the
+// flood.
+func runConns(ctx context.Context, rounds int, d time.Duration) (*connsResult, error) {
+	r := &connsResult{exact: true}
+	for round := range rounds {
+		for _, cfg := range []connConfig{connOff, connNoop, connFiltered, connWatched} {
+			child, err := startConnChild(ctx, d, false)
+			if err != nil {
+				return nil, err
+			}
+			tr, detach, err := connAttach(cfg)
+			if err != nil {
+				child.kill()
+				return nil, err
+			}
+			if cfg == connWatched {
+				if err := tr.Watch(child.netns, time.Now()); err != nil {
+					detach()
+					child.kill()
+					return nil, err
+				}
+			}
+			n, cpu, err := child.run()
+			p := connPhase{cfg: cfg, conns: n, cpu: cpu}
+			if err == nil && cfg == connWatched {
+				var c *sigvocab.Connections
+				if c, err = tr.Connections(child.netns); err == nil && c != nil {
+					p.accepted, p.resetReceived = c.Counts[sigvocab.NetAccepted].N, c.Counts[sigvocab.NetResetReceived].N
+					if p.accepted != n || p.resetReceived != n {
+						r.exact = false
+					}
+					_ = tr.Unwatch(child.netns)
+				} else if err == nil {
+					err = errors.New("the watched namespace has no counts")
+				}
+			}
+			detach()
+			if err != nil {
+				return nil, fmt.Errorf("connection storm, %s: %w", connConfigNames[cfg], err)
+			}
+			slog.Info("connection storm", "round", round+1, "config", connConfigNames[cfg], "connections", n,
+				"ns_per_connection", fmt.Sprintf("%.0f", p.nsPerConn()))
+			r.phases = append(r.phases, p)
+		}
+	}
+	// The flood: refused attempts at a watched namespace's closed port.
+	child, err := startConnChild(ctx, d, true)
+	if err != nil {
+		return nil, err
+	}
+	tr, detach, err := connAttach(connWatched)
+	if err != nil {
+		child.kill()
+		return nil, err
+	}
+	defer detach()
+	r.sees = tr.SeesRefused()
+	if err := tr.Watch(child.netns, time.Now()); err != nil {
+		child.kill()
+		return nil, err
+	}
+	if r.flood, _, err = child.run(); err != nil {
+		return nil, fmt.Errorf("refused flood: %w", err)
+	}
+	c, err := tr.Connections(child.netns)
+	if err != nil || c == nil {
+		return nil, fmt.Errorf("refused flood: no counts (%v)", err)
+	}
+	r.refused = c.Counts[sigvocab.NetRefused].N
+	slog.Info("refused flood", "attempts", r.flood, "refused_counted", r.refused, "kernel_reports_refused", r.sees)
+	return r, nil
+}
+
+// connFigures adds the section's figures.
+func connFigures(r *connsResult, f figures) {
+	off, ok := r.meanNS(connOff)
+	if !ok {
+		return
+	}
+	added := func(c connConfig) (float64, bool) {
+		v, ok := r.meanNS(c)
+		return v - off, ok
+	}
+	f[figConnUntraced] = off
+	if n, ok := added(connNoop); ok {
+		f[figConnNoopAdded] = n
+		if a, ok := added(connFiltered); ok {
+			f[figConnFilteredOverNoop] = ratio(a, n)
+		}
+	}
+	if w, ok := added(connWatched); ok {
+		f[figConnWatchedAdded] = w
+	}
+	f[figConnCountsExact] = boolFigure(r.exact)
+	if r.sees {
+		f[figConnRefusedExact] = boolFigure(r.refused == r.flood)
+	}
+}
+
+func boolFigure(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// connsNote says what the flood could not check.
+func connsNote(r *connsResult) string {
+	if r == nil || r.sees {
+		return ""
+	}
+	return "refused flood: this kernel does not report refused attempts (before Linux 6.10): conn_refused_exact not measured"
+}
