@@ -74,6 +74,9 @@ type jsonEpisode struct {
 	Steps          []jsonStep   `json:"steps"`
 	StepsOmitted   int          `json:"steps_omitted,omitempty"`
 	Hint           string       `json:"hint,omitempty"`
+
+	// The pod's endpoints, from the API server (endpoints.go).
+	Endpoints []jsonEndpointChange `json:"endpoints,omitempty"`
 }
 
 func jsonTime(t time.Time) string {
@@ -159,6 +162,7 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		Hint:           textsafe.UTF8(ep.Hint),
 		StopReason:     ep.StopReason,
 		NotLearnt:      ep.NotLearnt,
+		Endpoints:      endpointsJSON(ep.Endpoints),
 	}
 	if o := ep.Owner; o != nil {
 		j.Owner = &Owner{Kind: textsafe.UTF8(o.Kind), Name: textsafe.UTF8(o.Name)}
@@ -254,6 +258,9 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		if *f.dst, err = parseTime(f.s); err != nil {
 			return err
 		}
+	}
+	if out.Endpoints, err = readEndpoints(j.Endpoints); err != nil {
+		return err
 	}
 	if out.StopVerdict, err = parseFate(j.StopVerdict); err != nil {
 		return err
