@@ -81,12 +81,14 @@ func TestKubeEventsManifest(t *testing.T) {
 		t.Fatalf("%d ClusterRoles (agent's: %v) and %d ClusterRoleBindings, want the agent's and the readers', and 1", len(o.clusterRoles), agentRole != nil, len(o.clusterBindings))
 	}
 	// Exactly: events create/patch in the core group and events.k8s.io,
-	// pods get/list/watch, core events list/watch.
+	// pods get/list/watch, core events list/watch, EndpointSlices
+	// list/watch.
 	want := []grant{
 		{"", "events", "create"}, {"", "events", "patch"},
 		{"", "pods", "get"}, {"", "pods", "list"}, {"", "pods", "watch"},
 		{"", "events", "list"}, {"", "events", "watch"},
 		{"events.k8s.io", "events", "create"}, {"events.k8s.io", "events", "patch"},
+		{"discovery.k8s.io", "endpointslices", "list"}, {"discovery.k8s.io", "endpointslices", "watch"},
 	}
 	slices.SortFunc(want, grant.compare)
 	if got := grants(t, agentRole); !reflect.DeepEqual(got, want) {

@@ -76,7 +76,7 @@ directory, oldest file first, or one file).`,
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json (one episode per line)")
 	fl.StringVar(&f.container, "container", "", "only episodes of this container (ID prefix or name)")
 	fl.StringVar(&f.pod, "pod", "", "only episodes of this pod (namespace/name)")
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "read why pods' containers were stopped (stop_reason) and the grace period applied from the API server with this kubeconfig")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "read why pods' containers were stopped (stop_reason), the grace period applied and their endpoints' changes (endpoints) from the API server with this kubeconfig")
 	fl.DurationVar(&f.settle, "settle", 0, "how long after the main process's exit an episode waits for late events when the kernel cannot say it is over (a main process that is no init); an init's episode ends when its namespace is empty (default 1s)")
 	registerRingSize(fl, &f.ringSize)
 	f.server.register(fl)

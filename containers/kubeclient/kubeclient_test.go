@@ -10,11 +10,22 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
+
+func testSlice(name, rv string) discoveryv1.EndpointSlice {
+	ready := false
+	return discoveryv1.EndpointSlice{TypeMeta: metav1.TypeMeta{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1"},
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "shop", ResourceVersion: rv, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "web-1"}}}}
+}
 
 func testPod(name, rv string) corev1.Pod {
 	return corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
@@ -23,8 +34,9 @@ func testPod(name, rv string) corev1.Pod {
 }
 
 // apiServer answers the requests sigscope makes as kube-apiserver does,
-// in JSON: a pod read, event creation, and pods listed and watched (plain
-// or as a watch list: the initial pods, then the bookmark that ends them).
+// in JSON: a pod read, event creation, and pods and EndpointSlices listed
+// and watched (plain or as a watch list: the initial objects, then the
+// bookmark that ends them).
 type apiServer struct {
 	t  *testing.T
 	mu sync.Mutex
@@ -35,6 +47,28 @@ func (s *apiServer) status(w http.ResponseWriter, code int, reason metav1.Status
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: string(reason)})
+}
+
+// listWatch answers a list with list, and a watch with one more object,
+// added; a watch list first sends the initial object and the bookmark that
+// ends the initial events.
+func (s *apiServer) listWatch(w http.ResponseWriter, r *http.Request, list, initial, added, bookmark any) {
+	q := r.URL.Query()
+	if q.Get("watch") != "true" {
+		_ = json.NewEncoder(w).Encode(list)
+		return
+	}
+	enc := json.NewEncoder(w)
+	send := func(typ string, obj any) {
+		_ = enc.Encode(map[string]any{"type": typ, "object": obj})
+		w.(http.Flusher).Flush()
+	}
+	if q.Get("sendInitialEvents") == "true" {
+		send("ADDED", initial)
+		send("BOOKMARK", bookmark)
+	}
+	send("ADDED", added)
+	<-r.Context().Done()
 }
 
 func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -66,23 +100,20 @@ func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if got := q.Get("fieldSelector"); got != "spec.nodeName=node-1" {
 			s.t.Errorf("pods requested with fieldSelector %q", got)
 		}
-		if q.Get("watch") != "true" {
-			_ = json.NewEncoder(w).Encode(&corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
-				ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Pod{testPod("web-1", "10")}})
-			return
-		}
-		enc := json.NewEncoder(w)
-		send := func(typ string, obj any) {
-			_ = enc.Encode(map[string]any{"type": typ, "object": obj})
-			w.(http.Flusher).Flush()
-		}
-		if q.Get("sendInitialEvents") == "true" {
-			send("ADDED", testPod("web-1", "10"))
-			send("BOOKMARK", corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+		s.listWatch(w, r, &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
+			ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Pod{testPod("web-1", "10")}},
+			testPod("web-1", "10"), testPod("web-2", "11"),
+			corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
 				ObjectMeta: metav1.ObjectMeta{ResourceVersion: "10", Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
+	case r.Method == http.MethodGet && r.URL.Path == "/apis/discovery.k8s.io/v1/endpointslices":
+		if got := q.Get("fieldSelector"); got != "" {
+			s.t.Errorf("endpointslices requested with fieldSelector %q", got)
 		}
-		send("ADDED", testPod("web-2", "11"))
-		<-r.Context().Done()
+		s.listWatch(w, r, &discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"},
+			ListMeta: metav1.ListMeta{ResourceVersion: "20"}, Items: []discoveryv1.EndpointSlice{testSlice("web-abcde", "20")}},
+			testSlice("web-abcde", "20"), testSlice("web-fghij", "21"),
+			discoveryv1.EndpointSlice{TypeMeta: metav1.TypeMeta{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1"},
+				ObjectMeta: metav1.ObjectMeta{ResourceVersion: "20", Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
 	default:
 		s.t.Errorf("unexpected %s %s", r.Method, r.URL)
 		s.status(w, http.StatusNotFound, metav1.StatusReasonNotFound)
@@ -91,8 +122,9 @@ func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // The client speaks to an API server over HTTP as client-go's clientset
 // would: objects decoded, the API's errors kept (kubeevents tells them
-// apart), the user agent sent, and an informer filled from a list and a
-// watch with the field selector asked for.
+// apart), the user agent sent, and informers filled from a list and a
+// watch, pods with the field selector asked for and EndpointSlices from
+// their own API group.
 func TestClient(t *testing.T) {
 	api := &apiServer{t: t}
 	srv := httptest.NewServer(api)
@@ -120,17 +152,35 @@ func TestClient(t *testing.T) {
 		t.Errorf("CreateEvent of an existing name: %v, want AlreadyExists", err)
 	}
 
-	inf := cache.NewSharedIndexInformer(c.ListWatch("pods", "spec.nodeName=node-1"), &corev1.Pod{}, 0, cache.Indexers{})
-	go inf.RunWithContext(ctx)
-	for !(len(inf.GetStore().ListKeys()) == 2) {
-		if ctx.Err() != nil {
-			t.Fatalf("informer holds %v, want shop/web-1 and shop/web-2", inf.GetStore().ListKeys())
+	// Pods in core/v1, with the field selector; EndpointSlices in
+	// discovery.k8s.io/v1.
+	for _, tc := range []struct {
+		resource, selector string
+		obj                runtime.Object
+		keys               []string
+	}{
+		{Pods, "spec.nodeName=node-1", &corev1.Pod{}, []string{"shop/web-1", "shop/web-2"}},
+		{EndpointSlices, "", &discoveryv1.EndpointSlice{}, []string{"shop/web-abcde", "shop/web-fghij"}},
+	} {
+		inf := cache.NewSharedIndexInformer(c.ListWatch(tc.resource, tc.selector), tc.obj, 0, cache.Indexers{})
+		go inf.RunWithContext(ctx)
+		for len(inf.GetStore().ListKeys()) != len(tc.keys) {
+			if ctx.Err() != nil {
+				t.Fatalf("%s informer holds %v, want %v", tc.resource, inf.GetStore().ListKeys(), tc.keys)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	for _, key := range []string{"shop/web-1", "shop/web-2"} {
-		if _, ok, _ := inf.GetStore().GetByKey(key); !ok {
-			t.Errorf("informer lacks %s: %v", key, inf.GetStore().ListKeys())
+		for _, key := range tc.keys {
+			if _, ok, _ := inf.GetStore().GetByKey(key); !ok {
+				t.Errorf("%s informer lacks %s: %v", tc.resource, key, inf.GetStore().ListKeys())
+			}
+		}
+		if o, _, _ := inf.GetStore().GetByKey("shop/web-abcde"); tc.resource == EndpointSlices {
+			sl, ok := o.(*discoveryv1.EndpointSlice)
+			if !ok || sl.Labels[discoveryv1.LabelServiceName] != "web" || len(sl.Endpoints) != 1 ||
+				sl.Endpoints[0].TargetRef.Name != "web-1" || *sl.Endpoints[0].Conditions.Ready {
+				t.Errorf("EndpointSlice decoded as %+v", o)
+			}
 		}
 	}
 	cancel()

@@ -7,6 +7,11 @@
 // bounded, so that an episode completed after its pod is gone is still
 // explained.
 //
-// It decides the stop reason of an episode; it does not change its
-// outcome, which is the kernel's (timeline).
+// A third informer follows the EndpointSlices: when the pod's endpoint in
+// each Service turned not ready, not serving, terminating, and when it was
+// removed, as this agent saw each change (the network's side of a pod's
+// stop; endpoints.go).
+//
+// It decides the stop reason of an episode and adds its endpoints; it does
+// not change its outcome, which is the kernel's (timeline).
 package kubemeta

@@ -35,6 +35,12 @@ type podState struct {
 	deletedAt   time.Time // the deletionTimestamp first seen
 	deleteGrace *int64    // the deletionGracePeriodSeconds first seen
 	disruption  string    // the DisruptionTarget condition's reason, when true
+	// deleteSeen is when the deletion was made, for the endpoints' lags:
+	// when this agent saw the deletionTimestamp appear (its informer's
+	// time, on the clock of the endpoints' times), or, for a pod first
+	// seen deleted, the API server's time of the request
+	// (deletionTimestamp less deletionGracePeriodSeconds, to the second).
+	deleteSeen time.Time
 	// restarted are the container IDs the kubelet replaced (the
 	// lastState of a container status): those stops were restarts.
 	restarted []string
@@ -54,10 +60,19 @@ type Pods struct {
 	log    *slog.Logger
 	synced atomic.Bool
 
-	mu    sync.Mutex
-	pods  map[string]*podState // "namespace/name"
-	kills map[string][]killing
-	order []string // keys in the order first seen, for the bound
+	// slicesSynced is set when the EndpointSlices are listed, apart from
+	// synced: without RBAC for them (a chart older than the agent) the
+	// stop reasons are still learnt. slicesErr is the last error of their
+	// list or watch.
+	slicesSynced atomic.Bool
+	slicesErr    atomic.Pointer[string]
+	now          func() time.Time // the informers' observation time; time.Now but in tests
+
+	mu        sync.Mutex
+	pods      map[string]*podState // "namespace/name"
+	kills     map[string][]killing
+	endpoints map[string]*podEndpoints // by the pod's "namespace/name"
+	order     []string                 // keys in the order first seen, for the bound
 }
 
 // New returns Pods for node ("" for every node). Run starts it.
@@ -65,8 +80,8 @@ func New(client kubeclient.Client, node string, log *slog.Logger) *Pods {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Pods{client: client, node: node, log: log.With("component", "kubemeta"),
-		pods: map[string]*podState{}, kills: map[string][]killing{}}
+	return &Pods{client: client, node: node, log: log.With("component", "kubemeta"), now: time.Now,
+		pods: map[string]*podState{}, kills: map[string][]killing{}, endpoints: map[string]*podEndpoints{}}
 }
 
 // Run follows the API server until ctx ends. Until its caches are synced,
@@ -92,13 +107,20 @@ func (p *Pods) Run(ctx context.Context) {
 		AddFunc:    func(o any) { p.event(o) },
 		UpdateFunc: func(_, o any) { p.event(o) },
 	})
+	sliceInf := p.sliceInformer()
 	var wg sync.WaitGroup
 	wg.Go(func() { podInf.RunWithContext(ctx) })
 	wg.Go(func() { evInf.RunWithContext(ctx) })
+	wg.Go(func() { sliceInf.RunWithContext(ctx) })
+	wg.Go(func() {
+		if cache.WaitForCacheSync(ctx.Done(), sliceInf.HasSynced) {
+			p.slicesSynced.Store(true)
+		}
+	})
 	if cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, evInf.HasSynced) {
 		p.synced.Store(true)
 	}
-	// Run returns once both informers have stopped, as the factories'
+	// Run returns once the informers have stopped, as the factories'
 	// Shutdown waited for them.
 	wg.Wait()
 }
@@ -110,12 +132,16 @@ func (p *Pods) remember(key string) {
 	if _, ok := p.kills[key]; ok {
 		return
 	}
+	if _, ok := p.endpoints[key]; ok {
+		return
+	}
 	p.order = append(p.order, key)
 	if len(p.order) > maxPods {
 		old := p.order[0]
 		p.order = p.order[1:]
 		delete(p.pods, old)
 		delete(p.kills, old)
+		delete(p.endpoints, old)
 	}
 }
 
@@ -129,6 +155,7 @@ func (p *Pods) pod(o any) {
 	defer p.mu.Unlock()
 	p.remember(key)
 	st := p.pods[key]
+	seen := st != nil
 	if st == nil {
 		st = &podState{}
 		p.pods[key] = st
@@ -138,6 +165,16 @@ func (p *Pods) pod(o any) {
 	if pod.DeletionTimestamp != nil && st.deletedAt.IsZero() {
 		st.deletedAt = pod.DeletionTimestamp.Time
 		st.deleteGrace = pod.DeletionGracePeriodSeconds
+		st.deleteSeen = p.now()
+		if !seen {
+			// The API server sets the deletionTimestamp to the request's
+			// time plus the grace, and keeps that request time when a
+			// later delete shortens the grace.
+			st.deleteSeen = st.deletedAt
+			if g := st.deleteGrace; g != nil && *g > 0 {
+				st.deleteSeen = st.deletedAt.Add(-time.Duration(*g) * time.Second)
+			}
+		}
 	}
 	if o := WorkloadOf(pod); o != nil {
 		st.owner = o
@@ -249,8 +286,9 @@ func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason
 	return ReasonUnknown, 0
 }
 
-// Annotate sets a pod episode's stop reason and the grace period the
-// kubelet applied (a deletion's, when it gave one).
+// Annotate sets a pod episode's stop reason, the grace period the kubelet
+// applied (a deletion's, when it gave one), its owner, and its endpoints
+// (see [Pods.Endpoints]).
 func (p *Pods) Annotate(ep *timeline.Episode) {
 	c := ep.Container
 	if c.Pod == "" {
@@ -270,6 +308,15 @@ func (p *Pods) Annotate(ep *timeline.Episode) {
 	if grace > 0 {
 		ep.GracePeriod = grace
 	}
+	if !p.slicesSynced.Load() {
+		why := ""
+		if e := p.slicesErr.Load(); e != nil {
+			why = *e
+		}
+		ep.NotLearnt = append(ep.NotLearnt, timeline.EndpointsNotRead(why))
+		return
+	}
+	ep.Endpoints = p.Endpoints(c.Namespace, c.Pod, c.PodUID, ep.StopAt)
 }
 
 // Owner is the workload of the pod namespace/name as last seen; nil when

@@ -64,7 +64,7 @@ func TestExplain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go p.Run(ctx)
-	for deadline := time.Now().Add(10 * time.Second); !p.synced.Load(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !p.synced.Load() || !p.slicesSynced.Load(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("informers did not sync")
 		}

@@ -235,6 +235,9 @@ type Episode struct {
 	// Owner is the pod's workload, from the API server; nil for a bare pod,
 	// a container outside Kubernetes, or when it was not learnt.
 	Owner *Owner
+	// Endpoints are the pod's endpoint in each Service whose EndpointSlices
+	// list it, from the API server (endpoints.go); nil when none does.
+	Endpoints []EndpointChange
 
 	// ID and Node are set by the node agent: the episode's number there
 	// (rising from 1 since the agent started: a cursor for paging) and the

@@ -25,6 +25,7 @@ func FuzzEpisodeUnmarshalJSON(f *testing.F) {
 		`{"container":{"pidns":4026532177},"main":{"pid":1,"ns_pid":1,"comm":"sh"},"main_is_init":true,"outcome":"unfinished","start":"2026-11-25T02:14:50Z","stop_signal":"15","stop_verdict":"pid1_ignored","stop_at":"2026-11-25T02:14:50Z","cascade_kills":[],"steps":[]}`,
 		`{"container":{"id":"x","name":"web\u001b[31m\\xff","pod":"p","namespace":"ns"},"owner":{"kind":"Deployment","name":"web"},"outcome":"killed","start":"0001-01-01T00:00:00Z","kill_sender":{"pid":7,"comm":"kubelet","kernel":true,"ancestors":[{"pid":1,"comm":"systemd"}]},"kill_at":"2026-11-25T02:14:50.5+05:30","exit_at":"2026-11-25T02:14:51Z","exit_status":137,"exit_signal":"KILL","prestop":{"kind":"exec","command":["sh","-c","sleep 5\n"],"start_at":"2026-11-25T02:14:40Z","exit_code":0},"grace_period_s":1e300,"cascade_kills":[{"pid":9,"ns_pid":2,"comm":"sleep"}],"cascade_kills_omitted":3,"oom_victims":[{"pid":9}],"steps":[{"at":-1.5,"time":"2026-11-25T02:14:50Z","kind":"sigkill","signal":"SIGRTMIN+3","sender":{"pid":7,"comm":"k"},"target":{"pid":9},"flags":["cross_ns","cgroup_kill"],"verdict":"delivered","exit_status":-1,"text":"a\nb\u0085"}],"steps_omitted":2,"hint":"fix\tit","stop_reason":"evicted","not_learnt":[],"id":3,"node":"n1"}`,
 		`{"outcome":"graceful","steps":[{"at":9223372036.854775807,"kind":"x","target":{},"text":""}],"grace_period_s":-0.0000000004}`,
+		`{"endpoints":[{"service":"shop/web","not_ready_at":"2026-11-25T02:14:50Z","removed_at":"2026-11-25T02:14:59.5+01:00","after_deletion_s":-0.05,"after_stop_s":4435383.62792128},{"service":""}]}`,
 		`{"steps":[{"at":4414691.149212793,"kind":"x","target":{},"text":""}],"grace_period_s":4435383.62792128}`, // past 2^22 s
 		`{"outcome":"graceful","steps":[],"traffic":{"netns":4026532500,"since":"2026-11-25T02:14:50Z","until":"2026-11-25T02:14:52Z","accepted":{"n":3,"first":"2026-11-25T02:14:50.1Z","last":"2026-11-25T02:14:51Z"},"closed":{"n":0},"reset_sent":{"n":1},"reset_received":null,"cut":{"n":2,"first":"2026-11-25T02:14:51Z"},"refused":null,"listener_closed":{"n":1,"first":"x"},"lost":9,"verdict":"v\u001b","hint":"h\n"}}`,
 		`{"traffic":{"netns":1,"accepted":{"n":3},"refused":{"n":1},"lost":null,"verdict":"","unread":"the trace ended"}}`,
@@ -73,6 +74,19 @@ func FuzzEpisodeUnmarshalJSON(f *testing.F) {
 		}
 		for i := range ep.Steps {
 			near("step offset", &ep.Steps[i].At, &again.Steps[i].At)
+		}
+		if len(again.Endpoints) != len(ep.Endpoints) {
+			t.Fatalf("%d endpoints read back as %d:\n%s", len(ep.Endpoints), len(again.Endpoints), m1)
+		}
+		for i, c := range ep.Endpoints {
+			for _, l := range []struct{ a, b *time.Duration }{{c.AfterDeletion, again.Endpoints[i].AfterDeletion}, {c.AfterStop, again.Endpoints[i].AfterStop}} {
+				if (l.a == nil) != (l.b == nil) {
+					t.Fatalf("an endpoint's lag lost or made:\n%s", m1)
+				}
+				if l.a != nil {
+					near("endpoint lag", l.a, l.b)
+				}
+			}
 		}
 		m2, err := json.Marshal(again)
 		if err != nil {

@@ -75,6 +75,9 @@ type jsonEpisode struct {
 	StepsOmitted   int          `json:"steps_omitted,omitempty"`
 	Hint           string       `json:"hint,omitempty"`
 	Traffic        *jsonTraffic `json:"traffic,omitempty"`
+
+	// The pod's endpoints, from the API server (endpoints.go).
+	Endpoints []jsonEndpointChange `json:"endpoints,omitempty"`
 }
 
 // jsonTraffic is Episode.Traffic. Every kind's count is an object (the
@@ -230,6 +233,7 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		Hint:           textsafe.UTF8(ep.Hint),
 		StopReason:     ep.StopReason,
 		NotLearnt:      ep.NotLearnt,
+		Endpoints:      endpointsJSON(ep.Endpoints),
 	}
 	if o := ep.Owner; o != nil {
 		j.Owner = &Owner{Kind: textsafe.UTF8(o.Kind), Name: textsafe.UTF8(o.Name)}
@@ -328,6 +332,9 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		if *f.dst, err = parseTime(f.s); err != nil {
 			return err
 		}
+	}
+	if out.Endpoints, err = readEndpoints(j.Endpoints); err != nil {
+		return err
 	}
 	if out.StopVerdict, err = parseFate(j.StopVerdict); err != nil {
 		return err

@@ -29,16 +29,19 @@ func (s clientset) CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.E
 	return s.c.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 }
 
-// ListWatch is what client-go's informer factory builds for pods and
-// events, including its check that the fake clientset cannot stream a
-// watch list.
+// ListWatch is what client-go's informer factory builds for pods, events
+// and EndpointSlices, including its check that the fake clientset cannot
+// stream a watch list.
 func (s clientset) ListWatch(resource, fieldSelector string) cache.ListerWatcher {
 	list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		if fieldSelector != "" {
 			o.FieldSelector = fieldSelector
 		}
-		if resource == "pods" {
+		switch resource {
+		case kubeclient.Pods:
 			return s.c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+		case kubeclient.EndpointSlices:
+			return s.c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List(ctx, o)
 		}
 		return s.c.CoreV1().Events(metav1.NamespaceAll).List(ctx, o)
 	}
@@ -46,8 +49,11 @@ func (s clientset) ListWatch(resource, fieldSelector string) cache.ListerWatcher
 		if fieldSelector != "" {
 			o.FieldSelector = fieldSelector
 		}
-		if resource == "pods" {
+		switch resource {
+		case kubeclient.Pods:
 			return s.c.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+		case kubeclient.EndpointSlices:
+			return s.c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).Watch(ctx, o)
 		}
 		return s.c.CoreV1().Events(metav1.NamespaceAll).Watch(ctx, o)
 	}
