@@ -317,6 +317,7 @@ func (p *Pods) Annotate(ep *timeline.Episode) {
 		return
 	}
 	ep.Endpoints = p.Endpoints(c.Namespace, c.Pod, c.PodUID, ep.StopAt)
+	ep.AddEndpointSteps()
 }
 
 // Owner is the workload of the pod namespace/name as last seen; nil when

@@ -91,6 +91,7 @@ const (
 	StepListenerClosed StepKind = "listener_closed" // the first listening socket of the namespace closed: the application stopped accepting
 	StepRefused        StepKind = "refused"         // the first connection attempt answered with a reset: nothing listened
 	StepCut            StepKind = "cut"             // the first connection still open when its process died
+	StepEndpoint       StepKind = "endpoint"        // the pod's endpoint first changed in a Service's EndpointSlices (not ready, not serving, terminating or removed), as the agent saw it
 )
 
 // traffic reports whether k is a traffic step.

@@ -78,6 +78,8 @@ type jsonEpisode struct {
 
 	// The pod's endpoints, from the API server (endpoints.go).
 	Endpoints []jsonEndpointChange `json:"endpoints,omitempty"`
+	// EndpointRace is derived (Episode.EndpointRace), not read back.
+	EndpointRace string `json:"endpoint_race,omitempty"`
 }
 
 // jsonTraffic is Episode.Traffic. Every kind's count is an object (the
@@ -234,6 +236,7 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		StopReason:     ep.StopReason,
 		NotLearnt:      ep.NotLearnt,
 		Endpoints:      endpointsJSON(ep.Endpoints),
+		EndpointRace:   textsafe.UTF8(ep.EndpointRace()),
 	}
 	if o := ep.Owner; o != nil {
 		j.Owner = &Owner{Kind: textsafe.UTF8(o.Kind), Name: textsafe.UTF8(o.Name)}

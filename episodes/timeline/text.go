@@ -34,6 +34,9 @@ func (ep *Episode) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "hint: %s\n", textsafe.Terminal(ep.Hint))
 	}
 	ep.writeTraffic(&b, ep.Start)
+	if race := ep.EndpointRace(); race != "" {
+		fmt.Fprintf(&b, "endpoints: %s\n", textsafe.Terminal(race))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -3,6 +3,7 @@ package timeline
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -790,4 +791,85 @@ func capitalize(s string) string {
 		return s
 	}
 	return string(s[0]-'a'+'A') + s[1:]
+}
+
+// AddEndpointSteps puts a step in the timeline, at its time, for the first
+// change of the pod's endpoint in each Service (Endpoints), with its words:
+// the annotation that learnt them comes after the episode completed, so its
+// steps are written here, not with the others.
+func (ep *Episode) AddEndpointSteps() {
+	for _, c := range ep.Endpoints {
+		first := c.First()
+		if first.IsZero() {
+			continue
+		}
+		s := Step{At: first.Sub(ep.Start), Time: first, Kind: StepEndpoint, Text: endpointStepText(&c, first)}
+		i, _ := slices.BinarySearchFunc(ep.Steps, first, func(s Step, t time.Time) int {
+			if s.Time.After(t) {
+				return 1
+			}
+			return -1
+		})
+		ep.Steps = slices.Insert(ep.Steps, i, s)
+	}
+}
+
+// endpointStepText: "endpoint of shop/web: not ready, terminating (0.002s
+// after the deletion)".
+func endpointStepText(c *EndpointChange, first time.Time) string {
+	var what []string
+	for _, w := range []struct {
+		at   time.Time
+		word string
+	}{{c.NotReadyAt, "not ready"}, {c.NotServingAt, "not serving"}, {c.TerminatingAt, "terminating"}, {c.RemovedAt, "removed"}} {
+		if w.at.Equal(first) {
+			what = append(what, w.word)
+		}
+	}
+	s := "endpoint of " + c.Service + ": " + strings.Join(what, ", ")
+	if c.AfterDeletion != nil {
+		s += fmt.Sprintf(" (%.3fs after the deletion, as the agent saw the EndpointSlices)", c.AfterDeletion.Seconds())
+	}
+	return s
+}
+
+// EndpointRace says how the stop's two timelines met: when the application
+// stopped accepting (its first listening socket closed, from the kernel's
+// count) against when its endpoint first left a Service (from the API
+// server, as the agent saw it). "" when either was not measured.
+func (ep *Episode) EndpointRace() string {
+	t := ep.Traffic
+	if t == nil || t.Unread != "" || len(ep.Endpoints) == 0 {
+		return ""
+	}
+	var left time.Time
+	var svc string
+	for _, c := range ep.Endpoints {
+		if f := c.First(); !f.IsZero() && (left.IsZero() || f.Before(left)) {
+			left, svc = f, c.Service
+		}
+	}
+	if left.IsZero() {
+		return ""
+	}
+	at := func(x time.Time) string {
+		if ep.StopAt.IsZero() {
+			return x.UTC().Format(time.RFC3339Nano)
+		}
+		return fmt.Sprintf("%+.3fs from %s", x.Sub(ep.StopAt).Seconds(), ep.StopSignal)
+	}
+	lc := t.Counts[sigvocab.NetListenerClosed]
+	if lc.N == 0 {
+		return fmt.Sprintf("the endpoint left %s at %s; the application did not stop accepting while the kernel counted", svc, at(left))
+	}
+	if !lc.First.Before(left) {
+		return fmt.Sprintf("race won: the endpoint left %s (%s) %.3fs before the application stopped accepting (%s)",
+			svc, at(left), lc.First.Sub(left).Seconds(), at(lc.First))
+	}
+	s := fmt.Sprintf("race lost: the application stopped accepting (%s) %.3fs before the endpoint left %s (%s)",
+		at(lc.First), left.Sub(lc.First).Seconds(), svc, at(left))
+	if t.Known(sigvocab.NetRefused) {
+		s += fmt.Sprintf(": %s refused while the kernel counted", countWas(t.N(sigvocab.NetRefused), "connection attempt"))
+	}
+	return s
 }
