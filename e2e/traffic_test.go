@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -254,6 +255,8 @@ func TestStopTraffic(t *testing.T) {
 			name := "e2e-traffic-" + tc.mode
 			id := runContainer(t, name, img, "/server", tc.mode)
 			l := startTimeline(t)
+			// The signal programs and the three that count connections.
+			testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
 			pid := hostEngine.mainPID(t, name)
 			cl := startClient(t, pid, tc.workers)
 			time.Sleep(500 * time.Millisecond)

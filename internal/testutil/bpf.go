@@ -10,15 +10,19 @@ import (
 	"time"
 )
 
-// ProgramIDs lists the BPF programs a process holds open (the "prog_id"
-// lines of /proc/PID/fdinfo): how a test knows another process's tracer is
-// attached.
-func ProgramIDs(pid int) []uint32 {
+// AttachedPrograms lists the programs a process has attached: those of
+// its BPF link fds (fdinfo with a "link_type:" line). A tracer loads all
+// its programs before it attaches the first, so holding a program says
+// nothing yet of what it sees.
+func AttachedPrograms(pid int) []uint32 {
 	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
 	fds, _ := os.ReadDir(dir)
 	var ids []uint32
 	for _, fd := range fds {
 		b, _ := os.ReadFile(filepath.Join(dir, fd.Name()))
+		if !strings.Contains(string(b), "link_type:") {
+			continue
+		}
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "prog_id:"); ok {
 				if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32); err == nil {
@@ -30,12 +34,15 @@ func ProgramIDs(pid int) []uint32 {
 	return ids
 }
 
-// WaitPrograms waits until process pid holds at least n BPF programs.
+// WaitPrograms waits until process pid has attached at least n BPF
+// programs, and returns their ids. sigscope attaches its five signal
+// programs (generate, deliver, exit, oom, exec) first, then, with a
+// timeline, the three that count a stop's connections.
 func WaitPrograms(t testing.TB, pid, n int) []uint32 {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		ids := ProgramIDs(pid)
+		ids := AttachedPrograms(pid)
 		if len(ids) >= n {
 			return ids
 		}
