@@ -69,20 +69,42 @@ type connsResult struct {
 	sees    bool   // the kernel reports refused attempts
 }
 
-// meanNS is the configuration's mean ns per connection over its phases.
-func (r *connsResult) meanNS(c connConfig) (float64, bool) {
-	var cpu time.Duration
-	var n uint64
+// medianNS is the configuration's median ns per connection over its
+// phases.
+func (r *connsResult) medianNS(c connConfig) (float64, bool) {
+	var xs []float64
 	for _, p := range r.phases {
 		if p.cfg == c {
-			cpu += p.cpu
-			n += p.conns
+			xs = append(xs, p.nsPerConn())
 		}
 	}
-	if n == 0 {
+	if len(xs) == 0 {
 		return 0, false
 	}
-	return float64(cpu.Nanoseconds()) / float64(n), true
+	return median(xs), true
+}
+
+// addedNS is the median over rounds of what c added to the untraced phase
+// of the same round: a round's phases run back to back, so the machine's
+// drift between rounds cancels out.
+func (r *connsResult) addedNS(c connConfig) (float64, bool) {
+	var xs []float64
+	var off float64
+	have := false
+	for _, p := range r.phases {
+		switch p.cfg {
+		case connOff:
+			off, have = p.nsPerConn(), true
+		case c:
+			if have {
+				xs = append(xs, p.nsPerConn()-off)
+			}
+		}
+	}
+	if len(xs) == 0 {
+		return 0, false
+	}
+	return median(xs), true
 }
 
 const connPort = 40099
@@ -93,6 +115,17 @@ const connPort = 40099
 // duration, and prints "<connections> <cpu ns>".
 func connsChildMain(flood bool) error {
 	runtime.LockOSThread()
+	if v := os.Getenv(cpuEnv); v != "" {
+		var cpu int
+		if _, err := fmt.Sscan(v, &cpu); err != nil {
+			return fmt.Errorf("bad %s %q", cpuEnv, v)
+		}
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return fmt.Errorf("pinning to CPU %d: %w", cpu, err)
+		}
+	}
 	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		return fmt.Errorf("ip link set lo up: %v: %s", err, out)
 	}
@@ -175,13 +208,20 @@ type connChild struct {
 	netns uint32
 }
 
-func startConnChild(ctx context.Context, d time.Duration, flood bool) (*connChild, error) {
+func startConnChild(ctx context.Context, d time.Duration, flood bool, pinCPU int) (*connChild, error) {
 	role := "conns"
 	if flood {
 		role = "conns-flood"
 	}
-	cmd := exec.CommandContext(ctx, "unshare", "-n", "/proc/self/exe")
+	self, err := os.Executable() // not /proc/self/exe: unshare would run itself
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "unshare", "-n", self)
 	cmd.Env = append(os.Environ(), roleEnv+"="+role, durationEnv+"="+d.String(), "GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1")
+	if pinCPU >= 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", cpuEnv, pinCPU))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -270,11 +310,11 @@ func connAttach(cfg connConfig) (tr *tracer.Tracer, close func(), err error) {
 
 // runConns runs the section: rounds of the four configurations, then the
 // flood.
-func runConns(ctx context.Context, rounds int, d time.Duration) (*connsResult, error) {
+func runConns(ctx context.Context, rounds int, d time.Duration, pinCPU int) (*connsResult, error) {
 	r := &connsResult{exact: true}
 	for round := range rounds {
 		for _, cfg := range []connConfig{connOff, connNoop, connFiltered, connWatched} {
-			child, err := startConnChild(ctx, d, false)
+			child, err := startConnChild(ctx, d, false, pinCPU)
 			if err != nil {
 				return nil, err
 			}
@@ -314,7 +354,7 @@ func runConns(ctx context.Context, rounds int, d time.Duration) (*connsResult, e
 		}
 	}
 	// The flood: refused attempts at a watched namespace's closed port.
-	child, err := startConnChild(ctx, d, true)
+	child, err := startConnChild(ctx, d, true, pinCPU)
 	if err != nil {
 		return nil, err
 	}
@@ -343,14 +383,11 @@ func runConns(ctx context.Context, rounds int, d time.Duration) (*connsResult, e
 
 // connFigures adds the section's figures.
 func connFigures(r *connsResult, f figures) {
-	off, ok := r.meanNS(connOff)
+	off, ok := r.medianNS(connOff)
 	if !ok {
 		return
 	}
-	added := func(c connConfig) (float64, bool) {
-		v, ok := r.meanNS(c)
-		return v - off, ok
-	}
+	added := r.addedNS
 	f[figConnUntraced] = off
 	if n, ok := added(connNoop); ok {
 		f[figConnNoopAdded] = n

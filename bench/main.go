@@ -215,7 +215,7 @@ func run(args []string, out io.Writer) error {
 	}
 	if o.connRounds > 0 {
 		slog.Info("connection storm", "rounds", o.connRounds, "phase", o.connPhase)
-		rep.conns, err = runConns(ctx, o.connRounds, o.connPhase)
+		rep.conns, err = runConns(ctx, o.connRounds, o.connPhase, o.senderCPU)
 		if err != nil {
 			return interrupted(ctx, fmt.Errorf("connection storm: %w", err))
 		}
