@@ -1,0 +1,339 @@
+package kube
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
+)
+
+// trafficServer builds e2e/testdata/traffic/server.go static into a
+// directory the pods mount (hostPath): no registry, no image to build.
+func trafficServer(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sigscope-kube-traffic-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "server"), filepath.Join("..", "testdata", "traffic", "server.go"))
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build server.go: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// trafficManifest is a Service and a one-replica Deployment behind it on the
+// CNI bridge (not the host's network), the server in mode, ready when it
+// answers, with an optional preStop hook.
+func trafficManifest(c *cluster, name, dir, mode, preStop string) string {
+	lifecycle := ""
+	if preStop != "" {
+		lifecycle = fmt.Sprintf(`, "lifecycle": {"preStop": %s}`, preStop)
+	}
+	return fmt.Sprintf(`{"apiVersion": "v1", "kind": "List", "items": [
+{"apiVersion": "v1", "kind": "Service", "metadata": {"name": %[1]q, "namespace": "default"},
+ "spec": {"selector": {"app": %[1]q}, "ports": [{"port": 8080, "targetPort": 8080}]}},
+{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": %[1]q, "namespace": "default"},
+ "spec": {"replicas": 1, "selector": {"matchLabels": {"app": %[1]q}},
+  "template": {"metadata": {"labels": {"app": %[1]q, "app.kubernetes.io/name": "sigscope-e2e-kube"}},
+   "spec": {"nodeName": %[2]q, "terminationGracePeriodSeconds": 5,
+    "volumes": [{"name": "srv", "hostPath": {"path": %[3]q}}],
+    "containers": [{"name": "app", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never",
+      "command": ["/srv/server", %[4]q], "volumeMounts": [{"name": "srv", "mountPath": "/srv"}],
+      "readinessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 1, "failureThreshold": 1}%[5]s}]}}}}
+]}`, name, c.nodeName, dir, mode, lifecycle)
+}
+
+// podClient makes HTTP/1.0 requests to ip:8080 without pause, across the
+// CNI bridge, and keeps each outcome: refused, broken (established, then
+// reset or closed before the answer), ok, other.
+type podClient struct {
+	mu       sync.Mutex
+	outcomes map[string]int
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func startPodClient(ip string) *podClient {
+	c := &podClient{outcomes: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for {
+			select {
+			case <-c.stop:
+				return
+			default:
+			}
+			o := podRequest(ip)
+			c.mu.Lock()
+			c.outcomes[o]++
+			c.mu.Unlock()
+			if o != "ok" {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	return c
+}
+
+func (c *podClient) end() map[string]int {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.outcomes
+}
+
+func podRequest(ip string) string {
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(ip, "8080"), 500*time.Millisecond)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return "refused"
+		}
+		return "unreachable"
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(conn, "GET / HTTP/1.0\r\n\r\n")
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	if err == nil && strings.HasPrefix(status, "HTTP/1.0 200") {
+		return "ok"
+	}
+	return "broken"
+}
+
+// sliceWatch is an independent watch of the Service's EndpointSlices
+// (the API's watch through kubectl get --raw): when it first saw the pod's endpoint not ready or
+// terminating.
+type sliceWatch struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	first time.Time
+}
+
+func watchSlices(t *testing.T, c *cluster, service, pod string) *sliceWatch {
+	t.Helper()
+	w := &sliceWatch{}
+	// The API's own watch, one JSON event a line, as any client sees it.
+	w.cmd = exec.Command(c.kubectl, "get", "--raw",
+		"/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?watch=1&labelSelector=kubernetes.io/service-name="+service)
+	w.cmd.Env = c.env
+	out, err := w.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.cmd.Process.Kill(); w.cmd.Wait() })
+	go func() {
+		// The pod's endpoint changes when it is not ready, terminating, or
+		// gone from a slice that listed it.
+		type event struct {
+			Type   string `json:"type"`
+			Object struct {
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+				Endpoints []struct {
+					TargetRef struct {
+						Name string `json:"name"`
+					} `json:"targetRef"`
+					Conditions struct {
+						Ready       *bool `json:"ready"`
+						Terminating *bool `json:"terminating"`
+					} `json:"conditions"`
+				} `json:"endpoints"`
+			} `json:"object"`
+		}
+		listed := map[string]bool{}
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			seen := time.Now()
+			var ev event
+			if json.Unmarshal(sc.Bytes(), &ev) != nil {
+				continue
+			}
+			slice := ev.Object.Metadata.Name
+			changed, here := false, false
+			for _, e := range ev.Object.Endpoints {
+				if e.TargetRef.Name != pod {
+					continue
+				}
+				here = ev.Type != "DELETED"
+				cond := e.Conditions
+				changed = cond.Ready != nil && !*cond.Ready || cond.Terminating != nil && *cond.Terminating
+			}
+			if !here && listed[slice] {
+				changed = true
+			}
+			listed[slice] = here
+			if changed {
+				w.mu.Lock()
+				if w.first.IsZero() {
+					w.first = seen
+				}
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w
+}
+
+func (w *sliceWatch) firstChange() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.first
+}
+
+type trafficEpisode struct {
+	Outcome string `json:"outcome"`
+	Traffic *struct {
+		Refused        *struct{ N int } `json:"refused"`
+		Cut            *struct{ N int } `json:"cut"`
+		ResetSent      *struct{ N int } `json:"reset_sent"`
+		ListenerClosed *struct {
+			N     int    `json:"n"`
+			First string `json:"first"`
+		} `json:"listener_closed"`
+		Verdict string `json:"verdict"`
+		Hint    string `json:"hint"`
+		Unread  string `json:"unread"`
+	} `json:"traffic"`
+	Endpoints []struct {
+		Service       string   `json:"service"`
+		NotReadyAt    string   `json:"not_ready_at"`
+		TerminatingAt string   `json:"terminating_at"`
+		AfterDeletion *float64 `json:"after_deletion_s"`
+	} `json:"endpoints"`
+	EndpointRace string `json:"endpoint_race"`
+}
+
+// A Deployment's pod behind a Service, with a client dialling its IP across
+// the CNI bridge while the pod is deleted: the episode's endpoint times
+// agree with an independent watch of the EndpointSlice within 0.5 s, the
+// race verdict agrees with what the two clocks say happened first, and
+// with a preStop sleep the endpoint left well before the listener closed.
+func TestPodDeletionTraffic(t *testing.T) {
+	c := requireCluster(t)
+	dir := trafficServer(t)
+	for _, tc := range []struct {
+		name, preStop string
+		won           bool // the endpoint surely left first
+	}{
+		{name: "prestop", preStop: `{"exec": {"command": ["sleep", "2"]}}`, won: true},
+		{name: "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("sigscope-traffic-%s-%d", tc.name, time.Now().Unix()%100000)
+			if _, err := c.runInput(t, trafficManifest(c, name, dir, "exit", tc.preStop), "apply", "-f", "-"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = kubectlCleanup(c, "-n", "default", "delete", "deployment,service", name, "--ignore-not-found", "--wait=false")
+			})
+			if _, err := c.run(t, "-n", "default", "wait", "--for=condition=Available", "deployment/"+name, "--timeout=60s"); err != nil {
+				t.Fatal(err)
+			}
+			out, err := c.run(t, "-n", "default", "get", "pods", "-l", "app="+name, "-o", `jsonpath={.items[0].metadata.name} {.items[0].status.podIP}`)
+			f := strings.Fields(out)
+			if err != nil || len(f) != 2 {
+				t.Fatalf("pod and IP: %q, %v", out, err)
+			}
+			pod, ip := f[0], f[1]
+			w := watchSlices(t, c, name, pod)
+			l := startTimeline(t, c)
+			waitAttached(t, l, 8)
+			cl := startPodClient(ip)
+			time.Sleep(time.Second)
+			deleted := time.Now()
+			if _, err := c.run(t, "-n", "default", "delete", "pod", pod, "--wait=true", "--timeout=60s"); err != nil {
+				t.Fatal(err)
+			}
+			outcomes := cl.end()
+			eps := podEpisodes(l.stop(t), pod)
+			if len(eps) != 1 {
+				t.Fatalf("%d episodes of %s, want 1", len(eps), pod)
+			}
+			var ep trafficEpisode
+			if err := json.Unmarshal([]byte(eps[0].raw), &ep); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("client %v; episode %s", outcomes, eps[0].raw)
+			if ep.Traffic == nil || ep.Traffic.Unread != "" {
+				t.Fatalf("no traffic counts")
+			}
+			// The kernel counts every refused attempt at the pod: the
+			// client's, and the kubelet's readiness probes (one a second)
+			// while the count ran, which no client-side count sees.
+			if r := ep.Traffic.Refused; r != nil && (r.N < outcomes["refused"] || r.N > outcomes["refused"]+5) {
+				t.Errorf("refused %d; the client saw %d, and the probes add at most 5", r.N, outcomes["refused"])
+			}
+			if len(ep.Endpoints) != 1 || ep.Endpoints[0].Service != "default/"+name {
+				t.Fatalf("endpoints %+v, want the Service's", ep.Endpoints)
+			}
+			e := ep.Endpoints[0]
+			var first time.Time
+			for _, s := range []string{e.NotReadyAt, e.TerminatingAt} {
+				if at, err := time.Parse(time.RFC3339Nano, s); err == nil && (first.IsZero() || at.Before(first)) {
+					first = at
+				}
+			}
+			indep := w.firstChange()
+			if first.IsZero() || indep.IsZero() {
+				t.Fatalf("endpoint change: sigscope %v, the independent watch %v", first, indep)
+			}
+			if d := first.Sub(indep); d < -500*time.Millisecond || d > 500*time.Millisecond {
+				t.Errorf("endpoint left at %v by sigscope, %v by the independent watch: %v apart", first, indep, d)
+			}
+			t.Logf("endpoint left %v after the deletion (independent watch %v); %s", first.Sub(deleted), indep.Sub(deleted), ep.EndpointRace)
+			lc := ep.Traffic.ListenerClosed
+			if lc == nil || lc.N == 0 {
+				t.Fatalf("the listener never closed: %+v", lc)
+			}
+			closed, _ := time.Parse(time.RFC3339Nano, lc.First)
+			wantWon := indep.Before(closed)
+			if tc.won && !wantWon {
+				t.Errorf("with a preStop sleep the endpoint should leave first: independent %v, listener closed %v", indep, closed)
+			}
+			if got := strings.HasPrefix(ep.EndpointRace, "race won"); got != wantWon || (!got && !strings.HasPrefix(ep.EndpointRace, "race lost")) {
+				t.Errorf("race %q; the independent watch saw the endpoint leave at %v, the listener closed at %v", ep.EndpointRace, indep, closed)
+			}
+		})
+	}
+}
+
+// waitAttached waits until the timeline has attached n programs.
+func waitAttached(t *testing.T, l liveTimeline, n int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if ids := testutil.AttachedPrograms(l.Cmd.Process.Pid); len(ids) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timeline attached fewer than %d programs", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
