@@ -595,7 +595,7 @@ func refusedHint(ep *episode) string {
 			countWas(r.N, "connection attempt"), r.Last.Sub(t.Since).Seconds())
 	}
 	lag := r.Last.Sub(ep.StopAt)
-	secs := max(1, int(math.Ceil(lag.Seconds())))
+	secs, _ := ep.Episode.CoveringDelay()
 	least, still := "", ""
 	if t.Until.Sub(r.Last) < NetLinger {
 		// Refused until the read: the lag may be longer.
@@ -872,4 +872,24 @@ func (ep *Episode) EndpointRace() string {
 		s += fmt.Sprintf(": %s refused while the kernel counted", countWas(t.N(sigvocab.NetRefused), "connection attempt"))
 	}
 	return s
+}
+
+// CoveringDelay is how many whole seconds the stop signal would have had to
+// come later for the stop to refuse no connection attempt that was
+// counted: from the stop signal to the last refused attempt, at least 1 (a
+// preStop sleep of that long on Kubernetes; keeping serving that long
+// elsewhere). ok is false when no attempt was refused after a listener of
+// the namespace closed, or nothing says when the stop signal came: then no
+// delay is measured. The one rule behind the traffic hint's figure and
+// kubectl sigscope top's suggested preStop sleep.
+func (ep *Episode) CoveringDelay() (secs int, ok bool) {
+	t := ep.Traffic
+	if t == nil || !t.Known(sigvocab.NetRefused) || ep.StopAt.IsZero() {
+		return 0, false
+	}
+	r, lc := t.Counts[sigvocab.NetRefused], t.Counts[sigvocab.NetListenerClosed]
+	if r.N == 0 || lc.N == 0 || r.Last.Before(lc.First) {
+		return 0, false
+	}
+	return max(1, int(math.Ceil(r.Last.Sub(ep.StopAt).Seconds()))), true
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/episodes/audit"
 	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/events/sigvocab"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -290,5 +291,39 @@ func TestWindowWarnings(t *testing.T) {
 	if len(got) != 2 || !strings.HasPrefix(got[0], "node fresh:") || !strings.Contains(got[0], "stops before are missing") ||
 		!strings.HasPrefix(got[1], "node upgraded:") || !strings.Contains(got[1], "read 40 episodes from before back from its journal: stops while no agent ran are missing") {
 		t.Errorf("warnings %q", got)
+	}
+}
+
+// What the stops cost their clients, per workload: the stops that lost
+// connections and how many, the longest endpoint lag, and the preStop
+// sleep that covers the latest refused attempt of any stop.
+func TestTopTraffic(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	web := &timeline.Owner{Kind: "Deployment", Name: "web"}
+	stop := func(pod string, refusedUntil time.Duration, cut uint64, lag time.Duration) timeline.Episode {
+		ep := timeline.Episode{Outcome: timeline.OutcomeGraceful, Owner: web, Start: t0, StopAt: t0, ExitAt: t0.Add(time.Second),
+			Container: timeline.Container{Identity: identity.Identity{Namespace: "shop", Pod: pod, Name: "app"}}}
+		tr := &timeline.Traffic{NetNS: 7, Since: t0, Until: t0.Add(5 * time.Second), SeesRefused: true}
+		tr.Counts[sigvocab.NetListenerClosed] = sigvocab.NetCount{N: 1, First: t0, Last: t0}
+		if refusedUntil > 0 {
+			tr.Counts[sigvocab.NetRefused] = sigvocab.NetCount{N: 10, First: t0.Add(time.Millisecond), Last: t0.Add(refusedUntil)}
+		}
+		tr.Counts[sigvocab.NetCut].N = cut
+		ep.Traffic = tr
+		ep.Endpoints = []timeline.EndpointChange{{Service: "shop/web", TerminatingAt: t0.Add(lag)}}
+		ep.Endpoints[0].SetLags(t0, t0)
+		return ep
+	}
+	rows := Top([]timeline.Episode{
+		stop("web-1", 2300*time.Millisecond, 0, 100*time.Millisecond),
+		stop("web-2", 0, 3, 400*time.Millisecond),
+		stop("web-3", 0, 0, 200*time.Millisecond),
+	})
+	if len(rows) != 1 {
+		t.Fatalf("rows %+v", rows)
+	}
+	w := rows[0]
+	if w.LostTraffic != 2 || w.LostConnections != 13 || w.EndpointLag == nil || *w.EndpointLag != 0.4 || w.PreStopSleep == nil || *w.PreStopSleep != 3 {
+		t.Errorf("lost %d (%d), lag %v, sleep %v", w.LostTraffic, w.LostConnections, w.EndpointLag, w.PreStopSleep)
 	}
 }

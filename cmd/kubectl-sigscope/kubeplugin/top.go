@@ -28,6 +28,19 @@ type WorkloadStops struct {
 	Exit137  int      `json:"exit_137"` // SIGKILLed main processes: the runtime's "exit code 137"
 	Slowest  *Slowest `json:"slowest,omitempty"`
 	Nodes    []string `json:"nodes"`
+	// LostTraffic counts the stops whose clients lost connections (the
+	// episode's traffic: refused, reset by the application, cut), and
+	// LostConnections sums what they lost.
+	LostTraffic     int    `json:"lost_traffic"`
+	LostConnections uint64 `json:"lost_connections"`
+	// EndpointLag is the longest time, over the stops, from the pod's
+	// deletion to its endpoint's first change in a Service, as the agent
+	// saw the EndpointSlices; absent when no stop measured it.
+	EndpointLag *float64 `json:"endpoint_lag_s,omitempty"`
+	// PreStopSleep is the preStop sleep, in seconds, that would have
+	// covered every refused attempt measured (timeline's CoveringDelay,
+	// the longest over the stops); absent when none was refused.
+	PreStopSleep *int `json:"prestop_sleep_s,omitempty"`
 }
 
 // Slowest is the longest stop of a workload.
@@ -77,6 +90,19 @@ func Top(eps []timeline.Episode) []WorkloadStops {
 		if d, ok := ep.StopDuration(); ok && (w.Slowest == nil || d.Seconds() > w.Slowest.Seconds) {
 			w.Slowest = &Slowest{Seconds: d.Seconds(), Pod: ep.Container.Pod, Container: ep.Container.Name, Outcome: ep.Outcome, At: ep.Start}
 		}
+		if t := ep.Traffic; t != nil && t.Lost() > 0 {
+			w.LostTraffic++
+			w.LostConnections += t.Lost()
+		}
+		for _, c := range ep.Endpoints {
+			if c.AfterDeletion != nil && (w.EndpointLag == nil || c.AfterDeletion.Seconds() > *w.EndpointLag) {
+				lag := c.AfterDeletion.Seconds()
+				w.EndpointLag = &lag
+			}
+		}
+		if secs, ok := ep.CoveringDelay(); ok && (w.PreStopSleep == nil || secs > *w.PreStopSleep) {
+			w.PreStopSleep = &secs
+		}
 		if ep.Node != "" && !slices.Contains(w.Nodes, ep.Node) {
 			w.Nodes = append(w.Nodes, ep.Node)
 		}
@@ -112,7 +138,12 @@ Deployment, StatefulSet, DaemonSet, Job, ...; Pod/NAME for a bare pod): the
 stops, their outcomes, how many need a fix in the container (ignored_by_init,
 ignored, handler_timeout, prestop_timeout, oom_killed), how many ended in
 exit 137, and the slowest stop (stop_duration_s: from the preStop hook, else the
-stop signal, else the episode's start, to the exit). Worst first: the list of
+stop signal, else the episode's start, to the exit). Then what the stops cost
+their clients: how many lost connections (LOST-TRAFFIC: refused, reset by the
+application, cut, as the kernel counted them), the longest time from a pod's
+deletion to its endpoint's first change in a Service (ENDPOINT-LAG, as the
+agent saw the EndpointSlices), and the preStop sleep that would have covered
+every refused attempt measured (PRESTOP-SLEEP). Worst first: the list of
 workloads to fix.
 
 An agent that started within the window, or whose episode ring no longer
@@ -151,7 +182,7 @@ func (o *options) runTop(cmd *cobra.Command, since time.Duration) error {
 	}
 	tw := tabwriter.NewWriter(o.stdout, 0, 8, 2, ' ', 0)
 	if len(rows) > 0 {
-		fmt.Fprintln(tw, "NAMESPACE\tWORKLOAD\tSTOPS\tNEEDS-FIX\tEXIT-137\tSLOWEST\tOUTCOMES")
+		fmt.Fprintln(tw, "NAMESPACE\tWORKLOAD\tSTOPS\tNEEDS-FIX\tEXIT-137\tSLOWEST\tLOST-TRAFFIC\tENDPOINT-LAG\tPRESTOP-SLEEP\tOUTCOMES")
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -162,8 +193,18 @@ func (o *options) runTop(cmd *cobra.Command, since time.Duration) error {
 				slow += " (" + r.Slowest.Pod + ")"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", cell(r.Namespace), cell(r.Workload.String()), r.Stops, r.NeedsFix, r.Exit137,
-			cell(slow), outcomeCounts(r.Outcomes))
+		lost, lag, sleep := "-", "-", "-"
+		if r.LostTraffic > 0 {
+			lost = fmt.Sprintf("%d (%d conns)", r.LostTraffic, r.LostConnections)
+		}
+		if r.EndpointLag != nil {
+			lag = fmt.Sprintf("%.1fs", *r.EndpointLag)
+		}
+		if r.PreStopSleep != nil {
+			sleep = fmt.Sprintf("%ds", *r.PreStopSleep)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(r.Namespace), cell(r.Workload.String()), r.Stops, r.NeedsFix, r.Exit137,
+			cell(slow), lost, lag, sleep, outcomeCounts(r.Outcomes))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
