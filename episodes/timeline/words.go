@@ -893,3 +893,20 @@ func (ep *Episode) CoveringDelay() (secs int, ok bool) {
 	}
 	return max(1, int(math.Ceil(r.Last.Sub(ep.StopAt).Seconds()))), true
 }
+
+// CoveringPreStopSleep is the preStop sleep, in whole seconds, that would
+// have covered every refused attempt counted: from the stop's beginning
+// (the preStop hook's start when there was one, else the stop signal) to
+// the last refused attempt, at least 1; an existing hook is part of it, not
+// added to it. ok as for CoveringDelay.
+func (ep *Episode) CoveringPreStopSleep() (secs int, ok bool) {
+	if _, ok := ep.CoveringDelay(); !ok {
+		return 0, false
+	}
+	begin := ep.StopAt
+	if p := ep.PreStop; p != nil && !p.StartAt.IsZero() && p.StartAt.Before(begin) {
+		begin = p.StartAt
+	}
+	last := ep.Traffic.Counts[sigvocab.NetRefused].Last
+	return max(1, int(math.Ceil(last.Sub(begin).Seconds()))), true
+}

@@ -314,8 +314,11 @@ func TestTopTraffic(t *testing.T) {
 		ep.Endpoints[0].SetLags(t0, t0)
 		return ep
 	}
+	hooked := stop("web-4", 1500*time.Millisecond, 0, 100*time.Millisecond)
+	hooked.PreStop = &timeline.PreStop{Kind: "exec", StartAt: t0.Add(-3 * time.Second), EndAt: t0}
 	rows := Top([]timeline.Episode{
 		stop("web-1", 2300*time.Millisecond, 0, 100*time.Millisecond),
+		hooked, // a 3 s hook, refused until 1.5 s after SIGTERM: a 5 s sleep would have covered it
 		stop("web-2", 0, 3, 400*time.Millisecond),
 		stop("web-3", 0, 0, 200*time.Millisecond),
 	})
@@ -323,7 +326,7 @@ func TestTopTraffic(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 	w := rows[0]
-	if w.LostTraffic != 2 || w.LostConnections != 13 || w.EndpointLag == nil || *w.EndpointLag != 0.4 || w.PreStopSleep == nil || *w.PreStopSleep != 3 {
+	if w.LostTraffic != 3 || w.LostConnections != 23 || w.EndpointLag == nil || *w.EndpointLag != 0.4 || w.PreStopSleep == nil || *w.PreStopSleep != 5 {
 		t.Errorf("lost %d (%d), lag %v, sleep %v", w.LostTraffic, w.LostConnections, w.EndpointLag, w.PreStopSleep)
 	}
 }

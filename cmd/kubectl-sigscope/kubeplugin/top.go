@@ -38,8 +38,9 @@ type WorkloadStops struct {
 	// saw the EndpointSlices; absent when no stop measured it.
 	EndpointLag *float64 `json:"endpoint_lag_s,omitempty"`
 	// PreStopSleep is the preStop sleep, in seconds, that would have
-	// covered every refused attempt measured (timeline's CoveringDelay,
-	// the longest over the stops); absent when none was refused.
+	// covered every refused attempt measured, a hook the pods had
+	// included (timeline's CoveringPreStopSleep, the longest over the
+	// stops); absent when none was refused.
 	PreStopSleep *int `json:"prestop_sleep_s,omitempty"`
 }
 
@@ -100,7 +101,7 @@ func Top(eps []timeline.Episode) []WorkloadStops {
 				w.EndpointLag = &lag
 			}
 		}
-		if secs, ok := ep.CoveringDelay(); ok && (w.PreStopSleep == nil || secs > *w.PreStopSleep) {
+		if secs, ok := ep.CoveringPreStopSleep(); ok && (w.PreStopSleep == nil || secs > *w.PreStopSleep) {
 			w.PreStopSleep = &secs
 		}
 		if ep.Node != "" && !slices.Contains(w.Nodes, ep.Node) {
