@@ -42,5 +42,6 @@ sigscope_cache_entries{cache="series:sigscope_pidns_cascade_kills_total"} 0
 sigscope_cache_entries{cache="series:sigscope_process_exits_total"} 0
 sigscope_cache_entries{cache="series:sigscope_signals_total"} 0
 sigscope_cache_entries{cache="series:sigscope_stop_connections_total"} 0
+sigscope_cache_entries{cache="series:sigscope_stop_endpoint_lag_seconds"} 0
 `, "sigscope_cache_entries")
 }

@@ -29,6 +29,11 @@ const Overflow = "_overflow"
 // so that "killed at the deadline" lands in a bucket of its own.
 var stopBuckets = [...]float64{0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120}
 
+// endpointLagBuckets are the upper bounds, in seconds, of
+// sigscope_stop_endpoint_lag_seconds: the controller's own delay is well
+// under a second; a loaded control plane's runs to seconds.
+var endpointLagBuckets = [...]float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30}
+
 // StopDurationBuckets returns the bucket bounds of
 // sigscope_container_stop_duration_seconds, in seconds.
 func StopDurationBuckets() []float64 { return append([]float64(nil), stopBuckets[:]...) }
@@ -86,6 +91,7 @@ type Exporter struct {
 	exits        *counterFamily
 	oom          *counterFamily
 	stopDuration *histFamily
+	endpointLag  *histFamily
 	connections  *counterFamily
 
 	// countedNets are the last connection counts observed, by network
@@ -240,6 +246,18 @@ func New(opts Options) *Exporter {
 		pod:    opts.PodLabels,
 		max:    max,
 		series: make(map[seriesKey]*histogram),
+		bounds: stopBuckets[:],
+	}
+	e.endpointLag = &histFamily{
+		name: "sigscope_stop_endpoint_lag_seconds",
+		desc: prometheus.NewDesc("sigscope_stop_endpoint_lag_seconds",
+			"Seconds from a pod's deletion to its endpoint's first change (not ready, not serving, terminating, removed) in the EndpointSlices of the Services that list it, as the agent saw them, one observation per stop; negative lags are observed as 0.",
+			pod, nil),
+		values: func(a, b uint8) []string { return nil },
+		pod:    opts.PodLabels,
+		max:    max,
+		series: make(map[seriesKey]*histogram),
+		bounds: endpointLagBuckets[:],
 	}
 	if !opts.PodLabels {
 		// Series that exist from the start, so that rate() and increase()
@@ -335,6 +353,24 @@ func (e *Exporter) ObserveEpisode(ep *timeline.Episode) {
 		e.stopDuration.observe(k, d.Seconds())
 	}
 	e.observeTraffic(ep, k)
+	if lag, ok := endpointLag(ep); ok {
+		lk := k
+		lk.a = 0
+		e.endpointLag.observe(lk, max(0, lag.Seconds()))
+	}
+}
+
+// endpointLag is the earliest endpoint change of the stop after the pod's
+// deletion, over its Services.
+func endpointLag(ep *timeline.Episode) (time.Duration, bool) {
+	var lag time.Duration
+	ok := false
+	for _, c := range ep.Endpoints {
+		if c.AfterDeletion != nil && (!ok || *c.AfterDeletion < lag) {
+			lag, ok = *c.AfterDeletion, true
+		}
+	}
+	return lag, ok
 }
 
 // observeTraffic adds an episode's connection counts, each kind the kernel
@@ -399,7 +435,7 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	for _, f := range e.counterFamilies() {
 		ch <- f.desc
 	}
-	for _, d := range []*prometheus.Desc{e.stopDuration.desc, e.eventsDesc, e.droppedDesc, e.missedDesc, e.wakeupsDesc,
+	for _, d := range []*prometheus.Desc{e.stopDuration.desc, e.endpointLag.desc, e.eventsDesc, e.droppedDesc, e.missedDesc, e.wakeupsDesc,
 		e.enrichDesc, e.unresolvedDesc, e.buildDesc, e.auditDesc, e.overflowDesc, e.cacheDesc, e.cacheCapDesc} {
 		ch <- d
 	}
@@ -407,6 +443,11 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 
 func (e *Exporter) counterFamilies() []*counterFamily {
 	return []*counterFamily{e.signals, e.pid1Ignored, e.cascade, e.stops, e.exits, e.oom, e.connections}
+}
+
+// histFamilies are the histogram metrics.
+func (e *Exporter) histFamilies() []*histFamily {
+	return []*histFamily{e.stopDuration, e.endpointLag}
 }
 
 // Collect builds the exposition from the counters and reads the tracer's and
@@ -417,12 +458,16 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	for _, f := range e.counterFamilies() {
 		f.collect(ch)
 	}
-	e.stopDuration.collect(ch)
+	for _, h := range e.histFamilies() {
+		h.collect(ch)
+	}
 	if e.podLabels {
 		for _, f := range e.counterFamilies() {
 			ch <- constMetric(e.overflowDesc, prometheus.CounterValue, float64(f.overflowed()), f.name)
 		}
-		ch <- constMetric(e.overflowDesc, prometheus.CounterValue, float64(e.stopDuration.overflowedCount()), e.stopDuration.name)
+		for _, h := range e.histFamilies() {
+			ch <- constMetric(e.overflowDesc, prometheus.CounterValue, float64(h.overflowedCount()), h.name)
+		}
 	}
 
 	if e.opts.Stats != nil {
@@ -479,10 +524,11 @@ func (e *Exporter) caches() []Cache {
 			out = append(out, Cache{Name: "series:" + f.name, Entries: len(f.series), Capacity: f.max})
 			f.mu.RUnlock()
 		}
-		f := e.stopDuration
-		f.mu.Lock()
-		out = append(out, Cache{Name: "series:" + f.name, Entries: len(f.series), Capacity: f.max})
-		f.mu.Unlock()
+		for _, f := range e.histFamilies() {
+			f.mu.Lock()
+			out = append(out, Cache{Name: "series:" + f.name, Entries: len(f.series), Capacity: f.max})
+			f.mu.Unlock()
+		}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -87,17 +88,20 @@ func (f *counterFamily) labels(k seriesKey) []string {
 	return out
 }
 
-// histogram is one series of the stop-duration histogram; buckets are not
+// histogram is one series of a histogram family; buckets are not
 // cumulative here (Collect sums them).
 type histogram struct {
-	buckets [len(stopBuckets) + 1]uint64 // the last is the +Inf bucket
+	buckets []uint64 // one per bound of the family, then the +Inf bucket
 	count   uint64
 	sum     float64
 }
 
-func (h *histogram) observe(v float64) {
+func (h *histogram) observe(bounds []float64, v float64) {
+	if h.buckets == nil {
+		h.buckets = make([]uint64, len(bounds)+1)
+	}
 	i := 0
-	for i < len(stopBuckets) && v > stopBuckets[i] {
+	for i < len(bounds) && v > bounds[i] {
 		i++
 	}
 	h.buckets[i]++
@@ -105,14 +109,16 @@ func (h *histogram) observe(v float64) {
 	h.sum += v
 }
 
-// histFamily is the stop-duration histogram. Episodes are rare (one per
-// container stop), so a plain mutex guards it.
+// histFamily is a histogram of episodes (the stop's duration, the
+// endpoint's lag). Episodes are rare (one per container stop), so a plain
+// mutex guards it.
 type histFamily struct {
 	name   string
 	desc   *prometheus.Desc
 	values func(a, b uint8) []string
 	pod    bool
 	max    int
+	bounds []float64 // the buckets' upper bounds
 
 	mu         sync.Mutex
 	series     map[seriesKey]*histogram
@@ -126,14 +132,14 @@ func (f *histFamily) observe(k seriesKey, v float64) {
 	h, ok := f.series[k]
 	if !ok {
 		if f.max > 0 && len(f.series) >= f.max {
-			f.overflow.observe(v)
+			f.overflow.observe(f.bounds, v)
 			f.overflowed++
 			return
 		}
 		h = new(histogram)
 		f.series[k] = h
 	}
-	h.observe(v)
+	h.observe(f.bounds, v)
 }
 
 func (f *histFamily) overflowedCount() uint64 {
@@ -148,9 +154,12 @@ func (f *histFamily) collect(ch chan<- prometheus.Metric) {
 	snap := make(map[seriesKey]histogram, len(f.series))
 	for k, h := range f.series {
 		keys = append(keys, k)
-		snap[k] = *h
+		c := *h
+		c.buckets = slices.Clone(h.buckets)
+		snap[k] = c
 	}
 	over := f.overflow
+	over.buckets = slices.Clone(over.buckets)
 	f.mu.Unlock()
 	sortKeys(keys)
 	for _, k := range keys {
@@ -163,10 +172,12 @@ func (f *histFamily) collect(ch chan<- prometheus.Metric) {
 }
 
 func (f *histFamily) metric(h *histogram, labels []string) prometheus.Metric {
-	cum := make(map[float64]uint64, len(stopBuckets))
+	cum := make(map[float64]uint64, len(f.bounds))
 	var n uint64
-	for i, b := range stopBuckets {
-		n += h.buckets[i]
+	for i, b := range f.bounds {
+		if h.buckets != nil {
+			n += h.buckets[i]
+		}
 		cum[b] = n
 	}
 	m, err := prometheus.NewConstHistogram(f.desc, h.count, h.sum, cum, labels...)

@@ -51,3 +51,30 @@ sigscope_stop_connections_total{kind="reset_sent",outcome="graceful"} 0
 sigscope_stop_connections_total{kind="reset_sent",outcome="handler_timeout"} 1
 `, "sigscope_stop_connections_total")
 }
+
+// The endpoint lag: one observation per stop, the earliest change over its
+// Services after the deletion; a stop without endpoints observes nothing.
+func TestEndpointLag(t *testing.T) {
+	e := New(Options{})
+	reg := register(t, e)
+	at := func(d time.Duration) *time.Duration { return &d }
+	ep := episode(timeline.OutcomeGraceful, 0, time.Second)
+	ep.Endpoints = []timeline.EndpointChange{{Service: "shop/web", AfterDeletion: at(300 * time.Millisecond)}, {Service: "shop/admin", AfterDeletion: at(80 * time.Millisecond)}}
+	e.ObserveEpisode(ep)
+	e.ObserveEpisode(episode(timeline.OutcomeGraceful, 0, time.Second))
+	compare(t, reg, `# HELP sigscope_stop_endpoint_lag_seconds Seconds from a pod's deletion to its endpoint's first change (not ready, not serving, terminating, removed) in the EndpointSlices of the Services that list it, as the agent saw them, one observation per stop; negative lags are observed as 0.
+# TYPE sigscope_stop_endpoint_lag_seconds histogram
+sigscope_stop_endpoint_lag_seconds_bucket{le="0.05"} 0
+sigscope_stop_endpoint_lag_seconds_bucket{le="0.1"} 1
+sigscope_stop_endpoint_lag_seconds_bucket{le="0.25"} 1
+sigscope_stop_endpoint_lag_seconds_bucket{le="0.5"} 1
+sigscope_stop_endpoint_lag_seconds_bucket{le="1"} 1
+sigscope_stop_endpoint_lag_seconds_bucket{le="2"} 1
+sigscope_stop_endpoint_lag_seconds_bucket{le="5"} 1
+sigscope_stop_endpoint_lag_seconds_bucket{le="10"} 1
+sigscope_stop_endpoint_lag_seconds_bucket{le="30"} 1
+sigscope_stop_endpoint_lag_seconds_bucket{le="+Inf"} 1
+sigscope_stop_endpoint_lag_seconds_sum 0.08
+sigscope_stop_endpoint_lag_seconds_count 1
+`, "sigscope_stop_endpoint_lag_seconds")
+}
