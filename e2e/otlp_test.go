@@ -12,6 +12,7 @@ import (
 
 	apiv1 "github.com/sigscope/sigscope/api/v1"
 	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -304,6 +305,20 @@ func checkRecord(t *testing.T, r testutil.OTLPRecord, ep timeline.Episode, node 
 	}
 	if ep.EventsDropped > 0 {
 		want["sigscope.events_dropped"] = int64(ep.EventsDropped)
+	}
+	if tr := ep.Traffic; tr != nil && tr.Unread == "" {
+		// The stop's connection counts (docs/otlp.md): each kind the
+		// kernel counted, the listener's close aside.
+		for k := range sigvocab.NumNetKinds {
+			if kind := sigvocab.NetKind(k); kind != sigvocab.NetListenerClosed && tr.Known(kind) {
+				want["sigscope.connections."+kind.String()] = int64(tr.N(kind))
+			}
+		}
+		want["sigscope.connections.lost"] = int64(tr.Lost())
+		want["sigscope.traffic.verdict"] = tr.Verdict
+		if tr.Hint != "" {
+			want["sigscope.traffic.hint"] = tr.Hint
+		}
 	}
 	for k, w := range want {
 		g, ok := r.Attrs[k]
