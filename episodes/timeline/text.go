@@ -47,7 +47,7 @@ func (ep *Episode) writeTraffic(b *strings.Builder, start time.Time) {
 	if t == nil {
 		return
 	}
-	fmt.Fprintf(b, "traffic: %s (%s)\n", textsafe.Terminal(t.Verdict), trafficCounts(t, start))
+	fmt.Fprintf(b, "traffic: %s (%s)\n", textsafe.Terminal(t.Verdict), trafficCounts(t, start, ep.Container.Pod != ""))
 	if t.Hint != "" {
 		fmt.Fprintf(b, "traffic hint: %s\n", textsafe.Terminal(t.Hint))
 	}

@@ -265,7 +265,7 @@ func TestTrafficRefusedAndCut(t *testing.T) {
 	text := b.String()
 	for _, want := range []string{
 		"\n+0.300s  first refused connection attempt: nothing listened (5 in all, the last at +1.400s)\n",
-		"\ntraffic: 7 connections lost: 5 refused, 2 cut (network namespace 4026532500, counted +0.000s to +3.000s: 3 accepted, 1 closed, 0 reset by the application, 0 reset by the client, 2 cut, 5 refused; listener closed at +0.200s)\n",
+		"\ntraffic: 7 connections lost: 5 refused, 2 cut (the pod's network namespace 4026532500, shared by its containers, counted +0.000s to +3.000s: 3 accepted, 1 closed, 0 reset by the application, 0 reset by the client, 2 cut, 5 refused; listener closed at +0.200s)\n",
 		"\ntraffic hint: 5 connection attempts were refused",
 	} {
 		if !strings.Contains(text, want) {

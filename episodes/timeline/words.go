@@ -650,8 +650,13 @@ func cutHint(ep *episode) string {
 // as offsets from start: "network namespace 4026532300, counted +0.000s to
 // +4.210s: 12 accepted, 12 closed, 0 reset by the application, 1 reset by
 // the client, 0 cut, 3 refused; listener closed at +0.512s".
-func trafficCounts(t *Traffic, start time.Time) string {
+// A pod's containers share its network namespace: what is counted there is
+// the pod's, and it says so.
+func trafficCounts(t *Traffic, start time.Time, pod bool) string {
 	s := fmt.Sprintf("network namespace %d", t.NetNS)
+	if pod {
+		s = fmt.Sprintf("the pod's network namespace %d, shared by its containers", t.NetNS)
+	}
 	if t.Unread != "" {
 		return s
 	}
