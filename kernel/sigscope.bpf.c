@@ -536,7 +536,8 @@ static __always_inline __u32 task_netns(struct task_struct *t, bool is_cur)
  * another one (the runtime's), add it to stopping_nets (a namespace already
  * there keeps its beginning) and set FACT_NET_WATCHED. A full table leaves
  * the fact unset: the episode then says its connections were not counted. */
-static __always_inline __u32 watch_net(int sig, struct task_struct *cur, struct task_struct *task, __u32 *facts)
+static __always_inline __u32 watch_net(int sig, struct task_struct *cur, struct task_struct *task, __u64 now,
+				       __u32 *facts)
 {
 	__u32 netns = task_netns(task, false);
 
@@ -547,7 +548,7 @@ static __always_inline __u32 watch_net(int sig, struct task_struct *cur, struct 
 	if (!bpf_map_lookup_elem(&stopping_nets, &netns)) {
 		struct net_stats init = {};
 
-		init.begin_ns = bpf_ktime_get_boot_ns();
+		init.begin_ns = now; /* the signal's own time: the count begins at it */
 		bpf_map_update_elem(&stopping_nets, &netns, &init, BPF_NOEXIST);
 	}
 	if (bpf_map_lookup_elem(&stopping_nets, &netns))
@@ -783,7 +784,7 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 		facts |= FACT_TARGET_NS_CHILD;
 	if (e->target.ns_pid == 1)
 		facts |= FACT_TARGET_NS_INIT;
-	e->netns = watch_net(sig, cur, task, &facts);
+	e->netns = watch_net(sig, cur, task, e->ts_ns, &facts);
 	e->facts = facts;
 	fill_ancestors(e, cur);
 

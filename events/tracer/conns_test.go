@@ -210,9 +210,6 @@ func TestConnectionFates(t *testing.T) {
 			t.Errorf("%s: first %v, last %v, since %v", sigvocab.NetKind(k), n.First, n.Last, got.Since)
 		}
 	}
-	if d := got.Since.Sub(term.Time); d < -time.Millisecond || d > time.Millisecond {
-		t.Errorf("count began %v from the SIGTERM, want at it", d)
-	}
 	for _, cl := range clients {
 		cl.Close()
 	}
