@@ -67,6 +67,10 @@ type connsResult struct {
 	refused uint64 // the flood's refused attempts, as the kernel counted
 	flood   uint64 // the flood's attempts, as the child counted
 	sees    bool   // the kernel reports refused attempts
+	// floodRecords and floodDropped are what the kernel wrote to the ring,
+	// and lost, while the flood ran: the connection count writes nothing
+	// there, so the signals' records have the ring to themselves.
+	floodRecords, floodDropped uint64
 }
 
 // medianNS is the configuration's median ns per connection over its
@@ -369,15 +373,27 @@ func runConns(ctx context.Context, rounds int, d time.Duration, pinCPU int) (*co
 		child.kill()
 		return nil, err
 	}
+	before, err := tr.Stats()
+	if err != nil {
+		child.kill()
+		return nil, err
+	}
 	if r.flood, _, err = child.run(); err != nil {
 		return nil, fmt.Errorf("refused flood: %w", err)
 	}
+	after, err := tr.Stats()
+	if err != nil {
+		return nil, err
+	}
+	r.floodRecords = after.Total().Seen - before.Total().Seen
+	r.floodDropped = after.Total().Dropped - before.Total().Dropped
 	c, err := tr.Connections(child.netns)
 	if err != nil || c == nil {
 		return nil, fmt.Errorf("refused flood: no counts (%v)", err)
 	}
 	r.refused = c.Counts[sigvocab.NetRefused].N
-	slog.Info("refused flood", "attempts", r.flood, "refused_counted", r.refused, "kernel_reports_refused", r.sees)
+	slog.Info("refused flood", "attempts", r.flood, "refused_counted", r.refused, "kernel_reports_refused", r.sees,
+		"ring_records", r.floodRecords, "ring_dropped", r.floodDropped)
 	return r, nil
 }
 
@@ -399,6 +415,7 @@ func connFigures(r *connsResult, f figures) {
 		f[figConnWatchedAdded] = w
 	}
 	f[figConnCountsExact] = boolFigure(r.exact)
+	f[figConnFloodDropped] = float64(r.floodDropped)
 	if r.sees {
 		f[figConnRefusedExact] = boolFigure(r.refused == r.flood)
 	}

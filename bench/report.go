@@ -105,7 +105,8 @@ func (rep report) print(w io.Writer) verdicts {
 		}
 		tw.Flush()
 		if r.sees {
-			fmt.Fprintf(w, "refused flood: %d attempts at a closed port of a watched namespace, %d counted refused\n", r.flood, r.refused)
+			fmt.Fprintf(w, "refused flood: %d attempts at a closed port of a watched namespace, %d counted refused; meanwhile the ring took %d records (the node's signals) and lost %d\n",
+				r.flood, r.refused, r.floodRecords, r.floodDropped)
 		} else if n := connsNote(r); n != "" {
 			fmt.Fprintln(w, n)
 		}
