@@ -1010,6 +1010,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 	fill_proc(&e->sender, parent, plevel, false);
 	fill_ancestors(e, parent);
 	e->facts = FACT_TARGET_NS_CHILD | (e->target.ns_pid == 1 ? FACT_TARGET_NS_INIT : 0);
+	e->netns = task_netns(p, false); /* a preStop hook's: user space may begin the count at it */
 	submit(c, e, EV_EXEC);
 	return 0;
 }

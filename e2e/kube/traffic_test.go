@@ -208,7 +208,12 @@ func (w *sliceWatch) firstChange() time.Time {
 
 type trafficEpisode struct {
 	Outcome string `json:"outcome"`
+	StopAt  string `json:"stop_at"`
 	Traffic *struct {
+		Since    string `json:"since"`
+		Accepted *struct {
+			N int `json:"n"`
+		} `json:"accepted"`
 		Refused        *struct{ N int } `json:"refused"`
 		Cut            *struct{ N int } `json:"cut"`
 		ResetSent      *struct{ N int } `json:"reset_sent"`
@@ -288,6 +293,17 @@ func TestPodDeletionTraffic(t *testing.T) {
 			// while the count ran, which no client-side count sees.
 			if r := ep.Traffic.Refused; r != nil && (r.N < outcomes["refused"] || r.N > outcomes["refused"]+5) {
 				t.Errorf("refused %d; the client saw %d, and the probes add at most 5", r.N, outcomes["refused"])
+			}
+			since, _ := time.Parse(time.RFC3339Nano, ep.Traffic.Since)
+			stopAt, _ := time.Parse(time.RFC3339Nano, ep.StopAt)
+			if tc.preStop != "" {
+				// The count began at the hook's start, two seconds
+				// before SIGTERM, and took the connections served then.
+				if d := stopAt.Sub(since); d < time.Second || ep.Traffic.Accepted == nil || ep.Traffic.Accepted.N == 0 {
+					t.Errorf("count began %v before SIGTERM with %+v accepted: want from the preStop hook's start", d, ep.Traffic.Accepted)
+				}
+			} else if !since.Equal(stopAt) && since.After(stopAt.Add(time.Millisecond)) {
+				t.Errorf("count began at %v, after SIGTERM at %v", since, stopAt)
 			}
 			if len(ep.Endpoints) != 1 || ep.Endpoints[0].Service != "default/"+name {
 				t.Fatalf("endpoints %+v, want the Service's", ep.Endpoints)

@@ -57,6 +57,65 @@ type Pipeline struct {
 	// sweptAt is when the kernel's watched namespaces were last looked at
 	// (sweepWatched).
 	sweptAt time.Time
+	// hooks are the namespaces watched from a preStop hook's start
+	// (watchHook), until a stop signal takes the count up.
+	hooks map[uint32]hookWatch
+}
+
+// hookWatch is a count begun at an exec that looked like the container's
+// preStop hook: pid is the hook's process, ended when it exited.
+type hookWatch struct {
+	pid   uint32
+	ended time.Time
+}
+
+// hookGrace is how long after a hook-like exec ended the count waits for
+// the stop signal that follows a real preStop hook (the kubelet sends it
+// as the hook returns) before it is let go: the exec was something else
+// (a kubectl exec of the same program), and its count must not stand for
+// a later stop's.
+const hookGrace = 2 * time.Second
+
+// watchHook begins the count of a container's connections at its preStop
+// hook's start, which comes before the stop signal that would begin it
+// otherwise; it ends a count begun at an exec that no stop signal
+// followed; and a watched stop signal takes the count up.
+func (p *Pipeline) watchHook(e *sigvocab.Event, target *identity.Info) {
+	switch {
+	case e.Kind == sigvocab.KindExec && e.NetNS != 0 && target != nil && target.PreStop.RunsAs(e.Target.Comm.String()):
+		if err := p.t.Watch(e.NetNS, e.Time); err != nil {
+			p.log().Warn("counting connections from a preStop hook", "netns", e.NetNS, "error", err)
+			return
+		}
+		if p.hooks == nil {
+			p.hooks = make(map[uint32]hookWatch)
+		}
+		if len(p.hooks) < maxHeld {
+			p.hooks[e.NetNS] = hookWatch{pid: e.Target.PID}
+		}
+	case e.Kind == sigvocab.KindGenerate && e.NetNS != 0:
+		delete(p.hooks, e.NetNS) // the stop signal came: the count is the stop's
+	case e.Kind == sigvocab.KindExit && len(p.hooks) > 0:
+		for netns, h := range p.hooks {
+			if h.pid == e.Target.PID && h.ended.IsZero() {
+				h.ended = e.Time
+				p.hooks[netns] = h
+			}
+		}
+	}
+}
+
+// endHooks lets go the counts begun at hook-like execs that no stop signal
+// followed within hookGrace.
+func (p *Pipeline) endHooks(now time.Time) {
+	for netns, h := range p.hooks {
+		if !h.ended.IsZero() && now.Sub(h.ended) > hookGrace {
+			delete(p.hooks, netns)
+			if p.engine == nil || !p.engine.Watching(netns) {
+				_ = p.t.Unwatch(netns)
+			}
+		}
+	}
 }
 
 // lookupMemo remembers the resolver's answers for the current clock
@@ -164,12 +223,18 @@ func New(opts Options) (*Pipeline, error) {
 				p.lossAt = time.Time{}
 			}
 			p.noteLoss(now)
+			p.endHooks(now)
 			p.err = p.readConnections(now, p.engine.ConnectionsDue(now))
 			if p.err == nil {
 				p.err = p.episodes(p.engine.Advance(now))
 			}
 			if p.err == nil {
 				next = p.engine.Deadline()
+				for _, h := range p.hooks {
+					if at := h.ended.Add(hookGrace + time.Millisecond); !h.ended.IsZero() && (next.IsZero() || at.Before(next)) {
+						next = at
+					}
+				}
 			}
 			if p.err == nil && len(p.held) > 0 {
 				// Named since, or held long enough: out they go.
@@ -422,6 +487,9 @@ func (p *Pipeline) Handle(e *sigvocab.Event) error {
 		if err := p.opts.OnEvent(e, target, sender); err != nil {
 			return err
 		}
+	}
+	if p.t != nil && p.engine != nil && p.t.CountsConnections() {
+		p.watchHook(e, target)
 	}
 	var err error
 	if p.engine != nil {

@@ -2,7 +2,6 @@ package timeline
 
 import (
 	"container/list"
-	"path/filepath"
 	"time"
 
 	"github.com/sigscope/sigscope/events/sigvocab"
@@ -139,14 +138,7 @@ func (ep *episode) exec(s execSession) {
 // isHookSession reports whether s looks like the exec preStop hook: its
 // program is the hook command's (the kernel keeps 15 bytes of the name).
 func (ep *episode) isHookSession(s execSession) bool {
-	if ep.hook == nil || ep.hook.Kind != "exec" || len(ep.hook.Command) == 0 {
-		return false
-	}
-	name := filepath.Base(ep.hook.Command[0])
-	if len(name) > 15 {
-		name = name[:15]
-	}
-	return name == s.proc.Comm
+	return ep.hook.RunsAs(s.proc.Comm)
 }
 
 // execEnded records the end of one of the episode's exec sessions; false

@@ -219,8 +219,9 @@ type Event struct {
 	// NetNS is the inode of a network namespace (/proc/PID/ns/net) whose
 	// TCP connections the kernel counts: on a generate event, the target's
 	// when this signal (a stop signal from another network namespace) began
-	// or found the count (FactNetWatched), else 0; on a net event, the
-	// namespace counted.
+	// or found the count (FactNetWatched), else 0; on an exec event, the
+	// process's (a preStop hook's: the pipeline may begin the count at
+	// it); on a net event, the namespace counted.
 	NetNS uint32
 	// Conns is a net event's counts; nil for every other kind.
 	Conns *Connections
