@@ -102,6 +102,10 @@ type jsonTraffic struct {
 	Verdict        string                 `json:"verdict"`
 	Hint           string                 `json:"hint,omitempty"`
 	Unread         string                 `json:"unread,omitempty"`
+	// Scope is derived (the episode's container is a pod's), not read
+	// back: "pod" when the counts are the pod's network namespace's,
+	// shared by its containers (a sidecar's connections among them).
+	Scope string `json:"scope,omitempty"`
 }
 
 // counts are j's kinds in NetKind order.
@@ -243,6 +247,9 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 	}
 	if ep.Traffic != nil {
 		j.Traffic = trafficJSON(ep.Traffic)
+		if ep.Container.Pod != "" {
+			j.Traffic.Scope = "pod"
+		}
 	}
 	if j.CascadeKills == nil {
 		j.CascadeKills = []Proc{} // always a list, like an event's flags

@@ -585,9 +585,13 @@ func TestTrafficJSONRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		tj, _ := m["traffic"].(map[string]any)
-		wantKeys := []string{"accepted", "closed", "cut", "hint", "listener_closed", "lost", "netns", "refused", "reset_received", "reset_sent", "since", "until", "verdict"}
+		// A pod's stop: its counts are the pod's (scope).
+		wantKeys := []string{"accepted", "closed", "cut", "hint", "listener_closed", "lost", "netns", "refused", "reset_received", "reset_sent", "scope", "since", "until", "verdict"}
 		if got := keys(tj); !slices.Equal(got, wantKeys) {
 			t.Errorf("traffic keys %v, want %v", got, wantKeys)
+		}
+		if tj["scope"] != "pod" {
+			t.Errorf("scope %v, want pod", tj["scope"])
 		}
 		if (tj["refused"] == nil) == seesRefused || tj["lost"] != map[bool]float64{true: 7, false: 2}[seesRefused] {
 			t.Errorf("sees refused %v: refused %v lost %v", seesRefused, tj["refused"], tj["lost"])
