@@ -1,25 +1,18 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sigscope/sigscope/internal/dockertest"
 	"github.com/sigscope/sigscope/internal/testutil"
-	"golang.org/x/sys/unix"
 )
 
 // trafficImage is the busybox image with testdata/traffic/server.go built
@@ -49,120 +42,6 @@ func trafficImage(t *testing.T) string {
 	return trafficImg
 }
 
-// attempt is one request of the client: when its connection was made (zero
-// when it was not) and how it ended.
-type attempt struct {
-	dialed    time.Time // when connect began
-	connected time.Time
-	ended     time.Time // when the outcome was known (a refused attempt: when connect failed)
-	outcome   string    // "ok", "refused", "reset" (established, then broken before the answer), "timeout", "other: ..."
-}
-
-// client makes HTTP/1.0 requests without pause, one connection each, from
-// workers threads that entered the network namespace of pid (a client in
-// the container's namespace, as a pod's neighbour or a sidecar is), and
-// keeps every outcome: the ground truth the kernel's counts are held to.
-type client struct {
-	mu       sync.Mutex
-	attempts []attempt
-	stop     chan struct{}
-	wg       sync.WaitGroup
-}
-
-func startClient(t *testing.T, pid, workers int) *client {
-	t.Helper()
-	c := &client{stop: make(chan struct{})}
-	entered := make(chan error, workers)
-	for range workers {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-			f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
-			if err == nil {
-				err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
-				f.Close()
-			}
-			entered <- err
-			if err != nil {
-				return
-			}
-			for {
-				select {
-				case <-c.stop:
-					return
-				default:
-				}
-				a := request()
-				a.ended = time.Now()
-				c.mu.Lock()
-				c.attempts = append(c.attempts, a)
-				c.mu.Unlock()
-				if a.outcome != "ok" {
-					time.Sleep(5 * time.Millisecond) // a client retrying, not a flood
-				}
-			}
-		}()
-	}
-	for range workers {
-		if err := <-entered; err != nil {
-			t.Fatalf("client: entering the network namespace of %d: %v", pid, err)
-		}
-	}
-	t.Cleanup(c.end)
-	return c
-}
-
-func (c *client) end() {
-	select {
-	case <-c.stop:
-	default:
-		close(c.stop)
-	}
-	c.wg.Wait()
-}
-
-func request() attempt {
-	a := attempt{dialed: time.Now()}
-	conn, err := net.DialTimeout("tcp", "127.0.0.1:8080", 2*time.Second)
-	if err != nil {
-		var ne net.Error
-		switch {
-		case errors.Is(err, syscall.ECONNREFUSED):
-			a.outcome = "refused"
-		case errors.Is(err, syscall.ECONNRESET):
-			// Established in the kernel (the server's accept queue),
-			// then reset before connect() returned: the server died.
-			a.outcome = "reset"
-		case errors.As(err, &ne) && ne.Timeout():
-			a.outcome = "timeout"
-		default:
-			a.outcome = "other: " + err.Error()
-		}
-		return a
-	}
-	a.connected = time.Now()
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(15 * time.Second))
-	if _, err := io.WriteString(conn, "GET / HTTP/1.0\r\n\r\n"); err != nil {
-		a.outcome = "reset"
-		return a
-	}
-	status, err := bufio.NewReader(conn).ReadString('\n')
-	switch {
-	case err == nil && strings.HasPrefix(status, "HTTP/1.0 200"):
-		io.Copy(io.Discard, conn)
-		a.outcome = "ok"
-	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF):
-		a.outcome = "reset"
-	case err != nil && errors.Is(err, os.ErrDeadlineExceeded):
-		a.outcome = "timeout"
-	default:
-		a.outcome = fmt.Sprintf("other: %q %v", status, err)
-	}
-	return a
-}
-
 // tally is the client's count of each outcome, and of the connections made
 // after at (and those whose connect() spanned it, within slack: the kernel
 // may count them either way, since the handshake's end is not the moment
@@ -182,29 +61,27 @@ type tally struct {
 	okAtDeath int
 }
 
-func (c *client) tally(at, until, death time.Time, slack time.Duration) tally {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func tallyOf(attempts []testutil.HTTPAttempt, at, until, death time.Time, slack time.Duration) tally {
 	tl := tally{outcomes: map[string]int{}}
-	for _, a := range c.attempts {
-		if a.outcome == "refused" {
-			if a.ended.After(until.Add(slack)) {
+	for _, a := range attempts {
+		if a.Outcome == "refused" {
+			if a.Ended.After(until.Add(slack)) {
 				tl.refusedAfter++
 				continue
 			}
-			if a.ended.After(until.Add(-slack)) {
+			if a.Ended.After(until.Add(-slack)) {
 				tl.refusedAtUntil++
 			}
 		}
-		tl.outcomes[a.outcome]++
-		if a.outcome == "ok" && !death.IsZero() && a.connected.Before(death) && a.ended.After(death.Add(-slack)) {
+		tl.outcomes[a.Outcome]++
+		if a.Outcome == "ok" && !death.IsZero() && a.Connected.Before(death) && a.Ended.After(death.Add(-slack)) {
 			tl.okAtDeath++
 		}
 		switch {
-		case a.connected.IsZero():
-		case a.dialed.After(at.Add(slack)):
+		case a.Connected.IsZero():
+		case a.Dialed.After(at.Add(slack)):
 			tl.connectedAfter++
-		case a.connected.After(at.Add(-slack)):
+		case a.Connected.After(at.Add(-slack)):
 			tl.connectedAtBoundry++
 		}
 	}
@@ -258,7 +135,12 @@ func TestStopTraffic(t *testing.T) {
 			// The signal programs and the three that count connections.
 			testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
 			pid := hostEngine.mainPID(t, name)
-			cl := startClient(t, pid, tc.workers)
+			// The client in the container's network namespace.
+			cl, err := testutil.StartHTTPLoad("127.0.0.1:8080", tc.workers, 2*time.Second, pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cl.Stop() })
 			time.Sleep(500 * time.Millisecond)
 			stopped := make(chan error, 1)
 			go func() {
@@ -270,13 +152,13 @@ func TestStopTraffic(t *testing.T) {
 			}()
 			if tc.clientFor > 0 {
 				time.Sleep(tc.clientFor)
-				cl.end()
+				cl.Stop()
 			}
 			if err := <-stopped; err != nil {
 				t.Fatalf("docker stop: %v", err)
 			}
 			time.Sleep(time.Second)
-			cl.end()
+			attempts := cl.Stop()
 			ep := episodeOf(t, l.stop(t), id)
 			var with struct {
 				Traffic *trafficJSON `json:"traffic"`
@@ -294,7 +176,7 @@ func TestStopTraffic(t *testing.T) {
 				t.Fatalf("traffic.until %q: %v", tr.Until, err)
 			}
 			death, _ := time.Parse(time.RFC3339Nano, ep.ExitAt)
-			got := cl.tally(stopAt, until, death, 2*time.Millisecond)
+			got := tallyOf(attempts, stopAt, until, death, 2*time.Millisecond)
 			t.Logf("client: %v (and %d refused after the count was read), connected after the stop %d (+%d at it); sigscope: %s",
 				got.outcomes, got.refusedAfter, got.connectedAfter, got.connectedAtBoundry, ep.raw)
 			if tr.Unread != "" {

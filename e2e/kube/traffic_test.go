@@ -3,16 +3,13 @@ package kube
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,68 +54,6 @@ func trafficManifest(c *cluster, name, dir, mode, preStop string) string {
       "command": ["/srv/server", %[4]q], "volumeMounts": [{"name": "srv", "mountPath": "/srv"}],
       "readinessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 1, "failureThreshold": 1}%[5]s}]}}}}
 ]}`, name, c.nodeName, dir, mode, lifecycle)
-}
-
-// podClient makes HTTP/1.0 requests to ip:8080 without pause, across the
-// CNI bridge, and keeps each outcome: refused, broken (established, then
-// reset or closed before the answer), ok, other.
-type podClient struct {
-	mu       sync.Mutex
-	outcomes map[string]int
-	stop     chan struct{}
-	done     chan struct{}
-}
-
-func startPodClient(ip string) *podClient {
-	c := &podClient{outcomes: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		for {
-			select {
-			case <-c.stop:
-				return
-			default:
-			}
-			o := podRequest(ip)
-			c.mu.Lock()
-			c.outcomes[o]++
-			c.mu.Unlock()
-			if o != "ok" {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-	}()
-	return c
-}
-
-func (c *podClient) end() map[string]int {
-	select {
-	case <-c.stop:
-	default:
-		close(c.stop)
-	}
-	<-c.done
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.outcomes
-}
-
-func podRequest(ip string) string {
-	conn, err := net.DialTimeout("tcp", net.JoinHostPort(ip, "8080"), 500*time.Millisecond)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return "refused"
-		}
-		return "unreachable"
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	io.WriteString(conn, "GET / HTTP/1.0\r\n\r\n")
-	status, err := bufio.NewReader(conn).ReadString('\n')
-	if err == nil && strings.HasPrefix(status, "HTTP/1.0 200") {
-		return "ok"
-	}
-	return "broken"
 }
 
 // sliceWatch is an independent watch of the Service's EndpointSlices
@@ -268,14 +203,20 @@ func TestPodDeletionTraffic(t *testing.T) {
 			pod, ip := f[0], f[1]
 			w := watchSlices(t, c, name, pod)
 			l := startTimeline(t, c)
-			waitAttached(t, l, 8)
-			cl := startPodClient(ip)
+			// The signal programs and the three that count connections.
+			testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
+			// The client dials the pod's IP across the CNI bridge.
+			cl, err := testutil.StartHTTPLoad(net.JoinHostPort(ip, "8080"), 1, 500*time.Millisecond, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cl.Stop() })
 			time.Sleep(time.Second)
 			deleted := time.Now()
 			if _, err := c.run(t, "-n", "default", "delete", "pod", pod, "--wait=true", "--timeout=60s"); err != nil {
 				t.Fatal(err)
 			}
-			outcomes := cl.end()
+			outcomes := testutil.Outcomes(cl.Stop())
 			eps := podEpisodes(l.stop(t), pod)
 			if len(eps) != 1 {
 				t.Fatalf("%d episodes of %s, want 1", len(eps), pod)
@@ -336,20 +277,5 @@ func TestPodDeletionTraffic(t *testing.T) {
 				t.Errorf("race %q; the independent watch saw the endpoint leave at %v, the listener closed at %v", ep.EndpointRace, indep, closed)
 			}
 		})
-	}
-}
-
-// waitAttached waits until the timeline has attached n programs.
-func waitAttached(t *testing.T, l liveTimeline, n int) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if ids := testutil.AttachedPrograms(l.Cmd.Process.Pid); len(ids) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timeline attached fewer than %d programs", n)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
