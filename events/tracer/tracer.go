@@ -481,13 +481,14 @@ func (s Stats) Kind(k sigvocab.Kind) KindStats {
 // Total sums the counters of every kind.
 func (s Stats) Total() KindStats { return s.PerKind.Total() }
 
-// MarshalJSON writes each kind's counters under its name, then the
+// MarshalJSON writes each ring kind's counters (sigvocab.RingKinds) under its name, then the
 // reader's: {"generate":{"seen":1,"emitted":1,"dropped":0},...,"ns_empty":{...},
 // "read":1,"decode_errors":0,"wakeups":1,"missed":0}.
 func (s Stats) MarshalJSON() ([]byte, error) {
 	b := []byte{'{'}
-	for k, ks := range s.PerKind {
-		b = fmt.Appendf(b, `%q:{"seen":%d,"emitted":%d,"dropped":%d},`, sigvocab.Kind(k), ks.Seen, ks.Emitted, ks.Dropped)
+	for _, k := range sigvocab.RingKinds { // net is never a ring record: its counters are not the kernel's
+		ks := s.PerKind[k]
+		b = fmt.Appendf(b, `%q:{"seen":%d,"emitted":%d,"dropped":%d},`, k, ks.Seen, ks.Emitted, ks.Dropped)
 	}
 	b = fmt.Appendf(b, `"read":%d,"decode_errors":%d,"wakeups":%d,"missed":%d}`, s.Read, s.DecodeErrors, s.Wakeups, s.Missed)
 	return b, nil

@@ -118,7 +118,6 @@ func TestStatsJSON(t *testing.T) {
 		OOM          kindStats `json:"oom"`
 		Exec         kindStats `json:"exec"`
 		NSEmpty      kindStats `json:"ns_empty"`
-		Net          kindStats `json:"net"`
 		Read         uint64    `json:"read"`
 		DecodeErrors uint64    `json:"decode_errors"`
 		Wakeups      uint64    `json:"wakeups"`
@@ -131,7 +130,7 @@ func TestStatsJSON(t *testing.T) {
 	ks := func(k sigvocab.Kind) kindStats {
 		return kindStats{s.PerKind[k].Seen, s.PerKind[k].Emitted, s.PerKind[k].Dropped}
 	}
-	want, err := json.Marshal(oldStats{ks(sigvocab.KindGenerate), ks(sigvocab.KindDeliver), ks(sigvocab.KindExit), ks(sigvocab.KindOOM), ks(sigvocab.KindExec), ks(sigvocab.KindNSEmpty), ks(sigvocab.KindNet), 17, 2, 3, 4})
+	want, err := json.Marshal(oldStats{ks(sigvocab.KindGenerate), ks(sigvocab.KindDeliver), ks(sigvocab.KindExit), ks(sigvocab.KindOOM), ks(sigvocab.KindExec), ks(sigvocab.KindNSEmpty), 17, 2, 3, 4})
 	if err != nil {
 		t.Fatal(err)
 	}
