@@ -210,6 +210,11 @@ func TestConnectionFates(t *testing.T) {
 			t.Errorf("%s: first %v, last %v, since %v", sigvocab.NetKind(k), n.First, n.Last, got.Since)
 		}
 	}
+	// The count began at the SIGTERM itself: its record's time stamp.
+	var ns sigscopeNetStats
+	if err := c.t.nets.Lookup(netns, &ns); err != nil || ns.BeginNs != term.BootNS {
+		t.Errorf("the count began at %d, the SIGTERM's record at %d (%v)", ns.BeginNs, term.BootNS, err)
+	}
 	for _, cl := range clients {
 		cl.Close()
 	}
