@@ -869,15 +869,21 @@ func (ep *Episode) EndpointRace() string {
 	}
 	if !lc.First.Before(left) {
 		return fmt.Sprintf("race won: the endpoint left %s (%s) %.3fs before the application stopped accepting (%s)",
-			svc, at(left), lc.First.Sub(left).Seconds(), at(lc.First))
+			svc, at(left), lc.First.Sub(left).Seconds(), at(lc.First)) + seenBy
 	}
 	s := fmt.Sprintf("race lost: the application stopped accepting (%s) %.3fs before the endpoint left %s (%s)",
 		at(lc.First), left.Sub(lc.First).Seconds(), svc, at(left))
 	if t.Known(sigvocab.NetRefused) {
 		s += fmt.Sprintf(": %s refused while the kernel counted", countWas(t.N(sigvocab.NetRefused), "connection attempt"))
 	}
-	return s
+	return s + seenBy
 }
+
+// seenBy qualifies a race's endpoint time: the agent's observation of the
+// EndpointSlice, later than the change by the watch's delay, against the
+// kernel's own time for the listener: a margin within that delay is no
+// measure of which came first.
+const seenBy = " (the endpoint's time is when this agent saw the EndpointSlice change, a watch's delay after it)"
 
 // CoveringDelay is how many whole seconds the stop signal would have had to
 // come later for the stop to refuse no connection attempt that was
