@@ -61,6 +61,22 @@ func referenceJSON(e *sigvocab.Event) ([]byte, error) {
 			j.ExitCode = &e.ExitCode
 		}
 	}
+	j.NetNS = e.NetNS
+	if c := e.Conns; c != nil {
+		cj := sigvocab.ConnectionsJSON{Since: c.Since.Format(sigvocab.TimeFormat), SeesRefused: c.SeesRefused}
+		for k, n := range []*sigvocab.NetCountJSON{&cj.Accepted, &cj.Closed, &cj.ResetSent, &cj.ResetReceived,
+			&cj.Cut, &cj.Refused, &cj.ListenerClosed} {
+			got := c.Counts[k]
+			n.N = got.N
+			if !got.First.IsZero() {
+				n.First = got.First.Format(sigvocab.TimeFormat)
+			}
+			if !got.Last.IsZero() {
+				n.Last = got.Last.Format(sigvocab.TimeFormat)
+			}
+		}
+		j.Connections = &cj
+	}
 	return json.Marshal(&j)
 }
 
@@ -136,6 +152,14 @@ func jsonCases() []sigvocab.Event {
 		e.CoreDumped = true
 	})
 	add(func(e *sigvocab.Event) { e.Kind = 77 })
+	add(func(e *sigvocab.Event) { e.NetNS = 4026532771 }) // a watched stop signal
+	add(func(e *sigvocab.Event) {
+		e.Kind, e.Signal, e.NetNS = sigvocab.KindNet, 0, 4026532771
+		c := &sigvocab.Connections{Since: e.Time.Add(-3 * time.Second), SeesRefused: true}
+		c.Counts[sigvocab.NetAccepted] = sigvocab.NetCount{N: 12, First: c.Since.Add(time.Millisecond), Last: e.Time}
+		c.Counts[sigvocab.NetCut] = sigvocab.NetCount{N: 1, First: e.Time, Last: e.Time}
+		e.Conns = c
+	})
 	for _, z := range []*time.Location{time.UTC, time.Local, time.FixedZone("IST", 5*3600+1800),
 		time.FixedZone("NST", -(3*3600 + 1800)), time.FixedZone("LMT", -30), time.FixedZone("LMT", 3600+45),
 		time.FixedZone("", 99*3600+59*60+59), time.FixedZone("", -100*3600), time.FixedZone("", 1<<30)} {
