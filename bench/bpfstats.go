@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -15,10 +16,11 @@ import (
 // it (BPF_OBJ_NAME_LEN keeps 15 characters).
 const genProgName = "handle_generate"
 
-// progRunStats measures how long the tracer's signal_generate program runs
-// per invocation, from the kernel's own counters (BPF_ENABLE_STATS). The
-// tracer does not expose its programs, so they are found by ID: the
-// programs named genProgName loaded after start. Counting costs two clock
+// progRunStats measures how long programs run per invocation, from the
+// kernel's own counters (BPF_ENABLE_STATS): the tracer's signal_generate
+// program, or the connection storm's three TCP programs. The tracer does
+// not expose its programs, so they are found by ID and name among those
+// loaded after start. Counting costs two clock
 // reads per run, so it is opt-in (-bpf-stats) and inflates the traced phases
 // it is enabled in.
 type progRunStats struct {
@@ -47,8 +49,22 @@ func startProgRunStats() (*progRunStats, error) {
 	}
 }
 
-// attach finds the programs loaded since start; call it after tracer.New.
+// attach finds the tracer's signal_generate program among those loaded
+// since start; call it after tracer.New.
 func (s *progRunStats) attach() error {
+	if err := s.attachNamed(genProgName); err != nil {
+		return err
+	}
+	if len(s.progs) != 1 {
+		return fmt.Errorf("found %d %s programs loaded by the tracer, want 1 (is another tracer loading now?)", len(s.progs), genProgName)
+	}
+	return nil
+}
+
+// attachNamed finds the programs with these kernel names (BPF_OBJ_NAME_LEN
+// keeps 15 characters) among those loaded since start; at least one must
+// be there.
+func (s *progRunStats) attachNamed(names ...string) error {
 	for id := s.after; ; {
 		next, err := ebpf.ProgramGetNextID(id)
 		if errors.Is(err, os.ErrNotExist) {
@@ -62,14 +78,14 @@ func (s *progRunStats) attach() error {
 		if err != nil {
 			continue // unloaded meanwhile
 		}
-		if info, err := p.Info(); err == nil && info.Name == genProgName {
+		if info, err := p.Info(); err == nil && slices.Contains(names, info.Name) {
 			s.progs = append(s.progs, p)
 			continue
 		}
 		p.Close()
 	}
-	if len(s.progs) != 1 {
-		return fmt.Errorf("found %d %s programs loaded by the tracer, want 1 (is another tracer loading now?)", len(s.progs), genProgName)
+	if len(s.progs) == 0 {
+		return fmt.Errorf("found none of the programs %q loaded since the statistics began", names)
 	}
 	return nil
 }
@@ -81,7 +97,7 @@ func (s *progRunStats) read() (time.Duration, uint64, error) {
 	for _, p := range s.progs {
 		st, err := p.Stats()
 		if err != nil {
-			return 0, 0, fmt.Errorf("reading %s statistics: %w", genProgName, err)
+			return 0, 0, fmt.Errorf("reading a program's run-time statistics: %w", err)
 		}
 		rt += st.Runtime
 		n += st.RunCount

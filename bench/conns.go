@@ -56,6 +56,18 @@ type connPhase struct {
 	cpu   time.Duration // the storm thread's user+sys time
 	// watched: what the kernel counted.
 	accepted, resetReceived uint64
+	// The programs' own run time and invocations over the phase, from the
+	// kernel's counters (BPF_ENABLE_STATS): noop, filtered and watched.
+	runTime time.Duration
+	runs    uint64
+}
+
+// runNS is the programs' own ns per invocation; false without counters.
+func (p connPhase) runNS() (float64, bool) {
+	if p.runs == 0 {
+		return 0, false
+	}
+	return float64(p.runTime.Nanoseconds()) / float64(p.runs), true
 }
 
 func (p connPhase) nsPerConn() float64 { return float64(p.cpu.Nanoseconds()) / float64(p.conns) }
@@ -80,6 +92,21 @@ func (r *connsResult) medianNS(c connConfig) (float64, bool) {
 	for _, p := range r.phases {
 		if p.cfg == c {
 			xs = append(xs, p.nsPerConn())
+		}
+	}
+	if len(xs) == 0 {
+		return 0, false
+	}
+	return median(xs), true
+}
+
+// medianRunNS is the configuration's median over its phases of the
+// programs' own ns per invocation.
+func (r *connsResult) medianRunNS(c connConfig) (float64, bool) {
+	var xs []float64
+	for _, p := range r.phases {
+		if ns, ok := p.runNS(); ok && p.cfg == c {
+			xs = append(xs, ns)
 		}
 	}
 	if len(xs) == 0 {
@@ -263,6 +290,14 @@ func (c *connChild) run() (uint64, time.Duration, error) {
 
 func (c *connChild) kill() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() }
 
+// connProgNames are the kernel's names (15 characters kept) of each
+// configuration's TCP programs, for their run-time counters.
+var connProgNames = map[connConfig][]string{
+	connNoop:     {"noop_tcp_state", "noop_tcp_rst_re", "noop_tcp_rst_se"},
+	connFiltered: {"handle_tcp_stat", "handle_tcp_rst_"},
+	connWatched:  {"handle_tcp_stat", "handle_tcp_rst_"},
+}
+
 // connAttach attaches a configuration: the floor's three programs, or a
 // tracer counting connections. close detaches.
 func connAttach(cfg connConfig) (tr *tracer.Tracer, close func(), err error) {
@@ -322,10 +357,29 @@ func runConns(ctx context.Context, rounds int, d time.Duration, pinCPU int) (*co
 			if err != nil {
 				return nil, err
 			}
+			// The programs' own run time: counted while stats is open,
+			// which costs each run two clock reads, in every traced
+			// configuration alike.
+			var stats *progRunStats
+			if names := connProgNames[cfg]; names != nil {
+				if stats, err = startProgRunStats(); err != nil {
+					slog.Warn("connection storm: no run-time counters", "err", err)
+				}
+			}
 			tr, detach, err := connAttach(cfg)
 			if err != nil {
+				if stats != nil {
+					stats.close()
+				}
 				child.kill()
 				return nil, err
+			}
+			if stats != nil {
+				if err := stats.attachNamed(connProgNames[cfg]...); err != nil {
+					slog.Warn("connection storm: no run-time counters", "err", err)
+					stats.close()
+					stats = nil
+				}
 			}
 			if cfg == connWatched {
 				if err := tr.Watch(child.netns, time.Now()); err != nil {
@@ -336,6 +390,12 @@ func runConns(ctx context.Context, rounds int, d time.Duration, pinCPU int) (*co
 			}
 			n, cpu, err := child.run()
 			p := connPhase{cfg: cfg, conns: n, cpu: cpu}
+			if stats != nil {
+				if err == nil {
+					p.runTime, p.runs, err = stats.read()
+				}
+				stats.close()
+			}
 			if err == nil && cfg == connWatched {
 				var c *sigvocab.Connections
 				if c, err = tr.Connections(child.netns); err == nil && c != nil {
@@ -352,8 +412,10 @@ func runConns(ctx context.Context, rounds int, d time.Duration, pinCPU int) (*co
 			if err != nil {
 				return nil, fmt.Errorf("connection storm, %s: %w", connConfigNames[cfg], err)
 			}
+			runNS, _ := p.runNS()
 			slog.Info("connection storm", "round", round+1, "config", connConfigNames[cfg], "connections", n,
-				"ns_per_connection", fmt.Sprintf("%.0f", p.nsPerConn()))
+				"ns_per_connection", fmt.Sprintf("%.0f", p.nsPerConn()),
+				"program_runs", p.runs, "program_ns_per_run", fmt.Sprintf("%.1f", runNS))
 			r.phases = append(r.phases, p)
 		}
 	}
@@ -413,6 +475,16 @@ func connFigures(r *connsResult, f figures) {
 	}
 	if w, ok := added(connWatched); ok {
 		f[figConnWatchedAdded] = w
+	}
+	noopRun, okN := r.medianRunNS(connNoop)
+	if okN {
+		f[figConnNoopRun] = noopRun
+	}
+	if fr, ok := r.medianRunNS(connFiltered); ok && okN {
+		f[figConnFilteredRunAdded] = fr - noopRun
+	}
+	if wr, ok := r.medianRunNS(connWatched); ok && okN {
+		f[figConnWatchedRunAdded] = wr - noopRun
 	}
 	f[figConnCountsExact] = boolFigure(r.exact)
 	f[figConnFloodDropped] = float64(r.floodDropped)

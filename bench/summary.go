@@ -171,6 +171,14 @@ const (
 	figConnNoopAdded        = "conn_noop_added_ns"
 	figConnFilteredOverNoop = "conn_filtered_over_noop"
 	figConnWatchedAdded     = "conn_watched_added_ns"
+	// The TCP programs' own run time per invocation (BPF_ENABLE_STATS):
+	// the noop floor's, and what sigscope's add to it outside a stop and
+	// during one. A connection's whole path is too noisy here to show a
+	// few tens of ns (conn_filtered_over_noop comes out NaN); the kernel's
+	// counters time the programs alone.
+	figConnNoopRun          = "conn_noop_run_ns"
+	figConnFilteredRunAdded = "conn_filtered_run_added_ns"
+	figConnWatchedRunAdded  = "conn_watched_run_added_ns"
 	figConnCountsExact      = "conn_counts_exact"
 	figConnRefusedExact     = "conn_refused_exact"
 	// Events the ring lost while the refused flood ran (the signals'
@@ -182,7 +190,8 @@ var figureOrder = []string{
 	figFilteredOverNoop, figEmittedOverFloor, figStampedOverFloor, figEmittedOverStamped, figJSONAdded, figBpftraceOverJSON, figDropped,
 	figReaderMs, figJSONReaderMs, figJSONKeepup, figServeDropped, figServeMs, figServePeakRSS, figIdleCPU, figIdleRSS,
 	figBinary, figTraceLatency, figEpisodeLatency,
-	figConnUntraced, figConnNoopAdded, figConnFilteredOverNoop, figConnWatchedAdded, figConnCountsExact, figConnRefusedExact, figConnFloodDropped,
+	figConnUntraced, figConnNoopAdded, figConnFilteredOverNoop, figConnWatchedAdded,
+	figConnNoopRun, figConnFilteredRunAdded, figConnWatchedRunAdded, figConnCountsExact, figConnRefusedExact, figConnFloodDropped,
 }
 
 // stormFigures derives the storm's figures from the configurations measured.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,7 +126,11 @@ func (e *engine) rm(name string) {
 func (e *engine) runContainer(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	e.rm(name)
-	full := append([]string{"run", "-d", "--network", "none", "--name", name}, args...)
+	full := []string{"run", "-d", "--name", name}
+	if !slices.Contains(args, "--network") {
+		full = append(full, "--network", "none")
+	}
+	full = append(full, args...)
 	id := e.docker(t, full...)
 	t.Cleanup(func() { e.rm(name) })
 	// Wait until PID 1 runs the command with its signal handlers in place:

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -232,4 +233,83 @@ func TestStopTraffic(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStopTrafficHostNetwork stops a server that shares the node's network
+// namespace (--network host), under load: its connections cannot be told
+// from the node's, so the kernel counts none of them (the stop signal comes
+// from the runtime in the same namespace, flagged net_shared) and the
+// episode says so instead of keeping silent or counting the node's.
+func TestStopTrafficHostNetwork(t *testing.T) {
+	img := trafficImage(t)
+	const name = "e2e-traffic-hostnet"
+	addr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	id := runContainer(t, name, "--network", "host", img, "/server", "exit", addr)
+	// The node's namespace, as the container has it (this process's main
+	// thread may be in another: the load client's threads enter others).
+	hostNS, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", hostEngine.mainPID(t, name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dockerd, err := exec.Command("pidof", "-s", "dockerd").Output(); err == nil {
+		if ns, err := os.Readlink("/proc/" + strings.TrimSpace(string(dockerd)) + "/ns/net"); err == nil && ns != hostNS {
+			t.Fatalf("the --network host container is in %s, dockerd in %s", hostNS, ns)
+		}
+	}
+	l := startTimeline(t)
+	testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
+	cl, err := testutil.StartHTTPLoad(addr, 2, 2*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Stop() })
+	time.Sleep(500 * time.Millisecond)
+	if out, err := exec.Command("docker", "stop", "-t", "5", name).CombinedOutput(); err != nil {
+		t.Fatalf("docker stop: %v: %s", err, out)
+	}
+	time.Sleep(time.Second)
+	attempts := cl.Stop()
+	ep := episodeOf(t, l.stop(t), id)
+	var with struct {
+		Traffic *struct {
+			trafficJSON
+			NetNS uint32 `json:"netns"`
+			Scope string `json:"scope"`
+		} `json:"traffic"`
+	}
+	if err := json.Unmarshal(ep.raw, &with); err != nil || with.Traffic == nil {
+		t.Fatalf("episode has no traffic (%v):\n%s", err, ep.raw)
+	}
+	tr := with.Traffic
+	ok := 0
+	for _, a := range attempts {
+		if a.Outcome == "ok" {
+			ok++
+		}
+	}
+	t.Logf("client: %d attempts, %d answered; sigscope: %s", len(attempts), ok, ep.raw)
+	if ok == 0 {
+		t.Fatal("the client was never answered: the server did not serve on the host's network")
+	}
+	if hostNS != fmt.Sprintf("net:[%d]", tr.NetNS) || tr.Scope != "node" {
+		t.Errorf("traffic netns %d scope %q, want the host's %s and node", tr.NetNS, tr.Scope, hostNS)
+	}
+	if !strings.HasPrefix(tr.Verdict, "not counted: the container shares its network namespace") || tr.Unread == "" || tr.Lost != nil ||
+		tr.Accepted != nil || tr.Cut != nil || tr.Hint != "" {
+		t.Errorf("traffic %+v: want nothing counted, and the reason", tr.trafficJSON)
+	}
+	if ep.Outcome != "graceful" {
+		t.Errorf("outcome %s, want graceful", ep.Outcome)
+	}
+}
+
+// freeLoopbackPort is a TCP port nothing listens on now.
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -535,7 +535,8 @@ static __always_inline __u32 task_netns(struct task_struct *t, bool is_cur)
 /* The target's network namespace; when a stop signal comes into it from
  * another one (the runtime's), add it to stopping_nets (a namespace already
  * there keeps its beginning) and set FACT_NET_WATCHED. A full table leaves
- * the fact unset: the episode then says its connections were not counted. */
+ * the fact unset: the episode then says its connections were not counted.
+ * One from the runtime in the same namespace sets FACT_NET_SHARED. */
 static __always_inline __u32 watch_net(int sig, struct task_struct *cur, struct task_struct *task, __u64 now,
 				       __u32 *facts)
 {
@@ -543,8 +544,14 @@ static __always_inline __u32 watch_net(int sig, struct task_struct *cur, struct 
 
 	if (!watch_nets || !netns || !((NET_STOP_SIGNALS >> ((sig - 1) & 63)) & 1))
 		return netns;
-	if (task_netns(cur, true) == netns)
+	if (task_netns(cur, true) == netns) {
+		/* From outside the container's pid namespace (the runtime) yet
+		 * in its network namespace: the container shares the node's (or
+		 * another's), whose connections are not its own to count. */
+		if (!(*facts & FACT_SENDER_IN_TARGET_NS))
+			*facts |= FACT_NET_SHARED;
 		return netns;
+	}
 	if (!bpf_map_lookup_elem(&stopping_nets, &netns)) {
 		struct net_stats init = {};
 
@@ -1011,6 +1018,8 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 	fill_ancestors(e, parent);
 	e->facts = FACT_TARGET_NS_CHILD | (e->target.ns_pid == 1 ? FACT_TARGET_NS_INIT : 0);
 	e->netns = task_netns(p, false); /* a preStop hook's: user space may begin the count at it */
+	if (e->netns && e->netns == task_netns(parent, false))
+		e->facts |= FACT_NET_SHARED; /* not the container's own: never counted */
 	submit(c, e, EV_EXEC);
 	return 0;
 }

@@ -38,6 +38,7 @@ enum fact {
 	FACT_SIGWAITED = 1 << 10,           /* target waits for it: in real_blocked (sigtimedwait), not in blocked */
 	FACT_TARGET_GONE = 1 << 11,         /* every thread of the target has exited (signal->live == 0) */
 	FACT_NET_WATCHED = 1 << 12,         /* generate: the target's network namespace is in stopping_nets (its connections are counted) */
+	FACT_NET_SHARED = 1 << 13,          /* generate (a stop signal from outside the target's pid namespace), exec (from outside it): the target shares the sender's or parent's network namespace (--network host), whose connections are not the container's alone: not counted */
 };
 
 /*

@@ -82,7 +82,10 @@ const hookGrace = 2 * time.Second
 // followed; and a watched stop signal takes the count up.
 func (p *Pipeline) watchHook(e *sigvocab.Event, target *identity.Info) {
 	switch {
-	case e.Kind == sigvocab.KindExec && e.NetNS != 0 && target != nil && target.PreStop.RunsAs(e.Target.Comm.String()):
+	case e.Kind == sigvocab.KindExec && e.NetNS != 0 && !e.Flags.Has(sigvocab.FlagNetShared) && target != nil &&
+		target.PreStop.RunsAs(e.Target.Comm.String()):
+		// Not in a namespace shared with the runtime (hostNetwork): its
+		// connections would be the node's.
 		if err := p.t.Watch(e.NetNS, e.Time); err != nil {
 			p.log().Warn("counting connections from a preStop hook", "netns", e.NetNS, "error", err)
 			return

@@ -110,8 +110,19 @@ func (ep *episode) apply(ev *sigvocab.Event, r role) effect {
 // (or SIGKILL) sent from another namespace, from which on the kernel counts
 // the namespace's connections. The episode then waits for the counts
 // before it completes (Engine.end).
+//
+// A stop signal flagged net_shared came from the runtime in the
+// container's own network namespace: the container shares it (the node's,
+// with --network host or hostNetwork), its connections are not its own,
+// and the kernel counted none of them; the traffic says so.
 func (ep *episode) watchNet(ev *sigvocab.Event) {
-	if ep.netns == 0 && ev.NetNS != 0 {
+	switch {
+	case ev.NetNS == 0:
+	case ev.Flags.Has(sigvocab.FlagNetShared):
+		if ep.netShared == 0 {
+			ep.netShared = ev.NetNS
+		}
+	case ep.netns == 0:
 		ep.netns = ev.NetNS
 	}
 }
@@ -132,6 +143,9 @@ func (ep *episode) connections(ev *sigvocab.Event) bool {
 // verdict and the hint.
 func (ep *episode) takeTraffic() {
 	if ep.netns == 0 {
+		if ep.netShared != 0 {
+			ep.Traffic, ep.unread = &Traffic{NetNS: ep.netShared}, unreadShared
+		}
 		return
 	}
 	t := &Traffic{NetNS: ep.netns}

@@ -45,13 +45,14 @@ type episode struct {
 
 	// The network namespace whose inbound connections the kernel counts
 	// for the stop (traffic.go), and its counts.
-	netns    uint32               // 0: no stop signal of the container was watched
-	conns    sigvocab.Connections // the latest counts read, with connsAt
-	connsAt  time.Time            // when they were read; zero: never
-	unread   unreadReason         // why the episode completed without its counts
-	netWait  bool                 // its events are over and it waits for its counts (Engine.waiting), out of the indexes
-	netDue   time.Time            // with netWait: when its counts are to be read
-	netAsked bool                 // with netWait: ConnectionsDue returned its namespace, not read since
+	netns     uint32               // 0: no stop signal of the container was watched
+	netShared uint32               // the namespace the container shares with the runtime (net_shared): not counted
+	conns     sigvocab.Connections // the latest counts read, with connsAt
+	connsAt   time.Time            // when they were read; zero: never
+	unread    unreadReason         // why the episode completed without its counts
+	netWait   bool                 // its events are over and it waits for its counts (Engine.waiting), out of the indexes
+	netDue    time.Time            // with netWait: when its counts are to be read
+	netAsked  bool                 // with netWait: ConnectionsDue returned its namespace, not read since
 }
 
 // unreadReason is why an episode that watched a network namespace
@@ -59,9 +60,10 @@ type episode struct {
 type unreadReason uint8
 
 const (
-	countsRead  unreadReason = iota
-	unreadEnded              // Flush: the trace ended first
-	unreadLate               // the hard deadline (NetWait) passed first
+	countsRead   unreadReason = iota
+	unreadEnded               // Flush: the trace ended first
+	unreadLate                // the hard deadline (NetWait) passed first
+	unreadShared              // the container shares the runtime's namespace: nothing was counted
 )
 
 // counted reports whether the episode waits for its counts and has them,

@@ -104,7 +104,9 @@ type jsonTraffic struct {
 	Unread         string                 `json:"unread,omitempty"`
 	// Scope is derived (the episode's container is a pod's), not read
 	// back: "pod" when the counts are the pod's network namespace's,
-	// shared by its containers (a sidecar's connections among them).
+	// shared by its containers (a sidecar's connections among them);
+	// "node" when the container shares the node's namespace and nothing
+	// was counted (unread says so).
 	Scope string `json:"scope,omitempty"`
 }
 
@@ -247,7 +249,10 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 	}
 	if ep.Traffic != nil {
 		j.Traffic = trafficJSON(ep.Traffic)
-		if ep.Container.Pod != "" {
+		switch {
+		case ep.Traffic.Shared():
+			j.Traffic.Scope = "node"
+		case ep.Container.Pod != "":
 			j.Traffic.Scope = "pod"
 		}
 	}

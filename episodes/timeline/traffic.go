@@ -43,6 +43,10 @@ func (t *Traffic) N(k sigvocab.NetKind) uint64 {
 	return t.Counts[k].N
 }
 
+// Shared reports whether the container shares its network namespace with
+// the runtime (the node's): nothing was counted, and nothing could be.
+func (t *Traffic) Shared() bool { return t.Unread == unreadText[unreadShared] }
+
 // Lost counts the connections the stop cost the clients, of those known:
 // attempts refused, connections the application reset, and connections cut
 // when their process died. A connection the client reset is not lost: the

@@ -459,6 +459,56 @@ func TestTrafficUnread(t *testing.T) {
 	}
 }
 
+// A container that shares the runtime's network namespace (--network host):
+// the kernel flags its stop signal net_shared and counts nothing. The
+// episode waits for no counts, and its traffic says why there are none
+// instead of keeping silent or claiming the node's connections.
+func TestTrafficSharedNamespace(t *testing.T) {
+	stop := func() *sim {
+		s := newSim(t, nsA, 5151, "app", dockerInfo(idA, "web", 10))
+		s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false)
+		ev := &s.in[len(s.in)-1].ev
+		ev.Facts |= sigvocab.FactNetShared
+		ev.Flags = sigvocab.Classify(ev)
+		ev.NetNS = netA
+		return s.deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).initExit(500*ms, 0, 0).nsEmpty(501 * ms)
+	}
+	e := newEngine(Options{})
+	var done []Episode
+	for _, in := range stop().in {
+		done = append(done, e.Add(&in.ev, in.c)...)
+		if e.Watching(netA) {
+			t.Fatal("the engine waits for counts of a namespace the kernel did not count")
+		}
+	}
+	done = append(done, e.Flush()...)
+	if len(done) != 1 {
+		t.Fatalf("%d episodes", len(done))
+	}
+	ep := done[0]
+	tr := ep.Traffic
+	want := "not counted: the container shares its network namespace with the runtime that stopped it (the node's: " +
+		"--network host, hostNetwork), so its connections cannot be told from the node's and none were counted"
+	if tr == nil || !tr.Shared() || tr.Verdict != want || tr.Hint != "" || tr.NetNS != netA || tr.Lost() != 0 {
+		t.Fatalf("traffic %+v", tr)
+	}
+	if ep.Outcome != OutcomeGraceful {
+		t.Errorf("outcome %s", ep.Outcome)
+	}
+	b, _ := json.Marshal(ep)
+	if !strings.Contains(string(b), `"lost":null,"verdict":"`+want+`"`) || !strings.Contains(string(b), `"scope":"node"`) {
+		t.Errorf("JSON %s", b)
+	}
+	var text bytes.Buffer
+	if err := ep.WriteText(&text); err != nil || !strings.Contains(text.String(), "traffic: "+want+" (network namespace 4026532500, the node's)\n") {
+		t.Errorf("text (%v):\n%s", err, text.String())
+	}
+	var back Episode
+	if err := json.Unmarshal(b, &back); err != nil || back.Traffic == nil || !back.Traffic.Shared() {
+		t.Errorf("read back (%v): %+v", err, back.Traffic)
+	}
+}
+
 // At the end of a trace the pipeline reads every namespace still watched
 // (WatchedNets) and then Flushes: a stop still going on takes those counts,
 // but not counts read before its last event.

@@ -511,12 +511,17 @@ var unreadText = [...]string{
 	countsRead:  "",
 	unreadEnded: "the trace ended",
 	unreadLate:  "no counts arrived in time",
+	unreadShared: "the container shares its network namespace with the runtime that stopped it (the node's: --network host, " +
+		"hostNetwork), so its connections cannot be told from the node's and none were counted",
 }
 
 const refusedUnknown = "refused attempts unknown: this kernel (before Linux 6.10) does not report them"
 
 // trafficVerdict says what the clients suffered.
 func trafficVerdict(t *Traffic) string {
+	if t.Shared() {
+		return "not counted: " + t.Unread
+	}
 	if t.Unread != "" {
 		return "not known: the connection counts were not read (" + t.Unread + ")"
 	}
@@ -654,6 +659,9 @@ func cutHint(ep *episode) string {
 // the pod's, and it says so.
 func trafficCounts(t *Traffic, start time.Time, pod bool) string {
 	s := fmt.Sprintf("network namespace %d", t.NetNS)
+	if t.Shared() {
+		return s + ", the node's"
+	}
 	if pod {
 		s = fmt.Sprintf("the pod's network namespace %d, shared by its containers", t.NetNS)
 	}

@@ -23,6 +23,7 @@ const (
 	FactSigwaited        uint32 = 1 << 10 // the target waits for it: in real_blocked (sigtimedwait), not in blocked
 	FactTargetGone       uint32 = 1 << 11 // every thread of the target has exited (signal->live == 0)
 	FactNetWatched       uint32 = 1 << 12 // generate: the target's network namespace is in stopping_nets
+	FactNetShared        uint32 = 1 << 13 // generate, exec: the target shares the network namespace of a sender (parent) outside its pid namespace
 )
 
 // Classify computes an event's fate (fate.go) and its verdict flags from
@@ -32,6 +33,9 @@ func Classify(e *Event) Flags {
 	var f Flags
 	if e.Facts&FactTargetNSInit != 0 {
 		f |= FlagNSInit
+	}
+	if e.Facts&FactNetShared != 0 && (e.Kind == KindGenerate || e.Kind == KindExec) {
+		f |= FlagNetShared
 	}
 	switch e.Kind {
 	case KindGenerate:

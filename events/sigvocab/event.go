@@ -219,7 +219,8 @@ type Event struct {
 	// NetNS is the inode of a network namespace (/proc/PID/ns/net) whose
 	// TCP connections the kernel counts: on a generate event, the target's
 	// when this signal (a stop signal from another network namespace) began
-	// or found the count (FactNetWatched), else 0; on an exec event, the
+	// or found the count (FactNetWatched), or the namespace it shares with
+	// its sender (FlagNetShared: not counted), else 0; on an exec event, the
 	// process's (a preStop hook's: the pipeline may begin the count at
 	// it); on a net event, the namespace counted.
 	NetNS uint32
@@ -250,9 +251,14 @@ const (
 	FlagSigwaited                       // the target waits for it in sigtimedwait: queued for the waiter
 	FlagCgroupKill                      // SIGKILL from a write to cgroup.kill (runc 1.2+ killing a container)
 	FlagTargetGone                      // every thread of the target had exited: a signal to a zombie
+	// FlagNetShared: the target shares its network namespace with the
+	// runtime that signalled or started it (--network host, a pod's
+	// hostNetwork), so its connections cannot be told from the node's:
+	// the kernel does not count them for its stop.
+	FlagNetShared
 )
 
-var flagNames = [...]string{"pid1_ignored", "sig_ign", "target_exiting", "blocked", "ns_cascade", "cross_ns", "ns_init", "sigwaited", "cgroup_kill", "target_gone"}
+var flagNames = [...]string{"pid1_ignored", "sig_ign", "target_exiting", "blocked", "ns_cascade", "cross_ns", "ns_init", "sigwaited", "cgroup_kill", "target_gone", "net_shared"}
 
 // FlagNames lists every flag word, in bit order.
 func FlagNames() []string { return append([]string(nil), flagNames[:]...) }

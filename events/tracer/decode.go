@@ -69,7 +69,7 @@ func Decode(raw []byte, clk Clock, e *sigvocab.Event) error {
 			e.Ancestors[i] = sigvocab.Ancestor{PID: r.Ancestors[i].Pid, Comm: comm(&r.Ancestors[i].Comm)}
 		}
 		e.AncestorsCount = n
-		if r.Facts&sigvocab.FactNetWatched != 0 || kind == sigvocab.KindExec {
+		if r.Facts&(sigvocab.FactNetWatched|sigvocab.FactNetShared) != 0 || kind == sigvocab.KindExec {
 			e.NetNS = r.Netns
 		}
 	case sigvocab.KindDeliver:

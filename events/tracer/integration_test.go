@@ -110,6 +110,16 @@ func startCollector(t *testing.T, opts Options) *collector {
 	return c
 }
 
+// netShared is the flag a stop signal from the host to StartNSInit's init
+// carries where the tracer counts connections: the init has a pid namespace
+// of its own but the host's network namespace, as with --network host.
+func (c *collector) netShared() sigvocab.Flags {
+	if c.t.CountsConnections() {
+		return sigvocab.FlagNetShared
+	}
+	return 0
+}
+
 func (c *collector) stop(t *testing.T) {
 	if c.cancel == nil {
 		return
@@ -239,7 +249,7 @@ func TestPID1IgnoresSIGTERM(t *testing.T) {
 	if host.Result != sigvocab.ResultIgnored {
 		t.Errorf("host: result %s, want ignored", host.Result)
 	}
-	assertFlags(t, host, sigvocab.FlagPID1Ignored|sigvocab.FlagNSInit|sigvocab.FlagCrossNS)
+	assertFlags(t, host, sigvocab.FlagPID1Ignored|sigvocab.FlagNSInit|sigvocab.FlagCrossNS|c.netShared())
 	// Boot-time stamps converted to wall-clock time: recent, not 1970 or uptime.
 	if d := time.Since(host.Time); d < 0 || d > 10*time.Second || !host.Time.After(inside.Time) {
 		t.Errorf("event times %v, %v: want just now, in order", inside.Time, host.Time)
@@ -374,7 +384,7 @@ func TestHostSIGKILLToInit(t *testing.T) {
 	if gen.Result != sigvocab.ResultDelivered {
 		t.Errorf("result %s, want delivered", gen.Result)
 	}
-	assertFlags(t, gen, sigvocab.FlagNSInit|sigvocab.FlagCrossNS)
+	assertFlags(t, gen, sigvocab.FlagNSInit|sigvocab.FlagCrossNS|c.netShared())
 	exit := c.waitFor(t, "exit", func(e *sigvocab.Event) bool { return e.Kind == sigvocab.KindExit && int(e.Target.PID) == ns.PID })
 	if exit.Signal != sigvocab.SIGKILL || exit.ExitCode != -1 || exit.CoreDumped {
 		t.Errorf("exit: signal %s code %d core %v, want SIGKILL", exit.Signal, exit.ExitCode, exit.CoreDumped)

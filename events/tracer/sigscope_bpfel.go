@@ -76,6 +76,7 @@ const (
 	sigscopeFactFACT_SIGWAITED           sigscopeFact = 1024
 	sigscopeFactFACT_TARGET_GONE         sigscopeFact = 2048
 	sigscopeFactFACT_NET_WATCHED         sigscopeFact = 4096
+	sigscopeFactFACT_NET_SHARED          sigscopeFact = 8192
 )
 
 type sigscopeNetKind uint32

@@ -55,6 +55,7 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 		sigscopeFactFACT_SIGWAITED:           sigvocab.FactSigwaited,
 		sigscopeFactFACT_TARGET_GONE:         sigvocab.FactTargetGone,
 		sigscopeFactFACT_NET_WATCHED:         sigvocab.FactNetWatched,
+		sigscopeFactFACT_NET_SHARED:          sigvocab.FactNetShared,
 	}
 	var all uint32
 	for c, g := range facts {

@@ -1,7 +1,7 @@
 // An HTTP server as a container's main process, in the shapes users run it
-// (e2e/traffic_test.go). It listens on :8080 and answers every request
-// with "ok", then closes the connection (HTTP/1.0). Its argument says what
-// it does on SIGTERM:
+// (e2e/traffic_test.go). It listens on :8080 (or on its second argument's
+// address) and answers every request with "ok", then closes the connection
+// (HTTP/1.0). Its first argument says what it does on SIGTERM:
 //
 //	exit    exits at once, whatever is in flight
 //	drain   goes on serving for a second (as a preStop sleep would have it),
@@ -32,7 +32,11 @@ func main() {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	srv := &http.Server{Addr: ":8080", Handler: handler}
+	addr := ":8080"
+	if len(os.Args) > 2 {
+		addr = os.Args[2]
+	}
+	srv := &http.Server{Addr: addr, Handler: handler}
 	srv.SetKeepAlivesEnabled(false)
 	if mode == "ignore" {
 		signal.Ignore(syscall.SIGTERM)
