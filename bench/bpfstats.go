@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -61,9 +62,8 @@ func (s *progRunStats) attach() error {
 	return nil
 }
 
-// attachNamed finds the programs with these kernel names (BPF_OBJ_NAME_LEN
-// keeps 15 characters) among those loaded since start; at least one must
-// be there.
+// attachNamed finds the programs with these names among those loaded since
+// start; at least one must be there.
 func (s *progRunStats) attachNamed(names ...string) error {
 	for id := s.after; ; {
 		next, err := ebpf.ProgramGetNextID(id)
@@ -78,7 +78,7 @@ func (s *progRunStats) attachNamed(names ...string) error {
 		if err != nil {
 			continue // unloaded meanwhile
 		}
-		if info, err := p.Info(); err == nil && slices.Contains(names, info.Name) {
+		if info, err := p.Info(); err == nil && slices.ContainsFunc(names, func(n string) bool { return progNamed(info.Name, n) }) {
 			s.progs = append(s.progs, p)
 			continue
 		}
@@ -110,4 +110,11 @@ func (s *progRunStats) close() {
 		p.Close()
 	}
 	s.enabled.Close()
+}
+
+// progNamed reports whether a loaded program's name is the function name:
+// the kernel keeps 15 characters (BPF_OBJ_NAME_LEN), and the library gives
+// the whole name back when the program's BTF has it.
+func progNamed(loaded, fn string) bool {
+	return loaded == fn || len(loaded) == 15 && strings.HasPrefix(fn, loaded)
 }

@@ -29,10 +29,16 @@ import (
 //
 //	off      nothing attached
 //	noop     floor.bpf.c's three noop_tcp_* programs: the floor
+//	lookup   floor.bpf.c's three lookup_tcp_* programs: the namespace read
+//	         and one hash look-up, the least a per-namespace filter does
 //	filtered sigscope's tracer, the storm's namespace not watched: what every
 //	         connection of a node pays outside a stop (one map look-up)
 //	watched  the same, the namespace watched, as during a stop: every
 //	         connection counted; the counts must equal the storm's
+//
+// The programs' own run time per invocation (BPF_ENABLE_STATS) judges
+// filtered against lookup: a connection's whole path varies from phase to
+// phase by more than the programs add.
 //
 // then a refused-attempt flood at a port nothing listens on in a watched
 // namespace: the refused count must equal the attempts (Linux 6.10 and
@@ -43,11 +49,12 @@ type connConfig int
 const (
 	connOff connConfig = iota
 	connNoop
+	connLookup
 	connFiltered
 	connWatched
 )
 
-var connConfigNames = [...]string{"off", "noop", "filtered", "watched"}
+var connConfigNames = [...]string{"off", "noop", "lookup", "filtered", "watched"}
 
 // connPhase is one storm under one configuration.
 type connPhase struct {
@@ -107,6 +114,28 @@ func (r *connsResult) medianRunNS(c connConfig) (float64, bool) {
 	for _, p := range r.phases {
 		if ns, ok := p.runNS(); ok && p.cfg == c {
 			xs = append(xs, ns)
+		}
+	}
+	if len(xs) == 0 {
+		return 0, false
+	}
+	return median(xs), true
+}
+
+// runRatio is the median over rounds of c's programs' run time per
+// invocation over base's in the same round.
+func (r *connsResult) runRatio(c, base connConfig) (float64, bool) {
+	var xs []float64
+	var b float64
+	have := false
+	for _, p := range r.phases {
+		ns, ok := p.runNS()
+		switch {
+		case !ok:
+		case p.cfg == base:
+			b, have = ns, true
+		case p.cfg == c && have:
+			xs = append(xs, ratio(ns, b))
 		}
 	}
 	if len(xs) == 0 {
@@ -290,29 +319,27 @@ func (c *connChild) run() (uint64, time.Duration, error) {
 
 func (c *connChild) kill() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() }
 
-// connProgNames are the kernel's names (15 characters kept) of each
-// configuration's TCP programs, for their run-time counters.
+// connProgNames are each configuration's TCP programs, for their run-time
+// counters.
 var connProgNames = map[connConfig][]string{
-	connNoop:     {"noop_tcp_state", "noop_tcp_rst_re", "noop_tcp_rst_se"},
-	connFiltered: {"handle_tcp_stat", "handle_tcp_rst_"},
-	connWatched:  {"handle_tcp_stat", "handle_tcp_rst_"},
+	connNoop:     {"noop_tcp_state", "noop_tcp_rst_received", "noop_tcp_rst_sent"},
+	connLookup:   {"lookup_tcp_state", "lookup_tcp_rst_received", "lookup_tcp_rst_sent"},
+	connFiltered: {"handle_tcp_state", "handle_tcp_rst_received", "handle_tcp_rst_sent"},
+	connWatched:  {"handle_tcp_state", "handle_tcp_rst_received", "handle_tcp_rst_sent"},
 }
 
 // connAttach attaches a configuration: the floor's three programs, or a
 // tracer counting connections. close detaches.
 func connAttach(cfg connConfig) (tr *tracer.Tracer, close func(), err error) {
 	switch cfg {
-	case connNoop:
+	case connNoop, connLookup:
 		spec, err := loadFloor()
 		if err != nil {
 			return nil, nil, err
 		}
-		var objs struct {
-			State *ebpf.Program `ebpf:"noop_tcp_state"`
-			Rcv   *ebpf.Program `ebpf:"noop_tcp_rst_received"`
-			Sent  *ebpf.Program `ebpf:"noop_tcp_rst_sent"`
-		}
-		if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		names := connProgNames[cfg]
+		coll, err := ebpf.NewCollection(spec)
+		if err != nil {
 			return nil, nil, fmt.Errorf("loading the connection floor: %w", err)
 		}
 		var links []link.Link
@@ -320,11 +347,14 @@ func connAttach(cfg connConfig) (tr *tracer.Tracer, close func(), err error) {
 			for _, l := range links {
 				l.Close()
 			}
-			objs.State.Close()
-			objs.Rcv.Close()
-			objs.Sent.Close()
+			coll.Close()
 		}
-		for _, p := range []*ebpf.Program{objs.State, objs.Rcv, objs.Sent} {
+		for _, n := range names {
+			p := coll.Programs[n]
+			if p == nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("the connection floor has no program %s", n)
+			}
 			l, err := link.AttachTracing(link.TracingOptions{Program: p})
 			if err != nil {
 				closeAll()
@@ -352,7 +382,7 @@ func connAttach(cfg connConfig) (tr *tracer.Tracer, close func(), err error) {
 func runConns(ctx context.Context, rounds int, d time.Duration, pinCPU int) (*connsResult, error) {
 	r := &connsResult{exact: true}
 	for round := range rounds {
-		for _, cfg := range []connConfig{connOff, connNoop, connFiltered, connWatched} {
+		for _, cfg := range []connConfig{connOff, connNoop, connLookup, connFiltered, connWatched} {
 			child, err := startConnChild(ctx, d, false, pinCPU)
 			if err != nil {
 				return nil, err
@@ -476,15 +506,20 @@ func connFigures(r *connsResult, f figures) {
 	if w, ok := added(connWatched); ok {
 		f[figConnWatchedAdded] = w
 	}
-	noopRun, okN := r.medianRunNS(connNoop)
-	if okN {
-		f[figConnNoopRun] = noopRun
+	if n, ok := r.medianRunNS(connNoop); ok {
+		f[figConnNoopRun] = n
 	}
-	if fr, ok := r.medianRunNS(connFiltered); ok && okN {
-		f[figConnFilteredRunAdded] = fr - noopRun
+	if n, ok := r.medianRunNS(connLookup); ok {
+		f[figConnLookupRun] = n
 	}
-	if wr, ok := r.medianRunNS(connWatched); ok && okN {
-		f[figConnWatchedRunAdded] = wr - noopRun
+	if n, ok := r.medianRunNS(connFiltered); ok {
+		f[figConnFilteredRun] = n
+	}
+	if n, ok := r.medianRunNS(connWatched); ok {
+		f[figConnWatchedRun] = n
+	}
+	if x, ok := r.runRatio(connFiltered, connLookup); ok {
+		f[figConnFilteredOverLookup] = x
 	}
 	f[figConnCountsExact] = boolFigure(r.exact)
 	f[figConnFloodDropped] = float64(r.floodDropped)

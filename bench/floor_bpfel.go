@@ -16,15 +16,19 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	floorMapRecords             = "records"
-	floorProgEmpty              = "empty"
-	floorProgNoop               = "noop"
-	floorProgNoopTcpRstReceived = "noop_tcp_rst_received"
-	floorProgNoopTcpRstSent     = "noop_tcp_rst_sent"
-	floorProgNoopTcpState       = "noop_tcp_state"
-	floorProgStamped            = "stamped"
-	floorVarDropped             = "dropped"
-	floorVarStampedSize         = "stamped_size"
+	floorMapFloorNets             = "floor_nets"
+	floorMapRecords               = "records"
+	floorProgEmpty                = "empty"
+	floorProgLookupTcpRstReceived = "lookup_tcp_rst_received"
+	floorProgLookupTcpRstSent     = "lookup_tcp_rst_sent"
+	floorProgLookupTcpState       = "lookup_tcp_state"
+	floorProgNoop                 = "noop"
+	floorProgNoopTcpRstReceived   = "noop_tcp_rst_received"
+	floorProgNoopTcpRstSent       = "noop_tcp_rst_sent"
+	floorProgNoopTcpState         = "noop_tcp_state"
+	floorProgStamped              = "stamped"
+	floorVarDropped               = "dropped"
+	floorVarStampedSize           = "stamped_size"
 )
 
 // loadFloor returns the embedded CollectionSpec for floor.
@@ -69,19 +73,23 @@ type floorSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type floorProgramSpecs struct {
-	Empty              *ebpf.ProgramSpec `ebpf:"empty"`
-	Noop               *ebpf.ProgramSpec `ebpf:"noop"`
-	NoopTcpRstReceived *ebpf.ProgramSpec `ebpf:"noop_tcp_rst_received"`
-	NoopTcpRstSent     *ebpf.ProgramSpec `ebpf:"noop_tcp_rst_sent"`
-	NoopTcpState       *ebpf.ProgramSpec `ebpf:"noop_tcp_state"`
-	Stamped            *ebpf.ProgramSpec `ebpf:"stamped"`
+	Empty                *ebpf.ProgramSpec `ebpf:"empty"`
+	LookupTcpRstReceived *ebpf.ProgramSpec `ebpf:"lookup_tcp_rst_received"`
+	LookupTcpRstSent     *ebpf.ProgramSpec `ebpf:"lookup_tcp_rst_sent"`
+	LookupTcpState       *ebpf.ProgramSpec `ebpf:"lookup_tcp_state"`
+	Noop                 *ebpf.ProgramSpec `ebpf:"noop"`
+	NoopTcpRstReceived   *ebpf.ProgramSpec `ebpf:"noop_tcp_rst_received"`
+	NoopTcpRstSent       *ebpf.ProgramSpec `ebpf:"noop_tcp_rst_sent"`
+	NoopTcpState         *ebpf.ProgramSpec `ebpf:"noop_tcp_state"`
+	Stamped              *ebpf.ProgramSpec `ebpf:"stamped"`
 }
 
 // floorMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type floorMapSpecs struct {
-	Records *ebpf.MapSpec `ebpf:"records"`
+	FloorNets *ebpf.MapSpec `ebpf:"floor_nets"`
+	Records   *ebpf.MapSpec `ebpf:"records"`
 }
 
 // floorVariableSpecs contains global variables before they are loaded into the kernel.
@@ -112,11 +120,13 @@ func (o *floorObjects) Close() error {
 //
 // It can be passed to loadFloorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type floorMaps struct {
-	Records *ebpf.Map `ebpf:"records"`
+	FloorNets *ebpf.Map `ebpf:"floor_nets"`
+	Records   *ebpf.Map `ebpf:"records"`
 }
 
 func (m *floorMaps) Close() error {
 	return _FloorClose(
+		m.FloorNets,
 		m.Records,
 	)
 }
@@ -133,17 +143,23 @@ type floorVariables struct {
 //
 // It can be passed to loadFloorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type floorPrograms struct {
-	Empty              *ebpf.Program `ebpf:"empty"`
-	Noop               *ebpf.Program `ebpf:"noop"`
-	NoopTcpRstReceived *ebpf.Program `ebpf:"noop_tcp_rst_received"`
-	NoopTcpRstSent     *ebpf.Program `ebpf:"noop_tcp_rst_sent"`
-	NoopTcpState       *ebpf.Program `ebpf:"noop_tcp_state"`
-	Stamped            *ebpf.Program `ebpf:"stamped"`
+	Empty                *ebpf.Program `ebpf:"empty"`
+	LookupTcpRstReceived *ebpf.Program `ebpf:"lookup_tcp_rst_received"`
+	LookupTcpRstSent     *ebpf.Program `ebpf:"lookup_tcp_rst_sent"`
+	LookupTcpState       *ebpf.Program `ebpf:"lookup_tcp_state"`
+	Noop                 *ebpf.Program `ebpf:"noop"`
+	NoopTcpRstReceived   *ebpf.Program `ebpf:"noop_tcp_rst_received"`
+	NoopTcpRstSent       *ebpf.Program `ebpf:"noop_tcp_rst_sent"`
+	NoopTcpState         *ebpf.Program `ebpf:"noop_tcp_state"`
+	Stamped              *ebpf.Program `ebpf:"stamped"`
 }
 
 func (p *floorPrograms) Close() error {
 	return _FloorClose(
 		p.Empty,
+		p.LookupTcpRstReceived,
+		p.LookupTcpRstSent,
+		p.LookupTcpState,
 		p.Noop,
 		p.NoopTcpRstReceived,
 		p.NoopTcpRstSent,

@@ -105,7 +105,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process for each (b) phase to FILE.<round>")
 	fs.BoolVar(&o.bpfStats, "bpf-stats", false, "measure each in-process program's run time per invocation, (0) (e) (t) (a) (b) (BPF_ENABLE_STATS; slows those phases)")
 	fs.BoolVar(&o.strict, "strict", false, "exit with status 2 when a target is missed")
-	fs.IntVar(&o.connRounds, "conn-rounds", 5, "connection storm rounds (conns.go): off, the noop floor, sigscope filtered and watched; 0 skips the section")
+	fs.IntVar(&o.connRounds, "conn-rounds", 5, "connection storm rounds (conns.go): off, the noop and lookup floors, sigscope filtered and watched; 0 skips the section")
 	fs.DurationVar(&o.connPhase, "conn-phase", time.Second, "length of one connection storm phase, and of the refused flood")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -95,13 +95,17 @@ func (rep report) print(w io.Writer) verdicts {
 	if r := rep.conns; r != nil {
 		fmt.Fprintf(w, "\n== connection storm: loopback connect, accept, close (RST), in a network namespace of its own ==\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "config\tconnections\tns/connection\tcounted (watched)")
+		fmt.Fprintln(tw, "config\tconnections\tns/connection\tprogram runs\tns/run\tcounted (watched)")
 		for _, p := range r.phases {
 			counted := ""
 			if p.cfg == connWatched {
 				counted = fmt.Sprintf("accepted %d, reset by the client %d", p.accepted, p.resetReceived)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\n", connConfigNames[p.cfg], p.conns, p.nsPerConn(), counted)
+			runs, perRun := "-", "-"
+			if ns, ok := p.runNS(); ok {
+				runs, perRun = fmt.Sprint(p.runs), fmt.Sprintf("%.1f", ns)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\n", connConfigNames[p.cfg], p.conns, p.nsPerConn(), runs, perRun, counted)
 		}
 		tw.Flush()
 		if r.sees {

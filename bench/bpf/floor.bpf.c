@@ -105,3 +105,42 @@ int BPF_PROG(noop_tcp_rst_sent)
 {
 	return 0;
 }
+
+/* The filtering floor: what any tracer that counts the connections of
+ * chosen network namespaces must do on each TCP event, and no more: read
+ * the namespace (the socket's; for a RST sent with no socket, the incoming
+ * device's) and look it up once in a hash map, here always empty. sigscope's
+ * programs outside a stop are judged against these (conns.go). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} floor_nets SEC(".maps");
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(lookup_tcp_state, const struct sock *sk)
+{
+	__u32 netns = sk->__sk_common.skc_net.net->ns.inum;
+
+	return bpf_map_lookup_elem(&floor_nets, &netns) ? 1 : 0;
+}
+
+SEC("tp_btf/tcp_receive_reset")
+int BPF_PROG(lookup_tcp_rst_received, struct sock *sk)
+{
+	__u32 netns = sk->__sk_common.skc_net.net->ns.inum;
+
+	return bpf_map_lookup_elem(&floor_nets, &netns) ? 1 : 0;
+}
+
+SEC("tp_btf/tcp_send_reset")
+int BPF_PROG(lookup_tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
+{
+	__u32 netns;
+
+	if (sk || !skb)
+		return 0;
+	netns = skb->dev->nd_net.net->ns.inum;
+	return bpf_map_lookup_elem(&floor_nets, &netns) ? 1 : 0;
+}
