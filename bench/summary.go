@@ -183,8 +183,8 @@ const (
 	figConnFilteredRun        = "conn_filtered_run_ns"
 	figConnWatchedRun         = "conn_watched_run_ns"
 	figConnFilteredOverLookup = "conn_filtered_over_lookup"
-	figConnCountsExact      = "conn_counts_exact"
-	figConnRefusedExact     = "conn_refused_exact"
+	figConnCountsExact        = "conn_counts_exact"
+	figConnRefusedExact       = "conn_refused_exact"
 	// Events the ring lost while the refused flood ran (the signals'
 	// records, and every other kind's): the flood must cost it nothing.
 	figConnFloodDropped = "conn_flood_dropped"
