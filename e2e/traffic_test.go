@@ -135,6 +135,9 @@ func TestStopTraffic(t *testing.T) {
 			l := startTimeline(t)
 			// The signal programs and the three that count connections.
 			testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
+			// sigscope trace --connections, filtered to the container.
+			rec := startTrace(t, "--connections", "--container", name)
+			testutil.WaitPrograms(t, rec.Cmd.Process.Pid, 8)
 			pid := hostEngine.mainPID(t, name)
 			// The client in the container's network namespace.
 			cl, err := testutil.StartHTTPLoad("127.0.0.1:8080", tc.workers, 2*time.Second, pid)
@@ -168,6 +171,7 @@ func TestStopTraffic(t *testing.T) {
 				t.Fatalf("episode has no traffic (%v):\n%s", err, ep.raw)
 			}
 			tr := *with.Traffic
+			checkTraceConnections(t, rec.stop(t), id, tr)
 			stopAt, err := time.Parse(time.RFC3339Nano, ep.StopAt)
 			if err != nil {
 				t.Fatalf("stop_at %q: %v", ep.StopAt, err)
@@ -312,4 +316,49 @@ func freeLoopbackPort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// checkTraceConnections holds `sigscope trace --connections --container`'s
+// net events to the episode's traffic: the same stop counted by another
+// tracer from the same stop signal, each kind the container's side ends
+// (accepted, cut, reset, the listener) equal once the container is gone.
+func checkTraceConnections(t *testing.T, lines []string, id string, tr trafficJSON) {
+	t.Helper()
+	var last *trafficJSON
+	var lastLine string
+	nets := 0
+	for _, line := range lines {
+		var l struct {
+			Event       string               `json:"event"`
+			Container   *struct{ ID string } `json:"container"`
+			Connections *trafficJSON         `json:"connections"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("trace line %q: %v", line, err)
+		}
+		if l.Container == nil || l.Container.ID != id {
+			t.Errorf("trace --container printed another container's line: %s", line)
+			continue
+		}
+		if l.Event == "net" {
+			nets++
+			if l.Connections == nil {
+				t.Fatalf("a net event without counts: %s", line)
+			}
+			last, lastLine = l.Connections, line
+		}
+	}
+	if last == nil {
+		t.Fatalf("sigscope trace --connections printed no net event of the container in %d lines:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	t.Logf("trace: %d net events, the last %s", nets, lastLine)
+	for _, k := range []struct {
+		name       string
+		trace, eps *struct{ N int }
+	}{{"accepted", last.Accepted, tr.Accepted}, {"cut", last.Cut, tr.Cut}, {"reset_sent", last.ResetSent, tr.ResetSent},
+		{"listener_closed", last.ListenerClosed, tr.ListenerClosed}} {
+		if k.trace == nil || k.eps == nil || k.trace.N != k.eps.N {
+			t.Errorf("%s: trace %v, timeline %v", k.name, k.trace, k.eps)
+		}
+	}
 }

@@ -33,6 +33,7 @@ type traceFlags struct {
 	container    string
 	pod          string
 	noContainers bool
+	connections  bool
 	runtime      runtimeFlags
 }
 
@@ -51,7 +52,8 @@ prints the kernel's counters (seen, emitted, dropped) on stderr.`,
   sigscope trace --pid 4242 --duration 30s
   sigscope trace --comm runc --count 10
   sigscope trace --container web --signals TERM,KILL
-  sigscope trace --pod default/web-7d4b9 -o json > rec.jsonl`,
+  sigscope trace --pod default/web-7d4b9 -o json > rec.jsonl
+  sigscope trace --container web --connections   # and what its stop cost its clients`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runTrace(cmd.Context(), f, os.Stdout, os.Stderr)
@@ -68,6 +70,8 @@ prints the kernel's counters (seen, emitted, dropped) on stderr.`,
 	fl.StringVar(&f.container, "container", "", "only events about this container (ID prefix or name)")
 	fl.StringVar(&f.pod, "pod", "", "only events about this pod (namespace/name)")
 	fl.BoolVar(&f.noContainers, "no-containers", false, "do not resolve containers (no /proc, cgroup or runtime API access)")
+	fl.BoolVar(&f.connections, "connections", false, "count the inbound TCP connections of each container a stop signal reaches from outside its network namespace, "+
+		"and print them as net events: when they change (at most each second) and once its process has exited")
 	f.runtime.register(fl)
 	return cmd
 }
@@ -120,15 +124,19 @@ func runTrace(ctx context.Context, f traceFlags, stdout, stderr io.Writer) error
 			Idle:     func() time.Time { _ = w.Flush(); return time.Time{} },
 			Logger:   slog.Default(),
 		},
-		Resolver: resolver,
-		Senders:  true,
-		OnEvent:  sink.event,
+		Resolver:    resolver,
+		Senders:     true,
+		OnEvent:     sink.event,
+		Connections: f.connections,
 	})
 	if err != nil {
 		return err
 	}
 	defer p.Close()
 	t := p.Tracer()
+	if f.connections && !t.CountsConnections() {
+		slog.Warn("--connections: this kernel does not let sigscope count connections (the TCP tracepoints did not attach): no net events")
+	}
 	runErr := p.Run(ctx)
 	if err := w.Flush(); err != nil && runErr == nil {
 		runErr = err
@@ -256,6 +264,9 @@ func writeTableRow(w io.Writer, e *sigvocab.Event, c *identity.Info) error {
 	case sigvocab.KindExec:
 		result = "entered"
 		sender = procCell(e.Sender.PID, e.Sender.Comm)
+	case sigvocab.KindNet:
+		result = "connections"
+		sender = netCell(e)
 	case sigvocab.KindExit:
 		if e.Signaled() {
 			sig, result = e.Signal.String(), "killed"
@@ -280,4 +291,20 @@ func writeTableRow(w io.Writer, e *sigvocab.Event, c *identity.Info) error {
 
 func procCell(pid uint32, comm sigvocab.Comm) string {
 	return strconv.FormatUint(uint64(pid), 10) + " " + textsafe.Terminal(comm.String())
+}
+
+// netCell is a net event's counts in the SENDER column: what the clients
+// of the stopping container got since its stop began ("-" for refused
+// attempts on a kernel that cannot see them).
+func netCell(e *sigvocab.Event) string {
+	c := e.Conns
+	if c == nil {
+		return "not counted"
+	}
+	refused := "-"
+	if c.SeesRefused {
+		refused = strconv.FormatUint(c.Counts[sigvocab.NetRefused].N, 10)
+	}
+	return fmt.Sprintf("acc=%d closed=%d rst=%d/%d cut=%d refused=%s", c.Counts[sigvocab.NetAccepted].N, c.Counts[sigvocab.NetClosed].N,
+		c.Counts[sigvocab.NetResetSent].N, c.Counts[sigvocab.NetResetReceived].N, c.Counts[sigvocab.NetCut].N, refused)
 }

@@ -37,6 +37,11 @@ type Options struct {
 	// Annotate, when not nil, completes each episode before OnEpisodes
 	// sees it (the stop reason from the API server).
 	Annotate func(*timeline.Episode)
+	// Connections, without a Timeline, has the kernel count the
+	// connections of each stopping container's network namespace and
+	// hands OnEvent a net event when its counts change and when its stop
+	// is over (traceconns.go). A Timeline always counts them.
+	Connections bool
 }
 
 // Pipeline is a loaded tracer, a resolver and an engine, run together.
@@ -60,6 +65,9 @@ type Pipeline struct {
 	// hooks are the namespaces watched from a preStop hook's start
 	// (watchHook), until a stop signal takes the count up.
 	hooks map[uint32]hookWatch
+	// following are the namespaces followed without a timeline
+	// (Options.Connections).
+	following map[uint32]*followed
 }
 
 // hookWatch is a count begun at an exec that looked like the container's
@@ -208,7 +216,7 @@ const (
 func New(opts Options) (*Pipeline, error) {
 	p := &Pipeline{opts: opts}
 	to := opts.Tracer
-	if opts.Timeline == nil {
+	if opts.Timeline == nil && (!opts.Connections || opts.OnEvent == nil) {
 		// Nothing would read the counts: the kernel need not keep them.
 		to.NoConnections = true
 	}
@@ -245,6 +253,11 @@ func New(opts Options) (*Pipeline, error) {
 					next = now.Add(holdPoll)
 				}
 			}
+		}
+		if p.engine == nil && len(p.following) > 0 && p.err == nil {
+			var at time.Time
+			at, p.err = p.readFollowed(time.Now(), false)
+			next = minTime(next, at)
 		}
 		if userIdle != nil {
 			if u := userIdle(); !u.IsZero() && (next.IsZero() || u.Before(next)) {
@@ -388,6 +401,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if runErr == nil {
 		runErr = p.err
 	}
+	if p.engine == nil && len(p.following) > 0 {
+		// The end: the counts as far as they went.
+		if _, err := p.readFollowed(time.Now(), true); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
 	if p.engine != nil {
 		p.lossAt = time.Time{}
 		now := time.Now()
@@ -493,6 +512,9 @@ func (p *Pipeline) Handle(e *sigvocab.Event) error {
 	}
 	if p.t != nil && p.engine != nil && p.t.CountsConnections() {
 		p.watchHook(e, target)
+	}
+	if p.t != nil && p.engine == nil && p.opts.Connections && p.t.CountsConnections() {
+		p.follow(e, target)
 	}
 	var err error
 	if p.engine != nil {
