@@ -362,3 +362,103 @@ func checkTraceConnections(t *testing.T, lines []string, id string, tr trafficJS
 		}
 	}
 }
+
+// TestStopTrafficSidecar stops a server whose network namespace a sidecar
+// shares (`--network container:`, as a pod's containers share theirs),
+// with clients of both: the counts are the namespace's, and where the
+// kernel records each socket's cgroup v2 (a cgroup2 node) the episode
+// splits them, the stopped container's own connections from the sidecar's.
+// On a cgroup v1 node every process is in the root cgroup v2 and the
+// episode says the split cannot be told.
+func TestStopTrafficSidecar(t *testing.T) {
+	forEngine(t, func(t *testing.T, e *engine) {
+		img := e.image(t, trafficImage(t))
+		app := e.runContainer(t, "e2e-traffic-app", img, "/server", "drain")
+		e.runContainer(t, "e2e-traffic-sidecar", "--network", "container:e2e-traffic-app", img, "/server", "ignore", ":9090")
+		l := e.startTimeline(t)
+		testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
+		pid := e.mainPID(t, "e2e-traffic-app")
+		// Where the app's processes are in cgroup v2: the root (every
+		// process of a pure cgroup v1 node) or a group of their own (a
+		// cgroup2 node, and runc's hybrid layout, which places them in the
+		// unified hierarchy too, as on this project's machines).
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v2Root := strings.Contains("\n"+string(cg), "\n0::/\n")
+		toApp, err := testutil.StartHTTPLoad("127.0.0.1:8080", 1, 2*time.Second, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { toApp.Stop() })
+		toSidecar, err := testutil.StartHTTPLoad("127.0.0.1:9090", 1, 2*time.Second, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { toSidecar.Stop() })
+		time.Sleep(500 * time.Millisecond)
+		e.docker(t, "stop", "-t", "5", "e2e-traffic-app")
+		appAttempts, sidecarAttempts := toApp.Stop(), toSidecar.Stop()
+		ep := episodeOf(t, l.stop(t), app)
+		var with struct {
+			Traffic *struct {
+				trafficJSON
+				Scope      string          `json:"scope"`
+				Own        *map[string]int `json:"own"`
+				Others     *map[string]int `json:"others"`
+				OwnUnknown string          `json:"own_unknown"`
+			} `json:"traffic"`
+		}
+		if err := json.Unmarshal(ep.raw, &with); err != nil || with.Traffic == nil {
+			t.Fatalf("episode has no traffic (%v):\n%s", err, ep.raw)
+		}
+		tr := with.Traffic
+		stopAt, _ := time.Parse(time.RFC3339Nano, ep.StopAt)
+		exitAt, _ := time.Parse(time.RFC3339Nano, ep.ExitAt)
+		// The sidecar's connections surely within the count: connected
+		// after the stop signal and ended before the app's exit.
+		within := 0
+		for _, a := range sidecarAttempts {
+			if !a.Connected.IsZero() && a.Dialed.After(stopAt) && a.Ended.Before(exitAt) {
+				within++
+			}
+		}
+		appOK := 0
+		for _, a := range appAttempts {
+			if a.Outcome == "ok" {
+				appOK++
+			}
+		}
+		t.Logf("%s: app client %d attempts (%d ok), sidecar client %d attempts (%d within the stop); sigscope: %s",
+			e.name, len(appAttempts), appOK, len(sidecarAttempts), within, ep.raw)
+		if tr.Unread != "" || tr.Accepted == nil || within == 0 {
+			t.Fatalf("counts not read (%q), or no sidecar connection within the stop (%d)", tr.Unread, within)
+		}
+		if tr.Accepted.N < within {
+			t.Errorf("accepted %d: fewer than the sidecar's %d within the stop", tr.Accepted.N, within)
+		}
+		if v2Root {
+			if tr.Own != nil || !strings.Contains(tr.OwnUnknown, "root cgroup v2") {
+				t.Errorf("the app in the root cgroup v2: own %v, own_unknown %q; want the split untold, and why", tr.Own, tr.OwnUnknown)
+			}
+			return
+		}
+		if tr.Own == nil || tr.Others == nil || tr.OwnUnknown != "" {
+			t.Fatalf("the app in a cgroup v2 of its own (%q): own %v others %v (%q): want the split", cg, tr.Own, tr.Others, tr.OwnUnknown)
+		}
+		own, others := *tr.Own, *tr.Others
+		for k, total := range map[string]*struct{ N int }{"accepted": tr.Accepted, "closed": tr.Closed, "reset_sent": tr.ResetSent,
+			"reset_received": tr.ResetReceived, "cut": tr.Cut, "listener_closed": tr.ListenerClosed} {
+			if own[k]+others[k] != total.N {
+				t.Errorf("%s: own %d + others %d != %d: the split lost or invented connections", k, own[k], others[k], total.N)
+			}
+		}
+		if others["accepted"] < within || others["listener_closed"] != 0 {
+			t.Errorf("others: %v; want the sidecar's %d connections within the stop, and its listener open", others, within)
+		}
+		if own["listener_closed"] != 1 || own["accepted"] > appOK {
+			t.Errorf("own: %v; want the app's listener closed once, and at most its %d answered connections", own, appOK)
+		}
+	})
+}

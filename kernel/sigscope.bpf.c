@@ -168,6 +168,17 @@ struct {
 	__type(value, struct net_stats);
 } stopping_nets SEC(".maps");
 
+/* The counts of stopping_nets split by socket cgroup (struct net_cg_key):
+ * written only for a watched namespace's connections, deleted with the
+ * namespace by user space. A full table leaves the split short; user space
+ * says what it could not attribute. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct net_cg_key);
+	__type(value, struct net_cg_counts);
+} stopping_conns SEC(".maps");
+
 /* Per CPU: the socket whose received RST is being handled, so that the
  * state change that follows (to TCP_CLOSE) is not counted a second time. */
 struct {
@@ -183,6 +194,8 @@ const struct event *unused_event __attribute__((unused));
 const enum event_type *unused_event_type __attribute__((unused));
 const enum fact *unused_fact __attribute__((unused));
 const enum net_kind *unused_net_kind __attribute__((unused));
+const struct net_cg_key *unused_net_cg_key __attribute__((unused));
+const struct net_cg_counts *unused_net_cg_counts __attribute__((unused));
 
 static __always_inline bool signal_traced(int sig)
 {
@@ -583,11 +596,55 @@ static __always_inline void net_count(struct net_stats *st, __u32 kind, __u64 no
 
 /* Direct loads through the tracepoint's BTF pointer (a fault reads 0): on
  * the path of every TCP state change of the node, no helper call. */
-static __always_inline struct net_stats *stopping_net_of(const struct sock *sk)
+static __always_inline struct net_stats *stopping_net_of(const struct sock *sk, __u32 *netns)
 {
-	__u32 netns = sk->__sk_common.skc_net.net->ns.inum;
+	*netns = sk->__sk_common.skc_net.net->ns.inum;
+	return bpf_map_lookup_elem(&stopping_nets, netns);
+}
 
-	return bpf_map_lookup_elem(&stopping_nets, &netns);
+/* The cgroup v2 id of the process that made sk; 0 when unknown. Only on a
+ * watched namespace's connections. */
+static __always_inline __u64 sock_cgroup_id(const struct sock *sk)
+{
+	struct cgroup *cg;
+
+	if (!bpf_core_field_exists(sk->sk_cgrp_data))
+		return 0;
+	if (bpf_core_field_exists(((struct sock_cgroup_data *)0)->cgroup)) {
+		cg = BPF_CORE_READ(sk, sk_cgrp_data.cgroup);
+	} else {
+		struct sock_cgroup_data___old *old = (void *)&sk->sk_cgrp_data;
+		__u64 val = BPF_CORE_READ(old, val);
+
+		if (val & 1) /* v1 net_cls/net_prio data: the root cgroup */
+			return 0;
+		cg = (struct cgroup *)val;
+	}
+	if (!cg)
+		return 0;
+	return BPF_CORE_READ(cg, kn, id);
+}
+
+/* Counts kind for sk's namespace (st), and for its cgroup in it. */
+static __always_inline void net_count_sock(struct net_stats *st, const struct sock *sk, __u32 netns, __u32 kind, __u64 now)
+{
+	struct net_cg_key key = {.netns = netns, .begin_ns = st->begin_ns};
+	struct net_cg_counts *cc;
+
+	net_count(st, kind, now);
+	key.cgroup_id = sock_cgroup_id(sk);
+	if (key.cgroup_id <= 1)
+		return;
+	cc = bpf_map_lookup_elem(&stopping_conns, &key);
+	if (!cc) {
+		struct net_cg_counts zero = {};
+
+		bpf_map_update_elem(&stopping_conns, &key, &zero, BPF_NOEXIST);
+		cc = bpf_map_lookup_elem(&stopping_conns, &key);
+		if (!cc)
+			return; /* full: user space finds the split short */
+	}
+	__sync_fetch_and_add(&cc->count[kind & (NET_KINDS - 1)], 1);
 }
 
 /* An inbound connection: a listener's child. sk_clone_lock() copies the
@@ -608,18 +665,19 @@ SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const int newstate)
 {
 	struct net_stats *st;
+	__u32 netns;
 	__u64 now;
 
-	st = stopping_net_of(sk);
+	st = stopping_net_of(sk, &netns);
 	if (!st || sk->sk_protocol != IPPROTO_TCP)
 		return 0;
 	now = bpf_ktime_get_boot_ns();
 	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
-		net_count(st, NET_ACCEPTED, now);
+		net_count_sock(st, sk, netns, NET_ACCEPTED, now);
 		return 0;
 	}
 	if (oldstate == TCP_LISTEN && newstate == TCP_CLOSE) {
-		net_count(st, NET_LISTENER_CLOSED, now);
+		net_count_sock(st, sk, netns, NET_LISTENER_CLOSED, now);
 		return 0;
 	}
 	if (oldstate != TCP_ESTABLISHED && oldstate != TCP_CLOSE_WAIT)
@@ -638,11 +696,11 @@ int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const 
 		}
 	}
 	if (cur_read(current_task(), flags) & PF_EXITING)
-		net_count(st, NET_CUT, now);
+		net_count_sock(st, sk, netns, NET_CUT, now);
 	else if (newstate == TCP_CLOSE)
-		net_count(st, NET_RESET_SENT, now);
+		net_count_sock(st, sk, netns, NET_RESET_SENT, now);
 	else
-		net_count(st, NET_CLOSED, now);
+		net_count_sock(st, sk, netns, NET_CLOSED, now);
 	return 0;
 }
 
@@ -651,17 +709,18 @@ int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const 
 SEC("tp_btf/tcp_receive_reset")
 int BPF_PROG(handle_tcp_rst_received, struct sock *sk)
 {
-	struct net_stats *st = stopping_net_of(sk);
 	unsigned char state;
-	__u32 zero = 0;
+	struct net_stats *st;
+	__u32 zero = 0, netns;
 	__u64 *rst;
 
+	st = stopping_net_of(sk, &netns);
 	if (!st)
 		return 0;
 	state = sk->__sk_common.skc_state;
 	if ((state != TCP_ESTABLISHED && state != TCP_CLOSE_WAIT) || !inbound(sk))
 		return 0;
-	net_count(st, NET_RESET_RECEIVED, bpf_ktime_get_boot_ns());
+	net_count_sock(st, sk, netns, NET_RESET_RECEIVED, bpf_ktime_get_boot_ns());
 	rst = bpf_map_lookup_elem(&rst_received, &zero);
 	if (rst)
 		*rst = (__u64)sk;

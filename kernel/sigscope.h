@@ -65,6 +65,21 @@ struct net_stats {
 	__u64 last_ns[NET_KINDS];
 };
 
+/* The same counts split by the cgroup v2 of the process that made each
+ * socket (an accepted connection inherits its listener's): the containers
+ * of a pod share a network namespace, not a cgroup. Key and value of the
+ * stopping_conns map. A refused attempt has no socket: never here. */
+struct net_cg_key {
+	__u32 netns;
+	__u32 _pad;
+	__u64 cgroup_id;
+	__u64 begin_ns; /* the watch's (net_stats.begin_ns): an entry left from an earlier watch never counts for a later one */
+};
+
+struct net_cg_counts {
+	__u64 count[NET_KINDS];
+};
+
 struct proc {
 	__u32 pid;          /* host tgid */
 	__u32 tid;          /* host tid */

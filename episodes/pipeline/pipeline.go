@@ -477,6 +477,9 @@ func (p *Pipeline) sweepWatched(now time.Time) {
 			_ = p.t.Unwatch(netns)
 		}
 	}
+	if err := p.t.SweepSplit(); err != nil {
+		p.log().Warn("sweeping the connections' split by cgroup", "error", err)
+	}
 }
 
 // NewReplay returns a pipeline without a tracer, for events that come from

@@ -91,6 +91,7 @@ func (p *Pipeline) readFollowed(now time.Time, final bool) (time.Time, error) {
 		}
 		next = minTime(next, at)
 	}
+	p.sweepWatched(now)
 	return next, nil
 }
 

@@ -155,6 +155,24 @@ func (ep *episode) takeTraffic() {
 	}
 	c := &ep.conns
 	t.Since, t.Until, t.Counts, t.SeesRefused = c.Since, ep.connsAt, c.Counts, c.SeesRefused
+	switch {
+	case !c.SeesCgroups:
+		ep.ownUnknown = ownNoSocketCgroup
+	case ep.mainCgroup <= 1:
+		ep.ownUnknown = ownRootCgroup
+	default:
+		var own, others [sigvocab.NumNetKinds]uint64
+		for _, g := range c.ByCgroup {
+			dst := &others
+			if g.CgroupID == ep.mainCgroup {
+				dst = &own
+			}
+			for k, n := range g.N {
+				dst[k] += n
+			}
+		}
+		t.Own, t.Others = &own, &others
+	}
 	if n := c.Counts[sigvocab.NetListenerClosed]; n.N > 0 {
 		ep.add(Step{Time: n.First, Kind: StepListenerClosed, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last}}, true)
 	}

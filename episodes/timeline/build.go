@@ -50,9 +50,14 @@ type episode struct {
 	conns     sigvocab.Connections // the latest counts read, with connsAt
 	connsAt   time.Time            // when they were read; zero: never
 	unread    unreadReason         // why the episode completed without its counts
-	netWait   bool                 // its events are over and it waits for its counts (Engine.waiting), out of the indexes
-	netDue    time.Time            // with netWait: when its counts are to be read
-	netAsked  bool                 // with netWait: ConnectionsDue returned its namespace, not read since
+	// mainCgroup is the main process's cgroup v2 id, which tells the
+	// container's own sockets from the namespace's others (ownUnknown:
+	// why it cannot).
+	mainCgroup uint64
+	ownUnknown ownReason
+	netWait    bool      // its events are over and it waits for its counts (Engine.waiting), out of the indexes
+	netDue     time.Time // with netWait: when its counts are to be read
+	netAsked   bool      // with netWait: ConnectionsDue returned its namespace, not read since
 }
 
 // unreadReason is why an episode that watched a network namespace
@@ -64,6 +69,16 @@ const (
 	unreadEnded               // Flush: the trace ended first
 	unreadLate                // the hard deadline (NetWait) passed first
 	unreadShared              // the container shares the runtime's namespace: nothing was counted
+)
+
+// ownReason is why a container's own connections cannot be told from the
+// others of its network namespace; the words say it.
+type ownReason uint8
+
+const (
+	ownKnown          ownReason = iota
+	ownNoSocketCgroup           // the counts carry no split by cgroup (the kernel keeps none)
+	ownRootCgroup               // the container is in the root cgroup v2: a cgroup v1 node
 )
 
 // counted reports whether the episode waits for its counts and has them,

@@ -108,6 +108,49 @@ type jsonTraffic struct {
 	// "node" when the container shares the node's namespace and nothing
 	// was counted (unread says so).
 	Scope string `json:"scope,omitempty"`
+	// Own and Others split the counts by socket cgroup (Traffic.Own);
+	// omitted when unknown, and own_unknown says why.
+	Own        *jsonSplit `json:"own,omitempty"`
+	Others     *jsonSplit `json:"others,omitempty"`
+	OwnUnknown string     `json:"own_unknown,omitempty"`
+}
+
+// jsonSplit is one side of Traffic's split: each kind a socket can have
+// (refused attempts have none).
+type jsonSplit struct {
+	Accepted       uint64 `json:"accepted"`
+	Closed         uint64 `json:"closed"`
+	ResetSent      uint64 `json:"reset_sent"`
+	ResetReceived  uint64 `json:"reset_received"`
+	Cut            uint64 `json:"cut"`
+	ListenerClosed uint64 `json:"listener_closed"`
+}
+
+func (j *jsonSplit) kinds() map[sigvocab.NetKind]*uint64 {
+	return map[sigvocab.NetKind]*uint64{sigvocab.NetAccepted: &j.Accepted, sigvocab.NetClosed: &j.Closed, sigvocab.NetResetSent: &j.ResetSent,
+		sigvocab.NetResetReceived: &j.ResetReceived, sigvocab.NetCut: &j.Cut, sigvocab.NetListenerClosed: &j.ListenerClosed}
+}
+
+func splitJSON(n *[sigvocab.NumNetKinds]uint64) *jsonSplit {
+	if n == nil {
+		return nil
+	}
+	j := &jsonSplit{}
+	for k, dst := range j.kinds() {
+		*dst = n[k]
+	}
+	return j
+}
+
+func splitFromJSON(j *jsonSplit) *[sigvocab.NumNetKinds]uint64 {
+	if j == nil {
+		return nil
+	}
+	var n [sigvocab.NumNetKinds]uint64
+	for k, src := range j.kinds() {
+		n[k] = *src
+	}
+	return &n
 }
 
 // counts are j's kinds in NetKind order.
@@ -121,6 +164,7 @@ func trafficJSON(t *Traffic) *jsonTraffic {
 	if t.Unread != "" {
 		return j
 	}
+	j.Own, j.Others, j.OwnUnknown = splitJSON(t.Own), splitJSON(t.Others), textsafe.UTF8(t.OwnUnknown)
 	for k, dst := range j.counts() {
 		if !t.Known(sigvocab.NetKind(k)) {
 			continue
@@ -134,7 +178,8 @@ func trafficJSON(t *Traffic) *jsonTraffic {
 }
 
 func trafficFromJSON(j *jsonTraffic) (*Traffic, error) {
-	t := &Traffic{NetNS: j.NetNS, Verdict: j.Verdict, Hint: j.Hint, Unread: j.Unread, SeesRefused: j.Refused != nil}
+	t := &Traffic{NetNS: j.NetNS, Verdict: j.Verdict, Hint: j.Hint, Unread: j.Unread, SeesRefused: j.Refused != nil,
+		Own: splitFromJSON(j.Own), Others: splitFromJSON(j.Others), OwnUnknown: j.OwnUnknown}
 	var err error
 	if t.Since, err = parseTime(j.Since); err != nil {
 		return nil, err

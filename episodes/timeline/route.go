@@ -321,7 +321,7 @@ func (e *Engine) noteMain(ep *episode, p *sigvocab.Process) {
 	if ep.mainKnown {
 		return
 	}
-	ep.Main, ep.mainKnown, ep.mainNS = proc(p), true, p.PidNS
+	ep.Main, ep.mainKnown, ep.mainNS, ep.mainCgroup = proc(p), true, p.PidNS, p.CgroupID
 	ep.MainIsInit = p.NsPID == 1
 	if ep.MainIsInit && langrt.ForwardingInit(ep.Main.Comm) {
 		ep.ForwardingInit = ep.Main.Comm

@@ -27,6 +27,31 @@ type Traffic struct {
 	Unread  string
 	Verdict string // what the clients suffered, in a sentence
 	Hint    string // how to spare them, from what was measured; "" when nothing was lost
+	// Own is the part of Counts whose sockets the container's own
+	// processes made (by its main process's cgroup v2; an accepted
+	// connection is its listener's), and Others the part of other cgroups'
+	// sockets in the namespace (a pod's sidecar); nil when that cannot be
+	// told, and OwnUnknown says why. Refused attempts have no socket: they
+	// are the namespace's alone.
+	Own, Others *[sigvocab.NumNetKinds]uint64
+	OwnUnknown  string
+}
+
+// Split reports whether the counts are shown split by container: known,
+// and the namespace shared (a pod's, or other containers' sockets in it).
+func (t *Traffic) Split(pod bool) bool {
+	if t.Own == nil || t.Unread != "" {
+		return false
+	}
+	if pod {
+		return true
+	}
+	for _, n := range t.Others {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Known reports whether the count of kind k is known: read, and for

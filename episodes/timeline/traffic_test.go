@@ -265,7 +265,7 @@ func TestTrafficRefusedAndCut(t *testing.T) {
 	text := b.String()
 	for _, want := range []string{
 		"\n+0.300s  first refused connection attempt: nothing listened (5 in all, the last at +1.400s)\n",
-		"\ntraffic: 7 connections lost: 5 refused, 2 cut (the pod's network namespace 4026532500, shared by its containers, counted +0.000s to +3.000s: 3 accepted, 1 closed, 0 reset by the application, 0 reset by the client, 2 cut, 5 refused; listener closed at +0.200s)\n",
+		"\ntraffic: 7 connections lost: 5 refused, 2 cut (the pod's network namespace 4026532500, shared by its containers, counted +0.000s to +3.000s: 3 accepted, 1 closed, 0 reset by the application, 0 reset by the client, 2 cut, 5 refused; listener closed at +0.200s; whose each connection was cannot be told: the counts carry no split by socket cgroup (the kernel keeps none))\n",
 		"\ntraffic hint: 5 connection attempts were refused",
 	} {
 		if !strings.Contains(text, want) {
@@ -614,6 +614,60 @@ func TestTrafficSandboxKillWatchesNothing(t *testing.T) {
 	}
 }
 
+// A pod's container whose sockets the kernel split by cgroup: its own
+// connections (its main process's cgroup v2, the listener's for accepted
+// ones) are told from a sidecar's in the same namespace, in the JSON and
+// the text; where the container is in the root cgroup (a cgroup v1 node)
+// the episode says the split cannot be told.
+func TestTrafficSplitByCgroup(t *testing.T) {
+	run := func(mainCgroup uint64) Episode {
+		s := newSim(t, nsA, 5151, "app", podInfo(2, nil))
+		s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).
+			deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+			kill(2*time.Second, runc).
+			initExit(2*time.Second+30*time.Microsecond, sigvocab.SIGKILL, 0)
+		for i := range s.in {
+			if s.in[i].ev.Target.PID == 5151 {
+				s.in[i].ev.Target.CgroupID = mainCgroup
+			}
+		}
+		c := conns(true, netCount{sigvocab.NetAccepted, 7, 100 * ms, 1900 * ms}, netCount{sigvocab.NetClosed, 5, 150 * ms, 1950 * ms},
+			netCount{sigvocab.NetCut, 1, 2*time.Second + 40*time.Microsecond, 2*time.Second + 40*time.Microsecond})
+		c.SeesCgroups = true
+		c.ByCgroup = []sigvocab.CgroupCounts{{CgroupID: 777, N: [sigvocab.NumNetKinds]uint64{2, 0, 0, 0, 1}}, {CgroupID: 888, N: [sigvocab.NumNetKinds]uint64{5, 5}}}
+		return readWhenDue(t, newEngine(Options{}), s.in, netA, c, 0)[0]
+	}
+	ep := run(777)
+	tr := ep.Traffic
+	if tr.Own == nil || *tr.Own != [sigvocab.NumNetKinds]uint64{2, 0, 0, 0, 1} || *tr.Others != [sigvocab.NumNetKinds]uint64{5, 5} || tr.OwnUnknown != "" || !tr.Split(true) {
+		t.Fatalf("split %v %v %q", tr.Own, tr.Others, tr.OwnUnknown)
+	}
+	var text bytes.Buffer
+	if err := ep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if want := "; this container's own sockets: 2 accepted, 0 closed, 0 reset by the application, 0 reset by the client, 1 cut)\n"; !strings.Contains(text.String(), want) {
+		t.Errorf("text lacks %q:\n%s", want, text.String())
+	}
+	b, _ := json.Marshal(ep)
+	if want := `"own":{"accepted":2,"closed":0,"reset_sent":0,"reset_received":0,"cut":1,"listener_closed":0},"others":{"accepted":5,"closed":5,"reset_sent":0,"reset_received":0,"cut":0,"listener_closed":0}`; !strings.Contains(string(b), want) {
+		t.Errorf("JSON %s\nlacks %s", b, want)
+	}
+	var back Episode
+	if err := json.Unmarshal(b, &back); err != nil || back.Traffic.Own == nil || *back.Traffic.Own != *tr.Own || *back.Traffic.Others != *tr.Others {
+		t.Errorf("read back (%v): %+v", err, back.Traffic)
+	}
+	if b2, _ := json.Marshal(back); !bytes.Equal(b, b2) {
+		t.Errorf("round trip changed the JSON:\n%s\n%s", b, b2)
+	}
+
+	// A cgroup v1 node: every process in the root cgroup v2.
+	tr = run(1).Traffic
+	if tr.Own != nil || tr.OwnUnknown != "the container's processes are in the root cgroup v2 (a cgroup v1 node), so a socket's container cannot be told" {
+		t.Errorf("root cgroup: split %v, %q", tr.Own, tr.OwnUnknown)
+	}
+}
+
 // An episode with traffic reads back from its JSON and writes the same
 // bytes again; the traffic's fields read back as they were.
 func TestTrafficJSONRoundTrip(t *testing.T) {
@@ -636,7 +690,7 @@ func TestTrafficJSONRoundTrip(t *testing.T) {
 		}
 		tj, _ := m["traffic"].(map[string]any)
 		// A pod's stop: its counts are the pod's (scope).
-		wantKeys := []string{"accepted", "closed", "cut", "hint", "listener_closed", "lost", "netns", "refused", "reset_received", "reset_sent", "scope", "since", "until", "verdict"}
+		wantKeys := []string{"accepted", "closed", "cut", "hint", "listener_closed", "lost", "netns", "own_unknown", "refused", "reset_received", "reset_sent", "scope", "since", "until", "verdict"}
 		if got := keys(tj); !slices.Equal(got, wantKeys) {
 			t.Errorf("traffic keys %v, want %v", got, wantKeys)
 		}

@@ -29,6 +29,7 @@ func (ep *episode) words() {
 	ep.Hint = capitalize(hint(ep))
 	if t := ep.Traffic; t != nil {
 		t.Unread = unreadText[ep.unread]
+		t.OwnUnknown = ownText[ep.ownUnknown]
 		t.Verdict = trafficVerdict(t)
 		t.Hint = trafficHint(ep)
 	}
@@ -515,6 +516,14 @@ var unreadText = [...]string{
 		"hostNetwork), so its connections cannot be told from the node's and none were counted",
 }
 
+// ownText says why a container's own connections cannot be told from its
+// namespace's others (Traffic.OwnUnknown).
+var ownText = [...]string{
+	ownKnown:          "",
+	ownNoSocketCgroup: "the counts carry no split by socket cgroup (the kernel keeps none)",
+	ownRootCgroup:     "the container's processes are in the root cgroup v2 (a cgroup v1 node), so a socket's container cannot be told",
+}
+
 const refusedUnknown = "refused attempts unknown: this kernel (before Linux 6.10) does not report them"
 
 // trafficVerdict says what the clients suffered.
@@ -678,6 +687,14 @@ func trafficCounts(t *Traffic, start time.Time, pod bool) string {
 	}
 	if lc := t.Counts[sigvocab.NetListenerClosed]; lc.N > 0 {
 		s += "; listener closed at " + offset(lc.First.Sub(start))
+	}
+	switch {
+	case t.Split(pod):
+		o := t.Own
+		s += fmt.Sprintf("; this container's own sockets: %d accepted, %d closed, %d reset by the application, %d reset by the client, %d cut",
+			o[sigvocab.NetAccepted], o[sigvocab.NetClosed], o[sigvocab.NetResetSent], o[sigvocab.NetResetReceived], o[sigvocab.NetCut])
+	case pod && t.OwnUnknown != "":
+		s += "; whose each connection was cannot be told: " + t.OwnUnknown
 	}
 	return s
 }

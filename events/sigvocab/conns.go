@@ -54,4 +54,20 @@ type Connections struct {
 	// answered with a RST because nothing listened: Linux 6.10 and
 	// later). Without it Counts[NetRefused] is unknown, not zero.
 	SeesRefused bool
+	// SeesCgroups is whether the kernel records each socket's cgroup v2,
+	// so that ByCgroup splits the counts.
+	SeesCgroups bool
+	// ByCgroup splits the counts by the cgroup v2 of the process that made
+	// each socket (an accepted connection is its listener's): the
+	// containers of a pod share the namespace, not a cgroup. Sorted by
+	// cgroup; refused attempts (no socket) are never here, and sockets of
+	// the root cgroup (every process of a cgroup v1 node) neither.
+	ByCgroup []CgroupCounts
+}
+
+// CgroupCounts is the part of a namespace's counts whose sockets processes
+// of one cgroup made.
+type CgroupCounts struct {
+	CgroupID uint64
+	N        [NumNetKinds]uint64
 }

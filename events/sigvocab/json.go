@@ -303,6 +303,25 @@ func appendExit(b []byte, e *Event) []byte {
 			}
 			b = append(b, '}')
 		}
+		if c.SeesCgroups {
+			b = append(b, `,"by_cgroup":[`...)
+			for i, g := range c.ByCgroup {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"cgroup_id":`...)
+				b = strconv.AppendUint(b, g.CgroupID, 10)
+				b = append(b, `,"n":[`...)
+				for k, n := range g.N {
+					if k > 0 {
+						b = append(b, ',')
+					}
+					b = strconv.AppendUint(b, n, 10)
+				}
+				b = append(b, "]}"...)
+			}
+			b = append(b, ']')
+		}
 		b = append(b, '}')
 	}
 	return append(b, '}')

@@ -44,6 +44,15 @@ type ConnectionsJSON struct {
 	Cut            NetCountJSON `json:"cut"`
 	Refused        NetCountJSON `json:"refused"`
 	ListenerClosed NetCountJSON `json:"listener_closed"`
+	// ByCgroup is present (a list, maybe empty) when the kernel records
+	// sockets' cgroups (Connections.SeesCgroups).
+	ByCgroup *[]CgroupCountsJSON `json:"by_cgroup,omitempty"`
+}
+
+// CgroupCountsJSON is one cgroup's part of the counts: n in NetKind order.
+type CgroupCountsJSON struct {
+	CgroupID uint64              `json:"cgroup_id"`
+	N        [NumNetKinds]uint64 `json:"n"`
 }
 
 // counts are c's kinds in NetKind order.
@@ -175,6 +184,12 @@ func connsFromJSON(j *ConnectionsJSON) (*Connections, error) {
 			if *t.dst, err = time.Parse(time.RFC3339Nano, t.s); err != nil {
 				return nil, fmt.Errorf("connections %s: %w", NetKind(k), err)
 			}
+		}
+	}
+	if j.ByCgroup != nil {
+		c.SeesCgroups = true
+		for _, g := range *j.ByCgroup {
+			c.ByCgroup = append(c.ByCgroup, CgroupCounts{CgroupID: g.CgroupID, N: g.N})
 		}
 	}
 	return c, nil

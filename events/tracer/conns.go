@@ -1,8 +1,10 @@
 package tracer
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -31,6 +33,22 @@ func connectionPrograms(spec *btf.Spec) ([]string, bool, error) {
 		return nil, false, err
 	}
 	return allConnectionPrograms, n >= 4, nil // the context, sk, skb, reason
+}
+
+// sockHasCgroup reports whether the kernel's sockets carry their creator's
+// cgroup v2 (struct sock's sk_cgrp_data, CONFIG_SOCK_CGROUP_DATA), which
+// splits a namespace's counts by container.
+func sockHasCgroup(spec *btf.Spec) bool {
+	var sk *btf.Struct
+	if spec == nil || spec.TypeByName("sock", &sk) != nil {
+		return false
+	}
+	for _, m := range sk.Members {
+		if m.Name == "sk_cgrp_data" {
+			return true
+		}
+	}
+	return false
 }
 
 // SeesRefused reports whether the kernel reports refused connection
@@ -64,7 +82,35 @@ func (t *Tracer) Connections(netns uint32) (*sigvocab.Connections, error) {
 		}
 		n.First, n.Last = clk.Wall(st.FirstNs[k]), clk.Wall(st.LastNs[k])
 	}
+	if t.netCgroups != nil {
+		c.SeesCgroups = true
+		err := t.eachCgroupCount(func(k sigscopeNetCgKey, v *sigscopeNetCgCounts) {
+			if k.Netns == netns && k.BeginNs == st.BeginNs {
+				g := sigvocab.CgroupCounts{CgroupID: k.CgroupId}
+				copy(g.N[:], v.Count[:])
+				c.ByCgroup = append(c.ByCgroup, g)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading the connections of network namespace %d by cgroup: %w", netns, err)
+		}
+		slices.SortFunc(c.ByCgroup, func(a, b sigvocab.CgroupCounts) int { return cmp.Compare(a.CgroupID, b.CgroupID) })
+	}
 	return c, nil
+}
+
+// eachCgroupCount calls f with each entry of the split by cgroup. The
+// table holds 4096; it is walked when a stop's counts are read or let go.
+func (t *Tracer) eachCgroupCount(f func(sigscopeNetCgKey, *sigscopeNetCgCounts)) error {
+	var (
+		k sigscopeNetCgKey
+		v sigscopeNetCgCounts
+	)
+	it := t.netCgroups.Iterate()
+	for it.Next(&k, &v) {
+		f(k, &v)
+	}
+	return it.Err()
 }
 
 // Watch makes the kernel count netns's connections from begin on, for a
@@ -90,6 +136,57 @@ func (t *Tracer) Unwatch(netns uint32) error {
 	}
 	if err := t.nets.Delete(netns); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unwatching network namespace %d: %w", netns, err)
+	}
+	if t.netCgroups == nil {
+		return nil
+	}
+	// Its split by cgroup goes too. A program that found the namespace
+	// watched just before may add an entry back: keyed by the watch's
+	// beginning, it never counts for a later watch, and SweepSplit takes
+	// it.
+	return t.dropSplit(func(k sigscopeNetCgKey) bool { return k.Netns == netns })
+}
+
+// SweepSplit deletes the entries of the split by cgroup whose watch is
+// over (a race with Unwatch can leave one); the pipeline calls it with its
+// sweep of watched namespaces.
+func (t *Tracer) SweepSplit() error {
+	if t.netCgroups == nil {
+		return nil
+	}
+	live := make(map[[2]uint64]bool)
+	var (
+		k  uint32
+		st sigscopeNetStats
+	)
+	it := t.nets.Iterate()
+	for it.Next(&k, &st) {
+		live[[2]uint64{uint64(k), st.BeginNs}] = true
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	return t.dropSplit(func(k sigscopeNetCgKey) bool { return !live[[2]uint64{uint64(k.Netns), k.BeginNs}] })
+}
+
+// dropSplit deletes the split's entries that drop says to.
+func (t *Tracer) dropSplit(drop func(sigscopeNetCgKey) bool) error {
+	if t.netCgroups == nil {
+		return nil
+	}
+	var stale []sigscopeNetCgKey
+	err := t.eachCgroupCount(func(k sigscopeNetCgKey, _ *sigscopeNetCgCounts) {
+		if drop(k) {
+			stale = append(stale, k)
+		}
+	})
+	for _, k := range stale {
+		if e := t.netCgroups.Delete(&k); e != nil && !errors.Is(e, ebpf.ErrKeyNotExist) && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("deleting from the connections' split by cgroup: %w", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -111,7 +112,22 @@ func TestConnectionFates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := exec.Command("unshare", "-n", self)
+	// The server in a cgroup v2 of its own, as a container's processes
+	// are: its sockets carry that cgroup, which splits the counts.
+	cgDir := filepath.Join(cgroup2Root(t), fmt.Sprintf("sigscope-conns-test-%d", os.Getpid()))
+	if err := os.Mkdir(cgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 50 && os.Remove(cgDir) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	var cgSt unix.Stat_t
+	if err := unix.Stat(cgDir, &cgSt); err != nil {
+		t.Fatal(err)
+	}
+	srv := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && exec unshare -n "$2"`, "sh", cgDir, self)
 	srv.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=tcpserver")
 	stdin, _ := srv.StdinPipe()
 	stdoutPipe, _ := srv.StdoutPipe()
@@ -210,6 +226,21 @@ func TestConnectionFates(t *testing.T) {
 			t.Errorf("%s: first %v, last %v, since %v", sigvocab.NetKind(k), n.First, n.Last, got.Since)
 		}
 	}
+	// Split by the socket's cgroup: every socket is the server's.
+	if !got.SeesCgroups {
+		t.Errorf("the kernel's sockets carry no cgroup (struct sock has no sk_cgrp_data?)")
+	} else if len(got.ByCgroup) != 1 || got.ByCgroup[0].CgroupID != cgSt.Ino {
+		t.Errorf("split %+v, want only the server's cgroup %d", got.ByCgroup, cgSt.Ino)
+	} else {
+		for k := range sigvocab.NumNetKinds {
+			if w := want[sigvocab.NetKind(k)]; sigvocab.NetKind(k) != sigvocab.NetRefused && got.ByCgroup[0].N[k] != w {
+				t.Errorf("split %s: %d, want %d", sigvocab.NetKind(k), got.ByCgroup[0].N[k], w)
+			}
+		}
+		if got.ByCgroup[0].N[sigvocab.NetRefused] != 0 {
+			t.Errorf("a refused attempt has no socket, yet its cgroup counted %d", got.ByCgroup[0].N[sigvocab.NetRefused])
+		}
+	}
 	// The count began at the SIGTERM itself: its record's time stamp.
 	var ns sigscopeNetStats
 	if err := c.t.nets.Lookup(netns, &ns); err != nil || ns.BeginNs != term.BootNS {
@@ -223,5 +254,15 @@ func TestConnectionFates(t *testing.T) {
 	}
 	if again, err := c.t.Connections(netns); again != nil || err != nil {
 		t.Errorf("after Unwatch: %v, %v", again, err)
+	}
+	left := 0
+	if c.t.netCgroups != nil {
+		if err := c.t.eachCgroupCount(func(k sigscopeNetCgKey, _ *sigscopeNetCgCounts) {
+			if k.Netns == netns {
+				left++
+			}
+		}); err != nil || left != 0 {
+			t.Errorf("after Unwatch, %d entries of the split are left (%v)", left, err)
+		}
 	}
 }

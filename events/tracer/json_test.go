@@ -75,6 +75,13 @@ func referenceJSON(e *sigvocab.Event) ([]byte, error) {
 				n.Last = got.Last.Format(sigvocab.TimeFormat)
 			}
 		}
+		if c.SeesCgroups {
+			by := []sigvocab.CgroupCountsJSON{}
+			for _, g := range c.ByCgroup {
+				by = append(by, sigvocab.CgroupCountsJSON{CgroupID: g.CgroupID, N: g.N})
+			}
+			cj.ByCgroup = &by
+		}
 		j.Connections = &cj
 	}
 	return json.Marshal(&j)
@@ -158,6 +165,17 @@ func jsonCases() []sigvocab.Event {
 		c := &sigvocab.Connections{Since: e.Time.Add(-3 * time.Second), SeesRefused: true}
 		c.Counts[sigvocab.NetAccepted] = sigvocab.NetCount{N: 12, First: c.Since.Add(time.Millisecond), Last: e.Time}
 		c.Counts[sigvocab.NetCut] = sigvocab.NetCount{N: 1, First: e.Time, Last: e.Time}
+		e.Conns = c
+	})
+	add(func(e *sigvocab.Event) { // split by cgroup: none yet, then two
+		e.Kind, e.Signal, e.NetNS = sigvocab.KindNet, 0, 4026532771
+		e.Conns = &sigvocab.Connections{Since: e.Time, SeesCgroups: true}
+	})
+	add(func(e *sigvocab.Event) {
+		e.Kind, e.Signal, e.NetNS = sigvocab.KindNet, 0, 4026532771
+		c := &sigvocab.Connections{Since: e.Time.Add(-time.Second), SeesCgroups: true}
+		c.Counts[sigvocab.NetAccepted] = sigvocab.NetCount{N: 5, First: c.Since, Last: e.Time}
+		c.ByCgroup = []sigvocab.CgroupCounts{{CgroupID: 9001, N: [sigvocab.NumNetKinds]uint64{2}}, {CgroupID: 1 << 40, N: [sigvocab.NumNetKinds]uint64{3, 0, 0, 0, 1}}}
 		e.Conns = c
 	})
 	for _, z := range []*time.Location{time.UTC, time.Local, time.FixedZone("IST", 5*3600+1800),

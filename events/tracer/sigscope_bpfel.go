@@ -79,6 +79,19 @@ const (
 	sigscopeFactFACT_NET_SHARED          sigscopeFact = 8192
 )
 
+type sigscopeNetCgCounts struct {
+	_     structs.HostLayout
+	Count [8]uint64
+}
+
+type sigscopeNetCgKey struct {
+	_        structs.HostLayout
+	Netns    uint32
+	Pad      uint32
+	CgroupId uint64
+	BeginNs  uint64
+}
+
 type sigscopeNetKind uint32
 
 const (
@@ -129,6 +142,7 @@ const (
 	sigscopeMapLastTarget            = "last_target"
 	sigscopeMapReaderState           = "reader_state"
 	sigscopeMapRstReceived           = "rst_received"
+	sigscopeMapStoppingConns         = "stopping_conns"
 	sigscopeMapStoppingNets          = "stopping_nets"
 	sigscopeMapTargeted              = "targeted"
 	sigscopeProgHandleDeliver        = "handle_deliver"
@@ -149,6 +163,8 @@ const (
 	sigscopeVarUnusedEvent           = "unused_event"
 	sigscopeVarUnusedEventType       = "unused_event_type"
 	sigscopeVarUnusedFact            = "unused_fact"
+	sigscopeVarUnusedNetCgCounts     = "unused_net_cg_counts"
+	sigscopeVarUnusedNetCgKey        = "unused_net_cg_key"
 	sigscopeVarUnusedNetKind         = "unused_net_kind"
 	sigscopeVarWatchNets             = "watch_nets"
 )
@@ -218,6 +234,7 @@ type sigscopeMapSpecs struct {
 	LastTarget    *ebpf.MapSpec `ebpf:"last_target"`
 	ReaderState   *ebpf.MapSpec `ebpf:"reader_state"`
 	RstReceived   *ebpf.MapSpec `ebpf:"rst_received"`
+	StoppingConns *ebpf.MapSpec `ebpf:"stopping_conns"`
 	StoppingNets  *ebpf.MapSpec `ebpf:"stopping_nets"`
 	Targeted      *ebpf.MapSpec `ebpf:"targeted"`
 }
@@ -226,16 +243,18 @@ type sigscopeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeVariableSpecs struct {
-	DirectReads     *ebpf.VariableSpec `ebpf:"direct_reads"`
-	FilterComm      *ebpf.VariableSpec `ebpf:"filter_comm"`
-	FilterPid       *ebpf.VariableSpec `ebpf:"filter_pid"`
-	SelfTgid        *ebpf.VariableSpec `ebpf:"self_tgid"`
-	SignalMask      *ebpf.VariableSpec `ebpf:"signal_mask"`
-	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedEventType *ebpf.VariableSpec `ebpf:"unused_event_type"`
-	UnusedFact      *ebpf.VariableSpec `ebpf:"unused_fact"`
-	UnusedNetKind   *ebpf.VariableSpec `ebpf:"unused_net_kind"`
-	WatchNets       *ebpf.VariableSpec `ebpf:"watch_nets"`
+	DirectReads       *ebpf.VariableSpec `ebpf:"direct_reads"`
+	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
+	FilterPid         *ebpf.VariableSpec `ebpf:"filter_pid"`
+	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
+	SignalMask        *ebpf.VariableSpec `ebpf:"signal_mask"`
+	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventType   *ebpf.VariableSpec `ebpf:"unused_event_type"`
+	UnusedFact        *ebpf.VariableSpec `ebpf:"unused_fact"`
+	UnusedNetCgCounts *ebpf.VariableSpec `ebpf:"unused_net_cg_counts"`
+	UnusedNetCgKey    *ebpf.VariableSpec `ebpf:"unused_net_cg_key"`
+	UnusedNetKind     *ebpf.VariableSpec `ebpf:"unused_net_kind"`
+	WatchNets         *ebpf.VariableSpec `ebpf:"watch_nets"`
 }
 
 // sigscopeObjects contains all objects after they have been loaded into the kernel.
@@ -265,6 +284,7 @@ type sigscopeMaps struct {
 	LastTarget    *ebpf.Map `ebpf:"last_target"`
 	ReaderState   *ebpf.Map `ebpf:"reader_state"`
 	RstReceived   *ebpf.Map `ebpf:"rst_received"`
+	StoppingConns *ebpf.Map `ebpf:"stopping_conns"`
 	StoppingNets  *ebpf.Map `ebpf:"stopping_nets"`
 	Targeted      *ebpf.Map `ebpf:"targeted"`
 }
@@ -278,6 +298,7 @@ func (m *sigscopeMaps) Close() error {
 		m.LastTarget,
 		m.ReaderState,
 		m.RstReceived,
+		m.StoppingConns,
 		m.StoppingNets,
 		m.Targeted,
 	)
@@ -287,16 +308,18 @@ func (m *sigscopeMaps) Close() error {
 //
 // It can be passed to loadSigscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopeVariables struct {
-	DirectReads     *ebpf.Variable `ebpf:"direct_reads"`
-	FilterComm      *ebpf.Variable `ebpf:"filter_comm"`
-	FilterPid       *ebpf.Variable `ebpf:"filter_pid"`
-	SelfTgid        *ebpf.Variable `ebpf:"self_tgid"`
-	SignalMask      *ebpf.Variable `ebpf:"signal_mask"`
-	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
-	UnusedEventType *ebpf.Variable `ebpf:"unused_event_type"`
-	UnusedFact      *ebpf.Variable `ebpf:"unused_fact"`
-	UnusedNetKind   *ebpf.Variable `ebpf:"unused_net_kind"`
-	WatchNets       *ebpf.Variable `ebpf:"watch_nets"`
+	DirectReads       *ebpf.Variable `ebpf:"direct_reads"`
+	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`
+	FilterPid         *ebpf.Variable `ebpf:"filter_pid"`
+	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`
+	SignalMask        *ebpf.Variable `ebpf:"signal_mask"`
+	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventType   *ebpf.Variable `ebpf:"unused_event_type"`
+	UnusedFact        *ebpf.Variable `ebpf:"unused_fact"`
+	UnusedNetCgCounts *ebpf.Variable `ebpf:"unused_net_cg_counts"`
+	UnusedNetCgKey    *ebpf.Variable `ebpf:"unused_net_cg_key"`
+	UnusedNetKind     *ebpf.Variable `ebpf:"unused_net_kind"`
+	WatchNets         *ebpf.Variable `ebpf:"watch_nets"`
 }
 
 // sigscopePrograms contains all programs after they have been loaded into the kernel.

@@ -20,6 +20,19 @@ type sigscopeCompatCounters struct {
 	Dropped [8]uint64
 }
 
+type sigscopeCompatNetCgCounts struct {
+	_     structs.HostLayout
+	Count [8]uint64
+}
+
+type sigscopeCompatNetCgKey struct {
+	_        structs.HostLayout
+	Netns    uint32
+	Pad      uint32
+	CgroupId uint64
+	BeginNs  uint64
+}
+
 type sigscopeCompatNetStats struct {
 	_       structs.HostLayout
 	BeginNs uint64
@@ -46,6 +59,7 @@ const (
 	sigscopeCompatMapLastTarget            = "last_target"
 	sigscopeCompatMapReaderState           = "reader_state"
 	sigscopeCompatMapRstReceived           = "rst_received"
+	sigscopeCompatMapStoppingConns         = "stopping_conns"
 	sigscopeCompatMapStoppingNets          = "stopping_nets"
 	sigscopeCompatMapTargeted              = "targeted"
 	sigscopeCompatProgHandleDeliver        = "handle_deliver"
@@ -66,6 +80,8 @@ const (
 	sigscopeCompatVarUnusedEvent           = "unused_event"
 	sigscopeCompatVarUnusedEventType       = "unused_event_type"
 	sigscopeCompatVarUnusedFact            = "unused_fact"
+	sigscopeCompatVarUnusedNetCgCounts     = "unused_net_cg_counts"
+	sigscopeCompatVarUnusedNetCgKey        = "unused_net_cg_key"
 	sigscopeCompatVarUnusedNetKind         = "unused_net_kind"
 	sigscopeCompatVarWatchNets             = "watch_nets"
 )
@@ -135,6 +151,7 @@ type sigscopeCompatMapSpecs struct {
 	LastTarget    *ebpf.MapSpec `ebpf:"last_target"`
 	ReaderState   *ebpf.MapSpec `ebpf:"reader_state"`
 	RstReceived   *ebpf.MapSpec `ebpf:"rst_received"`
+	StoppingConns *ebpf.MapSpec `ebpf:"stopping_conns"`
 	StoppingNets  *ebpf.MapSpec `ebpf:"stopping_nets"`
 	Targeted      *ebpf.MapSpec `ebpf:"targeted"`
 }
@@ -143,16 +160,18 @@ type sigscopeCompatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeCompatVariableSpecs struct {
-	DirectReads     *ebpf.VariableSpec `ebpf:"direct_reads"`
-	FilterComm      *ebpf.VariableSpec `ebpf:"filter_comm"`
-	FilterPid       *ebpf.VariableSpec `ebpf:"filter_pid"`
-	SelfTgid        *ebpf.VariableSpec `ebpf:"self_tgid"`
-	SignalMask      *ebpf.VariableSpec `ebpf:"signal_mask"`
-	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedEventType *ebpf.VariableSpec `ebpf:"unused_event_type"`
-	UnusedFact      *ebpf.VariableSpec `ebpf:"unused_fact"`
-	UnusedNetKind   *ebpf.VariableSpec `ebpf:"unused_net_kind"`
-	WatchNets       *ebpf.VariableSpec `ebpf:"watch_nets"`
+	DirectReads       *ebpf.VariableSpec `ebpf:"direct_reads"`
+	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
+	FilterPid         *ebpf.VariableSpec `ebpf:"filter_pid"`
+	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
+	SignalMask        *ebpf.VariableSpec `ebpf:"signal_mask"`
+	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventType   *ebpf.VariableSpec `ebpf:"unused_event_type"`
+	UnusedFact        *ebpf.VariableSpec `ebpf:"unused_fact"`
+	UnusedNetCgCounts *ebpf.VariableSpec `ebpf:"unused_net_cg_counts"`
+	UnusedNetCgKey    *ebpf.VariableSpec `ebpf:"unused_net_cg_key"`
+	UnusedNetKind     *ebpf.VariableSpec `ebpf:"unused_net_kind"`
+	WatchNets         *ebpf.VariableSpec `ebpf:"watch_nets"`
 }
 
 // sigscopeCompatObjects contains all objects after they have been loaded into the kernel.
@@ -182,6 +201,7 @@ type sigscopeCompatMaps struct {
 	LastTarget    *ebpf.Map `ebpf:"last_target"`
 	ReaderState   *ebpf.Map `ebpf:"reader_state"`
 	RstReceived   *ebpf.Map `ebpf:"rst_received"`
+	StoppingConns *ebpf.Map `ebpf:"stopping_conns"`
 	StoppingNets  *ebpf.Map `ebpf:"stopping_nets"`
 	Targeted      *ebpf.Map `ebpf:"targeted"`
 }
@@ -195,6 +215,7 @@ func (m *sigscopeCompatMaps) Close() error {
 		m.LastTarget,
 		m.ReaderState,
 		m.RstReceived,
+		m.StoppingConns,
 		m.StoppingNets,
 		m.Targeted,
 	)
@@ -204,16 +225,18 @@ func (m *sigscopeCompatMaps) Close() error {
 //
 // It can be passed to loadSigscopeCompatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopeCompatVariables struct {
-	DirectReads     *ebpf.Variable `ebpf:"direct_reads"`
-	FilterComm      *ebpf.Variable `ebpf:"filter_comm"`
-	FilterPid       *ebpf.Variable `ebpf:"filter_pid"`
-	SelfTgid        *ebpf.Variable `ebpf:"self_tgid"`
-	SignalMask      *ebpf.Variable `ebpf:"signal_mask"`
-	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
-	UnusedEventType *ebpf.Variable `ebpf:"unused_event_type"`
-	UnusedFact      *ebpf.Variable `ebpf:"unused_fact"`
-	UnusedNetKind   *ebpf.Variable `ebpf:"unused_net_kind"`
-	WatchNets       *ebpf.Variable `ebpf:"watch_nets"`
+	DirectReads       *ebpf.Variable `ebpf:"direct_reads"`
+	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`
+	FilterPid         *ebpf.Variable `ebpf:"filter_pid"`
+	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`
+	SignalMask        *ebpf.Variable `ebpf:"signal_mask"`
+	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventType   *ebpf.Variable `ebpf:"unused_event_type"`
+	UnusedFact        *ebpf.Variable `ebpf:"unused_fact"`
+	UnusedNetCgCounts *ebpf.Variable `ebpf:"unused_net_cg_counts"`
+	UnusedNetCgKey    *ebpf.Variable `ebpf:"unused_net_cg_key"`
+	UnusedNetKind     *ebpf.Variable `ebpf:"unused_net_kind"`
+	WatchNets         *ebpf.Variable `ebpf:"watch_nets"`
 }
 
 // sigscopeCompatPrograms contains all programs after they have been loaded into the kernel.

@@ -101,6 +101,9 @@ type Tracer struct {
 
 	nets        *ebpf.Map // stopping_nets; nil without the connection count
 	seesRefused bool      // see SeesRefused
+	// netCgroups is the count split by socket cgroup (stopping_conns);
+	// nil when the kernel's sockets have no cgroup to read.
+	netCgroups *ebpf.Map
 }
 
 // The two builds of kernel/sigscope.bpf.c; see [Tracer.Object].
@@ -233,6 +236,9 @@ func New(opts Options) (*Tracer, error) {
 		counters: coll.Maps[sigscopeMapEventCounters]}
 	if !opts.NoConnections {
 		t.nets, t.seesRefused = coll.Maps[sigscopeMapStoppingNets], seesRefused
+		if sockHasCgroup(kspec) {
+			t.netCgroups = coll.Maps[sigscopeMapStoppingConns]
+		}
 	}
 	for _, name := range append([]string{sigscopeProgHandleGenerate, sigscopeProgHandleDeliver, keep, oomKeep, sigscopeProgHandleExec}, netProgs...) {
 		p := coll.Programs[name]

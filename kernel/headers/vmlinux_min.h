@@ -163,12 +163,24 @@ struct sock_common {
 	possible_net_t skc_net;
 } __attribute__((preserve_access_index));
 
+/* The socket's cgroup v2 (its creator's): a pointer since Linux 5.15; before,
+ * a word that holds the pointer unless its low bit is set (the v1 net_cls
+ * and net_prio data, and then the root cgroup). */
+struct sock_cgroup_data {
+	struct cgroup *cgroup;
+} __attribute__((preserve_access_index));
+
+struct sock_cgroup_data___old {
+	u64 val;
+} __attribute__((preserve_access_index));
+
 /* sk_max_ack_backlog's size differs between kernels: read with
  * BPF_CORE_READ_BITFIELD_PROBED, which takes the running kernel's. */
 struct sock {
 	struct sock_common __sk_common;
 	u32 sk_max_ack_backlog;
 	u16 sk_protocol;
+	struct sock_cgroup_data sk_cgrp_data;
 } __attribute__((preserve_access_index));
 
 struct net_device {
