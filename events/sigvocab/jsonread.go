@@ -189,7 +189,7 @@ func connsFromJSON(j *ConnectionsJSON) (*Connections, error) {
 	if j.ByCgroup != nil {
 		c.SeesCgroups = true
 		for _, g := range *j.ByCgroup {
-			c.ByCgroup = append(c.ByCgroup, CgroupCounts{CgroupID: g.CgroupID, N: g.N})
+			c.ByCgroup = append(c.ByCgroup, CgroupCounts(g))
 		}
 	}
 	return c, nil

@@ -78,7 +78,7 @@ func referenceJSON(e *sigvocab.Event) ([]byte, error) {
 		if c.SeesCgroups {
 			by := []sigvocab.CgroupCountsJSON{}
 			for _, g := range c.ByCgroup {
-				by = append(by, sigvocab.CgroupCountsJSON{CgroupID: g.CgroupID, N: g.N})
+				by = append(by, sigvocab.CgroupCountsJSON(g))
 			}
 			cj.ByCgroup = &by
 		}
