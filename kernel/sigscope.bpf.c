@@ -545,6 +545,29 @@ static __always_inline __u32 task_netns(struct task_struct *t, bool is_cur)
 	return task_read(is_cur, nsp, net_ns, ns.inum);
 }
 
+/* A network namespace's generation (struct net's hash_mix): with its
+ * inode, which namespace it is; 0 where the kernel has no hash_mix. */
+static __always_inline __u32 net_gen(const struct net *net)
+{
+	if (!bpf_core_field_exists(net->hash_mix))
+		return 0;
+	return BPF_CORE_READ(net, hash_mix);
+}
+
+/* st, the entry of a namespace's inode, if it is this namespace's (gen):
+ * an entry user space began (no generation yet) adopts it; one another
+ * namespace of the same inode left behind is not this one's. */
+static __always_inline struct net_stats *watched_net(struct net_stats *st, __u32 gen)
+{
+	if (!st)
+		return NULL;
+	if (!st->net_gen)
+		st->net_gen = gen;
+	else if (gen && st->net_gen != gen)
+		return NULL;
+	return st;
+}
+
 /* The target's network namespace; when a stop signal comes into it from
  * another one (the runtime's), add it to stopping_nets (a namespace already
  * there keeps its beginning) and set FACT_NET_WATCHED. A full table leaves
@@ -565,14 +588,25 @@ static __always_inline __u32 watch_net(int sig, struct task_struct *cur, struct 
 			*facts |= FACT_NET_SHARED;
 		return netns;
 	}
-	if (!bpf_map_lookup_elem(&stopping_nets, &netns)) {
-		struct net_stats init = {};
+	{
+		struct nsproxy *nsp = BPF_CORE_READ(task, nsproxy);
+		__u32 gen = nsp ? net_gen(BPF_CORE_READ(nsp, net_ns)) : 0;
+		struct net_stats *st = bpf_map_lookup_elem(&stopping_nets, &netns);
 
-		init.begin_ns = now; /* the signal's own time: the count begins at it */
-		bpf_map_update_elem(&stopping_nets, &netns, &init, BPF_NOEXIST);
+		if (st && st->net_gen && gen && st->net_gen != gen)
+			st = NULL; /* a dead namespace's, of the same inode: begin anew */
+		if (!st) {
+			struct net_stats init = {};
+
+			init.begin_ns = now; /* the signal's own time: the count begins at it */
+			init.net_gen = gen;
+			/* BPF_ANY replaces a dead namespace's entry; two CPUs
+			 * beginning at once leave one of two equal beginnings. */
+			bpf_map_update_elem(&stopping_nets, &netns, &init, BPF_ANY);
+		}
+		if (watched_net(bpf_map_lookup_elem(&stopping_nets, &netns), gen))
+			*facts |= FACT_NET_WATCHED;
 	}
-	if (bpf_map_lookup_elem(&stopping_nets, &netns))
-		*facts |= FACT_NET_WATCHED;
 	return netns;
 }
 
@@ -598,8 +632,15 @@ static __always_inline void net_count(struct net_stats *st, __u32 kind, __u64 no
  * the path of every TCP state change of the node, no helper call. */
 static __always_inline struct net_stats *stopping_net_of(const struct sock *sk, __u32 *netns)
 {
-	*netns = sk->__sk_common.skc_net.net->ns.inum;
-	return bpf_map_lookup_elem(&stopping_nets, netns);
+	struct net *net = sk->__sk_common.skc_net.net;
+
+	struct net_stats *st;
+
+	*netns = net->ns.inum;
+	st = bpf_map_lookup_elem(&stopping_nets, netns);
+	if (!st)
+		return NULL; /* outside a stop: this one look-up */
+	return watched_net(st, net_gen(net));
 }
 
 /* The cgroup v2 id of the process that made sk; 0 when unknown. Only on a
@@ -739,6 +780,7 @@ SEC("tp_btf/tcp_send_reset")
 int BPF_PROG(handle_tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 {
 	struct net_stats *st;
+	struct net *net;
 	unsigned char *head;
 	__u8 flags = 0;
 	__u32 netns;
@@ -746,8 +788,9 @@ int BPF_PROG(handle_tcp_rst_sent, const struct sock *sk, const struct sk_buff *s
 
 	if (sk || !skb)
 		return 0;
-	netns = skb->dev->nd_net.net->ns.inum;
-	st = bpf_map_lookup_elem(&stopping_nets, &netns);
+	net = skb->dev->nd_net.net;
+	netns = net->ns.inum;
+	st = watched_net(bpf_map_lookup_elem(&stopping_nets, &netns), net_gen(net));
 	if (!st)
 		return 0;
 	head = skb->head;

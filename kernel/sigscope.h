@@ -63,6 +63,12 @@ struct net_stats {
 	__u64 count[NET_KINDS];
 	__u64 first_ns[NET_KINDS];  /* 0: none yet */
 	__u64 last_ns[NET_KINDS];
+	/* Which namespace of that inode: its struct net's hash_mix, random
+	 * per namespace; 0 until the first event adopts it (a watch user space
+	 * began). Inodes are recycled at once (the lowest free number), so an
+	 * entry left by a dead namespace must never count for its successor. */
+	__u32 net_gen;
+	__u32 _pad;
 };
 
 /* The same counts split by the cgroup v2 of the process that made each

@@ -266,3 +266,108 @@ func TestConnectionFates(t *testing.T) {
 		}
 	}
 }
+
+// Network namespace inodes are recycled at once (the lowest free number):
+// a watch a dead namespace left behind must not count for the next
+// namespace of its inode. The kernel tells them apart by the namespace's
+// hash_mix (random per namespace): an entry of another generation counts
+// nothing, and a stop signal into the new namespace begins the count anew
+// at itself; an entry user space began (a preStop hook's) adopts the
+// namespace of the first connection it sees.
+func TestRecycledNamespaceInode(t *testing.T) {
+	c := startCollector(t, Options{})
+	if !c.t.CountsConnections() {
+		t.Fatal("the tracer does not count connections on this kernel")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := exec.Command("unshare", "-n", self)
+	srv.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=tcpserver")
+	stdin, _ := srv.StdinPipe()
+	stdoutPipe, _ := srv.StdoutPipe()
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	stdout := bufio.NewReader(stdoutPipe)
+	if line, err := stdout.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("server: %q, %v", line, err)
+	}
+	pid := srv.Process.Pid
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
+		t.Fatal(err)
+	}
+	netns := uint32(st.Ino)
+	accepted := 0
+	dial := func(n int) {
+		t.Helper()
+		inNetNS(t, pid, func() {
+			for range n {
+				conn, err := net.DialTimeout("tcp", "127.0.0.1:8080", 2*time.Second)
+				if err != nil {
+					t.Errorf("dial: %v", err)
+					continue
+				}
+				defer conn.Close()
+			}
+		})
+		accepted += n
+		if _, err := fmt.Fprintf(stdin, "count %d\n", accepted); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := stdout.ReadString('\n'); err != nil || line != "ok\n" {
+			t.Fatalf("server: %q, %v", line, err)
+		}
+	}
+	entry := func() sigscopeNetStats {
+		t.Helper()
+		var e sigscopeNetStats
+		if err := c.t.nets.Lookup(netns, &e); err != nil {
+			t.Fatalf("the namespace's entry: %v", err)
+		}
+		return e
+	}
+
+	// What a dead namespace of this inode left: another generation.
+	stale := sigscopeNetStats{BeginNs: 1, NetGen: 0x5eed}
+	if err := c.t.nets.Put(netns, &stale); err != nil {
+		t.Fatal(err)
+	}
+	dial(2)
+	if e := entry(); e.Count[sigvocab.NetAccepted] != 0 || e.BeginNs != 1 {
+		t.Fatalf("a stale entry counted this namespace's connections: %+v", e)
+	}
+	testutil.Run(t, "kill", "-TERM", strconv.Itoa(pid))
+	term := c.waitFor(t, "SIGTERM", isGenerate(sigvocab.SIGTERM, pid))
+	if term.NetNS != netns || term.Facts&sigvocab.FactNetWatched == 0 {
+		t.Fatalf("SIGTERM: netns %d facts %#x, want %d watched", term.NetNS, term.Facts, netns)
+	}
+	e := entry()
+	if e.BeginNs != term.BootNS || e.NetGen == 0 || e.NetGen == stale.NetGen {
+		t.Fatalf("after the stop signal: begin %d (the SIGTERM's %d), generation %#x: want a new count of this namespace", e.BeginNs, term.BootNS, e.NetGen)
+	}
+	dial(1)
+	if got, err := c.t.Connections(netns); err != nil || got.Counts[sigvocab.NetAccepted].N != 1 {
+		t.Fatalf("after the stop signal: %+v, %v; want 1 accepted", got, err)
+	}
+	gen := e.NetGen
+
+	// A watch user space begins adopts the namespace it first sees.
+	if err := c.t.Unwatch(netns); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.t.Watch(netns, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if e := entry(); e.NetGen != 0 {
+		t.Fatalf("a watch user space began has generation %#x", e.NetGen)
+	}
+	dial(1)
+	if e := entry(); e.NetGen != gen || e.Count[sigvocab.NetAccepted] != 1 {
+		t.Errorf("after a connection: generation %#x (the namespace's %#x), accepted %d", e.NetGen, gen, e.Count[sigvocab.NetAccepted])
+	}
+}

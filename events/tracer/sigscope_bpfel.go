@@ -111,6 +111,8 @@ type sigscopeNetStats struct {
 	Count   [8]uint64
 	FirstNs [8]uint64
 	LastNs  [8]uint64
+	NetGen  uint32
+	Pad     uint32
 }
 
 type sigscopeProc struct {

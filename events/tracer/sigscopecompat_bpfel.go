@@ -39,6 +39,8 @@ type sigscopeCompatNetStats struct {
 	Count   [8]uint64
 	FirstNs [8]uint64
 	LastNs  [8]uint64
+	NetGen  uint32
+	Pad     uint32
 }
 
 type sigscopeCompatTargetKey struct {

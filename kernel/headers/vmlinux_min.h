@@ -146,6 +146,7 @@ struct task_struct {
 /* Networking: what the connection programs read. */
 struct net {
 	struct ns_common ns;
+	u32 hash_mix; /* random, drawn when the namespace is made */
 } __attribute__((preserve_access_index));
 
 typedef struct {
