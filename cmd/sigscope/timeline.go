@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -175,12 +176,21 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	resolver := container.NewResolver(f.runtime.options())
 	defer resolver.Close()
 	annotate := func(ep *timeline.Episode) { kubemeta.NotLearnt(ep, "no API server (--kubeconfig)") }
+	var pipe atomic.Pointer[pipeline.Pipeline]
 	if f.kubeconfig != "" {
 		client, err := kubeClient(f.kubeconfig)
 		if err != nil {
 			return fmt.Errorf("--kubeconfig: %w", err)
 		}
 		pods := kubemeta.New(client, "", slog.Default())
+		// A sleep or httpGet preStop hook's start begins the count of the
+		// container's connections; the pipeline loads after the informers
+		// start.
+		pods.OnHookStart = func(h kubemeta.HookStart) {
+			if p := pipe.Load(); p != nil {
+				p.CountFromHooks(h)
+			}
+		}
 		// The informers stop before runTimeline returns (deferred calls
 		// run last first: cancel, then Wait).
 		var informers sync.WaitGroup
@@ -207,6 +217,8 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		return err
 	}
 	defer p.Close()
+	pipe.Store(p)
+	defer pipe.Store(nil)
 	engine = p.Engine()
 	runErr := p.Run(ctx)
 	if err := flush(); err != nil && runErr == nil {

@@ -182,6 +182,9 @@ func TestPodDeletionTraffic(t *testing.T) {
 		won           bool // the endpoint surely left first
 	}{
 		{name: "prestop", preStop: `{"exec": {"command": ["sleep", "2"]}}`, won: true},
+		// The kubelet's own sleep: nothing in the container marks the
+		// hook's start; the API server's report of the deletion does.
+		{name: "sleep", preStop: `{"sleep": {"seconds": 2}}`, won: true},
 		{name: "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

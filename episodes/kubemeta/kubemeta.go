@@ -68,11 +68,32 @@ type Pods struct {
 	slicesErr    atomic.Pointer[string]
 	now          func() time.Time // the informers' observation time; time.Now but in tests
 
+	// OnHookStart, when set before Run, is called (on the informer's
+	// goroutine, outside any lock: keep it short) for each deletion seen
+	// as it happened of a pod with a sleep or httpGet preStop hook.
+	OnHookStart func(HookStart)
+
 	mu        sync.Mutex
 	pods      map[string]*podState // "namespace/name"
 	kills     map[string][]killing
 	endpoints map[string]*podEndpoints // by the pod's "namespace/name"
 	order     []string                 // keys in the order first seen, for the bound
+}
+
+// HookStart is a pod's deletion as this process saw it happen, with the
+// containers whose preStop hook the kubelet runs itself (sleep, httpGet):
+// nothing in such a container marks the hook's start, which begins its
+// stop.
+type HookStart struct {
+	Namespace, Pod string
+	At             time.Time // when the informer saw the deletion
+	Containers     []HookedContainer
+}
+
+// HookedContainer is a container of a HookStart.
+type HookedContainer struct {
+	Name, ID string    // ID without the runtime's scheme
+	Until    time.Time // the hook's end at the latest: At plus its sleep, or plus the grace period
 }
 
 // New returns Pods for node ("" for every node). Run starts it.
@@ -151,6 +172,12 @@ func (p *Pods) pod(o any) {
 		return
 	}
 	key := pod.Namespace + "/" + pod.Name
+	var hooks *HookStart
+	defer func() { // after the unlock: deferred calls run last first
+		if hooks != nil && p.OnHookStart != nil {
+			p.OnHookStart(*hooks)
+		}
+	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.remember(key)
@@ -174,6 +201,8 @@ func (p *Pods) pod(o any) {
 			if g := st.deleteGrace; g != nil && *g > 0 {
 				st.deleteSeen = st.deletedAt.Add(-time.Duration(*g) * time.Second)
 			}
+		} else {
+			hooks = hookStart(pod, st.deleteSeen)
 		}
 	}
 	if o := WorkloadOf(pod); o != nil {
@@ -361,4 +390,44 @@ func NotLearnt(ep *timeline.Episode, why string) {
 		return
 	}
 	ep.NotLearnt = append(ep.NotLearnt, fmt.Sprintf("stop_reason, owner and the applied grace period: %s", why))
+}
+
+// hookStart is the deletion of pod, seen at at, when a container of it has
+// a preStop hook the kubelet runs itself (sleep, httpGet); nil otherwise,
+// and for a pod on the node's network, whose connections are the node's.
+func hookStart(pod *corev1.Pod, at time.Time) *HookStart {
+	if pod.Spec.HostNetwork {
+		return nil
+	}
+	grace := int64(30)
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		grace = *g
+	} else if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = *g
+	}
+	ids := map[string]string{}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if _, id, ok := strings.Cut(cs.ContainerID, "://"); ok {
+			ids[cs.Name] = id
+		}
+	}
+	var h *HookStart
+	for _, c := range pod.Spec.Containers {
+		if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || ids[c.Name] == "" {
+			continue
+		}
+		ps := c.Lifecycle.PreStop
+		until := at.Add(time.Duration(grace) * time.Second)
+		switch {
+		case ps.Sleep != nil:
+			until = at.Add(time.Duration(min(ps.Sleep.Seconds, grace)) * time.Second)
+		case ps.HTTPGet == nil:
+			continue // exec: the hook's own exec marks its start
+		}
+		if h == nil {
+			h = &HookStart{Namespace: pod.Namespace, Pod: pod.Name, At: at}
+		}
+		h.Containers = append(h.Containers, HookedContainer{Name: c.Name, ID: ids[c.Name], Until: until})
+	}
+	return h
 }

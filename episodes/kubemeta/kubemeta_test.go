@@ -141,3 +141,48 @@ func TestWorkloadOf(t *testing.T) {
 		}
 	}
 }
+
+// A pod deletion seen as it happens calls OnHookStart for the containers
+// whose preStop hook the kubelet runs itself (sleep, httpGet), each with the
+// hook's end at the latest; not for an exec hook (its own exec marks its
+// start), a pod first seen already deleted, a pod on the node's network,
+// nor a second update of the same deletion.
+func TestHookStart(t *testing.T) {
+	now := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
+	p := New(nil, "", nil)
+	p.now = func() time.Time { return now }
+	var got []HookStart
+	p.OnHookStart = func(h HookStart) { got = append(got, h) }
+	grace := int64(20)
+	withHooks := func(q *corev1.Pod) {
+		q.Spec.Containers = []corev1.Container{
+			{Name: "app", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}},
+			{Name: "proxy", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/drain"}}}},
+			{Name: "batch", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", "3"}}}}},
+			{Name: "plain"},
+		}
+		q.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", ContainerID: "containerd://aaa"},
+			{Name: "proxy", ContainerID: "containerd://bbb"}, {Name: "batch", ContainerID: "containerd://ccc"}, {Name: "plain", ContainerID: "containerd://ddd"}}
+	}
+	deleted := func(q *corev1.Pod) {
+		withHooks(q)
+		ts := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
+		q.DeletionTimestamp, q.DeletionGracePeriodSeconds = &ts, &grace
+	}
+	p.pod(pod("web", withHooks))
+	now = now.Add(time.Minute)
+	p.pod(pod("web", deleted))
+	p.pod(pod("web", deleted)) // the same deletion again
+	want := []HookStart{{Namespace: "shop", Pod: "web", At: now, Containers: []HookedContainer{
+		{Name: "app", ID: "aaa", Until: now.Add(5 * time.Second)}, {Name: "proxy", ID: "bbb", Until: now.Add(20 * time.Second)}}}}
+	if len(got) != 1 || got[0].At != want[0].At || len(got[0].Containers) != 2 || got[0].Containers[0] != want[0].Containers[0] || got[0].Containers[1] != want[0].Containers[1] {
+		t.Fatalf("hook starts %+v, want %+v", got, want)
+	}
+	got = nil
+	p.pod(pod("old", deleted)) // first seen deleted: its hooks began unseen
+	p.pod(pod("hostnet", func(q *corev1.Pod) { withHooks(q); q.Spec.HostNetwork = true }))
+	p.pod(pod("hostnet", func(q *corev1.Pod) { deleted(q); q.Spec.HostNetwork = true }))
+	if len(got) != 0 {
+		t.Errorf("hook starts %+v, want none", got)
+	}
+}

@@ -2,11 +2,17 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sigscope/sigscope/containers/container"
 	"github.com/sigscope/sigscope/containers/identity"
+	"github.com/sigscope/sigscope/episodes/kubemeta"
 	"github.com/sigscope/sigscope/episodes/timeline"
 	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/events/tracer"
@@ -65,6 +71,10 @@ type Pipeline struct {
 	// hooks are the namespaces watched from a preStop hook's start
 	// (watchHook), until a stop signal takes the count up.
 	hooks map[uint32]hookWatch
+	// hookStarts are the counts HookStarted handed over from other
+	// goroutines, for the reader to begin (takeHookStarts).
+	hookMu     sync.Mutex
+	hookStarts []hookStart
 	// following are the namespaces followed without a timeline
 	// (Options.Connections).
 	following map[uint32]*followed
@@ -112,6 +122,93 @@ func (p *Pipeline) watchHook(e *sigvocab.Event, target *identity.Info) {
 				h.ended = e.Time
 				p.hooks[netns] = h
 			}
+		}
+	}
+}
+
+// HookStarted begins the count of a container's connections at the start
+// of a preStop hook the kubelet runs itself (sleep, httpGet), which nothing
+// in the container marks: the API server's report of its pod's deletion
+// (kubemeta.HookStart) is the start, at. Until is the hook's end at the
+// latest: a count no stop signal took up hookGrace after it is let go.
+// Safe from any goroutine: it finds the container's network namespace
+// (its main process's, from the resolver and /proc) and hands the watch to
+// the reader, which it wakes.
+func (p *Pipeline) HookStarted(containerID string, at, until time.Time) error {
+	if p.t == nil || !p.t.CountsConnections() || p.engine == nil {
+		return nil
+	}
+	r := p.opts.Resolver
+	if r == nil {
+		return errors.New("no resolver: the container's process is not known")
+	}
+	pid := 0
+	if info, _ := r.Known(containerID); info != nil {
+		pid = info.MainPID
+	}
+	if pid == 0 {
+		// Not looked up yet: ask the runtimes.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		runs, err := r.ListRunning(ctx)
+		cancel()
+		for _, run := range runs {
+			if run.Info.ID == containerID {
+				pid = run.PID
+			}
+		}
+		if pid == 0 {
+			return fmt.Errorf("container %.12s: its main process is not known (%v)", containerID, err)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
+		return fmt.Errorf("container %.12s: its network namespace: %w", containerID, err)
+	}
+	p.hookMu.Lock()
+	if len(p.hookStarts) < maxHeld {
+		p.hookStarts = append(p.hookStarts, hookStart{netns: uint32(st.Ino), at: at, until: until})
+	}
+	p.hookMu.Unlock()
+	p.t.Wake()
+	return nil
+}
+
+// CountFromHooks begins, for each container of h, the count of its
+// connections at its preStop hook's start (HookStarted), in the background:
+// fit for kubemeta.Pods.OnHookStart, which runs on the informer's goroutine.
+func (p *Pipeline) CountFromHooks(h kubemeta.HookStart) {
+	go func() {
+		for _, c := range h.Containers {
+			if err := p.HookStarted(c.ID, h.At, c.Until); err != nil {
+				p.log().Warn("counting connections from a preStop hook", "pod", h.Namespace+"/"+h.Pod, "container", c.Name, "error", err)
+			}
+		}
+	}()
+}
+
+// hookStart is a HookStarted the reader has yet to act on.
+type hookStart struct {
+	netns     uint32
+	at, until time.Time
+}
+
+// takeHookStarts begins the counts HookStarted handed over, on the
+// reader's goroutine.
+func (p *Pipeline) takeHookStarts() {
+	p.hookMu.Lock()
+	starts := p.hookStarts
+	p.hookStarts = nil
+	p.hookMu.Unlock()
+	for _, h := range starts {
+		if err := p.t.Watch(h.netns, h.at); err != nil {
+			p.log().Warn("counting connections from a preStop hook", "netns", h.netns, "error", err)
+			continue
+		}
+		if p.hooks == nil {
+			p.hooks = make(map[uint32]hookWatch)
+		}
+		if len(p.hooks) < maxHeld {
+			p.hooks[h.netns] = hookWatch{ended: h.until}
 		}
 	}
 }
@@ -234,6 +331,7 @@ func New(opts Options) (*Pipeline, error) {
 				p.lossAt = time.Time{}
 			}
 			p.noteLoss(now)
+			p.takeHookStarts()
 			p.endHooks(now)
 			p.err = p.readConnections(now, p.engine.ConnectionsDue(now))
 			if p.err == nil {

@@ -110,7 +110,11 @@ type ring struct {
 	scratch  []byte  // a record that wraps around the end of the ring, made contiguous
 
 	epfd, evfd, bellFD int
-	epEvents           [2]unix.EpollEvent
+	// nudgeFD wakes the reader for its Idle call (nudge), unlike evfd,
+	// which ends Run; nudged says it did, read by Run's goroutine only.
+	nudgeFD  int
+	nudged   bool
+	epEvents [3]unix.EpollEvent
 
 	mu      sync.Mutex
 	active  bool // a Run is using the mappings
@@ -122,7 +126,7 @@ type ring struct {
 }
 
 func newRing(events, doorbell, state *ebpf.Map) (_ *ring, err error) {
-	r := &ring{epfd: -1, evfd: -1}
+	r := &ring{epfd: -1, evfd: -1, nudgeFD: -1}
 	defer func() {
 		if err != nil {
 			r.free()
@@ -164,7 +168,31 @@ func newRing(events, doorbell, state *ebpf.Map) (_ *ring, err error) {
 		&unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.evfd)}); err != nil {
 		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
 	}
+	if r.nudgeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, r.nudgeFD,
+		&unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.nudgeFD)}); err != nil {
+		return nil, fmt.Errorf("epoll_ctl eventfd: %w", err)
+	}
 	return r, nil
+}
+
+// nudge wakes a sleeping or lingering reader once, for its Idle call.
+func (r *ring) nudge() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.freed {
+		var one = [8]byte{1}
+		_, _ = unix.Write(r.nudgeFD, one[:])
+	}
+}
+
+// takeNudge reports whether a nudge woke the reader since the last call.
+func (r *ring) takeNudge() bool {
+	n := r.nudged
+	r.nudged = false
+	return n
 }
 
 // drain hands fn each record written since the last drain, in order, until
@@ -288,8 +316,13 @@ func (r *ring) wait(timeout time.Duration) (rang bool, err error) {
 		}
 		r.polls.Add(1)
 		for _, ev := range r.epEvents[:n] {
-			if int(ev.Fd) == r.bellFD {
+			switch int(ev.Fd) {
+			case r.bellFD:
 				rang = true
+			case r.nudgeFD:
+				var buf [8]byte
+				_, _ = unix.Read(r.nudgeFD, buf[:])
+				r.nudged = true
 			}
 		}
 		return rang, nil
@@ -362,12 +395,12 @@ func (r *ring) free() {
 		_ = unix.Munmap(r.state)
 		r.state, r.sleeping = nil, nil
 	}
-	for _, fd := range []int{r.epfd, r.evfd} {
+	for _, fd := range []int{r.epfd, r.evfd, r.nudgeFD} {
 		if fd >= 0 {
 			_ = unix.Close(fd)
 		}
 	}
-	r.epfd, r.evfd = -1, -1
+	r.epfd, r.evfd, r.nudgeFD = -1, -1, -1
 }
 
 // syncPrograms waits until no program run that began before it is still

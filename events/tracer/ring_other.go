@@ -35,6 +35,8 @@ func (r *ring) linger(time.Duration) error                         { return nil 
 func (r *ring) start() bool                                        { return false }
 func (r *ring) stop()                                              {}
 func (r *ring) interrupt()                                         {}
+func (r *ring) nudge()                                             {}
+func (r *ring) takeNudge() bool                                    { return false }
 func (r *ring) closed() bool                                       { return true }
 func (r *ring) close()                                             {}
 

@@ -304,6 +304,15 @@ func explainLoadError(err error) error {
 // ErrStop may be returned by a [Tracer.Run] callback to end the run at once.
 var ErrStop = errors.New("stop tracing")
 
+// Wake has Run call Options.Idle soon, even with no event and no deadline
+// due: for work another goroutine handed the reader (the pipeline's watch
+// of a pod whose deletion the API server reported). Safe from any goroutine.
+func (t *Tracer) Wake() {
+	if r := t.rd; r != nil {
+		r.nudge()
+	}
+}
+
 // Run reads events and calls fn for each, on the calling goroutine, until ctx
 // ends or fn returns an error. The *Event is reused: copy what you keep.
 //
@@ -368,7 +377,8 @@ func (t *Tracer) Run(ctx context.Context, fn func(*sigvocab.Event) error) error 
 			}
 			return err
 		}
-		if t.opts.Idle != nil && (n > 0 || (!next.IsZero() && !time.Now().Before(next))) {
+		nudged := r.takeNudge()
+		if t.opts.Idle != nil && (n > 0 || nudged || (!next.IsZero() && !time.Now().Before(next))) {
 			next = t.opts.Idle()
 		}
 		if ctx.Err() != nil {

@@ -107,7 +107,10 @@ type Agent struct {
 	exp      *exporter.Exporter
 	reg      *prometheus.Registry
 	pods     *kubemeta.Pods // why containers were stopped; nil without a Kubernetes client
-	started  time.Time
+	// pipe is the running pipeline, for the informers' goroutine
+	// (kubemeta's OnHookStart); nil until it is loaded.
+	pipe    atomic.Pointer[pipeline.Pipeline]
+	started time.Time
 
 	ring  *episodeRing
 	audit auditState
@@ -215,6 +218,11 @@ func New(opts Options) (*Agent, error) {
 	if opts.KubeEvents {
 		a.outputs = append(a.outputs, kubeevents.New(opts.KubeClient, opts.NodeName, kubeevents.Options{Logger: opts.Logger}))
 		a.pods = kubemeta.New(opts.KubeClient, opts.NodeName, opts.Logger)
+		a.pods.OnHookStart = func(h kubemeta.HookStart) {
+			if p := a.pipe.Load(); p != nil {
+				p.CountFromHooks(h)
+			}
+		}
 	}
 	if opts.OTLP != nil {
 		o := *opts.OTLP
@@ -280,6 +288,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	// The tracer is closed once its reader has returned, and before the
 	// resolver it looks containers up with.
 	defer p.Close()
+	a.pipe.Store(p)
+	defer a.pipe.Store(nil)
 	if gctx.Err() != nil {
 		// A server failed, or ctx ended, while the programs loaded.
 		endOutputs()
