@@ -139,3 +139,85 @@ func TestPipelineEpisodeAtDeadline(t *testing.T) {
 		t.Errorf("episodes %+v, want the init's, killed", eps)
 	}
 }
+
+// A count begun at a hook-like exec is let go when no stop signal follows
+// within hookGrace of the exec's end (a kubectl exec of the hook's program,
+// say), and so is one begun at a sleep hook's start (HookStarted) past the
+// hook's end; a stop signal takes a count up. Through the real tracer's
+// table of watched namespaces.
+func TestHookCountLetGo(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	p, err := New(Options{Tracer: tracer.Options{Signals: sigvocab.DefaultSignals}, Timeline: &timeline.Options{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if !p.t.CountsConnections() {
+		t.Fatal("the tracer does not count connections on this kernel")
+	}
+	watched := func(netns uint32) bool {
+		t.Helper()
+		w, err := p.t.Watched()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := w[netns]
+		return ok
+	}
+	info := &identity.Info{PreStop: &identity.Hook{Kind: "exec", Command: []string{"/bin/sleep", "2"}}}
+	base := time.Now()
+	exec := func(netns, pid uint32, comm string, at time.Time) {
+		e := sigvocab.Event{Kind: sigvocab.KindExec, Time: at, NetNS: netns, Target: sigvocab.Process{PID: pid}}
+		copy(e.Target.Comm[:], comm)
+		p.watchHook(&e, info)
+	}
+	exit := func(pid uint32, at time.Time) {
+		p.watchHook(&sigvocab.Event{Kind: sigvocab.KindExit, Time: at, Target: sigvocab.Process{PID: pid}}, info)
+	}
+	const lone, stopped, other, slept = 4000000101, 4000000102, 4000000103, 4000000104
+	t.Cleanup(func() {
+		for _, n := range []uint32{lone, stopped, other, slept} {
+			_ = p.t.Unwatch(n)
+		}
+	})
+
+	// An exec of the hook's program that no stop signal follows.
+	exec(lone, 4101, "sleep", base)
+	exec(other, 4103, "curl", base) // not the hook's program: no count
+	if !watched(lone) || watched(other) {
+		t.Fatalf("after the execs: hook's %v, another program's %v", watched(lone), watched(other))
+	}
+	exit(4101, base.Add(time.Second))
+	p.endHooks(base.Add(time.Second + hookGrace))
+	if !watched(lone) {
+		t.Fatal("let go within hookGrace of the exec's end")
+	}
+	p.endHooks(base.Add(time.Second + hookGrace + time.Millisecond))
+	if watched(lone) {
+		t.Error("a count no stop signal took up is still watched past hookGrace")
+	}
+
+	// A real hook: the stop signal follows and takes the count up.
+	exec(stopped, 4102, "sleep", base)
+	exit(4102, base.Add(2*time.Second))
+	p.watchHook(&sigvocab.Event{Kind: sigvocab.KindGenerate, Time: base.Add(2 * time.Second), NetNS: stopped, Signal: sigvocab.SIGTERM}, info)
+	p.endHooks(base.Add(time.Minute))
+	if _, held := p.hooks[stopped]; held {
+		t.Error("the stop signal did not take the count up")
+	}
+
+	// A sleep hook, from the API server's report of the deletion.
+	p.hookStarts = []hookStart{{netns: slept, at: base, until: base.Add(5 * time.Second)}}
+	p.takeHookStarts()
+	if w, _ := p.t.Watched(); w[slept].Sub(base).Abs() > time.Millisecond {
+		t.Fatalf("sleep hook: watched since %v, want %v", w[slept], base)
+	}
+	p.endHooks(base.Add(5*time.Second + hookGrace))
+	if !watched(slept) {
+		t.Fatal("a sleep hook's count let go before its end and hookGrace")
+	}
+	p.endHooks(base.Add(5*time.Second + hookGrace + time.Millisecond))
+	if watched(slept) {
+		t.Error("a sleep hook's count no stop signal took up is still watched")
+	}
+}
