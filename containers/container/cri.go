@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -28,14 +29,43 @@ type criClient struct {
 	conn *grpc.ClientConn
 	rt   runtimeapi.RuntimeServiceClient
 	name string // runtime name from Version, once known
+	// notCRI is the socket file found to serve no CRI API (a containerd
+	// with its CRI plugin disabled, as Docker's own is): not a runtime to
+	// ask while that file stays.
+	notCRI atomic.Pointer[fileID]
 }
+
+// errNoCRI is a CRI socket's answer that it serves no CRI API
+// (codes.Unimplemented): a runtime that is absent, not one that fails.
+var errNoCRI = errors.New("the socket serves no CRI API")
 
 func newCRIClient(socket string) *criClient { return &criClient{socket: socket} }
 
-// present reports whether the socket exists. A node runs one or two of the
-// runtimes sigscope knows: a missing socket is a runtime that is not
-// installed, not an error, and it is not dialled.
-func (c *criClient) present() bool { return isSocket(c.socket) }
+// present reports whether the socket exists and may serve the CRI API. A
+// node runs one or two of the runtimes sigscope knows: a missing socket is
+// a runtime that is not installed, not an error, and it is not dialled;
+// nor is a socket that answered it serves no CRI API.
+func (c *criClient) present() bool {
+	if !isSocket(c.socket) {
+		return false
+	}
+	if id := c.notCRI.Load(); id != nil && *id == socketFile(c.socket) {
+		return false
+	}
+	return true
+}
+
+// noCRI turns a call's Unimplemented (the service, not a method a newer
+// API added) into errNoCRI, and remembers the socket file that said it.
+func (c *criClient) noCRI(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unimplemented && strings.Contains(st.Message(), "unknown service") {
+		id := socketFile(c.socket)
+		c.notCRI.Store(&id)
+		return fmt.Errorf("%w (%v)", errNoCRI, err)
+	}
+	return err
+}
 
 func (c *criClient) client() (runtimeapi.RuntimeServiceClient, error) {
 	c.mu.Lock()
@@ -45,7 +75,8 @@ func (c *criClient) client() (runtimeapi.RuntimeServiceClient, error) {
 	}
 	conn, err := grpc.NewClient("unix://"+c.socket,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResponse)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResponse)),
+		grpc.WithUnaryInterceptor(c.noCRI))
 	if err != nil {
 		return nil, fmt.Errorf("CRI %s: %w", c.socket, err)
 	}

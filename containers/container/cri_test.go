@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -325,5 +326,42 @@ func TestCRISignal(t *testing.T) {
 	}
 	if len(seen) != 31+31 {
 		t.Errorf("%d distinct signals from CRI's enum, want 62 (1-31 and 34-64)", len(seen))
+	}
+}
+
+// A socket at a CRI path that serves no CRI API (a containerd with its CRI
+// plugin disabled, as Docker's own is on a Docker host) is an absent
+// runtime, not a failing one: a Docker host's containers are named, no
+// error is counted, nothing is said at warn, and the socket is not asked
+// again while it stays the same file.
+func TestSocketWithoutCRI(t *testing.T) {
+	h := newFakeHost(t)
+	d := startFakeDocker(t, map[string]map[string]any{id1: dockerInspectJSON(id1, "web", nil, "", nil, 9)})
+	sock := socketPath(t, "containerd.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer() // no service registered: every call is "unknown service"
+	go s.Serve(l)
+	t.Cleanup(s.Stop)
+	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{sock}})
+	defer r.Close()
+	runs, err := r.ListRunning(context.Background())
+	if err != nil || len(runs) != 1 || runs[0].Info.ID != id1 {
+		t.Fatalf("ListRunning = %+v, %v; want Docker's container and no error", runs, err)
+	}
+	if _, err := r.ListRunning(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if e := r.Errors(); len(e) != 0 {
+		t.Errorf("errors %v: a socket without CRI is no failing runtime", e)
+	}
+	out := h.logs.String()
+	if strings.Contains(out, "level=WARN") || strings.Count(out, "not a CRI runtime") != 1 || !strings.Contains(out, `msg="container runtimes"`) {
+		t.Errorf("log:\n%s\nwant the runtimes found, the socket without CRI said once at info, no warning", out)
+	}
+	if r.runtimes[1].present() {
+		t.Error("the socket without CRI is still asked")
 	}
 }

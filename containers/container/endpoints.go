@@ -83,6 +83,10 @@ func (r *Resolver) fail(source, endpoint string, err error) {
 // (a stall times out every request it holds), and does not lengthen the
 // time the endpoint is left alone; a request sent after that does.
 func (r *Resolver) failSince(source, endpoint string, err error, sent time.Time) {
+	if errors.Is(err, errNoCRI) {
+		r.notARuntime(endpoint, err)
+		return
+	}
 	key := endpoint
 	if key == "" {
 		key = source
@@ -117,6 +121,34 @@ func (r *Resolver) failSince(source, endpoint string, err error, sent time.Time)
 		r.log.Warn("container metadata source failed; container IDs still come from cgroup paths", attrs...)
 	} else {
 		r.log.Debug("container metadata source failed", attrs...)
+	}
+}
+
+// sayFound says, at info, which runtime sockets exist and which do not:
+// most hosts run one runtime, and the others' absence is no error.
+func (r *Resolver) sayFound() {
+	var found, absent []string
+	for _, a := range r.runtimes {
+		if a.present() {
+			found = append(found, a.source()+" "+a.endpoint())
+		} else {
+			absent = append(absent, a.endpoint())
+		}
+	}
+	r.log.Info("container runtimes", "found", found, "absent", absent)
+}
+
+// notARuntime notes a CRI socket that serves no CRI API (a containerd with
+// its CRI plugin disabled: Docker's, on a Docker host): an absent runtime,
+// not a failing one. Not counted; said once, at info.
+func (r *Resolver) notARuntime(endpoint string, err error) {
+	r.errMu.Lock()
+	first := !r.warned["nocri "+endpoint]
+	r.warned["nocri "+endpoint] = true
+	r.errMu.Unlock()
+	if first {
+		r.log.Info("not a CRI runtime: the socket serves no CRI API (a containerd with its CRI plugin disabled, as Docker's is); not asked again",
+			"endpoint", endpoint, "err", err)
 	}
 }
 

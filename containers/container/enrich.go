@@ -263,6 +263,12 @@ func (r *Resolver) ask(ctx context.Context, apis []runtimeAPI, bare *identity.In
 			r.ok(a.source(), a.endpoint())
 			continue
 		}
+		if errors.Is(err, errNoCRI) && !absentToo {
+			// No runtime after all: as if its socket were missing.
+			r.failSince(a.source(), a.endpoint(), err, sent)
+			asked--
+			continue
+		}
 		if err != nil {
 			r.failSince(a.source(), a.endpoint(), err, sent)
 			failed++

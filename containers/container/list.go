@@ -30,9 +30,13 @@ func (r *Resolver) ListRunning(ctx context.Context) ([]identity.Running, error) 
 		if !a.present() {
 			continue
 		}
-		tried = append(tried, a.endpoint())
 		sent := r.now()
 		runs, err := r.listRunning(ctx, a)
+		if errors.Is(err, errNoCRI) {
+			r.failSince(a.source(), a.endpoint(), err, sent) // said once, not counted
+			continue
+		}
+		tried = append(tried, a.endpoint())
 		if err != nil {
 			r.failSince(a.source(), a.endpoint(), err, sent)
 			errs = append(errs, err)

@@ -161,6 +161,7 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 			r.runtimes = append(r.runtimes, newCRIClient(s))
 		}
 		r.warnMissing(given)
+		r.sayFound()
 	}
 	if !opts.NoCgroupWatch {
 		onNew := func(string) {}
