@@ -351,6 +351,56 @@ func TestDockerOOM(t *testing.T) {
 	}
 }
 
+// A child OOM-killed in a container that goes on running is no stop: the
+// timeline shows it as an OOM kill the container survived
+// (oom_kill_survived, with the victim and the memory fix), and the later
+// stop of the same container gets its own episode and verdict.
+func TestDockerOOMChildSurvives(t *testing.T) {
+	img := busyboxImage(t)
+	l := startTimeline(t)
+	// tail buffers /dev/zero without bound; once the OOM killer ends it, the
+	// shell goes on to wait for a sleep, and exits 0 on SIGTERM.
+	id := docker(t, "run", "-d", "--network", "none", "--name", "e2e-oom-child", "-m", "24m", "--memory-swap", "24m",
+		img, "sh", "-c", "trap 'exit 0' TERM; tail /dev/zero; sleep 1000 & wait")
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", "e2e-oom-child").Run() })
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(docker(t, "top", "e2e-oom-child"), "sleep 1000") {
+		if time.Now().After(deadline) {
+			t.Fatal("the child was not OOM-killed (no sleep after it)")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // past the settle time: the OOM kill's record is out
+	docker(t, "stop", "-t", "5", "e2e-oom-child")
+	var oom, stop []episode
+	for _, ep := range l.stop(t) {
+		if ep.Container.ID != id {
+			continue
+		}
+		if ep.Outcome == "oom_kill_survived" {
+			oom = append(oom, ep)
+		} else {
+			stop = append(stop, ep)
+		}
+	}
+	if len(oom) != 1 || len(stop) != 1 {
+		t.Fatalf("%d OOM records and %d stops of the container, want 1 and 1", len(oom), len(stop))
+	}
+	o := oom[0]
+	var victims struct {
+		OOMVictims []struct{ Comm string } `json:"oom_victims"`
+	}
+	if err := json.Unmarshal(o.raw, &victims); err != nil {
+		t.Fatal(err)
+	}
+	if o.ExitAt != "" || o.StopSignal != "" || len(victims.OOMVictims) != 1 || victims.OOMVictims[0].Comm != "tail" || !strings.Contains(o.Hint, "Raise the memory limit") {
+		t.Errorf("OOM record: %s", o.raw)
+	}
+	if s := stop[0]; s.Outcome != "graceful" || s.StopSignal != "SIGTERM" {
+		t.Errorf("the later stop: %s %s, want graceful on SIGTERM", s.Outcome, s.StopSignal)
+	}
+}
+
 // A container carrying kubelet's labels shows its pod, namespace and grace
 // period, and --pod selects it.
 func TestKubernetesLabels(t *testing.T) {

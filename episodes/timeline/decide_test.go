@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,8 @@ import (
 // exit, in the order of decide's rules.
 
 // A child's OOM kill in a container whose PID 1 survives completes Settle
-// after the victim's death, without waiting for PID 1.
+// after the victim's death, without waiting for PID 1: not a stop, but an
+// OOM kill in a running container (oom_kill_survived).
 func TestOOMChildInitSurvives(t *testing.T) {
 	s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "hog", 10))
 	hog := s.kid(5152, 7, "hog")
@@ -33,11 +35,40 @@ func TestOOMChildInitSurvives(t *testing.T) {
 		t.Fatalf("%d episodes after Settle, want 1", len(got))
 	}
 	ep := got[0]
-	if ep.Outcome != OutcomeOOMKilled || !ep.ExitAt.IsZero() || len(ep.OOMVictims) != 1 || ep.OOMVictims[0].PID != hog.PID {
+	if ep.Outcome != OutcomeOOMKillSurvived || ep.Outcome.IsStop() || !ep.ExitAt.IsZero() || len(ep.OOMVictims) != 1 || ep.OOMVictims[0].PID != hog.PID {
 		t.Errorf("outcome %s exit %v victims %+v", ep.Outcome, ep.ExitAt, ep.OOMVictims)
 	}
-	if !strings.Contains(ep.Summary(), "PID 1 lived on") {
-		t.Errorf("summary %q", ep.Summary())
+	if !strings.Contains(ep.Summary(), "PID 1 lived on and nothing stopped the container: not a stop") || !strings.Contains(ep.Hint, "Raise the memory limit") {
+		t.Errorf("summary %q hint %q", ep.Summary(), ep.Hint)
+	}
+}
+
+// A child's OOM kill decides the outcome only of a stop it caused: PID 1
+// (the child's parent) then dies with no stop signal sent. When a stop
+// signal follows, the stop is judged by its own rules and the OOM kill is
+// one of its steps.
+func TestOOMChildCausesOrNot(t *testing.T) {
+	s := newSim(t, nsA, 5151, "sh", dockerInfo(idA, "hog", 10))
+	hog := s.kid(5152, 7, "hog")
+	s.oomKernelKill(0, hog, hog).
+		oom(10*time.Microsecond, hog).
+		kidExit(800*time.Microsecond, hog, sigvocab.SIGKILL, 0).
+		initExit(time.Millisecond, 0, 137)
+	if ep := only(t, newEngine(Options{}), s.in); ep.Outcome != OutcomeOOMKilled || !ep.Outcome.IsStop() {
+		t.Errorf("PID 1 ended after its child's OOM kill, no stop signal: %s, want oom_killed", ep.Outcome)
+	}
+
+	s = newSim(t, nsA, 5151, "app", dockerInfo(idA, "hog", 10))
+	hog = s.kid(5152, 7, "hog")
+	s.oomKernelKill(0, hog, hog).
+		oom(10*time.Microsecond, hog).
+		kidExit(800*time.Microsecond, hog, sigvocab.SIGKILL, 0).
+		stop(100*ms, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+		deliver(101*ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+		initExit(200*ms, 0, 0)
+	ep := only(t, newEngine(Options{}), s.in)
+	if ep.Outcome != OutcomeGraceful || !slices.Contains(stepKinds(&ep), StepOOMKill) {
+		t.Errorf("a stop after a child's OOM kill: %s steps %v, want graceful with the OOM kill a step", ep.Outcome, stepKinds(&ep))
 	}
 }
 

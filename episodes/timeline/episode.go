@@ -46,14 +46,25 @@ const (
 	// have begun before tracing did (Episode.StartUnseen), so that what
 	// was seen (a SIGKILL, an exit) cannot tell how it went.
 	OutcomeUnfinished Outcome = "unfinished"
+
+	// Not a stop: the OOM killer killed a process of the container other
+	// than its main process, nothing stopped the container, and its main
+	// process lived on. Shown and counted as an OOM kill in a running
+	// container (IsStop false), never as a stop.
+	OutcomeOOMKillSurvived Outcome = "oom_kill_survived"
 )
 
-// Outcomes lists every outcome, in the order they are decided.
+// Outcomes lists every outcome of a stop, in the order they are decided.
 var Outcomes = []Outcome{OutcomeOOMKilled, OutcomeKilled, OutcomePreStopTimeout, OutcomeGraceful,
 	OutcomeHandlerTimeout, OutcomeIgnoredByInit, OutcomeIgnored, OutcomeExited, OutcomeUnfinished}
 
-// KnownOutcome says whether o is one of [Outcomes].
-func KnownOutcome(o Outcome) bool { return slices.Contains(Outcomes, o) }
+// KnownOutcome says whether o is one of [Outcomes] or
+// [OutcomeOOMKillSurvived].
+func KnownOutcome(o Outcome) bool { return slices.Contains(Outcomes, o) || o == OutcomeOOMKillSurvived }
+
+// IsStop says whether an episode of outcome o is a stop of its container:
+// all but an OOM kill the container lived through.
+func (o Outcome) IsStop() bool { return o != OutcomeOOMKillSurvived }
 
 // NeedsFix says whether the container itself made the stop go wrong, so
 // that its image or spec should change: its main process dropped, ignored or
@@ -62,7 +73,7 @@ func KnownOutcome(o Outcome) bool { return slices.Contains(Outcomes, o) }
 // no stop signal (someone chose to kill it) and an unfinished record do not.
 func (o Outcome) NeedsFix() bool {
 	switch o {
-	case OutcomeIgnoredByInit, OutcomeIgnored, OutcomeHandlerTimeout, OutcomePreStopTimeout, OutcomeOOMKilled:
+	case OutcomeIgnoredByInit, OutcomeIgnored, OutcomeHandlerTimeout, OutcomePreStopTimeout, OutcomeOOMKilled, OutcomeOOMKillSurvived:
 		return true
 	}
 	return false

@@ -48,9 +48,14 @@ func (f facts) ignoredStop() bool {
 
 // decide gives the outcome. The first rule that applies wins:
 //
-//  1. oom_killed: the OOM killer picked the main process, or another
-//     process before any stop signal or SIGKILL. The memory limit is the
-//     cause, whatever the runtime did next.
+//  1. oom_killed: the OOM killer picked the main process; or another
+//     process before any stop signal or SIGKILL, and the main process then
+//     died with no stop signal sent (an init whose child it was ends). The
+//     memory limit is the cause, whatever the runtime did next. When
+//     nothing followed (no stop, no SIGKILL, no exit: the main process
+//     lived on), the episode is no stop: oom_kill_survived. When a stop
+//     signal followed, the stop is judged by the rules below, the OOM kill
+//     one of its steps.
 //  2. unfinished: the stop may have begun before tracing did (no stop
 //     signal seen, nor the main process's start, and the first event
 //     within the stop budget after tracing began): a SIGKILL or an exit
@@ -102,7 +107,9 @@ func decide(f facts) Outcome {
 		return OutcomeOOMKilled
 	case f.startUnseen && !f.stop:
 		return OutcomeUnfinished
-	case f.oomFirst:
+	case f.oomFirst && !f.stop && !f.kill && !f.exit:
+		return OutcomeOOMKillSurvived
+	case f.oomFirst && !f.stop:
 		return OutcomeOOMKilled
 	case killed && !f.stop:
 		return OutcomeKilled

@@ -217,6 +217,8 @@ func (ep *Episode) Summary() string {
 			s += "; " + who + " lived on"
 		}
 		parts = append(parts, s)
+	case OutcomeOOMKillSurvived:
+		parts = append(parts, "the OOM killer killed "+procList(ep.OOMVictims)+"; "+who+" lived on and nothing stopped the container: not a stop")
 	case OutcomeExited:
 		if ep.StopSignal != 0 {
 			parts = append(parts, fmt.Sprintf("%s ended on its own after %s (%s)", who, ep.StopSignal, fateWord(ep.StopVerdict)))
@@ -388,6 +390,9 @@ func hint(ep *episode) string {
 			victim = procText(v)
 		}
 		return fmt.Sprintf("The kernel's OOM killer killed %s: the container ran out of memory (its memory limit, or the node's). %s.", victim, fixOOM)
+	case OutcomeOOMKillSurvived:
+		return fmt.Sprintf("The kernel's OOM killer killed %s while the container ran; %s went on, so the container was not restarted and its work may be half done. %s.",
+			procList(ep.OOMVictims), who, fixOOM)
 	case OutcomeKilled:
 		if ep.killKernel {
 			return fmt.Sprintf("The kernel SIGKILLed %s with no stop signal before it; with no OOM event traced, the OOM killer is the usual cause. %s.", who, fixOOM)

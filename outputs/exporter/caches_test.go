@@ -35,6 +35,7 @@ sigscope_cache_entries{cache="resolver_processes"} 7
 	e.ObserveEvent(oom(), nil)
 	compare(t, reg, helpCacheEntries+`
 sigscope_cache_entries{cache="series:sigscope_container_stop_duration_seconds"} 0
+sigscope_cache_entries{cache="series:sigscope_container_oom_kills_total"} 0
 sigscope_cache_entries{cache="series:sigscope_container_stops_total"} 0
 sigscope_cache_entries{cache="series:sigscope_oom_kills_total"} 1
 sigscope_cache_entries{cache="series:sigscope_pid1_ignored_signals_total"} 0

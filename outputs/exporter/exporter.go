@@ -90,6 +90,7 @@ type Exporter struct {
 	stops        *counterFamily
 	exits        *counterFamily
 	oom          *counterFamily
+	runningOOM   *counterFamily // OOM kills a container lived through: not stops
 	stopDuration *histFamily
 	endpointLag  *histFamily
 	connections  *counterFamily
@@ -221,6 +222,9 @@ func New(opts Options) *Exporter {
 		"Container stop episodes, by outcome.",
 		[]string{"outcome"},
 		func(a, b uint8) []string { return []string{outcomeNames[a]} })
+	e.runningOOM = newCounter("sigscope_container_oom_kills_total",
+		"OOM kills in running containers whose main process lived on: not stops (outcome oom_kill_survived); the stops the OOM killer caused count as sigscope_container_stops_total{outcome=\"oom_killed\"}.",
+		nil, none)
 	e.exits = newCounter("sigscope_process_exits_total",
 		"Process exits the tracer reported: exited (an exit code) or signaled (killed by signal).",
 		[]string{"reason", "signal"},
@@ -264,6 +268,7 @@ func New(opts Options) *Exporter {
 		// see their first increment: the alerting ones.
 		e.cascade.get(seriesKey{})
 		e.oom.get(seriesKey{})
+		e.runningOOM.get(seriesKey{})
 		e.pid1Ignored.get(seriesKey{a: signalIndex(sigvocab.SIGTERM)})
 		for i := range outcomeNames[:len(outcomeNames)-1] {
 			e.stops.get(seriesKey{a: uint8(i)})
@@ -339,7 +344,8 @@ func (e *Exporter) ObserveEvent(ev *sigvocab.Event, c *identity.Info) {
 }
 
 // ObserveEpisode counts a finished stop episode and, when PID 1's exit was
-// seen, observes its duration.
+// seen, observes its duration; an episode that is no stop (an OOM kill the
+// container lived through) counts as that alone.
 func (e *Exporter) ObserveEpisode(ep *timeline.Episode) {
 	if ep == nil {
 		return
@@ -347,6 +353,11 @@ func (e *Exporter) ObserveEpisode(ep *timeline.Episode) {
 	k := seriesKey{a: outcomeIndex(ep.Outcome)}
 	if e.podLabels {
 		k.namespace, k.pod, k.container = episodeLabels(&ep.Container)
+	}
+	if !ep.Outcome.IsStop() {
+		k.a = 0
+		e.runningOOM.inc(k)
+		return
 	}
 	e.stops.inc(k)
 	if d, ok := ep.StopDuration(); ok {
@@ -442,7 +453,7 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (e *Exporter) counterFamilies() []*counterFamily {
-	return []*counterFamily{e.signals, e.pid1Ignored, e.cascade, e.stops, e.exits, e.oom, e.connections}
+	return []*counterFamily{e.signals, e.pid1Ignored, e.cascade, e.stops, e.runningOOM, e.exits, e.oom, e.connections}
 }
 
 // histFamilies are the histogram metrics.

@@ -171,10 +171,15 @@ func TestEpisodes(t *testing.T) {
 		startUnseen(episode(timeline.OutcomeUnfinished, -1, 10*time.Millisecond)), // its start unknown: no duration
 		episode(timeline.OutcomeKilled, 0, 200*time.Second),                       // past the last bucket
 		episode(timeline.Outcome("made-up"), 0, time.Second),                      // from a foreign recording
+		episode(timeline.OutcomeOOMKillSurvived, -1, -1),                          // no stop: counted apart
 		nil,
 	} {
 		e.ObserveEpisode(ep)
 	}
+	compare(t, reg, `# HELP sigscope_container_oom_kills_total OOM kills in running containers whose main process lived on: not stops (outcome oom_kill_survived); the stops the OOM killer caused count as sigscope_container_stops_total{outcome="oom_killed"}.
+# TYPE sigscope_container_oom_kills_total counter
+sigscope_container_oom_kills_total 1
+`, "sigscope_container_oom_kills_total")
 	compare(t, reg, helpStops+`
 sigscope_container_stops_total{outcome="exited"} 1
 sigscope_container_stops_total{outcome="graceful"} 2
@@ -429,6 +434,7 @@ sigscope_oom_kills_total{container="ex-shell",namespace="",pod=""} 1
 `+helpStops+`
 sigscope_container_stops_total{container="app",namespace="shop",outcome="ignored_by_init",pod="web-1"} 1
 `+helpOverflow+`
+sigscope_series_overflow_total{metric="sigscope_container_oom_kills_total"} 0
 sigscope_series_overflow_total{metric="sigscope_container_stop_duration_seconds"} 0
 sigscope_series_overflow_total{metric="sigscope_container_stops_total"} 0
 sigscope_series_overflow_total{metric="sigscope_pidns_cascade_kills_total"} 0
@@ -470,6 +476,7 @@ sigscope_pid1_ignored_signals_total{container="c",namespace="hostile",pod="p0",s
 sigscope_pid1_ignored_signals_total{container="c",namespace="hostile",pod="p1",signal="SIGTERM"} 1
 sigscope_pid1_ignored_signals_total{container="c",namespace="hostile",pod="p2",signal="SIGTERM"} 1
 `+helpOverflow+`
+sigscope_series_overflow_total{metric="sigscope_container_oom_kills_total"} 0
 sigscope_series_overflow_total{metric="sigscope_container_stop_duration_seconds"} 7
 sigscope_series_overflow_total{metric="sigscope_container_stops_total"} 7
 sigscope_series_overflow_total{metric="sigscope_pidns_cascade_kills_total"} 0

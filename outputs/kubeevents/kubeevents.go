@@ -28,6 +28,10 @@ const (
 	// ReasonStopLostConnections: clients lost connections while the
 	// container stopped (refused, reset by it, cut), as the kernel counted.
 	ReasonStopLostConnections = "StopLostConnections"
+	// ReasonOOMKillInRunningContainer: the OOM killer killed a process of
+	// a container whose main process lived on (not a stop: the kubelet
+	// reports nothing, as the container did not restart).
+	ReasonOOMKillInRunningContainer = "OOMKillInRunningContainer"
 )
 
 // Component is the events' source component and reporting controller.
@@ -197,6 +201,9 @@ func (r *Recorder) ObserveEpisode(ep *timeline.Episode) {
 	}
 	var evs []*corev1.Event
 	now := r.now()
+	if ep.Outcome == timeline.OutcomeOOMKillSurvived {
+		evs = append(evs, r.event(ep, now, ReasonOOMKillInRunningContainer, containerPrefix(ep)+ep.Summary()+". "+ep.Hint))
+	}
 	if (ep.Outcome == timeline.OutcomeIgnoredByInit || ep.Outcome == timeline.OutcomeIgnored) && ep.StopSignal != 0 {
 		evs = append(evs, r.event(ep, now, ReasonStopSignalIgnored, ignoredMessage(ep)))
 	}

@@ -152,6 +152,7 @@ func TestOutcomes(t *testing.T) {
 		{timeline.OutcomeOOMKilled, nil},
 		{timeline.OutcomeExited, nil},
 		{timeline.OutcomeUnfinished, nil},
+		{timeline.OutcomeOOMKillSurvived, []string{ReasonOOMKillInRunningContainer}},
 	} {
 		t.Run(string(tc.outcome), func(t *testing.T) {
 			c := fake.NewClientset(pod("web-1", node, cid))

@@ -51,7 +51,7 @@ const (
 
 // Severity is a record's severity: WARN for the outcomes that need a fix
 // (timeline.Outcome.NeedsFix: ignored_by_init, ignored, handler_timeout,
-// prestop_timeout, oom_killed), INFO for the others (graceful, exited,
+// prestop_timeout, oom_killed, oom_kill_survived), INFO for the others (graceful, exited,
 // killed: someone chose SIGKILL; unfinished: nothing to judge).
 func Severity(o timeline.Outcome) (log.Severity, string) {
 	if o.NeedsFix() {

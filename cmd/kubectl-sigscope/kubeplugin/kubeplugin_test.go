@@ -77,6 +77,9 @@ func TestTop(t *testing.T) {
 		exit(timeline.OutcomeHandlerTimeout, web, "web-3", 2*time.Second, 10*time.Second, 137),
 		hooked,
 		exit(timeline.OutcomeKilled, nil, "debug", 3*time.Second, 0, 137),
+		// Not a stop: counted apart, in none of the stop columns.
+		{Outcome: timeline.OutcomeOOMKillSurvived, Owner: web, Node: "n1", Start: t0.Add(4 * time.Second),
+			Container: timeline.Container{Identity: identity.Identity{Namespace: "shop", Pod: "web-1", Name: "app"}}},
 	}
 	rows := Top(eps)
 	if len(rows) != 3 {
@@ -94,7 +97,10 @@ func TestTop(t *testing.T) {
 	if rows[2].Workload != *db || rows[2].Slowest == nil || rows[2].Slowest.Seconds != 7 {
 		t.Errorf("third row %+v: the slowest stop counts from the preStop hook (7 s)", rows[2])
 	}
-	if got := outcomeCounts(w.Outcomes); got != "graceful=1,handler_timeout=1,ignored_by_init=1" {
+	if w.RunningOOMKills != 1 || w.Outcomes[string(timeline.OutcomeOOMKillSurvived)] != 0 {
+		t.Errorf("running OOM kills %d, outcomes %v: want 1, apart from the stops", w.RunningOOMKills, w.Outcomes)
+	}
+	if got := outcomeCounts(w.Outcomes, w.RunningOOMKills); got != "graceful=1,handler_timeout=1,ignored_by_init=1 (+1 oom_kill_survived)" {
 		t.Errorf("outcomeCounts = %q", got)
 	}
 }

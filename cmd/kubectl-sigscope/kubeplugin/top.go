@@ -42,6 +42,9 @@ type WorkloadStops struct {
 	// included (timeline's CoveringPreStopSleep, the longest over the
 	// stops); absent when none was refused.
 	PreStopSleep *int `json:"prestop_sleep_s,omitempty"`
+	// RunningOOMKills counts OOM kills in its containers that lived on
+	// (outcome oom_kill_survived): not stops, and in none of the above.
+	RunningOOMKills int `json:"running_oom_kills"`
 }
 
 // Slowest is the longest stop of a workload.
@@ -79,6 +82,10 @@ func Top(eps []timeline.Episode) []WorkloadStops {
 		if w == nil {
 			w = &WorkloadStops{Namespace: ep.Container.Namespace, Workload: wl, Outcomes: map[string]int{}}
 			byKey[k] = w
+		}
+		if !ep.Outcome.IsStop() {
+			w.RunningOOMKills++
+			continue
 		}
 		w.Stops++
 		w.Outcomes[string(ep.Outcome)]++
@@ -205,7 +212,7 @@ func (o *options) runTop(cmd *cobra.Command, since time.Duration) error {
 			sleep = fmt.Sprintf("%ds", *r.PreStopSleep)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(r.Namespace), cell(r.Workload.String()), r.Stops, r.NeedsFix, r.Exit137,
-			cell(slow), lost, lag, sleep, outcomeCounts(r.Outcomes))
+			cell(slow), lost, lag, sleep, outcomeCounts(r.Outcomes, r.RunningOOMKills))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -214,13 +221,22 @@ func (o *options) runTop(cmd *cobra.Command, since time.Duration) error {
 	return nil
 }
 
-// outcomeCounts is "ignored_by_init=3,graceful=1", in timeline.Outcomes order.
-func outcomeCounts(m map[string]int) string {
+// outcomeCounts is "ignored_by_init=3,graceful=1", in timeline.Outcomes
+// order, then the OOM kills its containers lived through, which are no
+// stops: "graceful=1 (+2 oom_kill_survived)".
+func outcomeCounts(m map[string]int, runningOOM int) string {
 	var parts []string
 	for _, oc := range timeline.Outcomes {
 		if n := m[string(oc)]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", oc, n))
 		}
 	}
-	return strings.Join(parts, ",")
+	s := strings.Join(parts, ",")
+	if runningOOM > 0 {
+		if s != "" {
+			s += " "
+		}
+		s += fmt.Sprintf("(+%d %s)", runningOOM, timeline.OutcomeOOMKillSurvived)
+	}
+	return s
 }
