@@ -801,6 +801,179 @@ int BPF_PROG(handle_tcp_rst_sent, const struct sock *sk, const struct sk_buff *s
 	return 0;
 }
 
+/* What the tasks of a process were doing at a stop signal or a SIGKILL that
+ * came to its namespace's init from outside (the runtime's): one
+ * EV_BLOCKED record (struct event, as sigscope.h says) for its main thread,
+ * for up to BLOCKED_THREADS others and for up to BLOCKED_CHILDREN children.
+ * User space compares the two captures of a stop: the CPU time each thread
+ * used in between tells a process making progress from one blocked, and the
+ * system call a blocked one sleeps in tells in what. Only on those signals:
+ * a few records per container stop, every read a helper read (the tasks
+ * come from kernel lists, not from BTF pointers). x86_64: the system call
+ * number and argument are read from the user registers saved at the top of
+ * the task's kernel stack. */
+#define BLOCKED_THREADS 3
+#define BLOCKED_CHILDREN 4
+#define X86_64_THREAD_SIZE 16384 /* THREAD_SIZE without KASAN, as distributions build */
+#define SIGHUP 1
+#define S_IFMT 00170000
+#define SYS_READ 0
+#define SYS_READV 19
+#define SYS_PREAD64 17
+#define SYS_ACCEPT 43
+#define SYS_RECVFROM 45
+#define SYS_RECVMSG 47
+#define SYS_ACCEPT4 288
+
+/* A task's disposition of sig: 0 default, 1 ignored, 2 handler. */
+static __always_inline __u8 disposition(struct task_struct *t, int sig)
+{
+	void *sh = BPF_CORE_READ(t, sighand);
+	void *h = 0;
+
+	if (!sh)
+		return 0;
+	bpf_probe_read_kernel(&h, sizeof(h), sh + bpf_core_field_offset(struct sighand_struct, action) +
+					       array_off(sig - 1, bpf_core_type_size(struct k_sigaction)) +
+					       bpf_core_field_offset(struct k_sigaction, sa.sa_handler));
+	return handler_class(h);
+}
+
+/* One blocked record. A global function (verified once, on its own, with
+ * scalar arguments), as is note_blocked: inlined at each of its callers
+ * they made the tracer's load take a minute. how packs the killed tgid
+ * (bits 32-63), the role (24-31), the thread count (16-23) and the facts
+ * >> 14 (0-1). */
+__noinline int blocked_record(__u64 task, __u64 ts, __u64 how)
+{
+	struct task_struct *t = (void *)task;
+	struct counters *c = counters_get();
+	__u32 killed = how >> 32, facts = (how & 3) << 14;
+	__u8 role = how >> 24, threads = how >> 16;
+	struct event *e;
+	struct pid *p;
+	void *stack;
+	__u32 level;
+	long nr = -1;
+	__u64 a0 = 0;
+
+	if (!c)
+		return 0;
+	e = reserve(c, EV_BLOCKED);
+	if (!e)
+		return 0;
+	e->ts_ns = ts; /* the signal's own record's: user space pairs them */
+	e->signo = 0;
+	e->result = role;
+	e->facts = facts;
+	e->ancestors_len = threads;
+	e->sig_flags = 0;
+	zero_proc(&e->sender);
+	zero_proc(&e->target);
+	e->sender.pid = killed;
+	e->target.pid = BPF_CORE_READ(t, tgid);
+	e->target.tid = BPF_CORE_READ(t, pid);
+	p = BPF_CORE_READ(t, thread_pid);
+	level = BPF_CORE_READ(p, level);
+	bpf_probe_read_kernel(&e->target.ns_pid, sizeof(e->target.ns_pid),
+			      (void *)upid_at(p, level) + bpf_core_field_offset(struct upid, nr));
+	BPF_CORE_READ_STR_INTO(&e->target.comm, t, comm);
+	/* The CPU time it has used (ns): its growth between the stop signal
+	 * and the SIGKILL is the progress it made. sender.tid: on a CPU now. */
+	e->sender.cgroup_id = BPF_CORE_READ(t, se.sum_exec_runtime);
+	e->sender.tid = BPF_CORE_READ(t, on_cpu);
+	stack = BPF_CORE_READ(t, stack);
+	if (stack) {
+		struct pt_regs *regs = stack + X86_64_THREAD_SIZE - bpf_core_type_size(struct pt_regs);
+
+		nr = BPF_CORE_READ(regs, orig_ax);
+		a0 = BPF_CORE_READ(regs, di);
+	}
+	e->si_code = (__s32)nr;
+	e->sender.cgroup_v1_id = a0;
+	e->exit_code = (__s32)a0;
+	e->netns = 0;
+	if ((nr == SYS_READ || nr == SYS_READV || nr == SYS_PREAD64 || nr == SYS_ACCEPT || nr == SYS_ACCEPT4 ||
+	     nr == SYS_RECVFROM || nr == SYS_RECVMSG) &&
+	    a0 < 65536) {
+		struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+		struct file **fds = BPF_CORE_READ(fdt, fd);
+		struct file *f = 0;
+
+		if (a0 < BPF_CORE_READ(fdt, max_fds)) {
+			bpf_probe_read_kernel(&f, sizeof(f), (void *)fds + (a0 & 0xffff) * sizeof(f));
+			if (f)
+				e->netns = (BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT) >> 12;
+		}
+	}
+	e->group = 0;
+	e->handler = 0;
+	if (role == BLOCKED_CHILD) {
+		e->handler = disposition(t, SIGTERM);
+		e->sig_flags = disposition(t, SIGHUP) | disposition(t, SIGINT) << 2 | disposition(t, SIGQUIT) << 4 |
+			       (__u32)e->handler << 6;
+	}
+	submit(c, e, EV_BLOCKED);
+	return 0;
+}
+
+static __always_inline __u64 blocked_how(__u32 killed, __u8 role, __u8 threads, __u32 facts)
+{
+	return (__u64)killed << 32 | (__u64)role << 24 | (__u64)threads << 16 | ((facts >> 14) & 3);
+}
+
+/* The capture itself, for the process whose group leader is at leader,
+ * when the signal (the generate record's facts, and its signal and result
+ * from bit 32 and 40 of what) calls for it. */
+__noinline int note_blocked(__u64 leader_addr, __u64 ts, __u64 what)
+{
+	struct task_struct *leader = (void *)leader_addr;
+	__u32 sig_facts = what, sig = (what >> 32) & 63, result = (what >> 40) & 7;
+	__u32 killed, facts = 0;
+	int nthreads;
+	__u8 nt;
+	void *head, *next, *t;
+	int i, n = 0;
+
+	if ((sig_facts & (FACT_TARGET_NS_INIT | FACT_SENDER_IN_TARGET_NS | FACT_TARGET_GONE)) != FACT_TARGET_NS_INIT || result != 0 ||
+	    !((NET_STOP_SIGNALS >> ((sig - 1) & 63)) & 1) || !leader || (BPF_CORE_READ(leader, flags) & PF_EXITING))
+		return 0;
+	killed = BPF_CORE_READ(leader, tgid);
+	nthreads = BPF_CORE_READ(leader, signal, nr_threads);
+	nt = nthreads > 255 ? 255 : nthreads;
+
+	blocked_record(leader_addr, ts, blocked_how(killed, BLOCKED_MAIN, nt, 0));
+	/* Its other threads, in signal->thread_head through thread_node. */
+	head = (void *)BPF_CORE_READ(leader, signal) + bpf_core_field_offset(struct signal_struct, thread_head);
+	next = BPF_CORE_READ(leader, signal, thread_head.next);
+	for (i = 0; i < BLOCKED_THREADS + 1 && next && next != head; i++) {
+		t = next - bpf_core_field_offset(struct task_struct, thread_node);
+		if (t != leader) {
+			if (n == BLOCKED_THREADS) {
+				facts |= FACT_MORE_THREADS;
+				break;
+			}
+			blocked_record((__u64)t, ts, blocked_how(killed, BLOCKED_THREAD, 0, 0));
+			n++;
+		}
+		next = BPF_CORE_READ((struct task_struct *)t, thread_node.next);
+	}
+	/* Its main thread's children, through sibling. */
+	head = (void *)leader + bpf_core_field_offset(struct task_struct, children);
+	next = BPF_CORE_READ(leader, children.next);
+	for (i = 0; i < BLOCKED_CHILDREN && next && next != head; i++) {
+		t = next - bpf_core_field_offset(struct task_struct, sibling);
+		blocked_record((__u64)t, ts, blocked_how(killed, BLOCKED_CHILD, 0, 0));
+		next = BPF_CORE_READ((struct task_struct *)t, sibling.next);
+	}
+	if (next && next != head)
+		facts |= FACT_MORE_CHILDREN;
+	if (facts)
+		/* The truncation, on a main-thread record of its own. */
+		blocked_record(leader_addr, ts, blocked_how(killed, BLOCKED_MAIN, nt, facts));
+	return 0;
+}
+
 SEC("tp_btf/signal_generate")
 int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_struct *task,
 	     int group, int result)
@@ -897,10 +1070,21 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 	e->facts = facts;
 	fill_ancestors(e, cur);
 
+	/* A stop signal or SIGKILL from the runtime (outside the pid
+	 * namespace) to a namespace init that is alive: what its tasks were
+	 * doing (note_blocked, after this record). Decided here, so that the
+	 * verifier need not keep every path's facts alive past the submit. */
+	__u64 ts = e->ts_ns, want = facts;
+
 	submit(c, e, EV_GENERATE);
 	mark_targeted(task, tgt_tgid);
 	if (facts & FACT_SENDER_EXITING)
 		note_ns_empty(sig, info, cur, task);
+	/* The tests are note_blocked's: the verifier checks a global function
+	 * once, and its scalar arguments' values keep no path of this program
+	 * apart from another. */
+	if ((NET_STOP_SIGNALS >> ((sig - 1) & 63)) & 1) /* a stop signal or SIGKILL: rare */
+		note_blocked((__u64)BPF_CORE_READ(task, group_leader), ts, want | (__u64)(sig & 63) << 32 | (__u64)(result & 7) << 40);
 	return 0;
 }
 

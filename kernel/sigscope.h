@@ -17,6 +17,7 @@ enum event_type {
 	EV_EXEC = 4,  /* sched_process_exec of a process that entered its pid namespace from outside */
 	EV_NS_EMPTY = 5, /* a dying namespace init notified its parent: every other process of its namespace is gone */
 	EV_NET = 6,   /* never in the ring: user space reads a stopping namespace's struct net_stats; its counters stay 0 */
+	EV_BLOCKED = 7, /* what a task was doing when a SIGKILL came to its namespace's init from outside: one record per task (see struct event) */
 	EV_TYPES = 8, /* room for later hooks; counters are indexed by type */
 };
 
@@ -38,6 +39,8 @@ enum fact {
 	FACT_SIGWAITED = 1 << 10,           /* target waits for it: in real_blocked (sigtimedwait), not in blocked */
 	FACT_TARGET_GONE = 1 << 11,         /* every thread of the target has exited (signal->live == 0) */
 	FACT_NET_WATCHED = 1 << 12,         /* generate: the target's network namespace is in stopping_nets (its connections are counted) */
+	FACT_MORE_THREADS = 1 << 14,        /* blocked: the process has threads no record shows */
+	FACT_MORE_CHILDREN = 1 << 15,       /* blocked: the process has children no record shows */
 	FACT_NET_SHARED = 1 << 13,          /* generate (a stop signal from outside the target's pid namespace), exec (from outside it): the target shares the sender's or parent's network namespace (--network host), whose connections are not the container's alone: not counted */
 };
 
@@ -100,6 +103,32 @@ struct ancestor {
 	__u32 pid;
 	__u32 _pad;
 	char comm[TASK_COMM_LEN]; /* 8-aligned: copied as two 8-byte words */
+};
+
+/*
+ * A blocked record (EV_BLOCKED) reuses struct event: ts_ns is the SIGKILL's
+ * own record's; target the task; sender.pid the killed process's tgid;
+ * result its role (enum blocked_role); group its state (enum task_run);
+ * si_code the system call it is in (-1: none; x86_64 numbers); exit_code
+ * that call's first argument; netns the kind of that argument's file when
+ * it is an fd (i_mode >> 12: 1 pipe, 8 file, 12 socket, 2 char device; 0
+ * unknown); handler a child's disposition of SIGTERM and sig_flags its
+ * dispositions of SIGHUP, SIGINT, SIGQUIT and SIGTERM, two bits each (0
+ * default, 1 ignored, 2 handler), for a child that may ignore the stop
+ * signal; ancestors_len the process's thread count (up to 255).
+ */
+enum blocked_role {
+	BLOCKED_MAIN = 0,   /* the killed process's main thread */
+	BLOCKED_THREAD = 1, /* another of its threads */
+	BLOCKED_CHILD = 2,  /* one of its children */
+};
+
+enum task_run {
+	TASK_RUN_RUNNING = 0, /* running or runnable: making progress */
+	TASK_RUN_SLEEPING = 1, /* asleep, interruptible (S) */
+	TASK_RUN_DISK = 2,     /* asleep, uninterruptible (D) */
+	TASK_RUN_STOPPED = 3,  /* stopped or traced */
+	TASK_RUN_OTHER = 4,
 };
 
 struct event {

@@ -21,7 +21,7 @@ const (
 // apply records ev, whose role in the episode is r. A new stop pattern is
 // a case here, and its sentence in the words (words.go).
 func (ep *episode) apply(ev *sigvocab.Event, r role) effect {
-	if ev.Kind != sigvocab.KindNet && ev.Time.After(ep.lastAt) {
+	if ev.Kind != sigvocab.KindNet && ev.Kind != sigvocab.KindBlocked && ev.Time.After(ep.lastAt) {
 		ep.lastAt = ev.Time
 	}
 	switch ev.Kind {
@@ -101,6 +101,8 @@ func (ep *episode) apply(ev *sigvocab.Event, r role) effect {
 		if ep.connections(ev) {
 			return completeNow
 		}
+	case sigvocab.KindBlocked:
+		ep.taskReading(ev)
 	}
 	return noEffect
 }

@@ -55,9 +55,12 @@ type episode struct {
 	// why it cannot).
 	mainCgroup uint64
 	ownUnknown ownReason
-	netWait    bool      // its events are over and it waits for its counts (Engine.waiting), out of the indexes
-	netDue     time.Time // with netWait: when its counts are to be read
-	netAsked   bool      // with netWait: ConnectionsDue returned its namespace, not read since
+	// The kernel's readings of the main process's tasks at the first stop
+	// signal and at the SIGKILL that counted (atkill.go).
+	atStop, atKill []reading
+	netWait        bool      // its events are over and it waits for its counts (Engine.waiting), out of the indexes
+	netDue         time.Time // with netWait: when its counts are to be read
+	netAsked       bool      // with netWait: ConnectionsDue returned its namespace, not read since
 }
 
 // unreadReason is why an episode that watched a network namespace

@@ -385,6 +385,7 @@ func (e *Engine) complete(ep *episode, out *[]Episode) {
 		e.stats.NetUnread++
 	}
 	ep.takeTraffic()
+	ep.takeAtKill()
 	ep.order()
 	if e.beganUnseen(ep) {
 		ep.StartUnseen, ep.TracedSince = true, e.since

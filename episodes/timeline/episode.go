@@ -96,6 +96,7 @@ const (
 	StepSandbox       StepKind = "sandbox"        // the pod's sandbox (pause) container was torn down
 	StepExec          StepKind = "exec"           // a process entered the container from outside (runc exec: a preStop hook, kubectl exec, an exec probe)
 	StepReraise       StepKind = "reraise"        // the main process's stop-signal handler sent the signal to itself again, with the default action
+	StepAtKill        StepKind = "at_kill"        // what the main process was doing when the SIGKILL came (Episode.AtKill)
 
 	// Traffic steps: what the kernel counted of the network namespace's
 	// connections (Episode.Traffic), at the times it recorded.
@@ -295,6 +296,9 @@ type Episode struct {
 	// sent from the container's own network namespace, or a kernel that
 	// does not count).
 	Traffic *Traffic
+	// AtKill is what the main process was doing when the SIGKILL came
+	// (atkill.go); nil when the kernel read nothing.
+	AtKill *AtKill
 }
 
 // KillAfter is the time from the stop signal to the SIGKILL, the part of

@@ -75,11 +75,87 @@ type jsonEpisode struct {
 	StepsOmitted   int          `json:"steps_omitted,omitempty"`
 	Hint           string       `json:"hint,omitempty"`
 	Traffic        *jsonTraffic `json:"traffic,omitempty"`
+	AtKill         *jsonAtKill  `json:"at_kill,omitempty"`
 
 	// The pod's endpoints, from the API server (endpoints.go).
 	Endpoints []jsonEndpointChange `json:"endpoints,omitempty"`
 	// EndpointRace is derived (Episode.EndpointRace), not read back.
 	EndpointRace string `json:"endpoint_race,omitempty"`
+}
+
+// jsonAtKill is Episode.AtKill; since_s is null when the stop signal's
+// reading is missing, and each task's cpu_s when its own is.
+type jsonAtKill struct {
+	Main         jsonTaskAt   `json:"main"`
+	Threads      []jsonTaskAt `json:"threads,omitempty"`
+	Children     []jsonTaskAt `json:"children,omitempty"`
+	ThreadCount  int          `json:"thread_count"`
+	MoreThreads  bool         `json:"more_threads,omitempty"`
+	MoreChildren bool         `json:"more_children,omitempty"`
+	SinceS       *float64     `json:"since_s"`
+	Verdict      string       `json:"verdict"`
+}
+
+type jsonTaskAt struct {
+	PID     uint32   `json:"pid"`
+	NsPID   uint32   `json:"ns_pid"`
+	TID     uint32   `json:"tid"`
+	Comm    string   `json:"comm"`
+	Syscall string   `json:"syscall,omitempty"`
+	Arg     int64    `json:"arg"`
+	Fd      string   `json:"fd,omitempty"`
+	CPUS    *float64 `json:"cpu_s"`
+	Ignores bool     `json:"ignores_stop_signal,omitempty"`
+	Handles bool     `json:"handles_stop_signal,omitempty"`
+}
+
+func taskAtJSON(t *TaskAt) jsonTaskAt {
+	j := jsonTaskAt{PID: t.PID, NsPID: t.NsPID, TID: t.TID, Comm: textsafe.UTF8(t.Comm), Syscall: t.Syscall, Arg: t.Arg, Fd: t.Fd,
+		Ignores: t.Ignores, Handles: t.Handles}
+	if t.CPU != nil {
+		v := t.CPU.Seconds()
+		j.CPUS = &v
+	}
+	return j
+}
+
+func taskAtFromJSON(j *jsonTaskAt) TaskAt {
+	t := TaskAt{Proc: Proc{PID: j.PID, NsPID: j.NsPID, Comm: j.Comm}, TID: j.TID, Syscall: j.Syscall, Arg: j.Arg, Fd: j.Fd, Ignores: j.Ignores, Handles: j.Handles}
+	if j.CPUS != nil {
+		d := time.Duration(*j.CPUS * float64(time.Second))
+		t.CPU = &d
+	}
+	return t
+}
+
+func atKillJSON(a *AtKill) *jsonAtKill {
+	j := &jsonAtKill{Main: taskAtJSON(&a.Main), ThreadCount: a.ThreadCount, MoreThreads: a.MoreThreads, MoreChildren: a.MoreChildren,
+		Verdict: textsafe.UTF8(a.Verdict)}
+	for i := range a.Threads {
+		j.Threads = append(j.Threads, taskAtJSON(&a.Threads[i]))
+	}
+	for i := range a.Children {
+		j.Children = append(j.Children, taskAtJSON(&a.Children[i]))
+	}
+	if a.Since > 0 {
+		v := a.Since.Seconds()
+		j.SinceS = &v
+	}
+	return j
+}
+
+func atKillFromJSON(j *jsonAtKill) *AtKill {
+	a := &AtKill{Main: taskAtFromJSON(&j.Main), ThreadCount: j.ThreadCount, MoreThreads: j.MoreThreads, MoreChildren: j.MoreChildren, Verdict: j.Verdict}
+	for i := range j.Threads {
+		a.Threads = append(a.Threads, taskAtFromJSON(&j.Threads[i]))
+	}
+	for i := range j.Children {
+		a.Children = append(a.Children, taskAtFromJSON(&j.Children[i]))
+	}
+	if j.SinceS != nil {
+		a.Since = time.Duration(*j.SinceS * float64(time.Second))
+	}
+	return a
 }
 
 // jsonTraffic is Episode.Traffic. Every kind's count is an object (the
@@ -301,6 +377,9 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 			j.Traffic.Scope = "pod"
 		}
 	}
+	if ep.AtKill != nil {
+		j.AtKill = atKillJSON(ep.AtKill)
+	}
 	if j.CascadeKills == nil {
 		j.CascadeKills = []Proc{} // always a list, like an event's flags
 	}
@@ -415,6 +494,9 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		if out.Traffic, err = trafficFromJSON(j.Traffic); err != nil {
 			return err
 		}
+	}
+	if j.AtKill != nil {
+		out.AtKill = atKillFromJSON(j.AtKill)
 	}
 	if j.GracePeriod != nil {
 		out.GracePeriod = fromSeconds(*j.GracePeriod)

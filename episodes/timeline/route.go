@@ -52,6 +52,12 @@ func (e *Engine) route(ev *sigvocab.Event, c *identity.Info, out *[]Episode) []r
 	switch {
 	case ev.Kind == sigvocab.KindNet:
 		return e.routeNet(ev)
+	case ev.Kind == sigvocab.KindBlocked:
+		// A reading of a main process's task: to its episode only, if any.
+		if ep := e.byMain[ev.Task.Process]; ep != nil {
+			e.routes = append(e.routes, routed{ep, role{}})
+		}
+		return e.routes
 	case ev.Kind == sigvocab.KindNSEmpty:
 		if ep := e.byNS[t.PidNS]; ep != nil {
 			e.routes = append(e.routes, routed{ep, role{main: ep.mainKnown && ep.Main.PID == t.PID}})

@@ -23,7 +23,14 @@ import (
 // words writes what a completed episode says: each step's text, the hint,
 // and what its traffic cost the clients.
 func (ep *episode) words() {
+	if a := ep.AtKill; a != nil {
+		a.Verdict = atKillVerdict(ep)
+	}
 	for i := range ep.Steps {
+		if ep.Steps[i].Kind == StepAtKill && ep.AtKill != nil {
+			ep.Steps[i].Text = ep.AtKill.Verdict
+			continue
+		}
 		ep.Steps[i].Text = stepText(&ep.Steps[i])
 	}
 	ep.Hint = capitalize(hint(ep))
@@ -411,6 +418,9 @@ func hint(ep *episode) string {
 		}
 		return fmt.Sprintf("%s did not act on %s before the SIGKILL. %s", who, ep.StopSignal, initFix(ep.fixFor()))
 	case OutcomeHandlerTimeout:
+		if h := atKillHint(ep); h != "" {
+			return h
+		}
 		grace := ""
 		switch {
 		case ep.GracePeriod > 0:
@@ -950,4 +960,145 @@ func (ep *Episode) CoveringPreStopSleep() (secs int, ok bool) {
 	}
 	last := ep.Traffic.Counts[sigvocab.NetRefused].Last
 	return max(1, int(math.Ceil(last.Sub(begin).Seconds()))), true
+}
+
+// What the main process was doing when the SIGKILL came (Episode.AtKill):
+// the sentence, and the fix that follows from it. "More grace" is offered
+// only for a process that was making progress.
+
+// shells run a trap only between commands: a trapped signal that comes
+// while a foreground command runs waits for its end.
+var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "ksh": true, "zsh": true, "mksh": true, "busybox": true}
+
+// waitCalls, loopCalls and sleepCalls are the system calls that wait for a
+// child, for events, and for time.
+var (
+	waitCalls  = map[string]bool{"wait4": true, "waitid": true}
+	loopCalls  = map[string]bool{"epoll_wait": true, "epoll_pwait": true, "epoll_pwait2": true, "poll": true, "ppoll": true, "select": true, "pselect6": true}
+	sleepCalls = map[string]bool{"nanosleep": true, "clock_nanosleep": true, "pause": true}
+)
+
+// waitsForChild says the main thread waits for a child: in wait4 or
+// waitid, or in rt_sigsuspend with children (a shell's wait builtin waits
+// for SIGCHLD so).
+func (a *AtKill) waitsForChild() bool {
+	return waitCalls[a.Main.Syscall] || a.Main.Syscall == "rt_sigsuspend" && len(a.Children) > 0
+}
+
+// awaited is the child a main thread in wait4/waitid waits for: the one
+// its pid argument names, else the only one, else the first.
+func (a *AtKill) awaited() *TaskAt {
+	if len(a.Children) == 0 {
+		return nil
+	}
+	for i := range a.Children {
+		if a.Main.Arg > 0 && uint32(a.Main.Arg) == a.Children[i].PID {
+			return &a.Children[i]
+		}
+	}
+	return &a.Children[0]
+}
+
+// childText names a child: "sleep (pid 7)", with what it was in.
+func childText(c *TaskAt) string {
+	s := fmt.Sprintf("%s (pid %d", c.Comm, c.NsPID)
+	if c.Syscall != "" {
+		s += ", in " + c.Syscall
+	}
+	return s + ")"
+}
+
+// cpuText is the CPU time used in the grace: "0.000s of CPU in the 2.0s".
+func cpuText(a *AtKill, d time.Duration) string {
+	return fmt.Sprintf("%.3fs of CPU in the %.1fs since the stop signal", d.Seconds(), a.Since.Seconds())
+}
+
+func atKillVerdict(ep *episode) string {
+	a := ep.AtKill
+	who := ep.who()
+	if used, ok := a.progress(); ok {
+		return fmt.Sprintf("%s was still working when the SIGKILL came: it used %s", who, cpuText(a, used))
+	}
+	m := &a.Main
+	idle := ""
+	if used, _ := a.progress(); a.Since > 0 {
+		idle = "; it used " + cpuText(a, used)
+	}
+	switch {
+	case a.waitsForChild():
+		c := a.awaited()
+		if c == nil {
+			return fmt.Sprintf("%s was waiting for a child (%s) when the SIGKILL came%s", who, m.Syscall, idle)
+		}
+		s := fmt.Sprintf("%s was waiting for its child %s when the SIGKILL came%s", who, childText(c), idle)
+		switch {
+		case c.Ignores:
+			s += fmt.Sprintf(": the child ignores %s", ep.StopSignal)
+		case shells[m.Comm] && waitCalls[m.Syscall] && ep.StopVerdict == sigvocab.FateHandler:
+			s += fmt.Sprintf(": a shell runs its %s trap only after the foreground command ends", ep.StopSignal)
+		}
+		return s
+	case loopCalls[m.Syscall]:
+		s := fmt.Sprintf("%s was idle in its event loop (%s) when the SIGKILL came%s", who, m.Syscall, idle)
+		if t := ep.Traffic; t != nil && t.Known(sigvocab.NetCut) && t.N(sigvocab.NetCut) > 0 {
+			s += fmt.Sprintf(", with %s still open", count(t.N(sigvocab.NetCut), "connection"))
+		}
+		return s
+	case m.Syscall == "futex" || m.Syscall == "futex_waitv":
+		return fmt.Sprintf("%s was waiting on a lock or another thread (%s) when the SIGKILL came, with %s%s", who, m.Syscall, count(uint64(max(a.ThreadCount, 1)), "thread"), idle)
+	case sleepCalls[m.Syscall]:
+		return fmt.Sprintf("%s was sleeping (%s) when the SIGKILL came%s", who, m.Syscall, idle)
+	case m.Syscall == "accept" || m.Syscall == "accept4":
+		return fmt.Sprintf("%s was still accepting connections (%s) when the SIGKILL came%s", who, m.Syscall, idle)
+	case m.Syscall != "" && m.Fd != "":
+		return fmt.Sprintf("%s was in %s on a %s (fd %d) when the SIGKILL came%s", who, m.Syscall, strings.ReplaceAll(m.Fd, "_", " "), m.Arg, idle)
+	case m.Syscall != "":
+		return fmt.Sprintf("%s was in %s when the SIGKILL came%s", who, m.Syscall, idle)
+	}
+	return fmt.Sprintf("%s was in no system call when the SIGKILL came%s", who, idle)
+}
+
+// atKillHint is the fix for a handler that did not finish, from what the
+// process was doing; "" when the readings do not tell one.
+func atKillHint(ep *episode) string {
+	a := ep.AtKill
+	if a == nil {
+		return ""
+	}
+	who, sig := ep.who(), ep.StopSignal
+	if used, ok := a.progress(); ok {
+		return fmt.Sprintf("%s was making progress when the SIGKILL came (it used %s): give it more time (%s), or make its shutdown faster.",
+			who, cpuText(a, used), ep.graceFix())
+	}
+	m := &a.Main
+	switch {
+	case a.waitsForChild():
+		c := a.awaited()
+		switch {
+		case c != nil && c.Ignores:
+			return fmt.Sprintf("%s waited for its child %s, which ignores %s: signal the child with one it acts on (or SIGKILL it after a deadline) before waiting for it, or have it handle %s. More grace would not help.",
+				who, c.Comm, sig, sig)
+		case c != nil && shells[m.Comm] && waitCalls[m.Syscall] && ep.StopVerdict == sigvocab.FateHandler:
+			return fmt.Sprintf("%s's %s trap could not run while its foreground command %s ran: run the command in the background and wait for it (cmd & wait $!), so that wait returns on the signal and the trap runs at once, forwarding it (kill -TERM $!); or exec the command so that it receives %s itself. More grace would not help.",
+				who, sig, c.Comm, sig)
+		case c != nil:
+			return fmt.Sprintf("%s waited for its child %s, which did not end: pass %s on to it (an init such as tini does), and make the child handle it. More grace would not help while the child gets no signal.",
+				who, c.Comm, sig)
+		}
+	case loopCalls[m.Syscall]:
+		h := fmt.Sprintf("%s sat idle in its event loop until the SIGKILL: its shutdown waited for something that never came, not for CPU.", who)
+		if ep.Main.Runtime == "nodejs" {
+			h += " Node.js's server.close() waits for every open connection, keep-alive ones included: close idle ones (server.closeIdleConnections()) and, after a deadline shorter than the grace period, the rest (server.closeAllConnections()), then exit."
+		} else {
+			h += " Close idle (keep-alive) connections, bound the wait for in-flight requests with a deadline shorter than the grace period, then exit."
+		}
+		return h + " More grace would not help."
+	case m.Syscall == "futex" || m.Syscall == "futex_waitv":
+		return fmt.Sprintf("%s's shutdown waited on a lock or another thread that never finished (a JVM shutdown hook joining a thread pool, a Python handler joining a worker, a Go program waiting on a goroutine): find what it waits for (a thread dump as it stops: jcmd PID Thread.print, py-spy dump, SIGQUIT for Go) and bound the wait. More grace would not help.", who)
+	case sleepCalls[m.Syscall]:
+		return fmt.Sprintf("%s was sleeping when the SIGKILL came: its shutdown sleeps longer than the grace period; sleep less, or raise the grace period (%s) to cover the sleep.", who, ep.graceFix())
+	case m.Syscall == "accept" || m.Syscall == "accept4":
+		return fmt.Sprintf("%s was still accepting connections at the SIGKILL: on %s, close the listener, finish what is in flight and exit. More grace would not help.", who, sig)
+	}
+	return ""
 }

@@ -24,6 +24,8 @@ const (
 	FactTargetGone       uint32 = 1 << 11 // every thread of the target has exited (signal->live == 0)
 	FactNetWatched       uint32 = 1 << 12 // generate: the target's network namespace is in stopping_nets
 	FactNetShared        uint32 = 1 << 13 // generate, exec: the target shares the network namespace of a sender (parent) outside its pid namespace
+	FactMoreThreads      uint32 = 1 << 14 // blocked: the process has threads no record shows
+	FactMoreChildren     uint32 = 1 << 15 // blocked: the process has children no record shows
 )
 
 // Classify computes an event's fate (fate.go) and its verdict flags from

@@ -26,6 +26,12 @@ const (
 	// space when the stop is over: no program emits it. NetNS is the
 	// namespace, Conns the counts.
 	KindNet Kind = 6
+	// KindBlocked is what one task of a namespace init's process was doing
+	// when a stop signal or SIGKILL came to the init from outside: the
+	// kernel writes one per task (the main thread, a few others, a few
+	// children) right after that signal's generate record, with its time
+	// stamp (BootNS). Target is the task, Task the rest (blocked.go).
+	KindBlocked Kind = 7
 )
 
 // kindNames is the one list of kinds: adding one is a constant above, its
@@ -38,6 +44,7 @@ var kindNames = [...]string{
 	KindExec:     "exec",
 	KindNSEmpty:  "ns_empty",
 	KindNet:      "net",
+	KindBlocked:  "blocked",
 }
 
 // NumKinds is the number of kinds: every Kind below it is one.
@@ -226,6 +233,8 @@ type Event struct {
 	NetNS uint32
 	// Conns is a net event's counts; nil for every other kind.
 	Conns *Connections
+	// Task is a blocked event's reading of its task (Target).
+	Task TaskReading
 
 	// Raw is the record as the kernel wrote it; valid only during the callback.
 	Raw []byte

@@ -282,6 +282,9 @@ func appendExit(b []byte, e *Event) []byte {
 		b = append(b, `,"netns":`...)
 		b = strconv.AppendUint(b, uint64(e.NetNS), 10)
 	}
+	if e.Kind == KindBlocked {
+		b = appendTask(b, &e.Task)
+	}
 	if c := e.Conns; c != nil {
 		b = append(b, `,"connections":{"since":"`...)
 		b = appendTime(b, c.Since)
@@ -324,6 +327,41 @@ func appendExit(b []byte, e *Event) []byte {
 		}
 		b = append(b, '}')
 	}
+	return append(b, '}')
+}
+
+// appendTask appends a blocked event's "task" object.
+func appendTask(b []byte, t *TaskReading) []byte {
+	b = append(b, `,"task":{"role":"`...)
+	b = append(b, t.Role.String()...)
+	b = append(b, `","process":`...)
+	b = strconv.AppendUint(b, uint64(t.Process), 10)
+	b = append(b, `,"syscall":`...)
+	b = strconv.AppendInt(b, int64(t.Syscall), 10)
+	if n := SyscallName(t.Syscall); n != "" {
+		b = append(b, `,"syscall_name":"`...)
+		b = append(b, n...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"arg":`...)
+	b = strconv.AppendUint(b, t.Arg, 10)
+	if k := t.FdKind.String(); k != "" {
+		b = append(b, `,"fd":"`...)
+		b = append(b, k...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"cpu_ns":`...)
+	b = strconv.AppendUint(b, t.CPUNs, 10)
+	b = append(b, `,"on_cpu":`...)
+	b = strconv.AppendBool(b, t.OnCPU)
+	b = append(b, `,"dispositions":`...)
+	b = strconv.AppendUint(b, uint64(t.Dispositions), 10)
+	b = append(b, `,"threads":`...)
+	b = strconv.AppendUint(b, uint64(t.Threads), 10)
+	b = append(b, `,"more_threads":`...)
+	b = strconv.AppendBool(b, t.MoreThreads)
+	b = append(b, `,"more_children":`...)
+	b = strconv.AppendBool(b, t.MoreChildren)
 	return append(b, '}')
 }
 

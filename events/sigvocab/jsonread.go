@@ -29,7 +29,54 @@ type EventJSON struct {
 	ExitCode    *int             `json:"exit_code,omitempty"`
 	CoreDumped  *bool            `json:"core_dumped,omitempty"`
 	NetNS       uint32           `json:"netns,omitempty"`
+	Task        *TaskJSON        `json:"task,omitempty"`
 	Connections *ConnectionsJSON `json:"connections,omitempty"`
+}
+
+// TaskJSON is a blocked event's TaskReading; syscall_name is derived
+// (SyscallName) and not read back.
+type TaskJSON struct {
+	Role         string `json:"role"`
+	Process      uint32 `json:"process"`
+	Syscall      int32  `json:"syscall"`
+	SyscallName  string `json:"syscall_name,omitempty"`
+	Arg          uint64 `json:"arg"`
+	Fd           string `json:"fd,omitempty"`
+	CPUNs        uint64 `json:"cpu_ns"`
+	OnCPU        bool   `json:"on_cpu"`
+	Dispositions uint8  `json:"dispositions"`
+	Threads      uint8  `json:"threads"`
+	MoreThreads  bool   `json:"more_threads"`
+	MoreChildren bool   `json:"more_children"`
+}
+
+// TaskToJSON is t as a blocked event's "task" object reads.
+func TaskToJSON(t *TaskReading) *TaskJSON {
+	return &TaskJSON{Role: t.Role.String(), Process: t.Process, Syscall: t.Syscall, SyscallName: SyscallName(t.Syscall), Arg: t.Arg,
+		Fd: t.FdKind.String(), CPUNs: t.CPUNs, OnCPU: t.OnCPU, Dispositions: t.Dispositions, Threads: t.Threads,
+		MoreThreads: t.MoreThreads, MoreChildren: t.MoreChildren}
+}
+
+func taskFromJSON(j *TaskJSON) (TaskReading, error) {
+	t := TaskReading{Process: j.Process, Syscall: j.Syscall, Arg: j.Arg, CPUNs: j.CPUNs, OnCPU: j.OnCPU, Dispositions: j.Dispositions,
+		Threads: j.Threads, MoreThreads: j.MoreThreads, MoreChildren: j.MoreChildren}
+	role := -1
+	for i, n := range roleNames {
+		if n == j.Role {
+			role = i
+		}
+	}
+	if role < 0 {
+		return t, fmt.Errorf("task role %q", j.Role)
+	}
+	t.Role = TaskRole(role)
+	for k := FdKind(0); k < 16; k++ {
+		if k.String() == j.Fd {
+			t.FdKind = k
+			break
+		}
+	}
+	return t, nil
 }
 
 // ConnectionsJSON is a net event's counts, a key for each [NetKind] in its
@@ -158,6 +205,11 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		e.CoreDumped = *j.CoreDumped
 	}
 	e.NetNS = j.NetNS
+	if j.Task != nil {
+		if e.Task, err = taskFromJSON(j.Task); err != nil {
+			return err
+		}
+	}
 	if j.Connections != nil {
 		if e.Conns, err = connsFromJSON(j.Connections); err != nil {
 			return err

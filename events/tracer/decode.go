@@ -78,6 +78,23 @@ func Decode(raw []byte, clk Clock, e *sigvocab.Event) error {
 		e.Signal = sigvocab.Signal(r.Signo) // the init's exit signal, SIGCHLD
 		e.Sender = decodeProc(&r.Sender)
 		e.SenderExiting = false // the parent: it is the init that exits
+	case sigvocab.KindBlocked:
+		// struct event's fields as kernel/sigscope.h's blocked record
+		// reuses them.
+		e.Task = sigvocab.TaskReading{
+			Role:         sigvocab.TaskRole(r.Result),
+			Process:      r.Sender.Pid,
+			Syscall:      r.SiCode,
+			Arg:          r.Sender.CgroupV1Id,
+			FdKind:       sigvocab.FdKind(r.Netns),
+			CPUNs:        r.Sender.CgroupId,
+			OnCPU:        r.Sender.Tid != 0,
+			Dispositions: uint8(r.SigFlags),
+			Threads:      r.AncestorsLen,
+			MoreThreads:  r.Facts&sigvocab.FactMoreThreads != 0,
+			MoreChildren: r.Facts&sigvocab.FactMoreChildren != 0,
+		}
+		e.Handler, e.SigFlags, e.Code, e.SiCode, e.Result, e.Group = 0, 0, 0, 0, 0, false
 	case sigvocab.KindExit:
 		// task->exit_code has the wait(2) status layout.
 		if sig := r.ExitCode & 0x7f; sig != 0 {

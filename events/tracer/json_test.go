@@ -62,6 +62,9 @@ func referenceJSON(e *sigvocab.Event) ([]byte, error) {
 		}
 	}
 	j.NetNS = e.NetNS
+	if e.Kind == sigvocab.KindBlocked {
+		j.Task = sigvocab.TaskToJSON(&e.Task)
+	}
 	if c := e.Conns; c != nil {
 		cj := sigvocab.ConnectionsJSON{Since: c.Since.Format(sigvocab.TimeFormat), SeesRefused: c.SeesRefused}
 		for k, n := range []*sigvocab.NetCountJSON{&cj.Accepted, &cj.Closed, &cj.ResetSent, &cj.ResetReceived,
@@ -166,6 +169,15 @@ func jsonCases() []sigvocab.Event {
 		c.Counts[sigvocab.NetAccepted] = sigvocab.NetCount{N: 12, First: c.Since.Add(time.Millisecond), Last: e.Time}
 		c.Counts[sigvocab.NetCut] = sigvocab.NetCount{N: 1, First: e.Time, Last: e.Time}
 		e.Conns = c
+	})
+	add(func(e *sigvocab.Event) {
+		e.Kind, e.Signal = sigvocab.KindBlocked, 0
+		e.Task = sigvocab.TaskReading{Role: sigvocab.RoleChild, Process: 4242, Syscall: 0, Arg: 3, FdKind: sigvocab.FdPipe, CPUNs: 1 << 40,
+			OnCPU: true, Dispositions: 0x40, Threads: 0, MoreChildren: true}
+	})
+	add(func(e *sigvocab.Event) {
+		e.Kind, e.Signal = sigvocab.KindBlocked, 0
+		e.Task = sigvocab.TaskReading{Role: 9, Syscall: -1, Arg: ^uint64(0), FdKind: 15, Threads: 255, MoreThreads: true}
 	})
 	add(func(e *sigvocab.Event) { // split by cgroup: none yet, then two
 		e.Kind, e.Signal, e.NetNS = sigvocab.KindNet, 0, 4026532771

@@ -57,6 +57,7 @@ const (
 	sigscopeEventTypeEV_EXEC     sigscopeEventType = 4
 	sigscopeEventTypeEV_NS_EMPTY sigscopeEventType = 5
 	sigscopeEventTypeEV_NET      sigscopeEventType = 6
+	sigscopeEventTypeEV_BLOCKED  sigscopeEventType = 7
 	sigscopeEventTypeEV_TYPES    sigscopeEventType = 8
 )
 
@@ -76,6 +77,8 @@ const (
 	sigscopeFactFACT_SIGWAITED           sigscopeFact = 1024
 	sigscopeFactFACT_TARGET_GONE         sigscopeFact = 2048
 	sigscopeFactFACT_NET_WATCHED         sigscopeFact = 4096
+	sigscopeFactFACT_MORE_THREADS        sigscopeFact = 16384
+	sigscopeFactFACT_MORE_CHILDREN       sigscopeFact = 32768
 	sigscopeFactFACT_NET_SHARED          sigscopeFact = 8192
 )
 

@@ -20,6 +20,7 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 		sigscopeEventTypeEV_EXEC:     sigvocab.KindExec,
 		sigscopeEventTypeEV_NS_EMPTY: sigvocab.KindNSEmpty,
 		sigscopeEventTypeEV_NET:      sigvocab.KindNet,
+		sigscopeEventTypeEV_BLOCKED:  sigvocab.KindBlocked,
 	}
 	for c, k := range kinds {
 		if uint32(c) != uint32(k) {
@@ -56,6 +57,8 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 		sigscopeFactFACT_TARGET_GONE:         sigvocab.FactTargetGone,
 		sigscopeFactFACT_NET_WATCHED:         sigvocab.FactNetWatched,
 		sigscopeFactFACT_NET_SHARED:          sigvocab.FactNetShared,
+		sigscopeFactFACT_MORE_THREADS:        sigvocab.FactMoreThreads,
+		sigscopeFactFACT_MORE_CHILDREN:       sigvocab.FactMoreChildren,
 	}
 	var all uint32
 	for c, g := range facts {
@@ -105,7 +108,7 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 }
 
 // TestStatsJSON holds Stats' JSON to what encoding/json wrote when each
-// kind had a field of its own.
+// kind had a field of its own (blocked, issue 31's, after the others).
 func TestStatsJSON(t *testing.T) {
 	type kindStats struct {
 		Seen    uint64 `json:"seen"`
@@ -119,6 +122,7 @@ func TestStatsJSON(t *testing.T) {
 		OOM          kindStats `json:"oom"`
 		Exec         kindStats `json:"exec"`
 		NSEmpty      kindStats `json:"ns_empty"`
+		Blocked      kindStats `json:"blocked"`
 		Read         uint64    `json:"read"`
 		DecodeErrors uint64    `json:"decode_errors"`
 		Wakeups      uint64    `json:"wakeups"`
@@ -131,7 +135,7 @@ func TestStatsJSON(t *testing.T) {
 	ks := func(k sigvocab.Kind) kindStats {
 		return kindStats{s.PerKind[k].Seen, s.PerKind[k].Emitted, s.PerKind[k].Dropped}
 	}
-	want, err := json.Marshal(oldStats{ks(sigvocab.KindGenerate), ks(sigvocab.KindDeliver), ks(sigvocab.KindExit), ks(sigvocab.KindOOM), ks(sigvocab.KindExec), ks(sigvocab.KindNSEmpty), 17, 2, 3, 4})
+	want, err := json.Marshal(oldStats{ks(sigvocab.KindGenerate), ks(sigvocab.KindDeliver), ks(sigvocab.KindExit), ks(sigvocab.KindOOM), ks(sigvocab.KindExec), ks(sigvocab.KindNSEmpty), ks(sigvocab.KindBlocked), 17, 2, 3, 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +145,7 @@ func TestStatsJSON(t *testing.T) {
 			t.Errorf("Stats JSON:\n got %s, %v\nwant %s", got, err, want)
 		}
 	}
-	if tot := s.Total(); tot != (KindStats{Seen: 2121, Emitted: 2114, Dropped: 7}) {
+	if tot := s.Total(); tot != (KindStats{Seen: 2824, Emitted: 2816, Dropped: 8}) {
 		t.Errorf("Total = %+v", tot)
 	}
 	if got := s.Kind(sigvocab.Kind(sigvocab.NumKinds)); got != (KindStats{}) {

@@ -74,10 +74,44 @@ struct sighand_struct {
 	struct k_sigaction action[64];
 } __attribute__((preserve_access_index));
 
+struct list_head {
+	struct list_head *next;
+} __attribute__((preserve_access_index));
+
 struct signal_struct {
 	atomic_t live;
 	unsigned int flags;
 	int group_exit_code;
+	int nr_threads;
+	struct list_head thread_head;
+} __attribute__((preserve_access_index));
+
+/* x86_64's user registers, saved at the top of a task's kernel stack on
+ * each entry: orig_ax is the system call's number (-1 or an interrupt's
+ * vector when the entry was no system call), di its first argument. */
+struct pt_regs {
+	unsigned long di;
+	unsigned long orig_ax;
+} __attribute__((preserve_access_index));
+
+/* What an fd is: its file's inode's mode. */
+typedef unsigned short umode_t;
+
+struct inode {
+	umode_t i_mode;
+} __attribute__((preserve_access_index));
+
+struct file {
+	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct fdtable {
+	unsigned int max_fds;
+	struct file **fd;
+} __attribute__((preserve_access_index));
+
+struct files_struct {
+	struct fdtable *fdt;
 } __attribute__((preserve_access_index));
 
 struct ns_common {
@@ -124,8 +158,14 @@ struct css_set {
 	struct cgroup *dfl_cgrp;
 } __attribute__((preserve_access_index));
 
+struct sched_entity {
+	u64 sum_exec_runtime; /* CPU time the task has used, ns */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	unsigned int flags;
+	int on_cpu;
+	struct sched_entity se;
 	int exit_code;
 	int exit_signal;
 	int pid;
@@ -141,6 +181,17 @@ struct task_struct {
 	struct css_set *cgroups;
 	struct nsproxy *nsproxy;
 	u64 start_time;
+	unsigned int __state; /* TASK_RUNNING 0, INTERRUPTIBLE 1, UNINTERRUPTIBLE 2, ...: 5.14 and later */
+	void *stack;
+	struct list_head children; /* its children, linked by their sibling */
+	struct list_head sibling;
+	struct list_head thread_node; /* in signal->thread_head */
+	struct files_struct *files;
+} __attribute__((preserve_access_index));
+
+/* Before 5.14 the state was a long named state. */
+struct task_struct___old {
+	long state;
 } __attribute__((preserve_access_index));
 
 /* Networking: what the connection programs read. */

@@ -293,6 +293,7 @@ func TestTracerStatsAndBuildInfo(t *testing.T) {
 	compare(t, reg, `
 # HELP sigscope_events_total Events the kernel programs wrote to the ring buffer, by event kind.
 # TYPE sigscope_events_total counter
+sigscope_events_total{event="blocked"} 0
 sigscope_events_total{event="deliver"} 5
 sigscope_events_total{event="exec"} 0
 sigscope_events_total{event="exit"} 40
@@ -301,6 +302,7 @@ sigscope_events_total{event="ns_empty"} 0
 sigscope_events_total{event="oom"} 1
 # HELP sigscope_events_dropped_total Events the kernel programs lost because the ring buffer was full, by event kind.
 # TYPE sigscope_events_dropped_total counter
+sigscope_events_dropped_total{event="blocked"} 0
 sigscope_events_dropped_total{event="deliver"} 0
 sigscope_events_dropped_total{event="exec"} 0
 sigscope_events_dropped_total{event="exit"} 2
@@ -334,6 +336,7 @@ sigscope_unresolved_cgroups_total 3
 	compare(t, reg, `
 # HELP sigscope_events_dropped_total Events the kernel programs lost because the ring buffer was full, by event kind.
 # TYPE sigscope_events_dropped_total counter
+sigscope_events_dropped_total{event="blocked"} 0
 sigscope_events_dropped_total{event="deliver"} 0
 sigscope_events_dropped_total{event="exec"} 0
 sigscope_events_dropped_total{event="exit"} 2
