@@ -71,10 +71,11 @@ func TestTop(t *testing.T) {
 	db := &timeline.Owner{Kind: "StatefulSet", Name: "db"}
 	hooked := exit(timeline.OutcomeGraceful, db, "db-0", time.Minute, 2*time.Second, 0)
 	hooked.PreStop = &timeline.PreStop{Kind: "exec", StartAt: t0.Add(time.Minute - 5*time.Second)}
+	reason := func(ep timeline.Episode, r string) timeline.Episode { ep.StopReason = r; return ep }
 	eps := []timeline.Episode{
-		exit(timeline.OutcomeGraceful, web, "web-1", 0, time.Second, 143),
-		exit(timeline.OutcomeIgnoredByInit, web, "web-2", time.Second, 30*time.Second, 137),
-		exit(timeline.OutcomeHandlerTimeout, web, "web-3", 2*time.Second, 10*time.Second, 137),
+		reason(exit(timeline.OutcomeGraceful, web, "web-1", 0, time.Second, 143), "deleted"),
+		reason(exit(timeline.OutcomeIgnoredByInit, web, "web-2", time.Second, 30*time.Second, 137), "deleted"),
+		reason(exit(timeline.OutcomeHandlerTimeout, web, "web-3", 2*time.Second, 10*time.Second, 137), "probe_failed"),
 		hooked,
 		exit(timeline.OutcomeKilled, nil, "debug", 3*time.Second, 0, 137),
 		// Not a stop: counted apart, in none of the stop columns.
@@ -96,6 +97,9 @@ func TestTop(t *testing.T) {
 	}
 	if rows[2].Workload != *db || rows[2].Slowest == nil || rows[2].Slowest.Seconds != 7 {
 		t.Errorf("third row %+v: the slowest stop counts from the preStop hook (7 s)", rows[2])
+	}
+	if got := reasonCounts(w.Reasons); got != "deleted=2,probe_failed=1" {
+		t.Errorf("reasons %q", got)
 	}
 	if w.RunningOOMKills != 1 || w.Outcomes[string(timeline.OutcomeOOMKillSurvived)] != 0 {
 		t.Errorf("running OOM kills %d, outcomes %v: want 1, apart from the stops", w.RunningOOMKills, w.Outcomes)

@@ -45,6 +45,11 @@ type WorkloadStops struct {
 	// RunningOOMKills counts OOM kills in its containers that lived on
 	// (outcome oom_kill_survived): not stops, and in none of the above.
 	RunningOOMKills int `json:"running_oom_kills"`
+	// Reasons counts the stops by why the kubelet stopped the container
+	// (the episode's stop_reason: deleted, evicted, preempted,
+	// probe_failed, restarted, unknown); a stop with none (Docker, or no
+	// API server) is not counted here.
+	Reasons map[string]int `json:"reasons"`
 }
 
 // Slowest is the longest stop of a workload.
@@ -80,7 +85,7 @@ func Top(eps []timeline.Episode) []WorkloadStops {
 		k := ep.Container.Namespace + "\x00" + wl.Kind + "\x00" + wl.Name
 		w := byKey[k]
 		if w == nil {
-			w = &WorkloadStops{Namespace: ep.Container.Namespace, Workload: wl, Outcomes: map[string]int{}}
+			w = &WorkloadStops{Namespace: ep.Container.Namespace, Workload: wl, Outcomes: map[string]int{}, Reasons: map[string]int{}}
 			byKey[k] = w
 		}
 		if !ep.Outcome.IsStop() {
@@ -89,6 +94,9 @@ func Top(eps []timeline.Episode) []WorkloadStops {
 		}
 		w.Stops++
 		w.Outcomes[string(ep.Outcome)]++
+		if ep.StopReason != "" {
+			w.Reasons[ep.StopReason]++
+		}
 		if ep.Outcome.NeedsFix() {
 			w.NeedsFix++
 		}
@@ -190,7 +198,7 @@ func (o *options) runTop(cmd *cobra.Command, since time.Duration) error {
 	}
 	tw := tabwriter.NewWriter(o.stdout, 0, 8, 2, ' ', 0)
 	if len(rows) > 0 {
-		fmt.Fprintln(tw, "NAMESPACE\tWORKLOAD\tSTOPS\tNEEDS-FIX\tEXIT-137\tSLOWEST\tLOST-TRAFFIC\tENDPOINT-LAG\tPRESTOP-SLEEP\tOUTCOMES")
+		fmt.Fprintln(tw, "NAMESPACE\tWORKLOAD\tSTOPS\tNEEDS-FIX\tEXIT-137\tSLOWEST\tLOST-TRAFFIC\tENDPOINT-LAG\tPRESTOP-SLEEP\tREASONS\tOUTCOMES")
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -211,8 +219,8 @@ func (o *options) runTop(cmd *cobra.Command, since time.Duration) error {
 		if r.PreStopSleep != nil {
 			sleep = fmt.Sprintf("%ds", *r.PreStopSleep)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(r.Namespace), cell(r.Workload.String()), r.Stops, r.NeedsFix, r.Exit137,
-			cell(slow), lost, lag, sleep, outcomeCounts(r.Outcomes, r.RunningOOMKills))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.Namespace), cell(r.Workload.String()), r.Stops, r.NeedsFix, r.Exit137,
+			cell(slow), lost, lag, sleep, reasonCounts(r.Reasons), outcomeCounts(r.Outcomes, r.RunningOOMKills))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -239,4 +247,21 @@ func outcomeCounts(m map[string]int, runningOOM int) string {
 		s += fmt.Sprintf("(+%d %s)", runningOOM, timeline.OutcomeOOMKillSurvived)
 	}
 	return s
+}
+
+// reasonCounts is "deleted=3,probe_failed=1", sorted by name; "-" for none.
+func reasonCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s=%d", cell(n), m[n])
+	}
+	return strings.Join(parts, ",")
 }
