@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // atKillJSON is the episode's "at_kill" object, as the tests check it.
@@ -87,6 +89,58 @@ func TestStopAtKill(t *testing.T) {
 			}
 			if !strings.Contains(a.Verdict, tc.verdict) || !strings.Contains(ep.Hint, tc.hint) || tc.avoid != "" && strings.Contains(ep.Hint, tc.avoid) {
 				t.Errorf("verdict %q\nhint %q\nwant %q, %q and not %q", a.Verdict, ep.Hint, tc.verdict, tc.hint, tc.avoid)
+			}
+		})
+	}
+}
+
+// TestStopAtKillRuntimes: the same for a Node.js server whose SIGTERM
+// listener calls server.close() while a slow request is in flight, and a
+// JVM whose shutdown hook waits on a lock another thread holds for ever.
+// Neither is short of time: the hints name what they wait for, and do not
+// ask for more grace.
+func TestStopAtKillRuntimes(t *testing.T) {
+	node, _, java := hostRuntimes(t)
+	for _, tc := range []struct {
+		name     string
+		argv     []string
+		request  bool
+		syscalls []string
+		hint     string
+	}{
+		{name: "node-close", argv: []string{node.Path, "/app/app.js", "close"}, request: true,
+			syscalls: []string{"epoll_wait", "epoll_pwait", "epoll_pwait2"}, hint: "server.closeIdleConnections()"},
+		{name: "jvm-hook", argv: []string{java.Path, "/app/App.java", "hook"},
+			syscalls: []string{"futex"}, hint: "jcmd PID Thread.print"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "e2e-atkill-" + tc.name
+			id := runContainer(t, name, runtimeArgs(t, false, tc.argv...)...)
+			appReady(t, name, 0)
+			if tc.request {
+				// A request the server answers after 60 s: in flight at the stop.
+				docker(t, "exec", "-d", name, "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8081/")
+				time.Sleep(500 * time.Millisecond)
+			}
+			l := startTimeline(t)
+			docker(t, "stop", "-t", "2", name)
+			ep := episodeOf(t, l.stop(t), id)
+			var with struct {
+				AtKill *atKillJSON `json:"at_kill"`
+			}
+			if err := json.Unmarshal(ep.raw, &with); err != nil || with.AtKill == nil {
+				t.Fatalf("no at_kill (%v): %s", err, ep.raw)
+			}
+			a := with.AtKill
+			t.Logf("verdict: %s\nhint: %s", a.Verdict, ep.Hint)
+			if ep.Outcome != "handler_timeout" {
+				t.Errorf("outcome %s, want handler_timeout", ep.Outcome)
+			}
+			if !slices.Contains(tc.syscalls, a.Main.Syscall) {
+				t.Errorf("main thread in %q, want one of %v: %s", a.Main.Syscall, tc.syscalls, ep.raw)
+			}
+			if !strings.Contains(ep.Hint, tc.hint) || strings.Contains(ep.Hint, "raise the grace period") {
+				t.Errorf("hint %q: want %q, and no more grace", ep.Hint, tc.hint)
 			}
 		})
 	}

@@ -1010,7 +1010,7 @@ func childText(c *TaskAt) string {
 
 // cpuText is the CPU time used in the grace: "0.000s of CPU in the 2.0s".
 func cpuText(a *AtKill, d time.Duration) string {
-	return fmt.Sprintf("%.3fs of CPU in the %.1fs since the stop signal", d.Seconds(), a.Since.Seconds())
+	return fmt.Sprintf("%.3fs of CPU in the %.3fs since the stop signal", d.Seconds(), a.Since.Seconds())
 }
 
 func atKillVerdict(ep *episode) string {
@@ -1079,8 +1079,8 @@ func atKillHint(ep *episode) string {
 			return fmt.Sprintf("%s waited for its child %s, which ignores %s: signal the child with one it acts on (or SIGKILL it after a deadline) before waiting for it, or have it handle %s. More grace would not help.",
 				who, c.Comm, sig, sig)
 		case c != nil && shells[m.Comm] && waitCalls[m.Syscall] && ep.StopVerdict == sigvocab.FateHandler:
-			return fmt.Sprintf("%s's %s trap could not run while its foreground command %s ran: run the command in the background and wait for it (cmd & wait $!), so that wait returns on the signal and the trap runs at once, forwarding it (kill -TERM $!); or exec the command so that it receives %s itself. More grace would not help.",
-				who, sig, c.Comm, sig)
+			return fmt.Sprintf("The %s trap of %s could not run while its foreground command %s ran: run the command in the background and wait for it (cmd & wait $!), so that wait returns on the signal and the trap runs at once, forwarding it (kill -TERM $!); or exec the command so that it receives %s itself. More grace would not help.",
+				sig, who, c.Comm, sig)
 		case c != nil:
 			return fmt.Sprintf("%s waited for its child %s, which did not end: pass %s on to it (an init such as tini does), and make the child handle it. More grace would not help while the child gets no signal.",
 				who, c.Comm, sig)
@@ -1094,7 +1094,7 @@ func atKillHint(ep *episode) string {
 		}
 		return h + " More grace would not help."
 	case m.Syscall == "futex" || m.Syscall == "futex_waitv":
-		return fmt.Sprintf("%s's shutdown waited on a lock or another thread that never finished (a JVM shutdown hook joining a thread pool, a Python handler joining a worker, a Go program waiting on a goroutine): find what it waits for (a thread dump as it stops: jcmd PID Thread.print, py-spy dump, SIGQUIT for Go) and bound the wait. More grace would not help.", who)
+		return fmt.Sprintf("The shutdown of %s waited on a lock or another thread that never finished (a JVM shutdown hook joining a thread pool, a Python handler joining a worker, a Go program waiting on a goroutine): find what it waits for (a thread dump as it stops: jcmd PID Thread.print, py-spy dump, SIGQUIT for Go) and bound the wait. More grace would not help.", who)
 	case sleepCalls[m.Syscall]:
 		return fmt.Sprintf("%s was sleeping when the SIGKILL came: its shutdown sleeps longer than the grace period; sleep less, or raise the grace period (%s) to cover the sleep.", who, ep.graceFix())
 	case m.Syscall == "accept" || m.Syscall == "accept4":

@@ -1,0 +1,72 @@
+package tracer
+
+import (
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/internal/testutil"
+)
+
+// A stop signal and then a SIGKILL from the host to a namespace init whose
+// SIGTERM trap waits behind a foreground command: after each signal's
+// record come blocked records with the same time stamp, for the shell's
+// main thread (in wait4 for its child, using no CPU in between) and for
+// its child sleep (in a sleep call, SIGTERM at its default); a signal to
+// a process that is no namespace init reads nothing.
+func TestBlockedReadings(t *testing.T) {
+	c := startCollector(t, Options{})
+	ns := testutil.StartNSInit(t, "trap 'echo bye' TERM; echo ready; sleep 1000")
+	time.Sleep(200 * time.Millisecond) // the foreground sleep has started
+	testutil.Run(t, "kill", "-TERM", strconv.Itoa(ns.PID))
+	term := c.waitFor(t, "SIGTERM", isGenerate(sigvocab.SIGTERM, ns.PID))
+	time.Sleep(300 * time.Millisecond)
+	testutil.Run(t, "kill", "-KILL", strconv.Itoa(ns.PID))
+	kill := c.waitFor(t, "SIGKILL", isGenerate(sigvocab.SIGKILL, ns.PID))
+	readings := func(at uint64) (main, child *sigvocab.Event) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) && (main == nil || child == nil) {
+			for _, e := range c.all(func(e *sigvocab.Event) bool { return e.Kind == sigvocab.KindBlocked && e.BootNS == at }) {
+				e := e
+				if e.Task.Process != uint32(ns.PID) {
+					t.Errorf("a reading of process %d, want %d", e.Task.Process, ns.PID)
+				}
+				switch e.Task.Role {
+				case sigvocab.RoleMainThread:
+					main = &e
+				case sigvocab.RoleChild:
+					child = &e
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if main == nil || child == nil {
+			t.Fatalf("readings at %d: main %v child %v", at, main, child)
+		}
+		return main, child
+	}
+	m0, _ := readings(term.BootNS)
+	m1, c1 := readings(kill.BootNS)
+	if sigvocab.SyscallName(m1.Task.Syscall) != "wait4" || int32(uint32(m1.Task.Arg)) != -1 || m1.Target.PID != uint32(ns.PID) ||
+		m1.Target.NsPID != 1 || m1.Target.Comm.String() != "sh" || m1.Task.Threads != 1 {
+		t.Errorf("main thread at the SIGKILL: %s %+v", m1.Target.Comm, m1.Task)
+	}
+	if n := sigvocab.SyscallName(c1.Task.Syscall); (n != "nanosleep" && n != "clock_nanosleep") || c1.Target.Comm.String() != "sleep" ||
+		c1.Task.Disposition(sigvocab.SIGTERM) != sigvocab.DispDefault {
+		t.Errorf("child at the SIGKILL: %s in %s, %+v", c1.Target.Comm, n, c1.Task)
+	}
+	if used := time.Duration(m1.Task.CPUNs - m0.Task.CPUNs); m1.Task.CPUNs < m0.Task.CPUNs || used > 50*time.Millisecond {
+		t.Errorf("the waiting shell used %v of CPU between the readings", used)
+	}
+	// No reading for a signal to a process that is no namespace init.
+	plain := testutil.StartReady(t, exec.Command("sh", "-c", "trap '' TERM; echo ready; exec sleep 1000"))
+	testutil.Run(t, "kill", "-TERM", strconv.Itoa(plain))
+	gen := c.waitFor(t, "plain", isGenerate(sigvocab.SIGTERM, plain))
+	time.Sleep(200 * time.Millisecond)
+	if got := c.all(func(e *sigvocab.Event) bool { return e.Kind == sigvocab.KindBlocked && e.BootNS == gen.BootNS }); len(got) != 0 {
+		t.Errorf("%d readings of a process that is no namespace init", len(got))
+	}
+}
