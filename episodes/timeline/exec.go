@@ -153,6 +153,11 @@ func (ep *episode) execEnded(ev *sigvocab.Event) bool {
 	return false
 }
 
+// hookSeen is the least time between a count's beginning and the stop
+// signal that is taken for a sleep or httpGet hook's run: a pod's other
+// container's stop signal begins the shared count milliseconds earlier.
+const hookSeen = 200 * time.Millisecond
+
 // preStop decides the episode's preStop from its container's hook and the
 // exec sessions: for an exec hook, the last matching session that started
 // before the stop signal.
@@ -162,6 +167,14 @@ func (ep *episode) preStop() *PreStop {
 		return nil
 	}
 	p := &PreStop{Kind: h.Kind, Command: h.Command}
+	if t := ep.Traffic; h.Kind != "exec" && t != nil && t.Unread == "" && !ep.StopAt.IsZero() && ep.StopAt.Sub(t.Since) >= hookSeen {
+		// The connection count began at the hook's start as the agent saw
+		// it: the pod's deletion, reported by the API server, on which the
+		// kubelet starts the hook (pipeline.HookStarted). Observed, within
+		// the watch's delay, not estimated.
+		p.StartAt, p.EndAt = t.Since, ep.StopAt
+		return p
+	}
 	if h.Kind != "exec" {
 		// Nothing of it reaches the kernel: when the SIGKILL ended the
 		// grace period, the hook took what the stop signal did not.

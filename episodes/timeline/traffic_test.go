@@ -806,3 +806,28 @@ func TestTrafficWaitingIsBounded(t *testing.T) {
 		t.Errorf("stats %+v, watching %v", st, e.Watching(netA))
 	}
 }
+
+// A sleep hook, which the kubelet runs itself: the count began when the
+// agent saw the pod's deletion (pipeline.HookStarted), 2 s before the stop
+// signal. The episode's preStop starts there, the stop's duration counts
+// from it, and the covering sleep is counted from it too (the existing
+// hook is part of it, not added to it).
+func TestTrafficSleepHookStart(t *testing.T) {
+	s := newSim(t, nsA, 5151, "app", podInfo(30, &identity.Hook{Kind: "sleep", Seconds: 2}))
+	s.stop(2*time.Second, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).
+		deliver(2*time.Second+ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+		initExit(2*time.Second+100*ms, 0, 0)
+	c := conns(true, netCount{sigvocab.NetAccepted, 40, 10 * ms, 1990 * ms}, netCount{sigvocab.NetListenerClosed, 1, 2050 * ms, 2050 * ms},
+		netCount{sigvocab.NetRefused, 3, 2060 * ms, 2400 * ms})
+	ep := readWhenDue(t, newEngine(Options{}), s.in, netA, c, 0)[0]
+	p := ep.PreStop
+	if p == nil || p.Kind != "sleep" || p.Estimated || !p.StartAt.Equal(base) || !p.EndAt.Equal(ep.StopAt) {
+		t.Fatalf("preStop %+v, want from the count's beginning to the stop signal", p)
+	}
+	if d, ok := ep.StopDuration(); !ok || d != 2100*time.Millisecond {
+		t.Errorf("stop duration %v, %v: want from the hook's start", d, ok)
+	}
+	if secs, ok := ep.CoveringPreStopSleep(); !ok || secs != 3 {
+		t.Errorf("covering sleep %d, %v: want 3 (the last refused attempt 2.4 s after the hook began)", secs, ok)
+	}
+}
