@@ -854,7 +854,7 @@ __noinline int blocked_record(__u64 task, __u64 ts, __u64 how)
 	struct pid *p;
 	void *stack;
 	__u32 level;
-	long nr = -1;
+	long nr = -2; /* -2: not read (no stack, or not x86_64); -1: no system call */
 	__u64 a0 = 0;
 
 	if (!c)
@@ -883,7 +883,9 @@ __noinline int blocked_record(__u64 task, __u64 ts, __u64 how)
 	e->sender.cgroup_id = BPF_CORE_READ(t, se.sum_exec_runtime);
 	e->sender.tid = BPF_CORE_READ(t, on_cpu);
 	stack = BPF_CORE_READ(t, stack);
-	if (stack) {
+	/* x86_64's register names: elsewhere (arm64's pt_regs has neither)
+	 * the relocation fails and this is left out, not the load. */
+	if (stack && bpf_core_field_exists(((struct pt_regs *)0)->orig_ax) && bpf_core_field_exists(((struct pt_regs *)0)->di)) {
 		struct pt_regs *regs = stack + X86_64_THREAD_SIZE - bpf_core_type_size(struct pt_regs);
 
 		nr = BPF_CORE_READ(regs, orig_ax);

@@ -109,7 +109,7 @@ struct ancestor {
  * A blocked record (EV_BLOCKED) reuses struct event: ts_ns is the SIGKILL's
  * own record's; target the task; sender.pid the killed process's tgid;
  * result its role (enum blocked_role); group its state (enum task_run);
- * si_code the system call it is in (-1: none; x86_64 numbers); exit_code
+ * si_code the system call it is in (-1: none, -2: not read; x86_64 numbers); exit_code
  * that call's first argument; netns the kind of that argument's file when
  * it is an fd (i_mode >> 12: 1 pipe, 8 file, 12 socket, 2 char device; 0
  * unknown); handler a child's disposition of SIGTERM and sig_flags its

@@ -45,6 +45,9 @@ type TaskAt struct {
 	// Ignores says a child ignores the stop signal (SIG_IGN), Handles that
 	// it has a handler for it.
 	Ignores, Handles bool
+	// Unread: the kernel could not read the system call (a kernel task
+	// without a stack, or not x86_64): Syscall "" says nothing then.
+	Unread bool
 }
 
 // maxReadings bounds the blocked records an episode keeps per capture.
@@ -93,7 +96,7 @@ func (ep *episode) takeAtKill() {
 	}
 	for _, r := range ep.atKill {
 		t := TaskAt{Proc: proc(&r.target), TID: r.target.TID, Syscall: sigvocab.SyscallName(r.task.Syscall), Fd: r.task.FdKind.String(),
-			Arg: int64(int32(uint32(r.task.Arg)))}
+			Arg: int64(int32(uint32(r.task.Arg))), Unread: r.task.Syscall == -2}
 		if was, ok := before[r.target.TID]; ok && r.task.CPUNs >= was {
 			d := time.Duration(r.task.CPUNs - was)
 			t.CPU = &d

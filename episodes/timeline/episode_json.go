@@ -107,11 +107,12 @@ type jsonTaskAt struct {
 	CPUS    *float64 `json:"cpu_s"`
 	Ignores bool     `json:"ignores_stop_signal,omitempty"`
 	Handles bool     `json:"handles_stop_signal,omitempty"`
+	Unread  bool     `json:"syscall_unread,omitempty"`
 }
 
 func taskAtJSON(t *TaskAt) jsonTaskAt {
 	j := jsonTaskAt{PID: t.PID, NsPID: t.NsPID, TID: t.TID, Comm: textsafe.UTF8(t.Comm), Syscall: t.Syscall, Arg: t.Arg, Fd: t.Fd,
-		Ignores: t.Ignores, Handles: t.Handles}
+		Ignores: t.Ignores, Handles: t.Handles, Unread: t.Unread}
 	if t.CPU != nil {
 		v := t.CPU.Seconds()
 		j.CPUS = &v
@@ -120,7 +121,7 @@ func taskAtJSON(t *TaskAt) jsonTaskAt {
 }
 
 func taskAtFromJSON(j *jsonTaskAt) TaskAt {
-	t := TaskAt{Proc: Proc{PID: j.PID, NsPID: j.NsPID, Comm: j.Comm}, TID: j.TID, Syscall: j.Syscall, Arg: j.Arg, Fd: j.Fd, Ignores: j.Ignores, Handles: j.Handles}
+	t := TaskAt{Proc: Proc{PID: j.PID, NsPID: j.NsPID, Comm: j.Comm}, TID: j.TID, Syscall: j.Syscall, Arg: j.Arg, Fd: j.Fd, Ignores: j.Ignores, Handles: j.Handles, Unread: j.Unread}
 	if j.CPUS != nil {
 		d := time.Duration(*j.CPUS * float64(time.Second))
 		t.CPU = &d

@@ -1055,6 +1055,9 @@ func atKillVerdict(ep *episode) string {
 	case m.Syscall != "":
 		return fmt.Sprintf("%s was in %s when the SIGKILL came%s", who, m.Syscall, idle)
 	}
+	if m.Unread {
+		return fmt.Sprintf("%s: what it was in when the SIGKILL came could not be read (the kernel reads it on x86_64)%s", who, idle)
+	}
 	return fmt.Sprintf("%s was in no system call when the SIGKILL came%s", who, idle)
 }
 

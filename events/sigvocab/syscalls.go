@@ -26,7 +26,7 @@ var syscallNames = map[int32]string{
 }
 
 // SyscallName names an x86_64 system call: "wait4", "syscall 333"; "" for
-// -1 and other negative numbers (no system call).
+// -1 (no system call), -2 (not read) and other negative numbers.
 func SyscallName(nr int32) string {
 	if nr < 0 {
 		return ""
