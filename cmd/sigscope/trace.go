@@ -267,6 +267,16 @@ func writeTableRow(w io.Writer, e *sigvocab.Event, c *identity.Info) error {
 	case sigvocab.KindNet:
 		result = "connections"
 		sender = netCell(e)
+	case sigvocab.KindBlocked:
+		// What a task of the signalled process was doing: its role, and
+		// the system call in the SENDER column.
+		result = e.Task.Role.String()
+		if n := sigvocab.SyscallName(e.Task.Syscall); n != "" {
+			sender = "in " + n
+			if k := e.Task.FdKind.String(); k != "" {
+				sender += " (" + k + ")"
+			}
+		}
 	case sigvocab.KindExit:
 		if e.Signaled() {
 			sig, result = e.Signal.String(), "killed"

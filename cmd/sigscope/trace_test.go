@@ -60,6 +60,23 @@ func TestTableRowExit(t *testing.T) {
 	}
 }
 
+// A blocked reading's row: the task's role and the system call it was in.
+func TestTableRowBlocked(t *testing.T) {
+	var b strings.Builder
+	e := sigvocab.Event{Kind: sigvocab.KindBlocked, Target: sigvocab.Process{PID: 5152, NsPID: 7},
+		Task: sigvocab.TaskReading{Role: sigvocab.RoleChild, Syscall: 0, FdKind: sigvocab.FdPipe}}
+	copy(e.Target.Comm[:], "sleep")
+	if err := writeTableRow(&b, &e, nil); err != nil {
+		t.Fatal(err)
+	}
+	row := b.String()
+	for _, want := range []string{"blocked", "child", "in read (pipe)", "5152 sleep"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("row %q lacks %q", row, want)
+		}
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"trace", "--signals", "BOGUS"},
