@@ -30,6 +30,7 @@ type episode struct {
 	StopSignal string   `json:"stop_signal"`
 	Grace      *float64 `json:"grace_period_s"`
 	KillAfter  *float64 `json:"kill_after_s"`
+	GraceFrom  string   `json:"grace_from"`
 	ExitStatus *int     `json:"exit_status"`
 	PreStop    *struct {
 		Kind      string   `json:"kind"`
@@ -361,5 +362,54 @@ func TestKubeletLivenessProbeFailed(t *testing.T) {
 			t.Logf("episode %s reason %q: %s", ep.Outcome, ep.StopReason, ep.raw)
 		}
 		t.Errorf("no graceful episode with stop_reason probe_failed among %d", len(eps))
+	}
+}
+
+// A liveness probe with a terminationGracePeriodSeconds of its own (2 s, the
+// pod's 30 s): the kubelet stops the container with the probe's grace,
+// which the episode reports with where it came from, and which the SIGKILL's
+// own time confirms (PID 1 ignores SIGTERM, so only the grace ends it).
+func TestKubeletProbeGrace(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-probegrace-%d", time.Now().Unix()%100000)
+	spec := fmt.Sprintf(`{
+  "apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": %q, "namespace": "default", "labels": {"app.kubernetes.io/name": "sigscope-e2e-kube"}},
+  "spec": {
+    "nodeName": %q, "hostNetwork": true, "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+    "containers": [{"name": "app", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never",
+      "command": ["sh", "-c", "trap '' TERM; sleep 1000 & wait"],
+      "livenessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1, "failureThreshold": 1, "initialDelaySeconds": 2,
+        "terminationGracePeriodSeconds": 2}}]
+  }
+}`, name, c.nodeName)
+	runPod(t, c, name, spec)
+	if _, err := c.run(t, "-n", "default", "wait", "--for=jsonpath={.status.containerStatuses[0].restartCount}=1", "pod/"+name, "--timeout=60s"); err != nil {
+		t.Fatal(err)
+	}
+	// The API server's record of the stop: the kubelet's Killing event.
+	if out, err := c.run(t, "-n", "default", "get", "events", "--field-selector", "involvedObject.name="+name+",reason=Killing", "-o", "jsonpath={.items[*].message}"); err != nil ||
+		!strings.Contains(out, "failed liveness probe") {
+		t.Errorf("the kubelet's Killing event: %q, %v", out, err)
+	}
+	deletePod(t, c, name)
+	eps := podEpisodes(l.stop(t), name)
+	var found bool
+	for _, ep := range eps {
+		if ep.StopReason != "probe_failed" {
+			continue
+		}
+		found = true
+		t.Logf("%s", ep.raw)
+		if ep.Grace == nil || *ep.Grace != 2 || ep.GraceFrom != "the liveness probe's terminationGracePeriodSeconds" {
+			t.Errorf("grace %v from %q: want the probe's 2 s", ep.Grace, ep.GraceFrom)
+		}
+		if ep.KillAfter == nil || *ep.KillAfter < 1.5 || *ep.KillAfter > 5 {
+			t.Errorf("SIGKILL %v s after SIGTERM: want about the probe's 2 s, not the pod's 30", ep.KillAfter)
+		}
+	}
+	if !found {
+		t.Errorf("no episode with stop_reason probe_failed among %d", len(eps))
 	}
 }

@@ -45,6 +45,11 @@ type podState struct {
 	// lastState of a container status): those stops were restarts.
 	restarted []string
 	owner     *timeline.Owner // the pod's workload; nil for a bare pod
+	// The graces the kubelet takes for its own stops: the pod's
+	// terminationGracePeriodSeconds, and each container's liveness and
+	// startup probes' own (KEP-2238), which win for a probe's failure.
+	specGrace   *int64
+	probeGraces map[string][2]*int64 // by container: liveness, startup
 }
 
 type killing struct {
@@ -208,6 +213,23 @@ func (p *Pods) pod(o any) {
 	if o := WorkloadOf(pod); o != nil {
 		st.owner = o
 	}
+	st.specGrace = pod.Spec.TerminationGracePeriodSeconds
+	st.probeGraces = nil
+	for _, c := range pod.Spec.Containers {
+		var g [2]*int64
+		if p := c.LivenessProbe; p != nil {
+			g[0] = p.TerminationGracePeriodSeconds
+		}
+		if p := c.StartupProbe; p != nil {
+			g[1] = p.TerminationGracePeriodSeconds
+		}
+		if g[0] != nil || g[1] != nil {
+			if st.probeGraces == nil {
+				st.probeGraces = map[string][2]*int64{}
+			}
+			st.probeGraces[c.Name] = g
+		}
+	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
 			st.disruption = c.Reason
@@ -264,11 +286,12 @@ func (p *Pods) event(o any) {
 // kubelet replaced (its ID in a lastState) was restarted, for the reason of
 // the kubelet's last Killing event of a restart; any other stop of a pod
 // being deleted is the deletion's.
-func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason string, grace time.Duration) {
+func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason string, grace time.Duration, from string) {
 	key := namespace + "/" + pod
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.pods[key]
+	probe := -1 // the failed probe: 0 liveness, 1 startup
 	restartReason := func() string {
 		// The kubelet's Killing event comes when it decides, before the
 		// hook and the stop signal.
@@ -279,40 +302,63 @@ func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason
 			}
 			m := strings.ToLower(k.message)
 			switch {
-			case strings.Contains(m, "liveness probe") || strings.Contains(m, "startup probe"):
-				reason = ReasonProbeFailed
+			case strings.Contains(m, "liveness probe"):
+				reason, probe = ReasonProbeFailed, 0
+			case strings.Contains(m, "startup probe"):
+				reason, probe = ReasonProbeFailed, 1
 			case strings.Contains(m, "will be restarted"):
 				reason = ReasonRestarted
 			}
 		}
 		return reason
 	}
-	if st != nil && id != "" && slices.Contains(st.restarted, id) {
-		if r := restartReason(); r != "" {
-			return r, 0
+	// kubeletGrace is the grace the kubelet applies to a stop of its own
+	// (no deletion), where it takes it from (kuberuntime's
+	// setTerminationGracePeriod): a failed probe's own
+	// terminationGracePeriodSeconds, else the pod's.
+	kubeletGrace := func(reason string) (time.Duration, string) {
+		if st == nil {
+			return 0, ""
 		}
-		return ReasonRestarted, 0
+		if reason == ReasonProbeFailed && probe >= 0 {
+			if g := st.probeGraces[ctr][probe]; g != nil && *g >= 0 {
+				return time.Duration(*g) * time.Second, [...]string{"the liveness probe's terminationGracePeriodSeconds", "the startup probe's terminationGracePeriodSeconds"}[probe]
+			}
+		}
+		if g := st.specGrace; g != nil && *g >= 0 {
+			return time.Duration(*g) * time.Second, "the pod's terminationGracePeriodSeconds"
+		}
+		return 0, ""
+	}
+	if st != nil && id != "" && slices.Contains(st.restarted, id) {
+		r := restartReason()
+		if r == "" {
+			r = ReasonRestarted
+		}
+		g, f := kubeletGrace(r)
+		return r, g, f
 	}
 	if st == nil || st.deletedAt.IsZero() && st.disruption == "" {
 		if r := restartReason(); r != "" {
-			return r, 0
+			g, f := kubeletGrace(r)
+			return r, g, f
 		}
-		return ReasonUnknown, 0
+		return ReasonUnknown, 0, ""
 	}
 	if st.deleteGrace != nil && *st.deleteGrace >= 0 {
-		grace = time.Duration(*st.deleteGrace) * time.Second
+		grace, from = time.Duration(*st.deleteGrace)*time.Second, "the pod's deletion (deletionGracePeriodSeconds)"
 	}
 	switch st.disruption {
 	case "PreemptionByScheduler":
-		return ReasonPreempted, grace
+		return ReasonPreempted, grace, from
 	case "":
 	default:
-		return ReasonEvicted, grace
+		return ReasonEvicted, grace, from
 	}
 	if !st.deletedAt.IsZero() {
-		return ReasonDeleted, grace
+		return ReasonDeleted, grace, from
 	}
-	return ReasonUnknown, 0
+	return ReasonUnknown, 0, ""
 }
 
 // Annotate sets a pod episode's stop reason, the grace period the kubelet
@@ -331,11 +377,11 @@ func (p *Pods) Annotate(ep *timeline.Episode) {
 	if at.IsZero() {
 		at = ep.Start
 	}
-	reason, grace := p.Explain(c.Namespace, c.Pod, c.Name, c.ID, at)
+	reason, grace, from := p.Explain(c.Namespace, c.Pod, c.Name, c.ID, at)
 	ep.StopReason = reason
 	ep.Owner = p.Owner(c.Namespace, c.Pod)
 	if grace > 0 {
-		ep.GracePeriod = grace
+		ep.GracePeriod, ep.GraceFrom = grace, from
 	}
 	if !p.slicesSynced.Load() {
 		why := ""

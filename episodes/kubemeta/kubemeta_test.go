@@ -81,7 +81,7 @@ func TestExplain(t *testing.T) {
 		"running":    {ReasonUnknown, 0},
 		"never-seen": {ReasonUnknown, 0},
 	} {
-		reason, grace := p.Explain("shop", name, "app", "c0ffee", stop)
+		reason, grace, _ := p.Explain("shop", name, "app", "c0ffee", stop)
 		if reason != want.reason || grace != want.grace {
 			t.Errorf("%s: %s %v, want %s %v", name, reason, grace, want.reason, want.grace)
 		}
@@ -89,7 +89,7 @@ func TestExplain(t *testing.T) {
 
 	// The container that replaced the restarted one was stopped by the
 	// deletion.
-	if reason, _ := p.Explain("shop", "probed", "app", "beef", stop.Add(time.Second)); reason != ReasonDeleted {
+	if reason, _, _ := p.Explain("shop", "probed", "app", "beef", stop.Add(time.Second)); reason != ReasonDeleted {
 		t.Errorf("the replacement's stop: %s, want deleted", reason)
 	}
 
@@ -184,5 +184,36 @@ func TestHookStart(t *testing.T) {
 	p.pod(pod("hostnet", func(q *corev1.Pod) { deleted(q); q.Spec.HostNetwork = true }))
 	if len(got) != 0 {
 		t.Errorf("hook starts %+v, want none", got)
+	}
+}
+
+// The grace the kubelet applies to a stop of its own, from where it takes
+// it: a failed probe's own terminationGracePeriodSeconds, else the pod's;
+// a deletion's, from the deletion.
+func TestExplainGraceFrom(t *testing.T) {
+	stop := time.Now().Truncate(time.Second)
+	p := New(nil, "", nil)
+	thirty, three, one := int64(30), int64(3), int64(1)
+	p.pod(pod("probed", func(q *corev1.Pod) {
+		q.Spec.TerminationGracePeriodSeconds = &thirty
+		q.Spec.Containers = []corev1.Container{{Name: "app", LivenessProbe: &corev1.Probe{TerminationGracePeriodSeconds: &three}},
+			{Name: "side", StartupProbe: &corev1.Probe{}}}
+	}))
+	p.event(killingEvent("probed", "app", "Container app failed liveness probe, will be restarted", stop.Add(-time.Second)))
+	p.event(killingEvent("probed", "side", "Container side failed startup probe, will be restarted", stop.Add(-time.Second)))
+	if r, g, from := p.Explain("shop", "probed", "app", "", stop); r != ReasonProbeFailed || g != 3*time.Second || from != "the liveness probe's terminationGracePeriodSeconds" {
+		t.Errorf("liveness: %s %v %q", r, g, from)
+	}
+	if r, g, from := p.Explain("shop", "probed", "side", "", stop); r != ReasonProbeFailed || g != 30*time.Second || from != "the pod's terminationGracePeriodSeconds" {
+		t.Errorf("startup probe without its own grace: %s %v %q", r, g, from)
+	}
+	p.pod(pod("gone", func(q *corev1.Pod) { q.Spec.TerminationGracePeriodSeconds = &thirty }))
+	p.pod(pod("gone", func(q *corev1.Pod) {
+		q.Spec.TerminationGracePeriodSeconds = &thirty
+		ts := metav1.NewTime(stop)
+		q.DeletionTimestamp, q.DeletionGracePeriodSeconds = &ts, &one
+	}))
+	if r, g, from := p.Explain("shop", "gone", "app", "", stop); r != ReasonDeleted || g != time.Second || from != "the pod's deletion (deletionGracePeriodSeconds)" {
+		t.Errorf("deleted with --grace-period 1: %s %v %q", r, g, from)
 	}
 }

@@ -264,6 +264,10 @@ type Episode struct {
 	// a `docker stop -t 3` of a container whose StopTimeout is 10 was not
 	// given 10 s, and a graceful stop never showed its grace.
 	GracePeriod time.Duration
+	// GraceFrom says where the applied grace came from, when the API
+	// server said ("the pod's deletion (deletionGracePeriodSeconds)", "the
+	// liveness probe's terminationGracePeriodSeconds", ...); "" otherwise.
+	GraceFrom string
 	// StopTimeout is the container's configured wait before SIGKILL: the
 	// pod's terminationGracePeriodSeconds, or Docker's StopTimeout; 0 when
 	// the runtime did not say. The stopper may apply another.

@@ -59,6 +59,7 @@ type jsonEpisode struct {
 	StopReason     string       `json:"stop_reason,omitempty"`
 	NotLearnt      []string     `json:"not_learnt,omitempty"`
 	GracePeriod    *float64     `json:"grace_period_s,omitempty"`
+	GraceFrom      string       `json:"grace_from,omitempty"`
 	StopTimeout    *float64     `json:"stop_timeout_s,omitempty"`
 	KillAfter      *float64     `json:"kill_after_s,omitempty"`
 	ExitAfter      *float64     `json:"exit_after_s,omitempty"`
@@ -394,7 +395,7 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		}
 	}
 	if ep.GracePeriod > 0 {
-		j.GracePeriod = seconds(ep.GracePeriod)
+		j.GracePeriod, j.GraceFrom = seconds(ep.GracePeriod), textsafe.UTF8(ep.GraceFrom)
 	}
 	if ep.StopTimeout > 0 {
 		j.StopTimeout = seconds(ep.StopTimeout)
@@ -500,7 +501,7 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		out.AtKill = atKillFromJSON(j.AtKill)
 	}
 	if j.GracePeriod != nil {
-		out.GracePeriod = fromSeconds(*j.GracePeriod)
+		out.GracePeriod, out.GraceFrom = fromSeconds(*j.GracePeriod), j.GraceFrom
 	}
 	if j.StopTimeout != nil {
 		out.StopTimeout = fromSeconds(*j.StopTimeout)

@@ -242,6 +242,8 @@ func (ep *Episode) Summary() string {
 	if d, ok := ep.KillAfter(); ok {
 		s := fmt.Sprintf("SIGKILL %.3fs after %s", d.Seconds(), ep.StopSignal)
 		switch {
+		case ep.GracePeriod > 0 && ep.GraceFrom != "":
+			s += fmt.Sprintf(" (grace period %s, from %s)", ep.GracePeriod, ep.GraceFrom)
 		case ep.GracePeriod > 0:
 			s += fmt.Sprintf(" (grace period %s)", ep.GracePeriod)
 		case ep.StopTimeout > 0:
