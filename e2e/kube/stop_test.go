@@ -413,3 +413,49 @@ func TestKubeletProbeGrace(t *testing.T) {
 		t.Errorf("no episode with stop_reason probe_failed among %d", len(eps))
 	}
 }
+
+// A pod that outlives its activeDeadlineSeconds: the kubelet fails it and
+// stops its container itself, with no deletion, and the pod's grace (3 s;
+// PID 1 ignores SIGTERM, so the SIGKILL shows the grace). The API server's
+// record: the pod's status reason DeadlineExceeded.
+func TestKubeletActiveDeadline(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-deadline-%d", time.Now().Unix()%100000)
+	spec := fmt.Sprintf(`{
+  "apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": %q, "namespace": "default", "labels": {"app.kubernetes.io/name": "sigscope-e2e-kube"}},
+  "spec": {
+    "nodeName": %q, "hostNetwork": true, "restartPolicy": "Never", "terminationGracePeriodSeconds": 3, "activeDeadlineSeconds": 4,
+    "containers": [{"name": "app", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never",
+      "command": ["sh", "-c", "trap '' TERM; sleep 1000 & wait"]}]
+  }
+}`, name, c.nodeName)
+	runPod(t, c, name, spec)
+	if _, err := c.run(t, "-n", "default", "wait", "--for=jsonpath={.status.reason}=DeadlineExceeded", "pod/"+name, "--timeout=60s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.run(t, "-n", "default", "wait", "--for=jsonpath={.status.containerStatuses[0].state.terminated.exitCode}=137", "pod/"+name, "--timeout=60s"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	eps := podEpisodes(l.stop(t), name)
+	deletePod(t, c, name)
+	var found bool
+	for _, ep := range eps {
+		t.Logf("%s", ep.raw)
+		if ep.StopReason != "deadline_exceeded" {
+			continue
+		}
+		found = true
+		if ep.Grace == nil || *ep.Grace != 3 || ep.GraceFrom != "the pod's terminationGracePeriodSeconds" {
+			t.Errorf("grace %v from %q: want the pod's 3 s", ep.Grace, ep.GraceFrom)
+		}
+		if ep.KillAfter == nil || *ep.KillAfter < 2.5 || *ep.KillAfter > 6 {
+			t.Errorf("SIGKILL %v s after SIGTERM: want about the pod's 3 s", ep.KillAfter)
+		}
+	}
+	if !found {
+		t.Errorf("no episode with stop_reason deadline_exceeded among %d", len(eps))
+	}
+}

@@ -25,7 +25,11 @@ const (
 	ReasonPreempted   = "preempted"    // the scheduler made room for another pod
 	ReasonProbeFailed = "probe_failed" // a liveness or startup probe failed: the kubelet restarts it
 	ReasonRestarted   = "restarted"    // the container's spec changed: the kubelet restarts it
-	ReasonUnknown     = "unknown"      // the API server said nothing that explains it
+	// ReasonDeadlineExceeded: the pod ran longer than its
+	// activeDeadlineSeconds; the kubelet failed it and stopped its
+	// containers (status reason DeadlineExceeded), with no deletion.
+	ReasonDeadlineExceeded = "deadline_exceeded"
+	ReasonUnknown          = "unknown" // the API server said nothing that explains it
 )
 
 // maxPods bounds the pods remembered, deleted ones included.
@@ -50,6 +54,9 @@ type podState struct {
 	// startup probes' own (KEP-2238), which win for a probe's failure.
 	specGrace   *int64
 	probeGraces map[string][2]*int64 // by container: liveness, startup
+	// statusReason is the pod status's reason as last seen
+	// ("DeadlineExceeded", "Evicted", ...).
+	statusReason string
 }
 
 type killing struct {
@@ -214,6 +221,9 @@ func (p *Pods) pod(o any) {
 		st.owner = o
 	}
 	st.specGrace = pod.Spec.TerminationGracePeriodSeconds
+	if pod.Status.Reason != "" {
+		st.statusReason = pod.Status.Reason
+	}
 	st.probeGraces = nil
 	for _, c := range pod.Spec.Containers {
 		var g [2]*int64
@@ -337,6 +347,11 @@ func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason
 		}
 		g, f := kubeletGrace(r)
 		return r, g, f
+	}
+	if st != nil && st.deletedAt.IsZero() && st.statusReason == "DeadlineExceeded" {
+		// The kubelet's own stop, with the pod's grace (no override).
+		g, f := kubeletGrace(ReasonDeadlineExceeded)
+		return ReasonDeadlineExceeded, g, f
 	}
 	if st == nil || st.deletedAt.IsZero() && st.disruption == "" {
 		if r := restartReason(); r != "" {

@@ -207,6 +207,13 @@ func TestExplainGraceFrom(t *testing.T) {
 	if r, g, from := p.Explain("shop", "probed", "side", "", stop); r != ReasonProbeFailed || g != 30*time.Second || from != "the pod's terminationGracePeriodSeconds" {
 		t.Errorf("startup probe without its own grace: %s %v %q", r, g, from)
 	}
+	p.pod(pod("late", func(q *corev1.Pod) {
+		q.Spec.TerminationGracePeriodSeconds = &three
+		q.Status.Phase, q.Status.Reason = corev1.PodFailed, "DeadlineExceeded"
+	}))
+	if r, g, from := p.Explain("shop", "late", "app", "", stop); r != ReasonDeadlineExceeded || g != 3*time.Second || from != "the pod's terminationGracePeriodSeconds" {
+		t.Errorf("activeDeadlineSeconds: %s %v %q", r, g, from)
+	}
 	p.pod(pod("gone", func(q *corev1.Pod) { q.Spec.TerminationGracePeriodSeconds = &thirty }))
 	p.pod(pod("gone", func(q *corev1.Pod) {
 		q.Spec.TerminationGracePeriodSeconds = &thirty

@@ -241,7 +241,7 @@ type Episode struct {
 
 	PreStop *PreStop // the container's preStop hook (Kubernetes), nil: none
 	// StopReason is why the kubelet stopped the container (deleted,
-	// evicted, preempted, probe_failed, restarted, unknown), from the API
+	// evicted, preempted, probe_failed, restarted, deadline_exceeded, unknown), from the API
 	// server; "" when not asked. NotLearnt says what could not be learnt.
 	StopReason string
 	NotLearnt  []string

@@ -47,7 +47,7 @@ type WorkloadStops struct {
 	RunningOOMKills int `json:"running_oom_kills"`
 	// Reasons counts the stops by why the kubelet stopped the container
 	// (the episode's stop_reason: deleted, evicted, preempted,
-	// probe_failed, restarted, unknown); a stop with none (Docker, or no
+	// probe_failed, restarted, deadline_exceeded, unknown); a stop with none (Docker, or no
 	// API server) is not counted here.
 	Reasons map[string]int `json:"reasons"`
 }
