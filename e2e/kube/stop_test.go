@@ -17,6 +17,7 @@ type episode struct {
 		Name      string `json:"name"`
 		Pod       string `json:"pod"`
 		Namespace string `json:"namespace"`
+		Image     string `json:"image"`
 	} `json:"container"`
 	// Main is the process the episode follows, with its language runtime.
 	Main struct {
@@ -457,5 +458,69 @@ func TestKubeletActiveDeadline(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no episode with stop_reason deadline_exceeded among %d", len(eps))
+	}
+}
+
+// A running pod's container image changed (kubectl patch): the kubelet
+// restarts the container itself, with the pod's grace (3 s; PID 1 ignores
+// SIGTERM, so the SIGKILL shows it). The API server's record: the
+// kubelet's Killing event "definition changed, will be restarted".
+func TestKubeletSpecChangeRestart(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-respec-%d", time.Now().Unix()%100000)
+	spec := fmt.Sprintf(`{
+  "apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": %q, "namespace": "default", "labels": {"app.kubernetes.io/name": "sigscope-e2e-kube"}},
+  "spec": {
+    "nodeName": %q, "hostNetwork": true, "restartPolicy": "Always", "terminationGracePeriodSeconds": 3,
+    "containers": [{"name": "app", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never",
+      "command": ["sh", "-c", "trap '' TERM; sleep 1000 & wait"]}]
+  }
+}`, name, c.nodeName)
+	runPod(t, c, name, spec)
+	if _, err := c.run(t, "-n", "default", "patch", "pod", name, "--type=json",
+		"-p", `[{"op":"replace","path":"/spec/containers/0/image","value":"sigscope.local/node:host"}]`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := c.run(t, "-n", "default", "get", "events", "--field-selector", "involvedObject.name="+name+",reason=Killing", "-o", "jsonpath={.items[*].message}")
+		if err == nil && strings.Contains(out, "definition changed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Killing event for the changed definition: %q, %v", out, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(6 * time.Second) // the grace, the SIGKILL and the settle
+	eps := podEpisodes(l.stop(t), name)
+	deletePod(t, c, name)
+	var found bool
+	for _, ep := range eps {
+		t.Logf("%s", ep.raw)
+		if ep.Container.Image != "sigscope.local/busybox:latest" {
+			// The new image's containers cannot start here (no shell in
+			// it): each ends by itself, and is restarted, with no grace.
+			if ep.Grace != nil || ep.GraceFrom != "" {
+				t.Errorf("a container that ended by itself shows grace %v from %q", ep.Grace, ep.GraceFrom)
+			}
+			continue
+		}
+		if ep.StopReason != "restarted" {
+			t.Errorf("the changed container's stop: reason %q, want restarted", ep.StopReason)
+			continue
+		}
+		found = true
+		if ep.Grace == nil || *ep.Grace != 3 || ep.GraceFrom != "the pod's terminationGracePeriodSeconds" {
+			t.Errorf("grace %v from %q: want the pod's 3 s", ep.Grace, ep.GraceFrom)
+		}
+		if ep.KillAfter == nil || *ep.KillAfter < 2.5 || *ep.KillAfter > 6 {
+			t.Errorf("SIGKILL %v s after SIGTERM: want about the pod's 3 s", ep.KillAfter)
+		}
+	}
+	if !found {
+		t.Errorf("no episode with stop_reason restarted among %d", len(eps))
 	}
 }

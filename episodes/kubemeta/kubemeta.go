@@ -341,12 +341,14 @@ func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason
 		return 0, ""
 	}
 	if st != nil && id != "" && slices.Contains(st.restarted, id) {
-		r := restartReason()
-		if r == "" {
-			r = ReasonRestarted
+		if r := restartReason(); r != "" {
+			// The kubelet stopped it (its Killing event): its grace.
+			g, f := kubeletGrace(r)
+			return r, g, f
 		}
-		g, f := kubeletGrace(r)
-		return r, g, f
+		// Replaced with no Killing event: it ended by itself (a crash)
+		// and the kubelet started another; no grace was applied.
+		return ReasonRestarted, 0, ""
 	}
 	if st != nil && st.deletedAt.IsZero() && st.statusReason == "DeadlineExceeded" {
 		// The kubelet's own stop, with the pod's grace (no override).
@@ -395,7 +397,10 @@ func (p *Pods) Annotate(ep *timeline.Episode) {
 	reason, grace, from := p.Explain(c.Namespace, c.Pod, c.Name, c.ID, at)
 	ep.StopReason = reason
 	ep.Owner = p.Owner(c.Namespace, c.Pod)
-	if grace > 0 {
+	if grace > 0 && (!ep.StopAt.IsZero() || !ep.KillAt.IsZero()) {
+		// Only a stop had a grace: a container that ended by itself (a
+		// crash, restarted after) was given none, whatever the pod's
+		// Killing events say of its name.
 		ep.GracePeriod, ep.GraceFrom = grace, from
 	}
 	if !p.slicesSynced.Load() {
