@@ -397,9 +397,10 @@ func (p *Pods) Annotate(ep *timeline.Episode) {
 	reason, grace, from := p.Explain(c.Namespace, c.Pod, c.Name, c.ID, at)
 	ep.StopReason = reason
 	ep.Owner = p.Owner(c.Namespace, c.Pod)
-	if grace > 0 && (!ep.StopAt.IsZero() || !ep.KillAt.IsZero()) {
-		// Only a stop had a grace: a container that ended by itself (a
-		// crash, restarted after) was given none, whatever the pod's
+	if grace > 0 && !ep.StopAt.IsZero() {
+		// Only a stop signal began a grace: a container that ended by
+		// itself (a crash, restarted after) or was SIGKILLed at once (one
+		// that was still starting) was given none, whatever the pod's
 		// Killing events say of its name.
 		ep.GracePeriod, ep.GraceFrom = grace, from
 	}

@@ -167,7 +167,8 @@ func (ep *episode) preStop() *PreStop {
 		return nil
 	}
 	p := &PreStop{Kind: h.Kind, Command: h.Command}
-	if t := ep.Traffic; h.Kind != "exec" && t != nil && t.Unread == "" && !ep.StopAt.IsZero() && ep.StopAt.Sub(t.Since) >= hookSeen {
+	if t := ep.Traffic; h.Kind != "exec" && t != nil && ep.unread == countsRead && !t.Since.IsZero() && !ep.StopAt.IsZero() &&
+		ep.StopAt.Sub(t.Since) >= hookSeen {
 		// The connection count began at the hook's start as the agent saw
 		// it: the pod's deletion, reported by the API server, on which the
 		// kubelet starts the hook (pipeline.HookStarted). Observed, within

@@ -831,3 +831,22 @@ func TestTrafficSleepHookStart(t *testing.T) {
 		t.Errorf("covering sleep %d, %v: want 3 (the last refused attempt 2.4 s after the hook began)", secs, ok)
 	}
 }
+
+// A pod on the node's network has no count (net_shared): its http hook's
+// start is not taken from one (TestKubeletPreStopHTTP met this).
+func TestTrafficSharedHookStart(t *testing.T) {
+	s := newSim(t, nsA, 5151, "app", podInfo(4, &identity.Hook{Kind: "http", URL: "/quit:1"}))
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispDefault, false)
+	ev := &s.in[len(s.in)-1].ev
+	ev.Facts |= sigvocab.FactNetShared
+	ev.Flags = sigvocab.Classify(ev)
+	ev.NetNS = netA
+	s.kill(4*time.Second, runc).initExit(4*time.Second+ms, sigvocab.SIGKILL, 0)
+	ep := only(t, newEngine(Options{}), s.in)
+	if ep.Traffic == nil || !ep.Traffic.Shared() {
+		t.Fatalf("traffic %+v", ep.Traffic)
+	}
+	if p := ep.PreStop; p == nil || p.StartAt.IsZero() && !p.EndAt.IsZero() {
+		t.Errorf("preStop %+v: a start of zero from no count", p)
+	}
+}
