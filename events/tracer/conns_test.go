@@ -98,6 +98,50 @@ func inNetNS(t *testing.T, pid int, fn func()) {
 	}
 }
 
+// startTCPServer runs tcpServer in a network namespace of its own (in the
+// cgroup v2 cgDir, unless ""), waits until it listens, and returns its pid,
+// its namespace, say, which sends it a command and waits for its "ok", and
+// wait, which waits for its end.
+func startTCPServer(t *testing.T, cgDir string) (pid int, netns uint32, say func(cmd string), wait func() error) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := exec.Command("unshare", "-n", self)
+	if cgDir != "" {
+		srv = exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && exec unshare -n "$2"`, "sh", cgDir, self)
+	}
+	srv.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=tcpserver")
+	stdin, _ := srv.StdinPipe()
+	stdoutPipe, _ := srv.StdoutPipe()
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	stdout := bufio.NewReader(stdoutPipe)
+	if line, err := stdout.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("server: %q, %v", line, err)
+	}
+	// unshare (and sh) exec: the server is srv's process.
+	pid = srv.Process.Pid
+	say = func(cmd string) {
+		t.Helper()
+		if _, err := io.WriteString(stdin, cmd+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := stdout.ReadString('\n'); err != nil || line != "ok\n" {
+			t.Fatalf("server after %q: %q, %v", cmd, line, err)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
+		t.Fatal(err)
+	}
+	return pid, uint32(st.Ino), say, srv.Wait
+}
+
 // TestConnectionFates drives a server in a network namespace of its own
 // through every fate the kernel counts, from a client in that namespace,
 // and holds the kernel's counts to what the test did: connections made
@@ -107,10 +151,6 @@ func TestConnectionFates(t *testing.T) {
 	c := startCollector(t, Options{})
 	if !c.t.CountsConnections() {
 		t.Fatal("the tracer does not count connections on this kernel")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
 	}
 	// The server in a cgroup v2 of its own, as a container's processes
 	// are: its sockets carry that cgroup, which splits the counts.
@@ -127,35 +167,7 @@ func TestConnectionFates(t *testing.T) {
 	if err := unix.Stat(cgDir, &cgSt); err != nil {
 		t.Fatal(err)
 	}
-	srv := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && exec unshare -n "$2"`, "sh", cgDir, self)
-	srv.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=tcpserver")
-	stdin, _ := srv.StdinPipe()
-	stdoutPipe, _ := srv.StdoutPipe()
-	srv.Stderr = os.Stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	stdout := bufio.NewReader(stdoutPipe)
-	if line, err := stdout.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("server: %q, %v", line, err)
-	}
-	// unshare execs the test binary: the server is srv's process.
-	pid := srv.Process.Pid
-	say := func(cmd string) {
-		t.Helper()
-		if _, err := io.WriteString(stdin, cmd+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		if line, err := stdout.ReadString('\n'); err != nil || line != "ok\n" {
-			t.Fatalf("server after %q: %q, %v", cmd, line, err)
-		}
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
-		t.Fatal(err)
-	}
-	netns := uint32(st.Ino)
+	pid, netns, say, wait := startTCPServer(t, cgDir)
 
 	var clients []net.Conn
 	dial := func(n int) (refused int) {
@@ -199,7 +211,7 @@ func TestConnectionFates(t *testing.T) {
 	}
 	// Connections 2 and 4 are still open: the SIGKILL cuts them.
 	testutil.Run(t, "kill", "-KILL", strconv.Itoa(pid))
-	srv.Wait()
+	_ = wait()
 	kill := c.waitFor(t, "SIGKILL", isGenerate(sigvocab.SIGKILL, pid))
 	if kill.NetNS != netns {
 		t.Errorf("SIGKILL: netns %d, want %d (the count goes on)", kill.NetNS, netns)
@@ -279,29 +291,7 @@ func TestRecycledNamespaceInode(t *testing.T) {
 	if !c.t.CountsConnections() {
 		t.Fatal("the tracer does not count connections on this kernel")
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := exec.Command("unshare", "-n", self)
-	srv.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=tcpserver")
-	stdin, _ := srv.StdinPipe()
-	stdoutPipe, _ := srv.StdoutPipe()
-	srv.Stderr = os.Stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	stdout := bufio.NewReader(stdoutPipe)
-	if line, err := stdout.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("server: %q, %v", line, err)
-	}
-	pid := srv.Process.Pid
-	var st unix.Stat_t
-	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
-		t.Fatal(err)
-	}
-	netns := uint32(st.Ino)
+	pid, netns, say, _ := startTCPServer(t, "")
 	accepted := 0
 	dial := func(n int) {
 		t.Helper()
@@ -316,12 +306,7 @@ func TestRecycledNamespaceInode(t *testing.T) {
 			}
 		})
 		accepted += n
-		if _, err := fmt.Fprintf(stdin, "count %d\n", accepted); err != nil {
-			t.Fatal(err)
-		}
-		if line, err := stdout.ReadString('\n'); err != nil || line != "ok\n" {
-			t.Fatalf("server: %q, %v", line, err)
-		}
+		say(fmt.Sprintf("count %d", accepted))
 	}
 	entry := func() sigscopeNetStats {
 		t.Helper()
