@@ -35,6 +35,7 @@ type jsonPreStop struct {
 	Duration   *float64 `json:"duration_s,omitempty"`
 	ExitStatus *int     `json:"exit_code,omitempty"`
 	Estimated  bool     `json:"estimated,omitempty"`
+	FromAPI    bool     `json:"start_from_api,omitempty"`
 }
 
 type jsonEpisode struct {
@@ -386,7 +387,7 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		j.CascadeKills = []Proc{} // always a list, like an event's flags
 	}
 	if p := ep.PreStop; p != nil {
-		j.PreStop = &jsonPreStop{Kind: p.Kind, StartAt: jsonTime(p.StartAt), EndAt: jsonTime(p.EndAt), ExitStatus: p.ExitStatus, Estimated: p.Estimated}
+		j.PreStop = &jsonPreStop{Kind: p.Kind, StartAt: jsonTime(p.StartAt), EndAt: jsonTime(p.EndAt), ExitStatus: p.ExitStatus, Estimated: p.Estimated, FromAPI: p.FromAPI}
 		for _, a := range p.Command {
 			j.PreStop.Command = append(j.PreStop.Command, textsafe.UTF8(a))
 		}
@@ -507,7 +508,7 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		out.StopTimeout = fromSeconds(*j.StopTimeout)
 	}
 	if p := j.PreStop; p != nil {
-		out.PreStop = &PreStop{Kind: p.Kind, Command: p.Command, ExitStatus: p.ExitStatus, Estimated: p.Estimated}
+		out.PreStop = &PreStop{Kind: p.Kind, Command: p.Command, ExitStatus: p.ExitStatus, Estimated: p.Estimated, FromAPI: p.FromAPI}
 		if out.PreStop.StartAt, err = parseTime(p.StartAt); err != nil {
 			return err
 		}

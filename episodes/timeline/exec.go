@@ -118,6 +118,10 @@ type PreStop struct {
 	// Estimated: for an http or sleep hook the kernel sees nothing; its
 	// time is what the grace period left to the stop signal.
 	Estimated bool
+	// FromAPI: an http or sleep hook's start is the pod's deletion as
+	// this process's informer saw it, a watch's delay after the API
+	// server's (the kubelet starts the hook on the same update).
+	FromAPI bool
 }
 
 // exec adds a session's start to the episode, and its end when it has
@@ -173,7 +177,7 @@ func (ep *episode) preStop() *PreStop {
 		// it: the pod's deletion, reported by the API server, on which the
 		// kubelet starts the hook (pipeline.HookStarted). Observed, within
 		// the watch's delay, not estimated.
-		p.StartAt, p.EndAt = t.Since, ep.StopAt
+		p.StartAt, p.EndAt, p.FromAPI = t.Since, ep.StopAt, true
 		return p
 	}
 	if h.Kind != "exec" {

@@ -821,11 +821,14 @@ func TestTrafficSleepHookStart(t *testing.T) {
 		netCount{sigvocab.NetRefused, 3, 2060 * ms, 2400 * ms})
 	ep := readWhenDue(t, newEngine(Options{}), s.in, netA, c, 0)[0]
 	p := ep.PreStop
-	if p == nil || p.Kind != "sleep" || p.Estimated || !p.StartAt.Equal(base) || !p.EndAt.Equal(ep.StopAt) {
+	if p == nil || p.Kind != "sleep" || p.Estimated || !p.FromAPI || !p.StartAt.Equal(base) || !p.EndAt.Equal(ep.StopAt) {
 		t.Fatalf("preStop %+v, want from the count's beginning to the stop signal", p)
 	}
 	if d, ok := ep.StopDuration(); !ok || d != 2100*time.Millisecond {
 		t.Errorf("stop duration %v, %v: want from the hook's start", d, ok)
+	}
+	if b, _ := json.Marshal(ep); !strings.Contains(string(b), `"start_from_api":true`) {
+		t.Errorf("JSON does not say where the hook's start came from: %s", b)
 	}
 	if secs, ok := ep.CoveringPreStopSleep(); !ok || secs != 3 {
 		t.Errorf("covering sleep %d, %v: want 3 (the last refused attempt 2.4 s after the hook began)", secs, ok)

@@ -371,8 +371,11 @@ func (ep *Episode) budget() string {
 		return ""
 	}
 	est := ""
-	if ep.PreStop.Estimated {
+	switch {
+	case ep.PreStop.Estimated:
 		est = " (estimated)"
+	case ep.PreStop.FromAPI:
+		est = " (from the pod's deletion as the API server reported it)"
 	}
 	s := fmt.Sprintf("preStop %s %.1fs%s + %.1fs after %s", ep.PreStop.Kind, hook.Seconds(), est, end.Sub(ep.StopAt).Seconds(), ep.StopSignal)
 	if ep.GracePeriod > 0 {
