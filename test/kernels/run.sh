@@ -111,7 +111,7 @@ build_initramfs
 apt-get update -qq >/dev/null 2>&1 || true
 
 status=0
-summary=()
+summary=() failures=()
 total_pass=0 total_fail=0 total_skip=0
 for s in "${series[@]}"; do
 	pkg=$(package_for "$s")
@@ -155,6 +155,13 @@ for s in "${series[@]}"; do
 		verdict="FAIL (rc $rc)"
 	fi
 	[ "$verdict" = pass ] || status=1
+	# CI shows only the output's tail: name what failed there, with the test's own lines.
+	if [ "$fail" != 0 ]; then
+		failed=$(grep -ao -- '--- FAIL: [^ ]*' "$log.txt" | sed 's/--- FAIL: //' | sort -u | paste -sd ' ' -)
+		verdict="$verdict; failed: $failed"
+		failures+=("$s:")
+		while IFS= read -r line; do failures+=("$line"); done < <(grep -a -B25 -A2 -- "--- FAIL" "$log.txt" | tail -n 80)
+	fi
 	[ -z "$lacks" ] || verdict="$verdict; skipped, the kernel lacks: $lacks"
 	summary+=("$(printf '%-6s %-26s passed %-3s failed %-3s skipped %-3s object %-15s exit %-14s boot+tests %4ss  %s' \
 		"$s" "${kver:-?}" "$pass" "$fail" "$skip" "${object:-?}" "${exitprog:-?}" "$secs" "$verdict")")
@@ -163,5 +170,9 @@ done
 echo
 echo "kernel matrix (tests counted with subtests):"
 printf '  %s\n' "${summary[@]}"
+if [ ${#failures[@]} -gt 0 ]; then
+	echo "failures:"
+	printf '  %s\n' "${failures[@]}"
+fi
 echo "kernels: $total_pass passed, $total_fail failed, $total_skip skipped"
 exit $status
