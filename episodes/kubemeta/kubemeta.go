@@ -29,7 +29,23 @@ const (
 	// activeDeadlineSeconds; the kubelet failed it and stopped its
 	// containers (status reason DeadlineExceeded), with no deletion.
 	ReasonDeadlineExceeded = "deadline_exceeded"
-	ReasonUnknown          = "unknown" // the API server said nothing that explains it
+	// ReasonNodeShutdown: the kubelet's graceful node shutdown stopped the
+	// pod (status reason Terminated, DisruptionTarget TerminationByKubelet).
+	ReasonNodeShutdown = "node_shutdown"
+	// ReasonPostStartFailed: the container's postStart hook failed and the
+	// kubelet killed it (its Killing event "FailedPostStartHook").
+	ReasonPostStartFailed = "poststart_failed"
+	ReasonUnknown         = "unknown" // the API server said nothing that explains it
+)
+
+// The kubelet's eviction manager gives a pod it evicts for a local storage
+// limit (an emptyDir's sizeLimit, the pod's or a container's
+// ephemeral-storage limit) and for a hard node-pressure threshold a grace
+// override of 1 s (immediateEvictionGracePeriodSeconds), which kuberuntime
+// raises to its minimum of 2 s (minimumGracePeriodInSeconds) before the stop.
+const (
+	kubeletMinGrace     = 2 * time.Second
+	localStorageGraceBy = "the kubelet's eviction for a local storage limit (1 s, raised to the kubelet's minimum of 2 s)"
 )
 
 // maxPods bounds the pods remembered, deleted ones included.
@@ -54,9 +70,9 @@ type podState struct {
 	// startup probes' own (KEP-2238), which win for a probe's failure.
 	specGrace   *int64
 	probeGraces map[string][2]*int64 // by container: liveness, startup
-	// statusReason is the pod status's reason as last seen
-	// ("DeadlineExceeded", "Evicted", ...).
-	statusReason string
+	// statusReason and statusMessage are the pod status's reason and
+	// message as last seen ("DeadlineExceeded", "Evicted", ...).
+	statusReason, statusMessage string
 }
 
 type killing struct {
@@ -222,7 +238,7 @@ func (p *Pods) pod(o any) {
 	}
 	st.specGrace = pod.Spec.TerminationGracePeriodSeconds
 	if pod.Status.Reason != "" {
-		st.statusReason = pod.Status.Reason
+		st.statusReason, st.statusMessage = pod.Status.Reason, pod.Status.Message
 	}
 	st.probeGraces = nil
 	for _, c := range pod.Spec.Containers {
@@ -290,8 +306,9 @@ func (p *Pods) event(o any) {
 }
 
 // Explain says why the container ctr (runtime ID id) of the pod was
-// stopped at stopAt, and the grace period the kubelet was given (0 when it
-// was the spec's). The API server's times have a second's resolution, too
+// stopped at stopAt, the grace period the kubelet applied for that reason,
+// and where it took it from. A grace of 0 with a from is one the API
+// server's records do not tell: from then says the kubelet's rule and why. The API server's times have a second's resolution, too
 // coarse to tell a restart from a deletion that follows it: a container the
 // kubelet replaced (its ID in a lastState) was restarted, for the reason of
 // the kubelet's last Killing event of a restart; any other stop of a pod
@@ -318,6 +335,9 @@ func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason
 				reason, probe = ReasonProbeFailed, 1
 			case strings.Contains(m, "will be restarted"):
 				reason = ReasonRestarted
+			case m == "failedpoststarthook":
+				// kuberuntime's own message for a failed postStart hook.
+				reason = ReasonPostStartFailed
 			}
 		}
 		return reason
@@ -350,10 +370,23 @@ func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason
 		// and the kubelet started another; no grace was applied.
 		return ReasonRestarted, 0, ""
 	}
-	if st != nil && st.deletedAt.IsZero() && st.statusReason == "DeadlineExceeded" {
-		// The kubelet's own stop, with the pod's grace (no override).
-		g, f := kubeletGrace(ReasonDeadlineExceeded)
-		return ReasonDeadlineExceeded, g, f
+	if st != nil && st.deletedAt.IsZero() {
+		// The kubelet's own stops of a pod nobody deleted: its status says
+		// which, set before the kill.
+		switch {
+		case st.statusReason == "DeadlineExceeded":
+			// With the pod's grace (no override).
+			g, f := kubeletGrace(ReasonDeadlineExceeded)
+			return ReasonDeadlineExceeded, g, f
+		case st.statusReason == "Evicted":
+			g, f := evictionGrace(st.statusMessage)
+			return ReasonEvicted, g, f
+		case st.statusReason == "Terminated" && st.disruption == corev1.PodReasonTerminationByKubelet:
+			// The shutdown manager's override: its priority group's
+			// share of shutdownGracePeriod, or the pod's own grace
+			// when that is less.
+			return ReasonNodeShutdown, 0, "the kubelet's shutdownGracePeriod for the pod's priority, or the pod's terminationGracePeriodSeconds when less: the kubelet's configuration is not read"
+		}
 	}
 	if st == nil || st.deletedAt.IsZero() && st.disruption == "" {
 		if r := restartReason(); r != "" {
@@ -376,6 +409,21 @@ func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason
 		return ReasonDeleted, grace, from
 	}
 	return ReasonUnknown, 0, ""
+}
+
+// evictionGrace is the grace the kubelet's eviction manager applied to a pod
+// it evicted with the status message msg, and where it comes from; 0 with
+// a from that says why when the API server's record does not tell it.
+func evictionGrace(msg string) (time.Duration, string) {
+	switch {
+	case strings.HasPrefix(msg, "Pod ephemeral local storage usage exceeds"),
+		strings.HasPrefix(msg, "Usage of EmptyDir volume"),
+		strings.HasPrefix(msg, "Container ") && strings.Contains(msg, "exceeded its local ephemeral storage limit"):
+		return kubeletMinGrace, localStorageGraceBy
+	case strings.HasPrefix(msg, "The node was low on resource"), strings.HasPrefix(msg, "The node had condition"):
+		return 0, "a node-pressure eviction: 1 s raised to the kubelet's minimum of 2 s after a hard threshold, the lesser of evictionMaxPodGracePeriod and the pod's terminationGracePeriodSeconds after a soft one; the kubelet's thresholds are not read"
+	}
+	return 0, "an eviction by the kubelet whose message this version does not know"
 }
 
 // Annotate sets a pod episode's stop reason, the grace period the kubelet
@@ -403,6 +451,10 @@ func (p *Pods) Annotate(ep *timeline.Episode) {
 		// that was still starting) was given none, whatever the pod's
 		// Killing events say of its name.
 		ep.GracePeriod, ep.GraceFrom = grace, from
+	} else if grace == 0 && from != "" && !ep.StopAt.IsZero() {
+		// A grace the API server's records do not tell: say so, with
+		// the kubelet's rule, rather than show none or a guess.
+		ep.NotLearnt = append(ep.NotLearnt, "the applied grace period: "+from)
 	}
 	if !p.slicesSynced.Load() {
 		why := ""

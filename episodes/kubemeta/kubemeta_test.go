@@ -2,6 +2,7 @@ package kubemeta
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,5 +223,58 @@ func TestExplainGraceFrom(t *testing.T) {
 	}))
 	if r, g, from := p.Explain("shop", "gone", "app", "", stop); r != ReasonDeleted || g != time.Second || from != "the pod's deletion (deletionGracePeriodSeconds)" {
 		t.Errorf("deleted with --grace-period 1: %s %v %q", r, g, from)
+	}
+}
+
+// The kubelet's own stops of a pod nobody deleted, each with the grace the
+// kubelet applied for it, or the kubelet's rule where the API server's
+// records do not tell it (the messages are the kubelet's own formats).
+func TestExplainKubeletStops(t *testing.T) {
+	stop := time.Now().Truncate(time.Second)
+	p := New(nil, "", nil)
+	thirty := int64(30)
+	status := func(reason, msg string, conds ...corev1.PodCondition) func(*corev1.Pod) {
+		return func(q *corev1.Pod) {
+			q.Spec.TerminationGracePeriodSeconds = &thirty
+			q.Status.Phase, q.Status.Reason, q.Status.Message, q.Status.Conditions = corev1.PodFailed, reason, msg, conds
+		}
+	}
+	byKubelet := func(msg string) corev1.PodCondition {
+		return corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonTerminationByKubelet, Message: msg}
+	}
+	for _, c := range []struct {
+		name, reason, msg string
+		conds             []corev1.PodCondition
+		want              string
+		grace             time.Duration
+		from              string
+	}{
+		{"podstorage", "Evicted", "Pod ephemeral local storage usage exceeds the total limit of containers 2Mi. ", nil, ReasonEvicted, 2 * time.Second, localStorageGraceBy},
+		{"ctrstorage", "Evicted", `Container app exceeded its local ephemeral storage limit "1Mi". `, nil, ReasonEvicted, 2 * time.Second, localStorageGraceBy},
+		{"emptydir", "Evicted", `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `, nil, ReasonEvicted, 2 * time.Second, localStorageGraceBy},
+		{"pressure", "Evicted", "The node was low on resource: memory. Threshold quantity: 100Mi, available: 90Mi. ",
+			[]corev1.PodCondition{byKubelet("The node was low on resource: memory.")}, ReasonEvicted, 0, "a node-pressure eviction"},
+		{"shutdown", "Terminated", "Pod was terminated in response to imminent node shutdown.",
+			[]corev1.PodCondition{byKubelet("Pod was terminated in response to imminent node shutdown.")}, ReasonNodeShutdown, 0, "the kubelet's shutdownGracePeriod"},
+	} {
+		p.pod(pod(c.name, status(c.reason, c.msg, c.conds...)))
+		r, g, from := p.Explain("shop", c.name, "app", "", stop)
+		if r != c.want || g != c.grace || !strings.HasPrefix(from, c.from) {
+			t.Errorf("%s: %s %v %q, want %s %v %q...", c.name, r, g, from, c.want, c.grace, c.from)
+		}
+	}
+	// A failed postStart hook: kuberuntime's Killing event, the pod's grace.
+	p.pod(pod("hooked", func(q *corev1.Pod) { q.Spec.TerminationGracePeriodSeconds = &thirty }))
+	p.event(killingEvent("hooked", "app", "FailedPostStartHook", stop.Add(-time.Second)))
+	if r, g, from := p.Explain("shop", "hooked", "app", "", stop); r != ReasonPostStartFailed || g != 30*time.Second || from != "the pod's terminationGracePeriodSeconds" {
+		t.Errorf("postStart failed: %s %v %q", r, g, from)
+	}
+	// A grace the records do not tell is said not learnt, never shown.
+	p.synced.Store(true)
+	p.slicesSynced.Store(true)
+	ep := timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "pressure", Namespace: "shop", Name: "app"}}, StopAt: stop}
+	p.Annotate(&ep)
+	if ep.StopReason != ReasonEvicted || ep.GracePeriod != 0 || ep.GraceFrom != "" || len(ep.NotLearnt) != 1 || !strings.HasPrefix(ep.NotLearnt[0], "the applied grace period: a node-pressure eviction") {
+		t.Errorf("node pressure: %s %v %q %q", ep.StopReason, ep.GracePeriod, ep.GraceFrom, ep.NotLearnt)
 	}
 }
