@@ -241,8 +241,9 @@ type Episode struct {
 
 	PreStop *PreStop // the container's preStop hook (Kubernetes), nil: none
 	// StopReason is why the kubelet stopped the container (deleted,
-	// evicted, preempted, probe_failed, restarted, deadline_exceeded, unknown), from the API
-	// server; "" when not asked. NotLearnt says what could not be learnt.
+	// evicted, preempted, probe_failed, restarted, deadline_exceeded,
+	// node_shutdown, poststart_failed, unknown), from the API server; ""
+	// when not asked. NotLearnt says what could not be learnt.
 	StopReason string
 	NotLearnt  []string
 	// Owner is the pod's workload, from the API server; nil for a bare pod,

@@ -47,8 +47,9 @@ type WorkloadStops struct {
 	RunningOOMKills int `json:"running_oom_kills"`
 	// Reasons counts the stops by why the kubelet stopped the container
 	// (the episode's stop_reason: deleted, evicted, preempted,
-	// probe_failed, restarted, deadline_exceeded, unknown); a stop with none (Docker, or no
-	// API server) is not counted here.
+	// probe_failed, restarted, deadline_exceeded, node_shutdown,
+	// poststart_failed, unknown); a stop with none (Docker, or no API
+	// server) is not counted here.
 	Reasons map[string]int `json:"reasons"`
 }
 
