@@ -21,6 +21,9 @@ type atKillJSON struct {
 		Syscall string `json:"syscall"`
 		Ignores bool   `json:"ignores_stop_signal"`
 	} `json:"children"`
+	Threads []struct {
+		Syscall string `json:"syscall"`
+	} `json:"threads"`
 	SinceS  *float64 `json:"since_s"`
 	Verdict string   `json:"verdict"`
 }
@@ -107,11 +110,12 @@ func TestStopAtKillRuntimes(t *testing.T) {
 		request  bool
 		syscalls []string
 		hint     string
+		threads  bool // other threads read and summarised in the verdict
 	}{
 		{name: "node-close", argv: []string{node.Path, "/app/app.js", "close"}, request: true,
 			syscalls: []string{"epoll_wait", "epoll_pwait", "epoll_pwait2"}, hint: "server.closeIdleConnections()"},
 		{name: "jvm-hook", argv: []string{java.Path, "/app/App.java", "hook"},
-			syscalls: []string{"futex"}, hint: "jcmd PID Thread.print"},
+			syscalls: []string{"futex"}, hint: "jcmd PID Thread.print", threads: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "e2e-atkill-" + tc.name
@@ -141,6 +145,9 @@ func TestStopAtKillRuntimes(t *testing.T) {
 			}
 			if !strings.Contains(ep.Hint, tc.hint) || strings.Contains(ep.Hint, "raise the grace period") {
 				t.Errorf("hint %q: want %q, and no more grace", ep.Hint, tc.hint)
+			}
+			if tc.threads && (len(a.Threads) == 0 || !strings.Contains(a.Verdict, "; its other threads: ")) {
+				t.Errorf("other threads %+v, verdict %q: want them read and summarised", a.Threads, a.Verdict)
 			}
 		})
 	}

@@ -106,3 +106,31 @@ func TestAtKill(t *testing.T) {
 		})
 	}
 }
+
+// A JVM's main thread only waits (futex) while its other threads hold the
+// shutdown: the verdict summarises the threads the kernel read besides the
+// main one, and says how many were not read.
+func TestAtKillOtherThreads(t *testing.T) {
+	s := newSim(t, nsA, 5151, "java", dockerInfo(idA, "web", 3))
+	s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false)
+	s.deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).kill(3*time.Second, runc)
+	read := func(tid uint32, role sigvocab.TaskRole, syscall int32, cpu time.Duration) {
+		p := s.init
+		p.TID = tid
+		s.push(3*time.Second, sigvocab.Event{Kind: sigvocab.KindBlocked, Target: p, Task: sigvocab.TaskReading{Role: role, Process: s.init.PID,
+			Syscall: syscall, CPUNs: uint64(cpu), Threads: 22}})
+	}
+	read(s.init.PID, sigvocab.RoleMainThread, 202, time.Second)
+	read(5160, sigvocab.RoleThread, 202, 0)
+	read(5161, sigvocab.RoleThread, 202, 0)
+	read(5162, sigvocab.RoleThread, 232, 0)
+	s.initExit(3*time.Second+ms, sigvocab.SIGKILL, 0)
+	ep := only(t, newEngine(Options{}), s.in)
+	if ep.AtKill == nil || len(ep.AtKill.Threads) != 3 || ep.AtKill.ThreadCount != 22 {
+		t.Fatalf("at_kill %+v", ep.AtKill)
+	}
+	want := "PID 1 (java, the JVM) was waiting on a lock or another thread (futex) when the SIGKILL came, with 22 threads; its other threads: 2 in futex, 1 in epoll_wait (3 of 21 read)"
+	if ep.AtKill.Verdict != want {
+		t.Errorf("verdict\n got %q\nwant %q", ep.AtKill.Verdict, want)
+	}
+}

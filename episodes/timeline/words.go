@@ -1018,7 +1018,50 @@ func cpuText(a *AtKill, d time.Duration) string {
 	return fmt.Sprintf("%.3fs of CPU in the %.3fs since the stop signal", d.Seconds(), a.Since.Seconds())
 }
 
+// atKillVerdict is the sentence of what the main thread was doing at the
+// SIGKILL, and what the other threads that were read were in.
 func atKillVerdict(ep *episode) string {
+	return mainVerdict(ep) + ep.AtKill.othersText()
+}
+
+// othersText summarises the other threads the kernel read (at most three)
+// by the system call each was in: "; its other threads: 2 in futex, 1 in
+// epoll_wait (3 of 22 read)". A JVM's or a Go program's main thread only
+// waits; what holds the shutdown is often in another.
+func (a *AtKill) othersText() string {
+	if len(a.Threads) == 0 {
+		return ""
+	}
+	var order []string
+	n := map[string]int{}
+	for _, t := range a.Threads {
+		k := "in " + t.Syscall
+		switch {
+		case t.Unread:
+			k = "not read"
+		case t.Syscall == "":
+			k = "in no system call"
+		}
+		if t.CPU != nil && a.Since > 0 && *t.CPU*4 >= a.Since {
+			k = "working (" + cpuText(a, *t.CPU) + ")"
+		}
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		n[k]++
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = fmt.Sprintf("%d %s", n[k], k)
+	}
+	s := "; its other threads: " + strings.Join(parts, ", ")
+	if others := a.ThreadCount - 1; others > len(a.Threads) {
+		s += fmt.Sprintf(" (%d of %d read)", len(a.Threads), others)
+	}
+	return s
+}
+
+func mainVerdict(ep *episode) string {
 	a := ep.AtKill
 	who := ep.who()
 	if used, ok := a.progress(); ok {
