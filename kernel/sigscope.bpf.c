@@ -179,6 +179,16 @@ struct {
 	__type(value, struct net_cg_counts);
 } stopping_conns SEC(".maps");
 
+/* The processes that entered each pid namespace from outside (struct
+ * exec_slots), written by handle_exec, read by note_blocked: a preStop exec
+ * hook still running when the grace ran out is read with the init. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct exec_slots);
+} ns_execs SEC(".maps");
+
 /* Per CPU: the socket whose received RST is being handled, so that the
  * state change that follows (to TCP_CLOSE) is not counted a second time. */
 struct {
@@ -196,6 +206,7 @@ const enum fact *unused_fact __attribute__((unused));
 const enum net_kind *unused_net_kind __attribute__((unused));
 const struct net_cg_key *unused_net_cg_key __attribute__((unused));
 const struct net_cg_counts *unused_net_cg_counts __attribute__((unused));
+const enum blocked_role *unused_blocked_role __attribute__((unused));
 
 static __always_inline bool signal_traced(int sig)
 {
@@ -934,9 +945,74 @@ __noinline int blocked_record(__u64 task, __u64 ts, __u64 how)
 	return 0;
 }
 
+/* Keeps p, which entered the pid namespace pidns from outside, in one of
+ * the namespace's EXEC_SLOTS (the oldest goes). */
+static __always_inline void note_exec(__u32 pidns, struct task_struct *p, __u32 tgid)
+{
+	struct exec_slots *s = bpf_map_lookup_elem(&ns_execs, &pidns);
+	__u32 i;
+
+	if (!s) {
+		struct exec_slots none = {};
+
+		bpf_map_update_elem(&ns_execs, &pidns, &none, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&ns_execs, &pidns);
+		if (!s)
+			return;
+	}
+	i = s->next % EXEC_SLOTS;
+	s->task[i] = (__u64)p;
+	s->start_time[i] = BPF_CORE_READ(p, start_time);
+	s->tgid[i] = tgid;
+	s->next = i + 1;
+}
+
 static __always_inline __u64 blocked_how(__u32 killed, __u8 role, __u8 threads, __u32 facts)
 {
 	return (__u64)killed << 32 | (__u64)role << 24 | (__u64)threads << 16 | ((facts >> 14) & 3);
+}
+
+/* The processes that entered the namespace of the init at leader_addr from
+ * outside and still run (a preStop exec hook the grace ran out on), each
+ * with up to two children: what they were doing. A slot whose task is gone
+ * (its tgid or start time differ: the memory may be another task's by now)
+ * or exiting is passed over. */
+__noinline int note_execs(__u64 leader_addr, __u64 ts, __u32 killed)
+{
+	struct task_struct *leader = (void *)leader_addr;
+	struct pid *lp = BPF_CORE_READ(leader, thread_pid);
+	struct pid_namespace *ns = 0;
+	struct exec_slots *s;
+	__u32 level, inum;
+	void *head, *next, *t, *c;
+	int i, j;
+
+	if (!lp)
+		return 0;
+	level = BPF_CORE_READ(lp, level);
+	bpf_probe_read_kernel(&ns, sizeof(ns), (void *)upid_at(lp, level) + bpf_core_field_offset(struct upid, ns));
+	if (!ns)
+		return 0;
+	inum = BPF_CORE_READ(ns, ns.inum);
+	s = bpf_map_lookup_elem(&ns_execs, &inum);
+	if (!s)
+		return 0;
+	for (i = 0; i < EXEC_SLOTS; i++) {
+		t = (void *)s->task[i];
+		if (!t || BPF_CORE_READ((struct task_struct *)t, tgid) != s->tgid[i] ||
+		    BPF_CORE_READ((struct task_struct *)t, start_time) != s->start_time[i] ||
+		    (BPF_CORE_READ((struct task_struct *)t, flags) & PF_EXITING))
+			continue;
+		blocked_record((__u64)t, ts, blocked_how(killed, BLOCKED_EXEC, i, 0));
+		head = t + bpf_core_field_offset(struct task_struct, children);
+		next = BPF_CORE_READ((struct task_struct *)t, children.next);
+		for (j = 0; j < 2 && next && next != head; j++) {
+			c = next - bpf_core_field_offset(struct task_struct, sibling);
+			blocked_record((__u64)c, ts, blocked_how(killed, BLOCKED_EXEC_CHILD, i, 0));
+			next = BPF_CORE_READ((struct task_struct *)c, sibling.next);
+		}
+	}
+	return 0;
 }
 
 /* The capture itself, for the process whose group leader is at leader,
@@ -988,6 +1064,7 @@ __noinline int note_blocked(__u64 leader_addr, __u64 ts, __u64 what)
 	if (facts)
 		/* The truncation, on a main-thread record of its own. */
 		blocked_record(leader_addr, ts, blocked_how(killed, BLOCKED_MAIN, nt, facts));
+	note_execs(leader_addr, ts, killed);
 	return 0;
 }
 
@@ -1327,6 +1404,9 @@ int BPF_PROG(handle_exec, struct task_struct *p, int old_pid, struct linux_binpr
 	e->netns = task_netns(p, false); /* a preStop hook's: user space may begin the count at it */
 	if (e->netns && e->netns == task_netns(parent, false))
 		e->facts |= FACT_NET_SHARED; /* not the container's own: never counted */
+	__u32 pidns = e->target.pidns, ns_pid = e->target.ns_pid;
 	submit(c, e, EV_EXEC);
+	if (ns_pid != 1 && pidns)
+		note_exec(pidns, p, tgid);
 	return 0;
 }

@@ -121,6 +121,23 @@ enum blocked_role {
 	BLOCKED_MAIN = 0,   /* the killed process's main thread */
 	BLOCKED_THREAD = 1, /* another of its threads */
 	BLOCKED_CHILD = 2,  /* one of its children */
+	/* A process that entered the init's namespace from outside (runc
+	 * exec: a preStop exec hook, an exec probe, kubectl exec) and still
+	 * runs, one of the last EXEC_SLOTS such; ancestors_len is its slot. */
+	BLOCKED_EXEC = 3,
+	BLOCKED_EXEC_CHILD = 4, /* a child of that process; ancestors_len its parent's slot */
+};
+
+/* The last EXEC_SLOTS processes that entered a pid namespace from outside,
+ * by the namespace's inode (the ns_execs map): the task's address, checked
+ * against its tgid and start time before any read, as the task may be gone. */
+#define EXEC_SLOTS 4
+struct exec_slots {
+	__u64 task[EXEC_SLOTS];
+	__u64 start_time[EXEC_SLOTS];
+	__u32 tgid[EXEC_SLOTS];
+	__u32 next;
+	__u32 _pad;
 };
 
 enum task_run {

@@ -39,7 +39,15 @@ type episode struct {
 		Duration  *float64 `json:"duration_s"`
 		ExitCode  *int     `json:"exit_code"`
 		Estimated bool     `json:"estimated"`
+		AtKill    *struct {
+			Process struct {
+				Comm    string `json:"comm"`
+				Syscall string `json:"syscall"`
+			} `json:"process"`
+			Verdict string `json:"verdict"`
+		} `json:"at_kill"`
 	} `json:"prestop"`
+	Hint  string `json:"hint"`
 	Steps []struct {
 		Kind string `json:"kind"`
 		Text string `json:"text"`
@@ -197,6 +205,14 @@ func TestKubeletPreStopTimeout(t *testing.T) {
 	}
 	if p := ep.PreStop; p == nil || p.Kind != "exec" || !near(p.Duration, 4, 1) {
 		t.Errorf("prestop %+v\n%s", p, ep.raw)
+	}
+	// The kernel read the hook's process at the SIGKILL: still sleeping.
+	if p := ep.PreStop; p == nil || p.AtKill == nil || p.AtKill.Process.Comm != "sleep" ||
+		(p.AtKill.Process.Syscall != "clock_nanosleep" && p.AtKill.Process.Syscall != "nanosleep") {
+		t.Errorf("the hook's reading at the SIGKILL: %s", ep.raw)
+	}
+	if !strings.Contains(ep.Hint, "its sleep is longer than the grace period") {
+		t.Errorf("hint %q: want the hook's sleep named", ep.Hint)
 	}
 	t.Logf("episode: %s", ep.raw)
 }

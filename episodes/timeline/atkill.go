@@ -50,8 +50,10 @@ type TaskAt struct {
 	Unread bool
 }
 
-// maxReadings bounds the blocked records an episode keeps per capture.
-const maxReadings = 12
+// maxReadings bounds the blocked records an episode keeps per capture: the
+// main thread's two, three threads, four children, and four execs with two
+// children each.
+const maxReadings = 24
 
 // reading is one blocked record, kept until completion.
 type reading struct {
@@ -95,12 +97,7 @@ func (ep *episode) takeAtKill() {
 		stop = sigvocab.SIGTERM
 	}
 	for _, r := range ep.atKill {
-		t := TaskAt{Proc: proc(&r.target), TID: r.target.TID, Syscall: sigvocab.SyscallName(r.task.Syscall), Fd: r.task.FdKind.String(),
-			Arg: int64(int32(uint32(r.task.Arg))), Unread: r.task.Syscall == -2}
-		if was, ok := before[r.target.TID]; ok && r.task.CPUNs >= was {
-			d := time.Duration(r.task.CPUNs - was)
-			t.CPU = &d
-		}
+		t := ep.taskAt(&r, before)
 		switch r.task.Role {
 		case sigvocab.RoleMainThread:
 			if r.task.MoreThreads || r.task.MoreChildren {
@@ -119,6 +116,49 @@ func (ep *episode) takeAtKill() {
 	}
 	ep.AtKill = a
 	ep.add(Step{Time: ep.KillAt, Kind: StepAtKill, Target: a.Main.Proc, facts: stepFacts{event: sigvocab.KindBlocked}}, true)
+	ep.takeHookAt(before)
+}
+
+// takeHookAt keeps the reading of the exec preStop hook's process, when it
+// still ran at the SIGKILL, and of its child, with a step; before are the
+// stop signal's readings' CPU times by thread.
+func (ep *episode) takeHookAt(before map[uint32]uint64) {
+	s := ep.hookSession()
+	if s == nil || !s.end.IsZero() && s.end.Before(ep.KillAt) {
+		return
+	}
+	var h *HookAt
+	slot := -1
+	for _, r := range ep.atKill {
+		if r.task.Role == sigvocab.RoleExec && r.target.PID == s.proc.PID {
+			h, slot = &HookAt{Process: ep.taskAt(&r, before)}, int(r.task.Slot)
+		}
+	}
+	if h == nil {
+		return
+	}
+	for _, r := range ep.atKill {
+		if r.task.Role == sigvocab.RoleExecChild && int(r.task.Slot) == slot {
+			c := ep.taskAt(&r, before)
+			if h.Child == nil || h.Process.Arg > 0 && uint32(h.Process.Arg) == c.PID {
+				h.Child = &c
+			}
+		}
+	}
+	ep.hookAt = h
+	ep.add(Step{Time: ep.KillAt, Kind: StepHookAtKill, Target: h.Process.Proc, facts: stepFacts{event: sigvocab.KindBlocked, hook: true}}, true)
+}
+
+// taskAt is a reading as a TaskAt, with the CPU time it used since the
+// stop signal's reading of the same thread when there was one.
+func (ep *episode) taskAt(r *reading, before map[uint32]uint64) TaskAt {
+	t := TaskAt{Proc: proc(&r.target), TID: r.target.TID, Syscall: sigvocab.SyscallName(r.task.Syscall), Fd: r.task.FdKind.String(),
+		Arg: int64(int32(uint32(r.task.Arg))), Unread: r.task.Syscall == -2}
+	if was, ok := before[r.target.TID]; ok && r.task.CPUNs >= was {
+		d := time.Duration(r.task.CPUNs - was)
+		t.CPU = &d
+	}
+	return t
 }
 
 // progress is the CPU time the busiest of the process's tasks used between

@@ -36,7 +36,7 @@ func TestAtKill(t *testing.T) {
 		{name: "shell trap behind a foreground command", main: "sh", syscall: 61, arg: -1, childSyscall: 230,
 			verdict: "PID 1 (sh) was waiting for its child sleep (pid 7, in clock_nanosleep) when the SIGKILL came; it used 0.000s of CPU in the 3.000s since the stop signal: a shell runs its SIGTERM trap only after the foreground command ends",
 			hint:    "run the command in the background and wait for it (cmd & wait $!)", notHint: "raise the grace"},
-		{name: "waiting on a child that ignores the signal", main: "app", syscall: 61, arg: 5152, childDisp: 1 << 6, childSyscall: 34,
+		{name: "waiting on a child that ignores the signal", main: "app", syscall: 61, arg: 7, childDisp: 1 << 6, childSyscall: 34,
 			verdict: "PID 1 (app) was waiting for its child sleep (pid 7, in pause) when the SIGKILL came; it used 0.000s of CPU in the 3.000s since the stop signal: the child ignores SIGTERM",
 			hint:    "which ignores SIGTERM: signal the child with one it acts on", notHint: "raise the grace"},
 		{name: "event loop", main: "node", syscall: 232, arg: 13, noChild: true,

@@ -58,6 +58,7 @@ type episode struct {
 	// The kernel's readings of the main process's tasks at the first stop
 	// signal and at the SIGKILL that counted (atkill.go).
 	atStop, atKill []reading
+	hookAt         *HookAt   // the exec preStop hook's reading at the SIGKILL (takeHookAt)
 	netWait        bool      // its events are over and it waits for its counts (Engine.waiting), out of the indexes
 	netDue         time.Time // with netWait: when its counts are to be read
 	netAsked       bool      // with netWait: ConnectionsDue returned its namespace, not read since

@@ -97,6 +97,7 @@ const (
 	StepExec          StepKind = "exec"           // a process entered the container from outside (runc exec: a preStop hook, kubectl exec, an exec probe)
 	StepReraise       StepKind = "reraise"        // the main process's stop-signal handler sent the signal to itself again, with the default action
 	StepAtKill        StepKind = "at_kill"        // what the main process was doing when the SIGKILL came (Episode.AtKill)
+	StepHookAtKill    StepKind = "hook_at_kill"   // what the exec preStop hook's process, still running, was doing when the SIGKILL came (PreStop.AtKill)
 
 	// Traffic steps: what the kernel counted of the network namespace's
 	// connections (Episode.Traffic), at the times it recorded.

@@ -28,14 +28,22 @@ type jsonStep struct {
 }
 
 type jsonPreStop struct {
-	Kind       string   `json:"kind"`
-	Command    []string `json:"command,omitempty"`
-	StartAt    string   `json:"start_at,omitempty"`
-	EndAt      string   `json:"end_at,omitempty"`
-	Duration   *float64 `json:"duration_s,omitempty"`
-	ExitStatus *int     `json:"exit_code,omitempty"`
-	Estimated  bool     `json:"estimated,omitempty"`
-	FromAPI    bool     `json:"start_from_api,omitempty"`
+	Kind       string      `json:"kind"`
+	Command    []string    `json:"command,omitempty"`
+	StartAt    string      `json:"start_at,omitempty"`
+	EndAt      string      `json:"end_at,omitempty"`
+	Duration   *float64    `json:"duration_s,omitempty"`
+	ExitStatus *int        `json:"exit_code,omitempty"`
+	Estimated  bool        `json:"estimated,omitempty"`
+	FromAPI    bool        `json:"start_from_api,omitempty"`
+	AtKill     *jsonHookAt `json:"at_kill,omitempty"`
+}
+
+// jsonHookAt is PreStop.AtKill.
+type jsonHookAt struct {
+	Process jsonTaskAt  `json:"process"`
+	Child   *jsonTaskAt `json:"child,omitempty"`
+	Verdict string      `json:"verdict"`
 }
 
 type jsonEpisode struct {
@@ -391,6 +399,13 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		for _, a := range p.Command {
 			j.PreStop.Command = append(j.PreStop.Command, textsafe.UTF8(a))
 		}
+		if h := p.AtKill; h != nil {
+			j.PreStop.AtKill = &jsonHookAt{Process: taskAtJSON(&h.Process), Verdict: h.Verdict}
+			if h.Child != nil {
+				c := taskAtJSON(h.Child)
+				j.PreStop.AtKill.Child = &c
+			}
+		}
 		if d, ok := p.Duration(ep.StopAt); ok {
 			j.PreStop.Duration = seconds(d)
 		}
@@ -514,6 +529,13 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		}
 		if out.PreStop.EndAt, err = parseTime(p.EndAt); err != nil {
 			return err
+		}
+		if h := p.AtKill; h != nil {
+			out.PreStop.AtKill = &HookAt{Process: taskAtFromJSON(&h.Process), Verdict: h.Verdict}
+			if h.Child != nil {
+				c := taskAtFromJSON(h.Child)
+				out.PreStop.AtKill.Child = &c
+			}
 		}
 	}
 	for _, js := range j.Steps {

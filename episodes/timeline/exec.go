@@ -122,6 +122,18 @@ type PreStop struct {
 	// this process's informer saw it, a watch's delay after the API
 	// server's (the kubelet starts the hook on the same update).
 	FromAPI bool
+	// AtKill is what an exec hook's process was doing when the SIGKILL
+	// came, still running (prestop_timeout); nil when it had ended or the
+	// kernel read nothing.
+	AtKill *HookAt
+}
+
+// HookAt is the kernel's reading of an exec preStop hook's process at the
+// SIGKILL (a blocked record of role exec), with one of its children.
+type HookAt struct {
+	Process TaskAt
+	Child   *TaskAt // the child it waited for, or its first; nil: none read
+	Verdict string  // the words: what it was doing, in a sentence
 }
 
 // exec adds a session's start to the episode, and its end when it has
@@ -189,19 +201,30 @@ func (ep *episode) preStop() *PreStop {
 		}
 		return p
 	}
-	for i := len(ep.execs) - 1; i >= 0; i-- {
-		s := ep.execs[i]
-		if !ep.isHookSession(s) || !ep.StopAt.IsZero() && s.start.After(ep.StopAt) {
-			continue
-		}
+	if s := ep.hookSession(); s != nil {
 		p.StartAt = s.start
 		if !s.end.IsZero() && (ep.StopAt.IsZero() || !s.end.After(ep.StopAt)) {
 			st := s.exit
 			p.EndAt, p.ExitStatus = s.end, &st
 		}
-		break
+		p.AtKill = ep.hookAt
 	}
 	return p
+}
+
+// hookSession is the exec preStop hook's session: the last one running
+// the hook's program that started before the stop signal; nil for none.
+func (ep *episode) hookSession() *execSession {
+	if ep.hook == nil || ep.hook.Kind != "exec" {
+		return nil
+	}
+	for i := len(ep.execs) - 1; i >= 0; i-- {
+		s := &ep.execs[i]
+		if ep.isHookSession(*s) && (ep.StopAt.IsZero() || !s.start.After(ep.StopAt)) {
+			return s
+		}
+	}
+	return nil
 }
 
 // Duration is how long the hook ran: to its end, or to the stop signal

@@ -110,3 +110,75 @@ func TestExecSessionsWindow(t *testing.T) {
 		t.Errorf("%s prestop %+v", ep.Outcome, ep.PreStop)
 	}
 }
+
+// An exec hook the grace ran out on, read by the kernel at the SIGKILL
+// (a blocked record of role exec, and one of its child): the step and the
+// hint say what held it, a sleep or a peer that did not answer.
+func TestPreStopTimeoutHookAt(t *testing.T) {
+	for _, tc := range []struct {
+		name, hookComm string
+		cmd            []string
+		syscall        int32 // the hook process's
+		fd             sigvocab.FdKind
+		child          string // its child, "" for none
+		childSyscall   int32
+		step, hint     string
+	}{
+		{name: "sleep", hookComm: "sleep", cmd: []string{"/bin/sleep", "20"}, syscall: 230,
+			step: "the preStop hook sleep (pid 10) was still running when the SIGKILL came, in clock_nanosleep",
+			hint: "its sleep is longer than the grace period"},
+		{name: "shell waiting on curl", hookComm: "sh", cmd: []string{"sh", "-c", "curl http://drain/; sleep 1"}, syscall: 61,
+			child: "curl", childSyscall: 7,
+			step: "the preStop hook sh (pid 10) was still running when the SIGKILL came, waiting for its child curl (pid 11, in poll)",
+			hint: "curl --max-time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, nsA, 5151, "sh", podInfo(4, &identity.Hook{Kind: "exec", Command: tc.cmd}))
+			hook := s.kid(5160, 10, tc.hookComm)
+			s.execIn(0, hook).
+				stop(4010*ms, sigvocab.SIGTERM, sigvocab.DispHandler, false).
+				deliver(4011*ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+				kill(6020*ms, runc)
+			s.blocked(6020*ms, s.init, sigvocab.RoleMainThread, 61, -1, time.Second, 0)
+			read := func(p sigvocab.Process, role sigvocab.TaskRole, syscall int32) {
+				s.push(6020*ms, sigvocab.Event{Kind: sigvocab.KindBlocked, Target: p, Task: sigvocab.TaskReading{Role: role, Process: s.init.PID,
+					Syscall: syscall, Arg: ^uint64(0), FdKind: tc.fd, Slot: 2}})
+			}
+			read(hook, sigvocab.RoleExec, tc.syscall)
+			if tc.child != "" {
+				read(s.kid(5161, 11, tc.child), sigvocab.RoleExecChild, tc.childSyscall)
+			}
+			s.initExit(6020*ms+30*time.Microsecond, sigvocab.SIGKILL, 0).
+				cascade(6020*ms+50*time.Microsecond, hook).
+				kidExit(6020*ms+90*time.Microsecond, hook, sigvocab.SIGKILL, 0)
+			ep := only(t, newEngine(Options{}), s.in)
+			if ep.Outcome != OutcomePreStopTimeout || ep.PreStop == nil || ep.PreStop.AtKill == nil {
+				t.Fatalf("%s prestop %+v", ep.Outcome, ep.PreStop)
+			}
+			if ep.PreStop.AtKill.Verdict != tc.step {
+				t.Errorf("verdict\n got %q\nwant %q", ep.PreStop.AtKill.Verdict, tc.step)
+			}
+			found := false
+			for _, st := range ep.Steps {
+				found = found || st.Kind == StepHookAtKill && st.Text == tc.step
+			}
+			if !found {
+				t.Errorf("no hook_at_kill step %q in %+v", tc.step, ep.Steps)
+			}
+			if !strings.Contains(ep.Hint, tc.hint) {
+				t.Errorf("hint %q: want %q", ep.Hint, tc.hint)
+			}
+			b, err := ep.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Episode
+			if err := back.UnmarshalJSON(b); err != nil || back.PreStop == nil || back.PreStop.AtKill == nil || back.PreStop.AtKill.Verdict != tc.step {
+				t.Errorf("read back (%v): %+v", err, back.PreStop)
+			}
+			if b2, _ := back.MarshalJSON(); string(b2) != string(b) {
+				t.Errorf("round trip changed the JSON:\n%s\n%s", b, b2)
+			}
+		})
+	}
+}

@@ -26,9 +26,16 @@ func (ep *episode) words() {
 	if a := ep.AtKill; a != nil {
 		a.Verdict = atKillVerdict(ep)
 	}
+	if h := ep.hookAt; h != nil {
+		h.Verdict = hookVerdict(ep, h)
+	}
 	for i := range ep.Steps {
 		if ep.Steps[i].Kind == StepAtKill && ep.AtKill != nil {
 			ep.Steps[i].Text = ep.AtKill.Verdict
+			continue
+		}
+		if ep.Steps[i].Kind == StepHookAtKill && ep.hookAt != nil {
+			ep.Steps[i].Text = ep.hookAt.Verdict
 			continue
 		}
 		ep.Steps[i].Text = stepText(&ep.Steps[i])
@@ -411,6 +418,9 @@ func hint(ep *episode) string {
 		}
 		return fmt.Sprintf("%s was SIGKILLed with no stop signal before it (docker kill, docker rm -f, kill -9), so it had no chance to shut down. If a clean shutdown matters, stop it with docker stop or a normal pod deletion, which send the stop signal first.", who)
 	case OutcomePreStopTimeout:
+		if h := hookHint(ep); h != "" {
+			return h
+		}
 		used := ""
 		if d, ok := ep.PreStop.Duration(ep.StopAt); ok {
 			used = fmt.Sprintf(" (it had run %.1fs)", d.Seconds())
@@ -991,13 +1001,14 @@ func (a *AtKill) waitsForChild() bool {
 }
 
 // awaited is the child a main thread in wait4/waitid waits for: the one
-// its pid argument names, else the only one, else the first.
+// its pid argument names (a pid of the waiter's own namespace), else the
+// only one, else the first.
 func (a *AtKill) awaited() *TaskAt {
 	if len(a.Children) == 0 {
 		return nil
 	}
 	for i := range a.Children {
-		if a.Main.Arg > 0 && uint32(a.Main.Arg) == a.Children[i].PID {
+		if a.Main.Arg > 0 && uint32(a.Main.Arg) == a.Children[i].NsPID {
 			return &a.Children[i]
 		}
 	}
@@ -1107,6 +1118,77 @@ func mainVerdict(ep *episode) string {
 		return fmt.Sprintf("%s: what it was in when the SIGKILL came could not be read (the kernel reads it on x86_64)%s", who, idle)
 	}
 	return fmt.Sprintf("%s was in no system call when the SIGKILL came%s", who, idle)
+}
+
+// netCalls are the system calls a process waits in for a network peer
+// (connect, a socket's read, a poll); with an fd kind, only on a socket.
+var netCalls = map[string]bool{"connect": true, "recvfrom": true, "recvmsg": true, "read": true, "poll": true, "ppoll": true,
+	"select": true, "pselect6": true, "epoll_wait": true, "epoll_pwait": true, "epoll_pwait2": true}
+
+// blocker is the task of an exec preStop hook's reading that tells
+// what held it: the child a shell or other waiter waited for, else the
+// process itself.
+func (h *HookAt) blocker() *TaskAt {
+	if h.Child != nil && waitCalls[h.Process.Syscall] {
+		return h.Child
+	}
+	return &h.Process
+}
+
+// hookVerdict is what the exec preStop hook's process was doing when the
+// SIGKILL came: "the preStop hook sleep (pid 9) was still sleeping
+// (clock_nanosleep) when the SIGKILL came".
+func hookVerdict(ep *episode, h *HookAt) string {
+	p := &h.Process
+	s := fmt.Sprintf("the preStop hook %s (pid %d) was still running when the SIGKILL came", p.Comm, p.NsPID)
+	if h.Child != nil && waitCalls[p.Syscall] {
+		s += fmt.Sprintf(", waiting for its child %s", childText(h.Child))
+	} else if p.Syscall != "" {
+		s += ", in " + p.Syscall
+		if p.Fd != "" {
+			s += fmt.Sprintf(" on a %s (fd %d)", strings.ReplaceAll(p.Fd, "_", " "), p.Arg)
+		}
+	} else if p.Unread {
+		s += " (what it was in could not be read)"
+	}
+	if b := h.blocker(); b.CPU != nil && ep.AtKill != nil && ep.AtKill.Since > 0 {
+		s += fmt.Sprintf("; it used %s", cpuText(ep.AtKill, *b.CPU))
+	}
+	return s
+}
+
+// hookHint is the fix for a preStop hook the grace ran out on, from what
+// its process was doing at the SIGKILL; "" when it was not read.
+func hookHint(ep *episode) string {
+	h := ep.hookAt
+	if h == nil {
+		return ""
+	}
+	b := h.blocker()
+	grace := ""
+	if ep.GracePeriod > 0 {
+		grace = fmt.Sprintf(" (%s)", ep.GracePeriod)
+	}
+	head := func(state string) string {
+		return fmt.Sprintf("The preStop hook was still %s when the grace period%s ran out, so the kubelet sent %s with only its 2 s minimum left: ", state, grace, ep.StopSignal)
+	}
+	in := b.Comm
+	if b.Syscall != "" {
+		in += " in " + b.Syscall
+	}
+	switch {
+	case b.CPU != nil && ep.AtKill != nil && ep.AtKill.Since > 0 && *b.CPU*4 >= ep.AtKill.Since:
+		return head(fmt.Sprintf("working (%s used %s)", b.Comm, cpuText(ep.AtKill, *b.CPU))) +
+			"raise terminationGracePeriodSeconds to cover the hook and the shutdown after it, or make the hook faster."
+	case sleepCalls[b.Syscall]:
+		return head("sleeping ("+in+")") + fmt.Sprintf("its sleep is longer than the grace period. Sleep less than terminationGracePeriodSeconds minus the time the application needs after %s, or raise the grace period to cover both.", ep.StopSignal)
+	case netCalls[b.Syscall] && (b.Fd == "" || b.Fd == "socket"):
+		return head("waiting on the network ("+in+")") +
+			"what it calls did not answer. Give its request a timeout well within the grace period (curl --max-time, wget -T) and let the hook go on without the answer."
+	case waitCalls[b.Syscall] || b.Syscall == "futex":
+		return head("waiting ("+in+")") + "bound what it waits for with a timeout well within the grace period."
+	}
+	return ""
 }
 
 // atKillHint is the fix for a handler that did not finish, from what the

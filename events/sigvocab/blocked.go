@@ -24,6 +24,9 @@ type TaskReading struct {
 	// handler. Children only.
 	Dispositions uint8
 	Threads      uint8 // the process's threads, up to 255 (main thread only)
+	// Slot is the kernel's slot of an exec (RoleExec), and of the exec a
+	// RoleExecChild is a child of: it pairs the two in one capture.
+	Slot uint8
 	// MoreThreads and MoreChildren: the process had threads or children
 	// no record shows (a record of the main thread with only these set).
 	MoreThreads, MoreChildren bool
@@ -36,9 +39,14 @@ const (
 	RoleMainThread TaskRole = 0 // the process's main thread
 	RoleThread     TaskRole = 1 // another of its threads
 	RoleChild      TaskRole = 2 // one of its children
+	// RoleExec is a process that entered the init's pid namespace from
+	// outside (runc exec: a preStop exec hook, an exec probe, kubectl
+	// exec) and still ran; RoleExecChild a child of one. Slot pairs them.
+	RoleExec      TaskRole = 3
+	RoleExecChild TaskRole = 4
 )
 
-var roleNames = [...]string{"main_thread", "thread", "child"}
+var roleNames = [...]string{"main_thread", "thread", "child", "exec", "exec_child"}
 
 func (r TaskRole) String() string {
 	if int(r) < len(roleNames) {

@@ -362,6 +362,10 @@ func appendTask(b []byte, t *TaskReading) []byte {
 	b = strconv.AppendBool(b, t.MoreThreads)
 	b = append(b, `,"more_children":`...)
 	b = strconv.AppendBool(b, t.MoreChildren)
+	if t.Slot != 0 {
+		b = append(b, `,"slot":`...)
+		b = strconv.AppendUint(b, uint64(t.Slot), 10)
+	}
 	return append(b, '}')
 }
 

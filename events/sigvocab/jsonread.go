@@ -48,18 +48,19 @@ type TaskJSON struct {
 	Threads      uint8  `json:"threads"`
 	MoreThreads  bool   `json:"more_threads"`
 	MoreChildren bool   `json:"more_children"`
+	Slot         uint8  `json:"slot,omitempty"` // an exec's, and its child's (RoleExec, RoleExecChild)
 }
 
 // TaskToJSON is t as a blocked event's "task" object reads.
 func TaskToJSON(t *TaskReading) *TaskJSON {
 	return &TaskJSON{Role: t.Role.String(), Process: t.Process, Syscall: t.Syscall, SyscallName: SyscallName(t.Syscall), Arg: t.Arg,
 		Fd: t.FdKind.String(), CPUNs: t.CPUNs, OnCPU: t.OnCPU, Dispositions: t.Dispositions, Threads: t.Threads,
-		MoreThreads: t.MoreThreads, MoreChildren: t.MoreChildren}
+		MoreThreads: t.MoreThreads, MoreChildren: t.MoreChildren, Slot: t.Slot}
 }
 
 func taskFromJSON(j *TaskJSON) (TaskReading, error) {
 	t := TaskReading{Process: j.Process, Syscall: j.Syscall, Arg: j.Arg, CPUNs: j.CPUNs, OnCPU: j.OnCPU, Dispositions: j.Dispositions,
-		Threads: j.Threads, MoreThreads: j.MoreThreads, MoreChildren: j.MoreChildren}
+		Threads: j.Threads, MoreThreads: j.MoreThreads, MoreChildren: j.MoreChildren, Slot: j.Slot}
 	role := -1
 	for i, n := range roleNames {
 		if n == j.Role {

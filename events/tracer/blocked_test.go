@@ -70,3 +70,44 @@ func TestBlockedReadings(t *testing.T) {
 		t.Errorf("%d readings of a process that is no namespace init", len(got))
 	}
 }
+
+// A process that entered the init's namespace from outside (as runc exec
+// starts a preStop exec hook) and still runs when the stop signal comes is
+// read with the init at the SIGKILL, with its children; one that already
+// ended is not.
+func TestExecReadings(t *testing.T) {
+	c := startCollector(t, Options{})
+	ns := testutil.StartNSInit(t, "echo ready; sleep 1000")
+	pid := strconv.Itoa(ns.PID)
+	testutil.Run(t, "nsenter", "-t", pid, "-p", "--", "true") // ended before the stop
+	hook := testutil.StartReady(t, exec.Command("nsenter", "-t", pid, "-p", "--", "sh", "-c", "echo ready; sleep 1000; true"))
+	time.Sleep(200 * time.Millisecond) // the sleep has started
+	// The init has no handler: the kernel drops SIGTERM (no reading for a
+	// signal that was not delivered), and the SIGKILL reads.
+	testutil.Run(t, "kill", "-TERM", pid)
+	c.waitFor(t, "SIGTERM", isGenerate(sigvocab.SIGTERM, ns.PID))
+	testutil.Run(t, "kill", "-KILL", pid)
+	term := c.waitFor(t, "SIGKILL", isGenerate(sigvocab.SIGKILL, ns.PID))
+	var execs, kids []sigvocab.Event
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && (len(execs) == 0 || len(kids) == 0) {
+		time.Sleep(50 * time.Millisecond)
+		execs = c.all(func(e *sigvocab.Event) bool {
+			return e.Kind == sigvocab.KindBlocked && e.BootNS == term.BootNS && e.Task.Role == sigvocab.RoleExec
+		})
+		kids = c.all(func(e *sigvocab.Event) bool {
+			return e.Kind == sigvocab.KindBlocked && e.BootNS == term.BootNS && e.Task.Role == sigvocab.RoleExecChild
+		})
+	}
+	if len(execs) != 1 || len(kids) != 1 {
+		t.Fatalf("exec readings %+v, children %+v: want the running one and its child", execs, kids)
+	}
+	x, k := execs[0], kids[0]
+	// nsenter forks and waits: the process in the namespace is its child.
+	if x.Target.Comm.String() != "sh" || x.Target.NsPID == 1 || x.Task.Process != uint32(ns.PID) || sigvocab.SyscallName(x.Task.Syscall) != "wait4" {
+		t.Errorf("exec reading: %s (ns pid %d) of %d in %s; nsenter %d", x.Target.Comm, x.Target.NsPID, x.Task.Process, sigvocab.SyscallName(x.Task.Syscall), hook)
+	}
+	if n := sigvocab.SyscallName(k.Task.Syscall); k.Target.Comm.String() != "sleep" || (n != "nanosleep" && n != "clock_nanosleep") || k.Task.Slot != x.Task.Slot {
+		t.Errorf("exec child reading: %s in %s, slot %d (the exec's %d)", k.Target.Comm, n, k.Task.Slot, x.Task.Slot)
+	}
+}

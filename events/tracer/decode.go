@@ -94,6 +94,10 @@ func Decode(raw []byte, clk Clock, e *sigvocab.Event) error {
 			MoreThreads:  r.Facts&sigvocab.FactMoreThreads != 0,
 			MoreChildren: r.Facts&sigvocab.FactMoreChildren != 0,
 		}
+		if e.Task.Role == sigvocab.RoleExec || e.Task.Role == sigvocab.RoleExecChild {
+			// ancestors_len is the exec's slot for these (sigscope.h).
+			e.Task.Slot, e.Task.Threads = e.Task.Threads, 0
+		}
 		e.Handler, e.SigFlags, e.Code, e.SiCode, e.Result, e.Group = 0, 0, 0, 0, 0, false
 	case sigvocab.KindExit:
 		// task->exit_code has the wait(2) status layout.

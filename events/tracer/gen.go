@@ -4,7 +4,7 @@ package tracer
 // no clang. `make generate` reruns this; CI fails when the output changes.
 // clang-14 and llvm-strip-14 are pinned so that the object is byte-for-byte
 // reproducible on the Debian machines CI runs on.
-//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type event -type counters -type proc -type ancestor -type event_type -type fact -type target_key -type net_stats -type net_kind sigscope ../../kernel/sigscope.bpf.c -- -I../../kernel/headers -I../../kernel
+//go:generate go tool bpf2go -cc clang-14 -strip llvm-strip-14 -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type event -type counters -type proc -type ancestor -type event_type -type fact -type target_key -type net_stats -type net_kind -type blocked_role sigscope ../../kernel/sigscope.bpf.c -- -I../../kernel/headers -I../../kernel
 // The same programs for kernels without bpf_get_current_task_btf() (before
 // 5.11): the current task is read with CO-RE helper reads. Types come from
 // the object above (same source, same layout).

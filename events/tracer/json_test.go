@@ -179,6 +179,10 @@ func jsonCases() []sigvocab.Event {
 		e.Kind, e.Signal = sigvocab.KindBlocked, 0
 		e.Task = sigvocab.TaskReading{Role: 9, Syscall: -1, Arg: ^uint64(0), FdKind: 15, Threads: 255, MoreThreads: true}
 	})
+	add(func(e *sigvocab.Event) { // a preStop exec hook's child, in slot 2
+		e.Kind, e.Signal = sigvocab.KindBlocked, 0
+		e.Task = sigvocab.TaskReading{Role: sigvocab.RoleExecChild, Process: 4242, Syscall: 230, CPUNs: 5, Slot: 2}
+	})
 	add(func(e *sigvocab.Event) { // split by cgroup: none yet, then two
 		e.Kind, e.Signal, e.NetNS = sigvocab.KindNet, 0, 4026532771
 		e.Conns = &sigvocab.Connections{Since: e.Time, SeesCgroups: true}

@@ -20,6 +20,16 @@ type sigscopeAncestor struct {
 	Comm [16]int8
 }
 
+type sigscopeBlockedRole uint32
+
+const (
+	sigscopeBlockedRoleBLOCKED_MAIN       sigscopeBlockedRole = 0
+	sigscopeBlockedRoleBLOCKED_THREAD     sigscopeBlockedRole = 1
+	sigscopeBlockedRoleBLOCKED_CHILD      sigscopeBlockedRole = 2
+	sigscopeBlockedRoleBLOCKED_EXEC       sigscopeBlockedRole = 3
+	sigscopeBlockedRoleBLOCKED_EXEC_CHILD sigscopeBlockedRole = 4
+)
+
 type sigscopeCounters struct {
 	_       structs.HostLayout
 	Seen    [8]uint64
@@ -60,6 +70,15 @@ const (
 	sigscopeEventTypeEV_BLOCKED  sigscopeEventType = 7
 	sigscopeEventTypeEV_TYPES    sigscopeEventType = 8
 )
+
+type sigscopeExecSlots struct {
+	_         structs.HostLayout
+	Task      [4]uint64
+	StartTime [4]uint64
+	Tgid      [4]uint32
+	Next      uint32
+	Pad       uint32
+}
 
 type sigscopeFact uint32
 
@@ -145,6 +164,7 @@ const (
 	sigscopeMapEvents                = "events"
 	sigscopeMapExited                = "exited"
 	sigscopeMapLastTarget            = "last_target"
+	sigscopeMapNsExecs               = "ns_execs"
 	sigscopeMapReaderState           = "reader_state"
 	sigscopeMapRstReceived           = "rst_received"
 	sigscopeMapStoppingConns         = "stopping_conns"
@@ -165,6 +185,7 @@ const (
 	sigscopeVarFilterPid             = "filter_pid"
 	sigscopeVarSelfTgid              = "self_tgid"
 	sigscopeVarSignalMask            = "signal_mask"
+	sigscopeVarUnusedBlockedRole     = "unused_blocked_role"
 	sigscopeVarUnusedEvent           = "unused_event"
 	sigscopeVarUnusedEventType       = "unused_event_type"
 	sigscopeVarUnusedFact            = "unused_fact"
@@ -237,6 +258,7 @@ type sigscopeMapSpecs struct {
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	Exited        *ebpf.MapSpec `ebpf:"exited"`
 	LastTarget    *ebpf.MapSpec `ebpf:"last_target"`
+	NsExecs       *ebpf.MapSpec `ebpf:"ns_execs"`
 	ReaderState   *ebpf.MapSpec `ebpf:"reader_state"`
 	RstReceived   *ebpf.MapSpec `ebpf:"rst_received"`
 	StoppingConns *ebpf.MapSpec `ebpf:"stopping_conns"`
@@ -253,6 +275,7 @@ type sigscopeVariableSpecs struct {
 	FilterPid         *ebpf.VariableSpec `ebpf:"filter_pid"`
 	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SignalMask        *ebpf.VariableSpec `ebpf:"signal_mask"`
+	UnusedBlockedRole *ebpf.VariableSpec `ebpf:"unused_blocked_role"`
 	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedEventType   *ebpf.VariableSpec `ebpf:"unused_event_type"`
 	UnusedFact        *ebpf.VariableSpec `ebpf:"unused_fact"`
@@ -287,6 +310,7 @@ type sigscopeMaps struct {
 	Events        *ebpf.Map `ebpf:"events"`
 	Exited        *ebpf.Map `ebpf:"exited"`
 	LastTarget    *ebpf.Map `ebpf:"last_target"`
+	NsExecs       *ebpf.Map `ebpf:"ns_execs"`
 	ReaderState   *ebpf.Map `ebpf:"reader_state"`
 	RstReceived   *ebpf.Map `ebpf:"rst_received"`
 	StoppingConns *ebpf.Map `ebpf:"stopping_conns"`
@@ -301,6 +325,7 @@ func (m *sigscopeMaps) Close() error {
 		m.Events,
 		m.Exited,
 		m.LastTarget,
+		m.NsExecs,
 		m.ReaderState,
 		m.RstReceived,
 		m.StoppingConns,
@@ -318,6 +343,7 @@ type sigscopeVariables struct {
 	FilterPid         *ebpf.Variable `ebpf:"filter_pid"`
 	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`
 	SignalMask        *ebpf.Variable `ebpf:"signal_mask"`
+	UnusedBlockedRole *ebpf.Variable `ebpf:"unused_blocked_role"`
 	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
 	UnusedEventType   *ebpf.Variable `ebpf:"unused_event_type"`
 	UnusedFact        *ebpf.Variable `ebpf:"unused_fact"`

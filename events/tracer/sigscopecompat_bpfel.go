@@ -20,6 +20,15 @@ type sigscopeCompatCounters struct {
 	Dropped [8]uint64
 }
 
+type sigscopeCompatExecSlots struct {
+	_         structs.HostLayout
+	Task      [4]uint64
+	StartTime [4]uint64
+	Tgid      [4]uint32
+	Next      uint32
+	Pad       uint32
+}
+
 type sigscopeCompatNetCgCounts struct {
 	_     structs.HostLayout
 	Count [8]uint64
@@ -59,6 +68,7 @@ const (
 	sigscopeCompatMapEvents                = "events"
 	sigscopeCompatMapExited                = "exited"
 	sigscopeCompatMapLastTarget            = "last_target"
+	sigscopeCompatMapNsExecs               = "ns_execs"
 	sigscopeCompatMapReaderState           = "reader_state"
 	sigscopeCompatMapRstReceived           = "rst_received"
 	sigscopeCompatMapStoppingConns         = "stopping_conns"
@@ -79,6 +89,7 @@ const (
 	sigscopeCompatVarFilterPid             = "filter_pid"
 	sigscopeCompatVarSelfTgid              = "self_tgid"
 	sigscopeCompatVarSignalMask            = "signal_mask"
+	sigscopeCompatVarUnusedBlockedRole     = "unused_blocked_role"
 	sigscopeCompatVarUnusedEvent           = "unused_event"
 	sigscopeCompatVarUnusedEventType       = "unused_event_type"
 	sigscopeCompatVarUnusedFact            = "unused_fact"
@@ -151,6 +162,7 @@ type sigscopeCompatMapSpecs struct {
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	Exited        *ebpf.MapSpec `ebpf:"exited"`
 	LastTarget    *ebpf.MapSpec `ebpf:"last_target"`
+	NsExecs       *ebpf.MapSpec `ebpf:"ns_execs"`
 	ReaderState   *ebpf.MapSpec `ebpf:"reader_state"`
 	RstReceived   *ebpf.MapSpec `ebpf:"rst_received"`
 	StoppingConns *ebpf.MapSpec `ebpf:"stopping_conns"`
@@ -167,6 +179,7 @@ type sigscopeCompatVariableSpecs struct {
 	FilterPid         *ebpf.VariableSpec `ebpf:"filter_pid"`
 	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SignalMask        *ebpf.VariableSpec `ebpf:"signal_mask"`
+	UnusedBlockedRole *ebpf.VariableSpec `ebpf:"unused_blocked_role"`
 	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedEventType   *ebpf.VariableSpec `ebpf:"unused_event_type"`
 	UnusedFact        *ebpf.VariableSpec `ebpf:"unused_fact"`
@@ -201,6 +214,7 @@ type sigscopeCompatMaps struct {
 	Events        *ebpf.Map `ebpf:"events"`
 	Exited        *ebpf.Map `ebpf:"exited"`
 	LastTarget    *ebpf.Map `ebpf:"last_target"`
+	NsExecs       *ebpf.Map `ebpf:"ns_execs"`
 	ReaderState   *ebpf.Map `ebpf:"reader_state"`
 	RstReceived   *ebpf.Map `ebpf:"rst_received"`
 	StoppingConns *ebpf.Map `ebpf:"stopping_conns"`
@@ -215,6 +229,7 @@ func (m *sigscopeCompatMaps) Close() error {
 		m.Events,
 		m.Exited,
 		m.LastTarget,
+		m.NsExecs,
 		m.ReaderState,
 		m.RstReceived,
 		m.StoppingConns,
@@ -232,6 +247,7 @@ type sigscopeCompatVariables struct {
 	FilterPid         *ebpf.Variable `ebpf:"filter_pid"`
 	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`
 	SignalMask        *ebpf.Variable `ebpf:"signal_mask"`
+	UnusedBlockedRole *ebpf.Variable `ebpf:"unused_blocked_role"`
 	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
 	UnusedEventType   *ebpf.Variable `ebpf:"unused_event_type"`
 	UnusedFact        *ebpf.Variable `ebpf:"unused_fact"`

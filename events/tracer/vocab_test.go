@@ -73,6 +73,19 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 		t.Errorf("the facts cover %#x, want %#x", all, want)
 	}
 
+	roles := map[sigscopeBlockedRole]sigvocab.TaskRole{
+		sigscopeBlockedRoleBLOCKED_MAIN:       sigvocab.RoleMainThread,
+		sigscopeBlockedRoleBLOCKED_THREAD:     sigvocab.RoleThread,
+		sigscopeBlockedRoleBLOCKED_CHILD:      sigvocab.RoleChild,
+		sigscopeBlockedRoleBLOCKED_EXEC:       sigvocab.RoleExec,
+		sigscopeBlockedRoleBLOCKED_EXEC_CHILD: sigvocab.RoleExecChild,
+	}
+	for c, g := range roles {
+		if uint8(c) != uint8(g) {
+			t.Errorf("blocked role %d in C is %d in sigvocab", c, g)
+		}
+	}
+
 	netKinds := map[sigscopeNetKind]sigvocab.NetKind{
 		sigscopeNetKindNET_ACCEPTED:        sigvocab.NetAccepted,
 		sigscopeNetKindNET_CLOSED:          sigvocab.NetClosed,
