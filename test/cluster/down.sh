@@ -45,7 +45,8 @@ fi
 stop containerd "$BIN/containerd" 30
 # Whatever still runs in the pods' cgroups (a container whose shim lost its
 # containerd), then the shims themselves: all started by this cluster.
-find "/sys/fs/cgroup/pids/$CGROUP_ROOT" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r pid; do
+# (None when the bring-up stopped before the kubelet's stage made them.)
+{ find "/sys/fs/cgroup/pids/$CGROUP_ROOT" -name cgroup.procs -exec cat {} + 2>/dev/null || true; } | while read -r pid; do
 	echo "killing pod process $pid ($(cat "/proc/$pid/comm" 2>/dev/null))"
 	kill -KILL "$pid" 2>/dev/null || true
 done

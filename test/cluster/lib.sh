@@ -157,7 +157,18 @@ start() {
 	# Not a process group leader here, so setsid makes the new session
 	# in place and $! is the daemon itself.
 	setsid "$bin" "$@" </dev/null >>"$(logfile "$name")" 2>&1 &
-	echo $! >"$(pidfile "$name")"
+	local pid=$! i
+	echo "$pid" >"$(pidfile "$name")"
+	# Until setsid has exec'd it, /proc/PID/exe is the shell's or setsid's,
+	# and running() would take the daemon for gone (wait_for then reported
+	# "exited" for a daemon that was starting): wait for the exec, or for
+	# the process to end.
+	for ((i = 0; i < 50; i++)); do
+		case "$(readlink "/proc/$pid/exe" 2>/dev/null)" in
+		"$bin" | "") break ;;
+		esac
+		sleep 0.1
+	done
 }
 
 # stop NAME BINARY [SECONDS]: SIGTERM, then SIGKILL after SECONDS (10).
