@@ -96,7 +96,7 @@ test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, boote
 	bash test/kernels/run.sh $(KERNELS)
 
 .PHONY: cluster
-cluster: ## Start a single-node Kubernetes here (root), built the first time into .cache/cluster; then `. .cluster/env` (docs/cluster.md). FEATURE_GATES=Name=true,... for the API server, controller-manager, scheduler and kubelet (default ContainerStopSignals=true; FEATURE_GATES= for none)
+cluster: ## Start a single-node Kubernetes here (root), built the first time into .cache/cluster; then `. .cluster/env` (docs/cluster.md). RUNTIME=crio: the kubelet on CRI-O (test/crio/build.sh) instead of containerd. FEATURE_GATES=Name=true,... for the API server, controller-manager, scheduler and kubelet (default ContainerStopSignals=true; FEATURE_GATES= for none)
 	bash test/cluster/up.sh
 
 .PHONY: cluster-down
@@ -118,7 +118,7 @@ cluster-agent: ## Install the agent DaemonSet from the chart, with the image of 
 	bash test/cluster/agent.sh
 
 .PHONY: cluster-images
-cluster-images: ## Rebuild the cluster's images (sigscope.local/sigscope:dev from this tree, busybox, pause); import them when it runs
+cluster-images: ## Rebuild the cluster's images (sigscope.local/sigscope:dev from this tree, busybox, pause); import them into its runtime when it runs
 	bash test/cluster/images.sh
 
 .PHONY: bench

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make cluster-agent: the node agent on the cluster of make cluster, from the
 # chart (deploy/chart/sigscope) with test/cluster/agent-values.yaml and the
-# image built from this tree (images.sh imports it when it changed); waits
+# image built from this tree (images.sh imports it when it changed), and
+# agent-values-crio.yaml on a cluster whose kubelet runs on CRI-O; waits
 # until the DaemonSet's pods are Ready.
 #   test/cluster/agent.sh [install]   install or update, and wait
 #   test/cluster/agent.sh delete      remove it (namespace, ClusterRoles)
@@ -30,7 +31,7 @@ if [ "${1:-install}" = delete ]; then
 	exit 0
 fi
 
-need_root "make cluster-agent (it imports the image into the cluster's containerd)"
+need_root "make cluster-agent (it imports the image into the cluster's container runtime)"
 stage "image sigscope.local/sigscope:dev from this tree"
 bash "$here/images.sh"
 
@@ -39,9 +40,11 @@ manifest=$(mktemp)
 trap 'rm -f "$manifest"' EXIT
 # The image's ID in the pod template: a rebuilt image keeps its tag, and
 # this rolls the pods onto it.
+values=(-f "$here/agent-values.yaml")
+[ "$(cluster_runtime)" != crio ] || values+=(-f "$here/agent-values-crio.yaml")
 set_args=(--set "fullnameOverride=$NS" --set "journal.hostDir=$VARLIB/journal-$NS" --set "podAnnotations.sigscope\.dev/image-id=$(<"$CACHE/images/sigscope.tar.id")")
 [ -z "${SIGSCOPE_AGENT_SET:-}" ] || set_args+=(--set "$SIGSCOPE_AGENT_SET")
-GO=${GO:-go} sh "$top/deploy/render.sh" - --namespace "$NS" -f "$here/agent-values.yaml" "${set_args[@]}" >"$manifest"
+GO=${GO:-go} sh "$top/deploy/render.sh" - --namespace "$NS" "${values[@]}" "${set_args[@]}" >"$manifest"
 
 stage "apply, and wait for the DaemonSet's pods to be Ready"
 kubectl get namespace "$NS" >/dev/null 2>&1 || kubectl create namespace "$NS"

@@ -11,8 +11,11 @@
 #   sigscope.local/sigscope:dev         bin/sigscope as deploy/Dockerfile builds it
 #                                       (its go build line, ENTRYPOINT and EXPOSE
 #                                       are read from the Dockerfile)
-# Layers are reproducible (sorted, mtime 0, uid 0), so an unchanged image keeps
-# its ID and is not imported again. Usage: test/cluster/images.sh [--no-import | --import-only]
+# Under CRI-O (make cluster RUNTIME=crio) each is copied into CRI-O's storage
+# instead, with skopeo (docker-archive: to containers-storage:), under the same
+# name. Layers are reproducible (sorted, mtime 0, uid 0), so an unchanged
+# image keeps its ID and is not imported again.
+# Usage: test/cluster/images.sh [--no-import | --import-only]
 # SIGSCOPE_IMAGE_OPTIONAL=1 (make cluster): a tree that does not compile
 # leaves the last sigscope image built (or none) with a warning.
 set -euo pipefail
@@ -162,9 +165,48 @@ build_otelcol() {
 
 ctr_k8s() { "$BIN/ctr" --address "$CONTAINERD_SOCKET" -n k8s.io "$@" 2> >(grep -v 'DEPRECATION: The support for cgroup v1' >&2); }
 
-# import_image NAME REF: imports IMAGES/NAME.tar unless containerd has REF with
-# that image ID already.
+# The runtime of the cluster in STATE (make cluster writes it) and whether it
+# runs: where import_image puts the images.
+RUNTIME=$(cluster_runtime)
+runtime_up() {
+	if [ "$RUNTIME" = crio ]; then
+		running crio "$(daemon_bin crio)" >/dev/null && curl -fsS --max-time 2 --unix-socket "$CRIO_SOCKET" http://crio/info >/dev/null 2>&1
+	else
+		"$BIN/ctr" --address "$CONTAINERD_SOCKET" version >/dev/null 2>&1
+	fi
+}
+runtime_label() { if [ "$RUNTIME" = crio ]; then echo CRI-O; else echo containerd; fi; }
+
+# import_image NAME REF: imports IMAGES/NAME.tar into the cluster's runtime
+# unless it has REF with that image ID already.
 import_image() {
+	if [ "$RUNTIME" = crio ]; then
+		copy_to_crio "$@"
+	else
+		import_to_containerd "$@"
+	fi
+}
+
+# copy_to_crio NAME REF: skopeo copies IMAGES/NAME.tar into CRI-O's storage as
+# REF (containers-storage with CRI-O's driver, root and run root; its locks
+# let skopeo write while CRI-O runs, and CRI-O sees the image at its next
+# look). An image's ID there is its config's digest, as in the tarball: the
+# config skopeo reads back from REF tells whether it is the same image.
+copy_to_crio() {
+	local name=$1 ref=$2 want have=""
+	want=$(<"$IMAGES/$name.tar.id")
+	if have=$(skopeo inspect --raw --config "containers-storage:$CRIO_STORE$ref" 2>/dev/null | sha256sum); then
+		have=sha256:${have%% *}
+	fi
+	if [ "$have" = "$want" ]; then
+		echo "$ref: present (${want:7:12})"
+		return 0
+	fi
+	skopeo --policy "$STATE/crio-policy.json" copy --quiet "docker-archive:$IMAGES/$name.tar" "containers-storage:$CRIO_STORE$ref"
+	echo "$ref: copied (${want:7:12})"
+}
+
+import_to_containerd() {
 	local name=$1 ref=$2 want have
 	want=$(<"$IMAGES/$name.tar.id")
 	have=$(ctr_k8s images ls "name==$ref" 2>/dev/null | awk 'NR > 1 {print $3}')
@@ -182,7 +224,7 @@ mkdir -p "$IMAGES"
 if [ "$mode" = --otelcol ]; then
 	stage "images: build $OTELCOL_IMAGE and import it"
 	build_otelcol || die "building $OTELCOL_IMAGE failed"
-	"$BIN/ctr" --address "$CONTAINERD_SOCKET" version >/dev/null 2>&1 || die "the cluster's containerd is not running: make cluster first"
+	runtime_up || die "the cluster's $(runtime_label) is not running: make cluster first"
 	import_image otelcol "$OTELCOL_IMAGE"
 	stage_end
 	exit 0
@@ -207,14 +249,14 @@ if [ "$mode" != --import-only ]; then
 fi
 
 if [ "$mode" != --no-import ]; then
-	if "$BIN/ctr" --address "$CONTAINERD_SOCKET" version >/dev/null 2>&1; then
-		stage "images: import into the cluster's containerd"
+	if runtime_up; then
+		stage "images: import into the cluster's $(runtime_label)"
 		import_image pause "$PAUSE_IMAGE"
 		import_image busybox "$BUSYBOX_IMAGE"
 		[ ! -f "$IMAGES/node.tar" ] || import_image node "$NODE_IMAGE"
 		[ ! -f "$IMAGES/sigscope.tar" ] || import_image sigscope "$SIGSCOPE_IMAGE"
 		stage_end
 	else
-		echo "the cluster's containerd is not running: make cluster imports the images"
+		echo "the cluster's $(runtime_label) is not running: make cluster imports the images"
 	fi
 fi

@@ -31,10 +31,51 @@ STATE=$top/.cluster
 VARLIB=/var/lib/sigscope-cluster
 RUNDIR=/run/sigscope-cluster
 CONTAINERD_SOCKET=$RUNDIR/containerd.sock
+
+# The container runtime under the kubelet: containerd (the default) or CRI-O
+# (make cluster RUNTIME=crio), recorded in STATE/runtime by make cluster.
+# CRI-O is test/crio/build.sh's (crio and pinns from the Go module proxy,
+# kept in .cache/crio/bin beside the tests' own CRI-O, which shares the
+# binaries and nothing else), with Debian's conmon and the cluster's runc;
+# its storage, run root and socket are the cluster's (VARLIB/crio,
+# RUNDIR/crio), apart from the tests' CRI-O (/var/lib/sigscope-crio).
+CRIO_BIN=${CACHE%/cluster}/crio/bin
+CRIO_SOCKET=$RUNDIR/crio.sock
+# CRI-O's image store, as containers-storage references name it (skopeo):
+# vfs, which needs nothing of the kernel beyond plain directories.
+CRIO_STORE="[vfs@$VARLIB/crio/storage+$RUNDIR/crio/storage]"
 # The kubelet's cgroup root: its pods live under /sigscope-cluster/kubepods in
 # every hierarchy, never in the /kubepods that the tests' CRI containers use
 # (a kubelet kills what it finds in its own tree and does not know).
 CGROUP_ROOT=sigscope-cluster
+
+# cluster_runtime: the runtime of the cluster in STATE (containerd or crio);
+# containerd for a cluster made before there was a choice.
+cluster_runtime() {
+	if [ -f "$STATE/runtime" ]; then
+		cat "$STATE/runtime"
+	else
+		echo containerd
+	fi
+}
+
+# cri_socket RUNTIME: where RUNTIME serves CRI to the kubelet.
+cri_socket() {
+	case $1 in
+	crio) echo "$CRIO_SOCKET" ;;
+	*) echo "$CONTAINERD_SOCKET" ;;
+	esac
+}
+
+# daemon_bin NAME: the binary daemon NAME runs from (its pid file counts
+# only while the pid runs it): CRI-O's is test/crio/build.sh's, the others
+# are BIN's.
+daemon_bin() {
+	case $1 in
+	crio) echo "$CRIO_BIN/crio" ;;
+	*) echo "$BIN/$1" ;;
+	esac
+}
 
 # Addresses. Nothing here routes off the machine: the API server and the
 # kubelet listen on 127.0.0.1, the pod subnet lives on a bridge whose pods get
@@ -111,7 +152,7 @@ die() {
 }
 
 need_root() {
-	[ "$(id -u)" -eq 0 ] || die "$1 needs root (it starts a kubelet, containerd and runc)"
+	[ "$(id -u)" -eq 0 ] || die "$1 needs root (it starts a kubelet, its container runtime and runc)"
 }
 
 # Debian packages, installed when missing.
@@ -195,7 +236,7 @@ stop() {
 wait_for() {
 	local what=$1 timeout=$2 name=$3 bin="" i
 	shift 3
-	[ "$name" = - ] || bin=$BIN/$name
+	[ "$name" = - ] || bin=$(daemon_bin "$name")
 	for ((i = 0; i < timeout * 5; i++)); do
 		if "$@" >/dev/null 2>&1; then
 			return 0

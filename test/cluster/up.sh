@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # make cluster: a single-node Kubernetes on this machine, for the end-to-end
 # tests and for trying the agent: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, a kubelet, and its own containerd
-# (CRI) with runc and Debian's CNI plugins. Builds what is missing
-# (build.sh, images.sh), then starts what does not run yet: a second run
-# reuses every daemon that runs and answers its health check. Writes
-# .cluster/env (KUBECONFIG, PATH with kubectl, CRI_SOCKET, NODE_NAME).
+# kube-controller-manager, kube-scheduler, a kubelet, and its own container
+# runtime (CRI) with runc and Debian's CNI plugins: containerd, or CRI-O with
+# RUNTIME=crio. Builds what is missing (build.sh, images.sh, and
+# test/crio/build.sh for CRI-O), then starts what does not run yet: a second
+# run reuses every daemon that runs and answers its health check. Writes
+# .cluster/env (KUBECONFIG, PATH with kubectl, CRI_SOCKET, NODE_NAME,
+# CLUSTER_RUNTIME).
 # docs/cluster.md explains each choice; make cluster-down undoes it all.
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
@@ -31,6 +33,19 @@ if [ -f "$STATE/feature-gates" ] && [ "$(<"$STATE/feature-gates")" != "$FEATURE_
 		fi
 	done
 fi
+# The kubelet's container runtime: RUNTIME (make cluster RUNTIME=crio),
+# containerd when unset. One at a time: the kubelet of a running cluster
+# keeps its runtime (its pods live there), so another needs a fresh start.
+RUNTIME=${RUNTIME:-containerd}
+case $RUNTIME in
+containerd) other_runtime=crio ;;
+crio) other_runtime=containerd ;;
+*) die "RUNTIME=$RUNTIME: want containerd (the default) or crio" ;;
+esac
+if running "$other_runtime" "$(daemon_bin "$other_runtime")" >/dev/null ||
+	{ [ "$(cluster_runtime)" != "$RUNTIME" ] && running kubelet "$BIN/kubelet" >/dev/null; }; then
+	die "the cluster runs on $other_runtime, not $RUNTIME: make cluster-down first (or make cluster RUNTIME=$other_runtime to keep it)"
+fi
 feature_gate_flags=()
 [ -z "$FEATURE_GATES" ] || feature_gate_flags=(--feature-gates "$FEATURE_GATES")
 # kubelet_feature_gates: the KubeletConfiguration's featureGates map.
@@ -44,6 +59,13 @@ kubelet_feature_gates() {
 }
 
 bash "$here/build.sh"
+if [ "$RUNTIME" = crio ]; then
+	# crio, pinns (and the tests' pause, unused here) into .cache/crio/bin,
+	# and Debian's conmon and skopeo; a few checks when built. It prints the
+	# directory last, which must be the one lib.sh expects.
+	crio_bin=$(bash "$top/test/crio/build.sh" | tail -n 1)
+	[ "$crio_bin" = "$CRIO_BIN" ] || die "test/crio/build.sh built into $crio_bin, not $CRIO_BIN"
+fi
 SIGSCOPE_IMAGE_OPTIONAL=1 bash "$here/images.sh" --no-import
 _t0=$SECONDS # bring-up time, apart from the builds
 mkdir -p "$VARLIB"
@@ -55,6 +77,10 @@ mkdir -p "$PKI" "$HOST" "$STATE/run" "$STATE/logs" "$STATE/bin" "$STATE/cni" "$V
 chmod 0700 "$STATE" "$PKI"
 echo "$FEATURE_GATES" >"$STATE/feature-gates"
 echo "feature gates: ${FEATURE_GATES:-none}"
+# images.sh (make cluster-images) and agent.sh read it, and cluster-down.
+echo "$RUNTIME" >"$STATE/runtime"
+echo "container runtime: $RUNTIME"
+CRI_SOCKET=$(cri_socket "$RUNTIME")
 if [ ! -f "$STATE/node-name" ]; then
 	# The node is named after the machine, as kubeadm does.
 	hostname -s | tr '[:upper:]_' '[:lower:]-' >"$STATE/node-name"
@@ -90,11 +116,12 @@ if [ ! -f "$HOST/sysctl" ]; then
 	done >"$HOST/sysctl"
 fi
 # Paths outside VARLIB/RUNDIR made on their own: the kubelet's device-plugin
-# socket directory (not under its --root-dir), libcni's result cache, and
-# util-linux's /run/mount (the kubelet mounts volumes with mount(8)). Removed
-# by cluster-down when they did not exist before.
+# socket directory (not under its --root-dir), libcni's result cache,
+# util-linux's /run/mount (the kubelet mounts volumes with mount(8)), and
+# the blob cache of containers/image (skopeo's copies into CRI-O's storage).
+# Removed by cluster-down when they did not exist before.
 if [ ! -f "$HOST/absent" ]; then
-	for p in /var/lib/kubelet /var/lib/cni /run/mount; do
+	for p in /var/lib/kubelet /var/lib/cni /run/mount /var/lib/containers; do
 		[ -e "$p" ] || echo "$p"
 	done >"$HOST/absent"
 fi
@@ -179,7 +206,7 @@ EOF
 }
 for k in admin controller-manager scheduler kubelet; do kubeconfig "$k"; done
 
-# up NAME HEALTH-TIMEOUT HEALTH-COMMAND -- ARGS...: NAME (BIN/NAME) unless it
+# up NAME HEALTH-TIMEOUT HEALTH-COMMAND -- ARGS...: NAME (daemon_bin) unless it
 # runs; either way it must pass its health check.
 up() {
 	local name=$1 timeout=$2 health=() pid
@@ -189,11 +216,11 @@ up() {
 		shift
 	done
 	shift
-	if pid=$(running "$name" "$BIN/$name"); then
+	if pid=$(running "$name" "$(daemon_bin "$name")"); then
 		echo "$name runs (pid $pid): reused"
 		reused+=("$name")
 	else
-		start "$name" "$BIN/$name" "$@"
+		start "$name" "$(daemon_bin "$name")" "$@"
 		echo "$name started (pid $(<"$(pidfile "$name")"), log $(logfile "$name"))"
 	fi
 	wait_for "$name health" "$timeout" "$name" "${health[@]}"
@@ -284,10 +311,15 @@ up kube-scheduler 60 curl_ok -k "https://127.0.0.1:$SCHEDULER_PORT/healthz" -- \
 	--authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
 	--bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false "${feature_gate_flags[@]}"
 
-stage "containerd $CONTAINERD_VERSION with CRI, runc $RUNC_VERSION, CNI ($CONTAINERD_SOCKET)"
+if [ "$RUNTIME" = crio ]; then
+	stage "CRI-O $("$CRIO_BIN/crio" --version | sed -n 's/^crio version //p'), conmon, runc $RUNC_VERSION, CNI ($CRIO_SOCKET)"
+else
+	stage "containerd $CONTAINERD_VERSION with CRI, runc $RUNC_VERSION, CNI ($CONTAINERD_SOCKET)"
+fi
 # The bridge's pods get an address and no default route (isDefaultGateway
 # false, no ipam routes, no masquerade): they reach the bridge's subnet and
-# nothing beyond. The pods of the tests use hostNetwork anyway.
+# nothing beyond. The pods of the tests use hostNetwork anyway. Either
+# runtime reads it.
 write "$STATE/cni/10-sigscope.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -309,13 +341,14 @@ write "$STATE/cni/10-sigscope.conflist" <<EOF
   ]
 }
 EOF
-# Its own root, state, socket and runc root, apart from Docker's containerd
-# and the tests' (/run/sigscope-containerd, whose runc root is containerd's
-# default /run/containerd/runc); network namespaces under its state, so
-# cluster-down finds them all there. restrict_oom_score_adj: root here has no
-# CAP_SYS_RESOURCE and may not lower oom_score_adj, which runc otherwise
-# tries for every sandbox. cgroupfs, as the kubelet (cgroup v1).
-write "$STATE/containerd.toml" <<EOF
+start_containerd() {
+	# Its own root, state, socket and runc root, apart from Docker's containerd
+	# and the tests' (/run/sigscope-containerd, whose runc root is containerd's
+	# default /run/containerd/runc); network namespaces under its state, so
+	# cluster-down finds them all there. restrict_oom_score_adj: root here has no
+	# CAP_SYS_RESOURCE and may not lower oom_score_adj, which runc otherwise
+	# tries for every sandbox. cgroupfs, as the kubelet (cgroup v1).
+	write "$STATE/containerd.toml" <<EOF
 # Written by test/cluster/up.sh, in containerd $CONTAINERD_VERSION's own format
 # ("containerd config default" lists every key).
 version = 4
@@ -358,9 +391,147 @@ imports = []
 [plugins."io.containerd.internal.v1.opt"]
   path = "$VARLIB/opt"
 EOF
-# The v2 shim first on containerd's PATH (Debian's 1.6 one is in /usr/bin).
-PATH="$BIN:$PATH" up containerd 30 "$BIN/ctr" --address "$CONTAINERD_SOCKET" version -- \
-	--config "$STATE/containerd.toml"
+	# The v2 shim first on containerd's PATH (Debian's 1.6 one is in /usr/bin).
+	PATH="$BIN:$PATH" up containerd 30 "$BIN/ctr" --address "$CONTAINERD_SOCKET" version -- \
+		--config "$STATE/containerd.toml"
+}
+
+start_crio() {
+	local conmon runc hugetlb
+	conmon=$(command -v conmon) || die "conmon is missing (apt-get install conmon; test/crio/build.sh installs it)"
+	command -v skopeo >/dev/null || die "skopeo is missing (apt-get install skopeo; test/crio/build.sh installs it)"
+	mkdir -p "$STATE/crio.conf.d" "$VARLIB/crio" "$RUNDIR/crio"
+	# CRI-O asks oomScoreAdj -998 for every pause process (and the kubelet
+	# -997 for a Guaranteed pod's containers), and root here lacks
+	# CAP_SYS_RESOURCE: runc could not lower its own score, and the
+	# sandbox would fail to start. containerd's restrict_oom_score_adj has
+	# no CRI-O equivalent (its rootless mode would drop the resource limits
+	# too), so CRI-O's runtime is this wrapper of the cluster's runc: a
+	# score below the one it runs at (CRI-O's and conmon's, inherited) is
+	# raised to it in the bundle's config.json (create) or the process
+	# file (exec), which is what restrict_oom_score_adj does; internal/
+	# critest's CRI-O does the same.
+	# And the kubelet gives every container hugepage limits (0 for each
+	# size the kernel has), which CRI-O passes on whenever /proc/cgroups
+	# lists hugetlb, mounted or not. Here it is in no cgroup v1 hierarchy
+	# (only the empty cgroup2 has it), and runc then refuses the container
+	# ("cannot set hugetlb limit: container could not join or create
+	# cgroup"). Without such a hierarchy the wrapper drops the limits from
+	# the spec; containerd's defaults leave them out too (its CRI plugin's
+	# disable_hugetlb_controller and tolerate_missing_hugetlb_controller).
+	# Nothing else of the spec changes.
+	hugetlb=0
+	if awk '{ for (i = 7; i <= NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup" && $(i + 3) ~ /(^|,)hugetlb(,|$)/) found = 1; break } } END { exit !found }' /proc/self/mountinfo; then
+		hugetlb=1
+	fi
+	runc=$STATE/crio-runc
+	write "$runc" <<EOF
+#!/bin/sh
+# Written by test/cluster/up.sh: CRI-O's runtime, the cluster's runc with
+# oomScoreAdj restricted to this process's own score and, when hugetlb has
+# no cgroup v1 hierarchy (hugetlb=0), no hugepageLimits.
+own=\$(cat /proc/self/oom_score_adj)
+hugetlb=$hugetlb
+fix() {
+	[ -f "\$1" ] || return 0
+	want=\$(sed -n 's/.*"oomScoreAdj":[[:space:]]*\(-\{0,1\}[0-9]\{1,\}\).*/\1/p' "\$1" | head -n 1)
+	if [ -n "\$want" ] && [ "\$want" -lt "\$own" ]; then
+		sed -i -E "s/(\"oomScoreAdj\":[[:space:]]*)-?[0-9]+/\1\$own/" "\$1"
+	fi
+	if [ "\$hugetlb" = 0 ] && grep -q '"hugepageLimits"' "\$1"; then
+		# The array and the comma before it (or after it, when first).
+		sed -z -i -E 's/,[[:space:]]*"hugepageLimits":[[:space:]]*\[[^]]*\]//; s/"hugepageLimits":[[:space:]]*\[[^]]*\][[:space:]]*,?//' "\$1"
+	fi
+}
+prev=
+for a in "\$@"; do
+	case \$prev in
+	--bundle | -b) fix "\$a/config.json" ;;
+	--process | -p) fix "\$a" ;;
+	esac
+	case \$a in
+	--bundle=*) fix "\${a#--bundle=}/config.json" ;;
+	--process=*) fix "\${a#--process=}" ;;
+	esac
+	prev=\$a
+done
+exec $BIN/runc "\$@"
+EOF
+	chmod 0755 "$runc"
+	# The cluster's images are copied in unsigned (skopeo, no registry):
+	# accept them, without the host's /etc/containers/policy.json.
+	write "$STATE/crio-policy.json" <<<'{"default":[{"type":"insecureAcceptAnything"}]}'
+	# Every path CRI-O would take under /var/lib/crio, /var/run/crio,
+	# /var/log/crio or /etc is the cluster's: VARLIB/crio (storage, pod
+	# logs, version), RUNDIR/crio (run root, exit files, attach sockets,
+	# the pods' namespaces that pinns pins, runc's state), STATE (this
+	# configuration, an empty drop-in directory, the CNI configuration).
+	# vfs storage, cgroupfs (as the kubelet) with conmon in the pod's cgroup
+	# (cgroupfs allows only that), as internal/critest's CRI-O. NRI and
+	# the metrics server off (NRI's socket would be shared with any other
+	# runtime's). drop_infra_ctr at its default: a pod that shares no pid
+	# namespace runs no pause process.
+	write "$STATE/crio.conf" <<EOF
+# Written by test/cluster/up.sh (RUNTIME=crio); "crio config" lists every key.
+[crio]
+root = "$VARLIB/crio/storage"
+runroot = "$RUNDIR/crio/storage"
+storage_driver = "vfs"
+log_dir = "$VARLIB/crio/pods"
+version_file = "$RUNDIR/crio/version"
+version_file_persist = "$VARLIB/crio/version"
+clean_shutdown_file = "$VARLIB/crio/clean.shutdown"
+
+[crio.api]
+listen = "$CRIO_SOCKET"
+stream_address = "127.0.0.1"
+stream_port = "0"
+
+[crio.runtime]
+default_runtime = "runc"
+cgroup_manager = "cgroupfs"
+container_exits_dir = "$RUNDIR/crio/exits"
+container_attach_socket_dir = "$RUNDIR/crio/attach"
+namespaces_dir = "$RUNDIR/crio/ns"
+pinns_path = "$CRIO_BIN/pinns"
+hooks_dir = []
+irqbalance_config_restore_file = "disable"
+
+[crio.runtime.runtimes.runc]
+runtime_path = "$runc"
+runtime_type = "oci"
+runtime_root = "$RUNDIR/crio/runc"
+monitor_path = "$conmon"
+# conmon_cgroup's successor.
+monitor_cgroup = "pod"
+
+[crio.image]
+pause_image = "sigscope.local/pause:$PAUSE_VERSION"
+# The image's own entrypoint (/pause), as containerd runs it.
+pause_command = ""
+signature_policy = "$STATE/crio-policy.json"
+
+[crio.network]
+network_dir = "$STATE/cni"
+plugin_dirs = ["/usr/lib/cni"]
+
+[crio.metrics]
+enable_metrics = false
+
+[crio.nri]
+enable_nri = false
+EOF
+	# --config-dir: the empty one, not /etc/crio/crio.conf.d. The health
+	# check is CRI-O's own HTTP API on the same socket.
+	up crio 60 curl_ok --unix-socket "$CRIO_SOCKET" http://crio/info -- \
+		--config "$STATE/crio.conf" --config-dir "$STATE/crio.conf.d"
+}
+
+if [ "$RUNTIME" = crio ]; then
+	start_crio
+else
+	start_containerd
+fi
 bash "$here/images.sh" --import-only
 
 stage "kubelet $K8S_VERSION (node $NODE_NAME, 127.0.0.1:$KUBELET_PORT)"
@@ -384,7 +555,7 @@ authentication:
     clientCAFile: $PKI/ca.crt
 authorization:
   mode: Webhook
-containerRuntimeEndpoint: unix://$CONTAINERD_SOCKET
+containerRuntimeEndpoint: unix://$CRI_SOCKET
 # cgroup v1 (hybrid) on these machines: 1.37 refuses it unless told not to.
 failCgroupV1: false
 failSwapOn: false
@@ -440,7 +611,8 @@ cat >"$STATE/env" <<EOF
 #   . .cluster/env
 export KUBECONFIG=$STATE/admin.kubeconfig
 export PATH="$STATE/bin:\$PATH"
-export CRI_SOCKET=$CONTAINERD_SOCKET
+export CRI_SOCKET=$CRI_SOCKET
+export CLUSTER_RUNTIME=$RUNTIME
 export NODE_NAME=$NODE_NAME
 export CLUSTER_FEATURE_GATES="$FEATURE_GATES"
 EOF
