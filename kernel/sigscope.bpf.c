@@ -977,9 +977,10 @@ static __always_inline __u64 blocked_how(__u32 killed, __u8 role, __u8 threads, 
  * with up to two children: what they were doing. A slot whose task is gone
  * (its tgid or start time differ: the memory may be another task's by now)
  * or exiting is passed over. */
-__noinline int note_execs(__u64 leader_addr, __u64 ts, __u32 killed)
+__noinline int note_execs(__u64 leader_addr, __u64 ts)
 {
 	struct task_struct *leader = (void *)leader_addr;
+	__u32 killed = BPF_CORE_READ(leader, tgid);
 	struct pid *lp = BPF_CORE_READ(leader, thread_pid);
 	struct pid_namespace *ns = 0;
 	struct exec_slots *s;
@@ -1017,7 +1018,7 @@ __noinline int note_execs(__u64 leader_addr, __u64 ts, __u32 killed)
 
 /* The capture itself, for the process whose group leader is at leader,
  * when the signal (the generate record's facts, and its signal and result
- * from bit 32 and 40 of what) calls for it. */
+ * from bit 32 and 40 of what) calls for it: 1 when it did. */
 __noinline int note_blocked(__u64 leader_addr, __u64 ts, __u64 what)
 {
 	struct task_struct *leader = (void *)leader_addr;
@@ -1064,8 +1065,7 @@ __noinline int note_blocked(__u64 leader_addr, __u64 ts, __u64 what)
 	if (facts)
 		/* The truncation, on a main-thread record of its own. */
 		blocked_record(leader_addr, ts, blocked_how(killed, BLOCKED_MAIN, nt, facts));
-	note_execs(leader_addr, ts, killed);
-	return 0;
+	return 1;
 }
 
 SEC("tp_btf/signal_generate")
@@ -1178,8 +1178,15 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info, struct task_
 	/* The tests are note_blocked's: the verifier checks a global function
 	 * once, and its scalar arguments' values keep no path of this program
 	 * apart from another. */
-	if ((NET_STOP_SIGNALS >> ((sig - 1) & 63)) & 1) /* a stop signal or SIGKILL: rare */
-		note_blocked((__u64)BPF_CORE_READ(task, group_leader), ts, want | (__u64)(sig & 63) << 32 | (__u64)(result & 7) << 40);
+	if ((NET_STOP_SIGNALS >> ((sig - 1) & 63)) & 1) { /* a stop signal or SIGKILL: rare */
+		__u64 leader = (__u64)BPF_CORE_READ(task, group_leader);
+
+		/* One after the other, not one inside the other: the kernels
+		 * before 6.13 allow 512 bytes of stack for a whole chain of
+		 * calls, and this program's own takes 336 of them. */
+		if (note_blocked(leader, ts, want | (__u64)(sig & 63) << 32 | (__u64)(result & 7) << 40))
+			note_execs(leader, ts);
+	}
 	return 0;
 }
 
