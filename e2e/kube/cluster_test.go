@@ -161,6 +161,22 @@ func TestClusterRunsAndDeletesPod(t *testing.T) {
 	}
 	t.Logf("pod %s Running after %v", name, time.Since(start).Round(time.Millisecond))
 
+	// The kubelet runs on the runtime .cluster/env says (CLUSTER_RUNTIME,
+	// CRI_SOCKET), which the other tests go by: the node reports it, and
+	// the container's ID has its scheme.
+	rt, err := c.run(t, "get", "node", c.nodeName, "-o", "jsonpath={.status.nodeInfo.containerRuntimeVersion}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.run(t, "-n", "default", "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("runtime %s (CLUSTER_RUNTIME %s, CRI_SOCKET %s), container %s", rt, c.runtime(), c.criSocket(), id)
+	if !strings.HasPrefix(rt, c.idScheme()) || !strings.HasPrefix(id, c.idScheme()) {
+		t.Errorf("node runtime %q, container ID %q: want %s, as CLUSTER_RUNTIME=%s says", rt, id, c.idScheme(), c.runtime())
+	}
+
 	start = time.Now()
 	if _, err := c.run(t, "-n", "default", "delete", "pod", name, "--grace-period=2", "--wait=true", "--timeout=50s"); err != nil {
 		t.Fatal(err)

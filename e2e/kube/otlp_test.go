@@ -127,7 +127,7 @@ func TestAgentOTLPToCollectorDeployment(t *testing.T) {
 		"k8s.pod.name":            pod,
 		"k8s.container.name":      "app",
 		"container.name":          "app",
-		"container.runtime.name":  "containerd",
+		"container.runtime.name":  c.runtimeName(),
 		"container.image.name":    "sigscope.local/busybox",
 		"sigscope.outcome":        "ignored_by_init",
 		"sigscope.stop_signal":    "SIGTERM",

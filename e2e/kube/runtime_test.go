@@ -1,12 +1,17 @@
 package kube
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // nodeImage is the host's Node.js in an image of its own
@@ -18,7 +23,7 @@ const (
 	stopSignalGate = "ContainerStopSignals"
 )
 
-// requireImage checks that ref was imported into the node's containerd.
+// requireImage checks that ref was imported into the node's runtime.
 func requireImage(t *testing.T, c *cluster, ref, hint string) {
 	t.Helper()
 	out, err := c.run(t, "get", "node", c.nodeName, "-o", "jsonpath={.status.images[*].names}")
@@ -252,14 +257,16 @@ func TestKubeletNodeJSPID1(t *testing.T) {
 
 // With the ContainerStopSignals feature gate (make cluster's default): a
 // pod whose container's lifecycle.stopSignal is SIGUSR1 and whose PID 1, a
-// shell, traps only TERM. The kubelet gives the signal to containerd in
-// the container's CRI configuration; containerd 2.4 stops the container
-// with it and reports it in ContainerStatus.stop_signal (which the kubelet
-// shows as status.containerStatuses[].stopSignal). PID 1 has no handler for
-// SIGUSR1: the kernel drops it, and the SIGKILL after the grace period ends
-// the stop. ignored_by_init with stop_signal SIGUSR1 in the timeline and
-// in the audit, which would predict graceful if it took the stop signal
-// for SIGTERM.
+// shell, traps only TERM. The kubelet gives the signal to the runtime in
+// the container's CRI configuration, and the runtime stops the container
+// with it. containerd 2.4 reports it in ContainerStatus.stop_signal (which
+// the kubelet shows as status.containerStatuses[].stopSignal); CRI-O 1.34
+// leaves that unset and writes it into the container's OCI spec (the
+// org.opencontainers.image.stopSignal annotation, in the verbose status).
+// PID 1 has no handler for SIGUSR1: the kernel drops it, and the SIGKILL
+// after the grace period ends the stop. ignored_by_init with stop_signal
+// SIGUSR1 in the timeline and in the audit, which would predict graceful if
+// it took the stop signal for SIGTERM.
 func TestKubeletContainerStopSignal(t *testing.T) {
 	c := requireCluster(t)
 	requireGate(t, c, stopSignalGate)
@@ -273,16 +280,67 @@ func TestKubeletContainerStopSignal(t *testing.T) {
 	auditStopAndCheck(t, c, agentNS, l, name, spec,
 		want{prediction: "ignored_by_init", outcome: "ignored_by_init", signal: "SIGUSR1", exit: 137, comm: "sh"},
 		func() {
-			// The API server kept the field (the gate), and the kubelet
-			// reports what containerd gives in ContainerStatus.stop_signal.
+			// The API server kept the field (the gate), the runtime has
+			// the signal, and the kubelet reports what the runtime gives
+			// in ContainerStatus.stop_signal.
 			got, err := c.run(t, "-n", "default", "get", "pod", name, "-o",
-				"jsonpath={.spec.containers[0].lifecycle.stopSignal}/{.status.containerStatuses[0].stopSignal}")
+				"jsonpath={.spec.containers[0].lifecycle.stopSignal}/{.status.containerStatuses[0].stopSignal}/{.status.containerStatuses[0].containerID}")
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("pod %s: spec stopSignal/status stopSignal %s", name, got)
-			if got != "SIGUSR1/SIGUSR1" {
-				t.Errorf("pod %s: spec/status stopSignal %q, want SIGUSR1/SIGUSR1", name, got)
+			f := strings.SplitN(got, "/", 3)
+			if len(f) != 3 {
+				t.Fatalf("pod %s: spec stopSignal/status stopSignal/containerID %q", name, got)
+			}
+			cri, oci := criStopSignal(t, c, f[2])
+			t.Logf("pod %s: spec stopSignal %q, status stopSignal %q; the runtime's ContainerStatus.stop_signal %q, OCI spec annotation %q", name, f[0], f[1], cri, oci)
+			want := "SIGUSR1" // containerd reports it
+			if c.runtime() == "crio" {
+				want = "" // CRI-O 1.34 does not
+			}
+			if f[0] != "SIGUSR1" || f[1] != cri || cri != want {
+				t.Errorf("pod %s: spec stopSignal %q, status %q, ContainerStatus.stop_signal %q; want SIGUSR1, then %q from %s", name, f[0], f[1], cri, want, c.runtime())
+			}
+			if cri == "" && oci != "SIGUSR1" {
+				t.Errorf("pod %s: %s reports no stop signal and its OCI spec says %q: want SIGUSR1", name, c.runtime(), oci)
 			}
 		})
+}
+
+// criStopSignal asks the kubelet's runtime (CRI_SOCKET) about the container
+// of the kubelet's containerID (scheme://id): the stop signal in its
+// ContainerStatus ("" for the runtime's default, else the name without
+// CRI's SIGNAL_ prefix), and the org.opencontainers.image.stopSignal
+// annotation of its OCI spec in the verbose status ("" when not there).
+func criStopSignal(t *testing.T, c *cluster, containerID string) (cri, oci string) {
+	t.Helper()
+	id, ok := strings.CutPrefix(containerID, c.idScheme())
+	if !ok {
+		t.Fatalf("container ID %q: want %s... (CLUSTER_RUNTIME=%s)", containerID, c.idScheme(), c.runtime())
+	}
+	conn, err := grpc.NewClient("unix://"+c.criSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := runtimeapi.NewRuntimeServiceClient(conn).ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	if err != nil {
+		t.Fatalf("CRI %s: ContainerStatus %s: %v", c.criSocket(), id, err)
+	}
+	if s := resp.GetStatus().GetStopSignal(); s != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
+		cri = strings.TrimPrefix(s.String(), "SIGNAL_")
+	}
+	var v struct {
+		RuntimeSpec struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"runtimeSpec"`
+	}
+	if info := resp.GetInfo()["info"]; info != "" {
+		if err := json.Unmarshal([]byte(info), &v); err != nil {
+			t.Fatalf("CRI %s: verbose ContainerStatus %s: %v", c.criSocket(), id, err)
+		}
+	}
+	return cri, v.RuntimeSpec.Annotations["org.opencontainers.image.stopSignal"]
 }

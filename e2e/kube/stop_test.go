@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/containers/container"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
@@ -18,6 +19,7 @@ type episode struct {
 		Pod       string `json:"pod"`
 		Namespace string `json:"namespace"`
 		Image     string `json:"image"`
+		Runtime   string `json:"runtime"`
 	} `json:"container"`
 	// Main is the process the episode follows, with its language runtime.
 	Main struct {
@@ -56,15 +58,21 @@ type episode struct {
 }
 
 // liveTimeline runs `sigscope timeline -o json` against the cluster's
-// containerd until stop.
-type liveTimeline struct{ *testutil.Running }
+// container runtime (CRI_SOCKET) until stop.
+type liveTimeline struct {
+	*testutil.Running
+	c *cluster
+}
 
 func startTimeline(t *testing.T, c *cluster) liveTimeline {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	return liveTimeline{testutil.StartSigscope(t, "timeline", "-o", "json", "--cri-socket", c.criSocket(), "--kubeconfig", c.envVar("KUBECONFIG"))}
+	return liveTimeline{testutil.StartSigscope(t, "timeline", "-o", "json", "--cri-socket", c.criSocket(), "--kubeconfig", c.envVar("KUBECONFIG")), c}
 }
 
+// stop ends the timeline and returns its episodes. Each of a test pod's
+// (default/sigscope-*) must name the kubelet's runtime and a full container
+// ID: sigscope read the container from its cgroup and asked that runtime.
 func (l liveTimeline) stop(t *testing.T) []episode {
 	t.Helper()
 	time.Sleep(1500 * time.Millisecond) // past the settle time of the last episode
@@ -76,26 +84,63 @@ func (l liveTimeline) stop(t *testing.T) []episode {
 		}
 		ep.raw = string(line)
 		eps = append(eps, ep)
+		if ep.Container.Namespace != "default" || !strings.HasPrefix(ep.Container.Pod, "sigscope-") {
+			continue
+		}
+		if ep.Container.Runtime != l.c.runtimeName() || len(ep.Container.ID) != 64 {
+			t.Errorf("episode of pod %s: container id %q runtime %q, want a 64-digit ID from %s\n%s",
+				ep.Container.Pod, ep.Container.ID, ep.Container.Runtime, l.c.runtimeName(), ep.raw)
+		}
 	}
 	return eps
 }
 
+// envVar is name's value in the cluster's environment: the env file's, which
+// comes after this process's own in c.env (a shell that sourced the env file
+// of an earlier cluster keeps its values), as kubectl's environment takes it.
 func (c *cluster) envVar(name string) string {
-	for _, kv := range c.env {
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+	for i := len(c.env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(c.env[i], name+"="); ok {
 			return v
 		}
 	}
 	return ""
 }
 
+// criSocket is the CRI socket of the kubelet's runtime (CRI_SOCKET).
 func (c *cluster) criSocket() string {
-	for _, kv := range c.env {
-		if v, ok := strings.CutPrefix(kv, "CRI_SOCKET="); ok {
-			return strings.TrimPrefix(v, "unix://")
-		}
+	if v := c.envVar("CRI_SOCKET"); v != "" {
+		return strings.TrimPrefix(v, "unix://")
 	}
 	return "/run/containerd/containerd.sock"
+}
+
+// runtime is the kubelet's container runtime as make cluster says
+// (CLUSTER_RUNTIME): containerd or crio; containerd for an env file from
+// before there was a choice.
+func (c *cluster) runtime() string {
+	if v := c.envVar("CLUSTER_RUNTIME"); v != "" {
+		return v
+	}
+	return "containerd"
+}
+
+// runtimeName is the runtime's name as sigscope reports it
+// (container.runtime.name, the episode's container.runtime), and
+// idScheme the scheme of the kubelet's container IDs on it
+// (status.containerStatuses[].containerID).
+func (c *cluster) runtimeName() string {
+	if c.runtime() == "crio" {
+		return container.RuntimeCRIO
+	}
+	return container.RuntimeContainerd
+}
+
+func (c *cluster) idScheme() string {
+	if c.runtime() == "crio" {
+		return "cri-o://"
+	}
+	return "containerd://"
 }
 
 // podSpec is a pod of one container "app" on the node, from the local
