@@ -173,3 +173,28 @@ func cpuMilli(t *testing.T, q string) int64 {
 	}
 	return v * 1000
 }
+
+// An eviction through the API (kubectl drain's, the cluster autoscaler's):
+// the API server sets the DisruptionTarget condition EvictionByEvictionAPI
+// and deletes the pod with the grace the Eviction asks (2 s here, in a pod
+// of 30 s), which the kubelet applies.
+func TestKubeletEvictionAPI(t *testing.T) {
+	c := requireCluster(t)
+	l := startTimeline(t, c)
+	name := fmt.Sprintf("sigscope-evictapi-%d", time.Now().Unix()%100000)
+	runPod(t, c, name, podSpec(c, name, 30, "", "sh", "-c", "trap '' TERM; sleep 1000 & wait"))
+	eviction := fmt.Sprintf(`{"apiVersion": "policy/v1", "kind": "Eviction",
+  "metadata": {"name": %q, "namespace": "default"}, "deleteOptions": {"gracePeriodSeconds": 2}}`, name)
+	if _, err := c.runInput(t, eviction, "create", "--raw", "/api/v1/namespaces/default/pods/"+name+"/eviction", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	cond, err := c.run(t, "-n", "default", "get", "pod", name, "-o", `jsonpath={.status.conditions[?(@.type=="DisruptionTarget")].reason}`)
+	if err != nil || cond != "EvictionByEvictionAPI" {
+		t.Errorf("DisruptionTarget %q (%v): want EvictionByEvictionAPI", cond, err)
+	}
+	if _, err := c.run(t, "-n", "default", "wait", "--for=delete", "pod/"+name, "--timeout=60s"); err != nil {
+		t.Fatal(err)
+	}
+	eps := podEpisodes(l.stop(t), name)
+	checkKubeletStop(t, eps, "evicted", 2, "the pod's deletion (deletionGracePeriodSeconds)")
+}

@@ -57,8 +57,13 @@ func trafficManifest(c *cluster, name, dir, mode, preStop string) string {
 }
 
 // sliceWatch is an independent watch of the Service's EndpointSlices
-// (the API's watch through kubectl get --raw): when it first saw the pod's endpoint not ready or
-// terminating.
+// (the API's watch through kubectl get --raw): when it saw the pod's
+// endpoint leave, ready and not terminating before, not ready, terminating
+// or removed after. A state the watch found at its start is no change, and
+// an endpoint that came back (a readiness probe that failed once under the
+// client's load, then passed) forgets its change: the agent's own rule
+// (kubemeta's Endpoints), which an endpoint not yet ready when the watch
+// began, or a flap before the deletion, would otherwise break.
 type sliceWatch struct {
 	cmd   *exec.Cmd
 	mu    sync.Mutex
@@ -101,6 +106,7 @@ func watchSlices(t *testing.T, c *cluster, service, pod string) *sliceWatch {
 			} `json:"object"`
 		}
 		listed := map[string]bool{}
+		serving := map[string]bool{} // by slice: the pod's endpoint ready and not terminating there
 		sc := bufio.NewScanner(out)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
@@ -110,26 +116,25 @@ func watchSlices(t *testing.T, c *cluster, service, pod string) *sliceWatch {
 				continue
 			}
 			slice := ev.Object.Metadata.Name
-			changed, here := false, false
+			here, ok := false, false
 			for _, e := range ev.Object.Endpoints {
 				if e.TargetRef.Name != pod {
 					continue
 				}
 				here = ev.Type != "DELETED"
 				cond := e.Conditions
-				changed = cond.Ready != nil && !*cond.Ready || cond.Terminating != nil && *cond.Terminating
+				ok = here && !(cond.Ready != nil && !*cond.Ready || cond.Terminating != nil && *cond.Terminating)
 			}
-			if !here && listed[slice] {
-				changed = true
+			was := listed[slice] && serving[slice]
+			listed[slice], serving[slice] = here, ok
+			w.mu.Lock()
+			switch {
+			case was && !ok && w.first.IsZero():
+				w.first = seen
+			case !was && ok:
+				w.first = time.Time{} // back: its change is forgotten
 			}
-			listed[slice] = here
-			if changed {
-				w.mu.Lock()
-				if w.first.IsZero() {
-					w.first = seen
-				}
-				w.mu.Unlock()
-			}
+			w.mu.Unlock()
 		}
 	}()
 	return w
