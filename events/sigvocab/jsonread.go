@@ -61,16 +61,13 @@ func TaskToJSON(t *TaskReading) *TaskJSON {
 func taskFromJSON(j *TaskJSON) (TaskReading, error) {
 	t := TaskReading{Process: j.Process, Syscall: j.Syscall, Arg: j.Arg, CPUNs: j.CPUNs, OnCPU: j.OnCPU, Dispositions: j.Dispositions,
 		Threads: j.Threads, MoreThreads: j.MoreThreads, MoreChildren: j.MoreChildren, Slot: j.Slot}
-	role := -1
-	for i, n := range roleNames {
-		if n == j.Role {
-			role = i
-		}
+	// A role this tracer has no name for writes "unknown", which reads
+	// back (parseName): FuzzDecode found a record that could not.
+	role, err := parseName[TaskRole](j.Role, roleNames[:], "task role")
+	if err != nil {
+		return t, err
 	}
-	if role < 0 {
-		return t, fmt.Errorf("task role %q", j.Role)
-	}
-	t.Role = TaskRole(role)
+	t.Role = role
 	for k := FdKind(0); k < 16; k++ {
 		if k.String() == j.Fd {
 			t.FdKind = k
