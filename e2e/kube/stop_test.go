@@ -485,6 +485,21 @@ func checkKubeletStop(t *testing.T, eps []episode, reason string, grace float64,
 	}
 }
 
+// killedEpisodes waits until the kubelet has SIGKILLed the pod's container
+// (exit 137), then ends the timeline and deletes the pod: the pod's
+// episodes.
+func killedEpisodes(t *testing.T, c *cluster, l liveTimeline, name string) []episode {
+	t.Helper()
+	if _, err := c.run(t, "-n", "default", "wait", "--for=jsonpath={.status.containerStatuses[0].state.terminated.exitCode}=137", "pod/"+name, "--timeout=60s"); err != nil {
+		describe, _ := c.run(t, "-n", "default", "describe", "pod", name)
+		t.Fatalf("not killed: %v\n%s", err, describe)
+	}
+	time.Sleep(2 * time.Second) // the settle of the last episode
+	eps := podEpisodes(l.stop(t), name)
+	deletePod(t, c, name)
+	return eps
+}
+
 // A pod that outlives its activeDeadlineSeconds: the kubelet fails it and
 // stops its container itself, with no deletion, and the pod's grace (3 s;
 // PID 1 ignores SIGTERM, so the SIGKILL shows the grace). The API server's
@@ -506,12 +521,7 @@ func TestKubeletActiveDeadline(t *testing.T) {
 	if _, err := c.run(t, "-n", "default", "wait", "--for=jsonpath={.status.reason}=DeadlineExceeded", "pod/"+name, "--timeout=60s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.run(t, "-n", "default", "wait", "--for=jsonpath={.status.containerStatuses[0].state.terminated.exitCode}=137", "pod/"+name, "--timeout=60s"); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Second)
-	eps := podEpisodes(l.stop(t), name)
-	deletePod(t, c, name)
+	eps := killedEpisodes(t, c, l, name)
 	checkKubeletStop(t, eps, "deadline_exceeded", 3, "the pod's terminationGracePeriodSeconds")
 }
 

@@ -130,7 +130,10 @@ func TestPreStopTimeoutHookAt(t *testing.T) {
 		{name: "shell waiting on curl", hookComm: "sh", cmd: []string{"sh", "-c", "curl http://drain/; sleep 1"}, syscall: 61,
 			child: "curl", childSyscall: 7,
 			step: "the preStop hook sh (pid 10) was still running when the SIGKILL came, waiting for its child curl (pid 11, in poll)",
-			hint: "curl --max-time"},
+			hint: "waiting for input (curl in poll) when the grace period (4s) ran out, so the kubelet sent SIGTERM with only its 2 s minimum left: if it calls a service, that did not answer in time: give the request a timeout well within the grace period (curl --max-time"},
+		{name: "request on a socket", hookComm: "wget", cmd: []string{"wget", "http://drain/"}, syscall: 0, fd: sigvocab.FdSocket,
+			step: "the preStop hook wget (pid 10) was still running when the SIGKILL came, in read on a socket (fd -1)",
+			hint: "waiting on the network (wget in read)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSim(t, nsA, 5151, "sh", podInfo(4, &identity.Hook{Kind: "exec", Command: tc.cmd}))

@@ -1120,10 +1120,9 @@ func mainVerdict(ep *episode) string {
 	return fmt.Sprintf("%s was in no system call when the SIGKILL came%s", who, idle)
 }
 
-// netCalls are the system calls a process waits in for a network peer
-// (connect, a socket's read, a poll); with an fd kind, only on a socket.
-var netCalls = map[string]bool{"connect": true, "recvfrom": true, "recvmsg": true, "read": true, "poll": true, "ppoll": true,
-	"select": true, "pselect6": true, "epoll_wait": true, "epoll_pwait": true, "epoll_pwait2": true}
+// peerCalls wait for a network peer whatever their fd (connect, recvfrom,
+// recvmsg), or, for read, on an fd the kernel read as a socket.
+var peerCalls = map[string]bool{"connect": true, "recvfrom": true, "recvmsg": true}
 
 // blocker is the task of an exec preStop hook's reading that tells
 // what held it: the child a shell or other waiter waited for, else the
@@ -1182,9 +1181,14 @@ func hookHint(ep *episode) string {
 			"raise terminationGracePeriodSeconds to cover the hook and the shutdown after it, or make the hook faster."
 	case sleepCalls[b.Syscall]:
 		return head("sleeping ("+in+")") + fmt.Sprintf("its sleep is longer than the grace period. Sleep less than terminationGracePeriodSeconds minus the time the application needs after %s, or raise the grace period to cover both.", ep.StopSignal)
-	case netCalls[b.Syscall] && (b.Fd == "" || b.Fd == "socket"):
+	case peerCalls[b.Syscall] || b.Syscall == "read" && b.Fd == "socket":
 		return head("waiting on the network ("+in+")") +
 			"what it calls did not answer. Give its request a timeout well within the grace period (curl --max-time, wget -T) and let the hook go on without the answer."
+	case loopCalls[b.Syscall]:
+		// A poll says nothing of what it waits on: a request's answer
+		// (curl polls its socket) is only the likeliest.
+		return head("waiting for input ("+in+")") +
+			"if it calls a service, that did not answer in time: give the request a timeout well within the grace period (curl --max-time, wget -T); whatever it waits for, bound the wait."
 	case waitCalls[b.Syscall] || b.Syscall == "futex":
 		return head("waiting ("+in+")") + "bound what it waits for with a timeout well within the grace period."
 	}
