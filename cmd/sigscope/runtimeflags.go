@@ -14,6 +14,7 @@ import (
 type runtimeFlags struct {
 	dockerSocket string
 	criSockets   []string
+	runtimeFiles bool
 }
 
 func (f *runtimeFlags) register(fl *pflag.FlagSet) {
@@ -21,11 +22,13 @@ func (f *runtimeFlags) register(fl *pflag.FlagSet) {
 		"Docker Engine API socket `path` (default "+container.DefaultDockerSocket+")")
 	fl.StringArrayVar(&f.criSockets, "cri-socket", nil,
 		"CRI runtime socket `path`, repeatable; replaces the defaults ("+strings.Join(container.DefaultCRISockets, ", ")+")")
+	fl.BoolVar(&f.runtimeFiles, "runtime-files", true,
+		"read containers' names from the runtimes' own files first (Docker's container records, containerd's and CRI-O's OCI bundles, through the daemons' /proc/PID/root), then ask their APIs; false: the APIs only (docs/security.md)")
 }
 
 // options are the resolver options the flags give, logging to slog's
 // default: unset flags leave the defaults, and a socket named here that
 // does not exist is warned about.
 func (f *runtimeFlags) options() container.Options {
-	return container.Options{DockerSocket: f.dockerSocket, CRISockets: f.criSockets, Logger: slog.Default()}
+	return container.Options{DockerSocket: f.dockerSocket, CRISockets: f.criSockets, NoRuntimeFiles: !f.runtimeFiles, Logger: slog.Default()}
 }

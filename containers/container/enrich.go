@@ -30,7 +30,62 @@ type enrichment struct {
 // metaFor returns the container's metadata: cached within TTL, else asked
 // of its runtime once, however many lookups wait for it.
 func (r *Resolver) metaFor(id, runtime string) *meta {
+	if m := r.filesFirst(id, runtime); m != nil {
+		return m
+	}
 	return r.fetchMeta(id, runtime, r.opts.TTL)
+}
+
+// filesFirst returns the metadata of container id when its runtime's
+// files name it and the runtime's API has not answered about it yet,
+// reading the files now when they were not read yet; the API is then asked
+// in the background, and its answer replaces the files' in place (the
+// cache entries share the meta). Nil when the files do not name it, the
+// API answered already, or there is no background to ask it in (no cgroup
+// watch: the caller asks the API itself). A lookup, and the cgroup watch
+// at a container's start, so never wait for a runtime's API to name a
+// container whose name is on disk.
+func (r *Resolver) filesFirst(id, runtime string) *meta {
+	if r.files == nil || r.prefetch == nil {
+		return nil
+	}
+	r.mu.Lock()
+	m, ok := r.metas.Get(id)
+	if ok {
+		fromFiles := m.info.FromFiles && !m.complete
+		r.mu.Unlock()
+		if fromFiles {
+			return m
+		}
+		return nil
+	}
+	r.mu.Unlock()
+	info, err := r.files.read(id, runtime)
+	if err != nil {
+		if !errors.Is(err, errNoFiles) {
+			r.fail(SourceFiles, "", err)
+		}
+		return nil
+	}
+	if !named(info) {
+		return nil
+	}
+	r.detectRuntime(info)
+	now := r.now()
+	r.mu.Lock()
+	if m, ok = r.metas.Get(id); !ok {
+		// fetched is zero: the prefetcher asks the API at once; a lookup
+		// hit does not ask it too before retryAt.
+		m = &meta{info: info, retryAt: now.Add(r.retryInterval)}
+		r.metas.Add(id, m)
+	}
+	r.mu.Unlock()
+	select {
+	case r.prefetch <- prefetchItem{id, runtime}:
+	default:
+		r.queueRecheck(id, runtime, false)
+	}
+	return m
 }
 
 // restarted enriches a container whose cgroup just appeared. A container
@@ -92,12 +147,23 @@ func (r *Resolver) fetchMeta(id, runtime string, maxAge time.Duration) *meta {
 }
 
 // merged is what is known of a container after the runtime answered next
-// with info, when it had answered old before (complete) or not.
+// with info, when it had answered old before (complete) or not. The API's
+// answer replaces what the files said; the files' never replace the API's,
+// but for a main pid (the container started, or started again, since).
 func merged(old *identity.Info, complete bool, next *identity.Info) *identity.Info {
-	if complete && bare(next) && !bare(old) {
-		// The runtime has forgotten it (docker rm): what it said
-		// while the container existed still holds.
+	if bare(next) && !bare(old) {
+		// The runtime has forgotten it (docker rm), or could not be asked
+		// and its files are gone: what it said while the container
+		// existed still holds.
 		return old
+	}
+	if next.FromFiles && !old.FromFiles && complete && !bare(old) && next.ID == old.ID {
+		if next.MainPID == 0 || next.MainPID == old.MainPID {
+			return old
+		}
+		c := *old
+		c.MainPID, c.MainRuntime = next.MainPID, next.MainRuntime
+		return &c
 	}
 	if next.MainPID == 0 && old.MainPID != 0 && next.ID == old.ID {
 		// It has exited since: its main pid was still that one, and ran
@@ -116,8 +182,11 @@ func (r *Resolver) reenrich(m *meta) {
 	en := r.enrich(id, runtime)
 	r.mu.Lock()
 	m.retrying = false
+	if en.complete || en.info.FromFiles {
+		m.info = merged(m.info, m.complete, en.info)
+	}
 	if en.complete {
-		m.info, m.complete = merged(m.info, m.complete, en.info), true
+		m.complete = true
 	} else {
 		m.retryAt = r.now().Add(r.retryInterval)
 	}
@@ -133,8 +202,37 @@ func (r *Resolver) reenrich(m *meta) {
 // pid.
 func (r *Resolver) enrich(id, runtime string) enrichment {
 	en := r.askRuntime(id, runtime)
+	if bare(en.info) {
+		r.fillFromFiles(&en, id, runtime)
+	}
 	r.detectRuntime(en.info)
 	return en
+}
+
+// fillFromFiles gives en, which the runtime's API did not name, what the
+// runtime's files say of the container: read again while they have not
+// given its main pid (a container asked about before runc started it),
+// else what they said. en.complete stays as the API left it: a failed API
+// is asked again, and its answer replaces the files'.
+func (r *Resolver) fillFromFiles(en *enrichment, id, runtime string) {
+	if r.files == nil {
+		return
+	}
+	r.mu.Lock()
+	m, ok := r.metas.Get(id)
+	if ok && m.info.FromFiles && m.info.MainPID != 0 {
+		en.info = m.info
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	info, err := r.files.read(id, runtime)
+	switch {
+	case err == nil && named(info):
+		en.info = info
+	case err != nil && !errors.Is(err, errNoFiles):
+		r.fail(SourceFiles, "", err)
+	}
 }
 
 // detectRuntime sets info.MainRuntime, info being a fresh answer no caller

@@ -15,3 +15,7 @@ type Key struct {
 func bare(i *identity.Info) bool {
 	return i.Name == "" && i.Image == "" && i.Pod == "" && len(i.Labels) == 0
 }
+
+// named reports whether i names the container: the files or the API said
+// more than its cgroup path.
+func named(i *identity.Info) bool { return i != nil && !bare(i) }

@@ -33,6 +33,7 @@ const (
 	SourceCRI    = "cri"    // a CRI endpoint (containerd, CRI-O)
 	SourceProc   = "proc"   // /proc reads other than "the process is gone"
 	SourceCgroup = "cgroup" // walking the cgroup filesystem
+	SourceFiles  = "files"  // a runtime's own files (files.go) that exist and could not be read
 )
 
 // Options configure a [Resolver]. Zero values take the defaults.
@@ -50,6 +51,10 @@ type Options struct {
 	// NoRuntimeAPI turns enrichment off: IDs and runtimes come from cgroup
 	// paths only, and nothing is dialled.
 	NoRuntimeAPI bool
+	// NoRuntimeFiles turns off reading containers' identities from their
+	// runtimes' own files (files.go): names then come from the runtimes'
+	// APIs only. NoRuntimeAPI turns them off too.
+	NoRuntimeFiles bool
 	// NoCgroupWatch turns off the inotify watch of the cgroup tree, for a
 	// one-shot user (audit) whose processes are all alive. Without it,
 	// a process that is gone resolves only if its cgroup is still there

@@ -63,6 +63,9 @@ func (r *Resolver) queuePrefetch(rel string) {
 	} else {
 		r.own.notePatterned(id)
 	}
+	if r.filesFirst(id, runtime) != nil {
+		return // named from its runtime's files; its API is asked next
+	}
 	select {
 	case r.prefetch <- prefetchItem{id, runtime}:
 	default:
@@ -253,8 +256,9 @@ func (r *Resolver) runRechecks() {
 		en := r.enrich(it.id, it.runtime)
 		r.mu.Lock()
 		m, known := r.metas.Get(it.id)
-		if known && en.complete {
-			m.info, m.complete = merged(m.info, m.complete, en.info), true
+		if known && (en.complete || en.info.FromFiles) {
+			m.info = merged(m.info, m.complete, en.info)
+			m.complete = m.complete || en.complete
 		}
 		if known {
 			m.noteWhy(en)

@@ -28,6 +28,10 @@ type Resolver struct {
 	cg            *cgroupIndex
 	own           *cgroupOwners // cgroups no pattern names, from the runtimes' main processes (owners.go)
 	watch         *cgroupWatch  // nil with NoCgroupWatch or when inotify failed
+	// files reads containers' identities from their runtimes' own files
+	// (files.go), before any API is asked; nil with NoRuntimeFiles or
+	// NoRuntimeAPI.
+	files *runtimeFiles
 	// runtimes are the runtime APIs asked (runtime.go): Docker's, then
 	// each CRI endpoint's in order. Nil with NoRuntimeAPI, and after Close.
 	runtimes []runtimeAPI
@@ -155,6 +159,9 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 	}
 	r.own = newCgroupOwners(opts.MaxEntries)
 	r.cg = newCgroupIndex(opts.CgroupRoot, opts.MaxEntries, opts.TTL, func() time.Time { return r.now() })
+	if !opts.NoRuntimeAPI && !opts.NoRuntimeFiles {
+		r.files = newRuntimeFiles(opts.ProcRoot, func() time.Time { return r.now() })
+	}
 	if !opts.NoRuntimeAPI {
 		r.runtimes = append(r.runtimes, newDockerClient(opts.DockerSocket))
 		for _, s := range opts.CRISockets {

@@ -26,6 +26,11 @@ type Info struct {
 	// the last step of a pod's teardown, never a container stop. Its Name
 	// is the kubelet's "POD" (container.SandboxName).
 	Sandbox bool
+	// FromFiles: what is here was read from the runtime's own files (its
+	// container record, its OCI bundle), the runtime's API not having
+	// answered (yet). The API's answer replaces it, and adds what the
+	// files do not carry (a containerd container's grace period).
+	FromFiles bool
 
 	// Stop configuration, when the runtime reports it.
 	StopSignal  sigvocab.Signal // 0 means the runtime default (SIGTERM)
@@ -43,4 +48,27 @@ func (i *Info) StopSignalOrDefault() sigvocab.Signal {
 		return i.StopSignal
 	}
 	return sigvocab.SIGTERM
+}
+
+// Lacks names what of the container's identity i does not give: its name,
+// its image (a pod's sandbox has none), and for a pod's container (any but
+// Docker's, or one that names its pod) its pod and namespace. What an
+// episode named from the runtime's files says those files did not carry.
+func (i *Info) Lacks() []string {
+	var miss []string
+	if i.Name == "" {
+		miss = append(miss, "name")
+	}
+	if i.Image == "" && !i.Sandbox {
+		miss = append(miss, "image")
+	}
+	if i.Runtime != "docker" || i.Pod != "" || i.Namespace != "" {
+		if i.Pod == "" {
+			miss = append(miss, "pod")
+		}
+		if i.Namespace == "" {
+			miss = append(miss, "namespace")
+		}
+	}
+	return miss
 }

@@ -469,21 +469,25 @@ func (p *Pipeline) naming(r *container.Resolver, eps []timeline.Episode, now tim
 	return out
 }
 
-// nameEpisode gives an episode whose container is known by its ID only
-// what the resolver knows of it now: the engine took the container's
-// identity from the stop's first events, and a runtime that was slow then
-// may have answered since (the resolver asks again until it does). Still
-// unnamed, the episode says why. Once per episode, from the resolver's
-// cache: no I/O.
+// nameEpisode gives an episode whose container is known by its ID only,
+// or was named from its runtime's files, what the resolver knows of it
+// now: the engine took the container's identity from the stop's first
+// events, and a runtime that was slow then may have answered since (the
+// resolver asks again until it does). Named from the files still, the
+// episode says so and what they lacked; still unnamed, it says why. Once
+// per episode, from the resolver's cache: no I/O.
 func nameEpisode(r *container.Resolver, ep *timeline.Episode) {
 	c := &ep.Container
-	if c.ID == "" || c.Name != "" {
+	if c.ID == "" || c.Name != "" && c.IdentityFrom == "" {
 		return
 	}
 	info, why := r.Known(c.ID)
 	if info != nil && info.Name != "" {
-		c.Identity, c.NameUnknown = info.Identity, ""
+		*c = timeline.ContainerOf(info, c.PidNS)
 		return
+	}
+	if c.Name != "" {
+		return // named from the files when it ran; the resolver has forgotten it since
 	}
 	if why == "" {
 		why = "the resolver no longer remembers it"

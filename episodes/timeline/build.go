@@ -25,6 +25,7 @@ type episode struct {
 
 	hasInfo        bool
 	infoFromInit   bool
+	infoFromFiles  bool            // the Info came from the runtime's files: the API's answer replaces it
 	configuredStop sigvocab.Signal // the container's StopSignal, 0 when not configured
 	graceSource    string          // "kubernetes", "docker" or "": which knob sets StopTimeout
 	infoRuntime    langrt.Runtime  // the resolver's reading of the main process's executable

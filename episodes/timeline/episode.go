@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sigscope/sigscope/containers/identity"
@@ -122,6 +123,30 @@ type Container struct {
 	// episode's completion ("Docker had removed it before it was asked",
 	// a runtime API's error). Empty when it is named or not a container.
 	NameUnknown string `json:"name_unknown,omitempty"`
+	// IdentityFrom is IdentityFromFiles when the container was named from
+	// its runtime's own files (Docker's container record, the OCI bundle
+	// containerd or CRI-O hands runc), the runtime's API not having
+	// answered by the episode's completion; empty when the API named it.
+	IdentityFrom string `json:"identity_from,omitempty"`
+	// NotInFiles is what of its name, image, pod and namespace those files
+	// did not carry (identity.Info.Lacks, comma-separated), when
+	// IdentityFrom is set.
+	NotInFiles string `json:"not_in_files,omitempty"`
+}
+
+// IdentityFromFiles is Container.IdentityFrom for a container named from
+// its runtime's files.
+const IdentityFromFiles = "runtime_files"
+
+// ContainerOf is the Container of an episode in pid namespace pidns whose
+// container the resolver identified as c: its identity, and where that
+// came from.
+func ContainerOf(c *identity.Info, pidns uint32) Container {
+	out := Container{Identity: c.Identity, PidNS: pidns}
+	if c.FromFiles {
+		out.IdentityFrom, out.NotInFiles = IdentityFromFiles, strings.Join(c.Lacks(), ", ")
+	}
+	return out
 }
 
 // Untrusted strings (comms, container names and images, and the texts and

@@ -347,13 +347,15 @@ func (ep *episode) noteInfo(c *identity.Info, aboutMain bool) {
 	// The runtime named the container since the episode took its bare
 	// identity (it was slow then, and was asked again): the named answer
 	// replaces it, whichever process it came with.
-	named := ep.hasInfo && ep.Container.Name == "" && c.Name != "" && c.ID == ep.Container.ID
+	// Or its API answered since the episode took what the runtime's files
+	// said: the API's answer adds what the files lack (a containerd
+	// container's grace period).
+	named := ep.hasInfo && (ep.Container.Name == "" || ep.infoFromFiles && !c.FromFiles) && c.Name != "" && c.ID == ep.Container.ID
 	if !named && (ep.infoFromInit || ep.hasInfo && !aboutMain) {
 		return
 	}
-	ep.hasInfo, ep.infoFromInit = true, aboutMain || ep.infoFromInit
-	ns := ep.Container.PidNS
-	ep.Container = Container{Identity: c.Identity, PidNS: ns}
+	ep.hasInfo, ep.infoFromInit, ep.infoFromFiles = true, aboutMain || ep.infoFromInit, c.FromFiles
+	ep.Container = ContainerOf(c, ep.Container.PidNS)
 	ep.configuredStop = c.StopSignal
 	ep.hook = c.PreStop
 	ep.infoRuntime = c.MainRuntime

@@ -73,6 +73,13 @@ func (ep *Episode) title() string {
 		parts = append(parts, "image "+c.Image)
 	}
 	parts = append(parts, fmt.Sprintf("pid ns %d", c.PidNS))
+	if c.IdentityFrom == IdentityFromFiles {
+		named := "named from the runtime's files"
+		if c.NotInFiles != "" {
+			named += ", which do not give its " + c.NotInFiles
+		}
+		parts = append(parts, named)
+	}
 	if ep.Node != "" {
 		parts = append(parts, "node "+ep.Node)
 	}
