@@ -265,8 +265,10 @@ func (r *Resolver) askRuntime(id, runtime string) enrichment {
 	if rts == nil {
 		return enrichment{info: bare, complete: true, why: "no runtime API is asked"}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.opts.APITimeout)
-	defer cancel()
+	// Each endpoint asked has APITimeout of its own (ask): one that
+	// stalls must not use up the time of the next, which would then fail
+	// without having been asked, and be left alone as if it had failed.
+	ctx := context.Background()
 	switch runtime {
 	case RuntimeDocker:
 		// Asked even when its socket is missing: the cgroup says Docker
@@ -356,7 +358,9 @@ func (r *Resolver) ask(ctx context.Context, apis []runtimeAPI, bare *identity.In
 			continue
 		}
 		sent := r.now()
-		ans, err := a.describe(ctx, runtimeRef{id: bare.ID})
+		actx, cancel := context.WithTimeout(ctx, r.opts.APITimeout)
+		ans, err := a.describe(actx, runtimeRef{id: bare.ID})
+		cancel()
 		if errors.Is(err, errNotFound) {
 			r.ok(a.source(), a.endpoint())
 			continue

@@ -419,9 +419,19 @@ func notFound(p string, err error) error {
 	return fmt.Errorf("runtime file %s: %w", p, err)
 }
 
-// badJSON is a file that is no JSON of the shape expected, said without
-// the decoder's message, which may quote the file.
-func badJSON(p string) error { return fmt.Errorf("runtime file %s: not the JSON expected", p) }
+// decodeFile decodes the JSON file p (b) into v. A file that is no JSON
+// at all is one its runtime is writing (CRI-O writes a spec in place) or
+// has left half-written: not there yet, errNoFiles. One of another shape
+// is an error, said without the decoder's message, which may quote it.
+func decodeFile(p string, b []byte, v any) error {
+	if !json.Valid(b) {
+		return errNoFiles
+	}
+	if json.Unmarshal(b, v) != nil {
+		return fmt.Errorf("runtime file %s: not the JSON expected", p)
+	}
+	return nil
+}
 
 func (d *runtimeDaemon) readDocker(id string) (*identity.Info, error) {
 	p := filepath.Join(d.dirs[0], "containers", id, "config.v2.json")
@@ -434,8 +444,8 @@ func (d *runtimeDaemon) readDocker(id string) (*identity.Info, error) {
 	// inspect's "Id": encoding/json matches either). Its Config.Env is
 	// skipped, never decoded.
 	var ins dockerInspect
-	if json.Unmarshal(b, &ins) != nil {
-		return nil, badJSON(p)
+	if err := decodeFile(p, b, &ins); err != nil {
+		return nil, err
 	}
 	if ins.ID != id {
 		return nil, errNoFiles
@@ -461,8 +471,8 @@ func (d *runtimeDaemon) readSpec(p string) (map[string]string, error) {
 		return nil, notFound(p, err)
 	}
 	var spec ociAnnotations
-	if json.Unmarshal(b, &spec) != nil {
-		return nil, badJSON(p)
+	if err := decodeFile(p, b, &spec); err != nil {
+		return nil, err
 	}
 	return spec.Annotations, nil
 }
