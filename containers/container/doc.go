@@ -1,9 +1,12 @@
 // Package container maps the processes in sigscope's events to containers
 // and pods: the container ID and runtime from the cgroup path (cgroup v1 and
 // v2, cgroupfs and systemd drivers; docker, containerd, CRI-O, podman), and
-// metadata from the runtime's API where one is reachable (the Docker Engine
+// metadata from the runtime's own files first (files.go: Docker's container
+// records, containerd's and CRI-O's OCI bundles, read through each daemon's
+// /proc/PID/root at a container's start, so that no name waits for an
+// API), then from the runtime's API where one is reachable (the Docker Engine
 // API; the CRI API of containerd, CRI-O, k3s/RKE2 and cri-dockerd for
-// Kubernetes pods). The runtime endpoints are options (sigscope's
+// Kubernetes pods), whose answer replaces the files'. The runtime endpoints are options (sigscope's
 // --docker-socket and --cri-socket), with the usual locations as defaults.
 //
 // Besides names and stop settings, the runtime says which process is the
