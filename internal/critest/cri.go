@@ -135,7 +135,7 @@ state = %q
 	if err := os.WriteFile(config, []byte(toml), 0o600); err != nil {
 		return err
 	}
-	return dockertest.StartDaemonWait("containerd", CRISocket, "", 30*time.Second, func() error { return ctr("version") },
+	return dockertest.StartDaemonWait("containerd", CRISocket, "", testutil.Bound, func() error { return ctr("version") },
 		"containerd", "--config", config)
 }
 
@@ -250,7 +250,7 @@ func (c *CRI) StartPod(t testing.TB, p Pod) PodIDs {
 // verbose PodSandboxStatus as containerd writes it ({"pid": N, ...}).
 func (c *CRI) SandboxPID(t testing.TB, id string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound)
 	defer cancel()
 	resp, err := c.RT.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
 	if err != nil {
@@ -263,7 +263,7 @@ func (c *CRI) SandboxPID(t testing.TB, id string) int {
 // verbose ContainerStatus.
 func (c *CRI) ContainerPID(t testing.TB, id string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound)
 	defer cancel()
 	resp, err := c.RT.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
 	if err != nil {

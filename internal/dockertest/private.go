@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // StartPrivateDaemon starts a Docker daemon of the test's own beside the
@@ -104,7 +106,7 @@ func (d *Daemon) stopPrivate(t testing.TB, pid int) {
 		t.Errorf("dockertest: stopping the private dockerd %d: %v", pid, err)
 		return
 	}
-	for deadline := time.Now().Add(60 * time.Second); running(pid); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); testutil.Alive(pid); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Errorf("dockertest: the private dockerd %d still runs 60 s after SIGTERM", pid)
 			return

@@ -1,7 +1,6 @@
 package dockertest
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // Where dockerd writes its pid (its --pidfile default), and where the
@@ -66,7 +67,7 @@ func (d *Daemon) Restart(t testing.TB, sig syscall.Signal, down func()) Outage {
 		if p.pid == 0 {
 			continue
 		}
-		for running(p.pid) {
+		for testutil.Alive(p.pid) {
 			if time.Since(start) > 90*time.Second {
 				t.Fatalf("dockertest: %s (%d) still running 90s after %v to dockerd", p.name, p.pid, sig)
 			}
@@ -141,19 +142,6 @@ func daemonProcess() (int, []string, error) {
 		return 0, nil, fmt.Errorf("pid %d from %s runs %q, not dockerd", pid, pidFile, args[0])
 	}
 	return pid, args, nil
-}
-
-// running reports whether pid is a process that has not exited (a zombie
-// has).
-func running(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the command, which is in parentheses and may hold
-	// any byte.
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
 
 // processOf is the pid in file when it is a process named comm, 0

@@ -40,15 +40,17 @@ func AttachedPrograms(pid int) []uint32 {
 // timeline, the three that count a stop's connections.
 func WaitPrograms(t testing.TB, pid, n int) []uint32 {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		ids := AttachedPrograms(pid)
-		if len(ids) >= n {
-			return ids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d holds programs %v, want %d", pid, ids, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var ids []uint32
+	gone := false
+	if !Poll(20*time.Millisecond, func() bool {
+		ids = AttachedPrograms(pid)
+		gone = !Alive(pid)
+		return gone || len(ids) >= n
+	}) {
+		t.Fatalf("process %d holds programs %v after %v, want %d", pid, ids, Bound, n)
 	}
+	if gone && len(ids) < n {
+		t.Fatalf("process %d exited holding programs %v, want %d", pid, ids, n)
+	}
+	return ids
 }

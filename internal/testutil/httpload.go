@@ -8,9 +8,11 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -96,6 +98,18 @@ func (l *HTTPLoad) Stop() []HTTPAttempt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.attempts
+}
+
+// WaitAnswered waits until the server has answered a request of the load:
+// it listens and serves, with whatever it set up before (its signal
+// handlers).
+func (l *HTTPLoad) WaitAnswered(t testing.TB) {
+	t.Helper()
+	WaitFor(t, "an answer to the load", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return slices.ContainsFunc(l.attempts, func(a HTTPAttempt) bool { return a.Outcome == "ok" })
+	})
 }
 
 // Outcomes counts attempts by outcome.

@@ -2,10 +2,13 @@ package testutil
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -137,9 +140,87 @@ func waitLine(t testing.TB, r *bufio.Reader, want string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %q", want)
+	case <-time.After(Bound):
+		t.Fatalf("timed out waiting for %q (%v)", want, Bound)
 	}
+}
+
+// WaitCommand waits until a container's main process (pid) runs its
+// command: runc's init has exec'd it. A shell
+// script (sh -c) is waited for further, until the shell waits with a child
+// (a background one, or a foreground command): every line before that
+// wait has run, its traps included; or until it has exec'd another
+// program. A program's own handlers are its test's to wait for (a line it
+// prints, a bit in SigCgt). what names the container in a failure.
+func WaitCommand(t testing.TB, what string, pid int) {
+	t.Helper()
+	var state string
+	if !Poll(10*time.Millisecond, func() bool {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		argv := strings.Split(string(cmdline), "\x00")
+		switch {
+		case err != nil:
+			return true // gone: it ran, and the test will see how it ended
+		case strings.HasPrefix(string(comm), "runc"):
+			state = "runc's init"
+			return false
+		case len(argv) < 2 || filepath.Base(argv[0]) != "sh" || argv[1] != "-c":
+			return true
+		}
+		in, _ := Syscall(pid)
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		state = fmt.Sprintf("the shell in %q, children %q", in, kids)
+		return len(bytes.TrimSpace(kids)) > 0 && slices.Contains([]string{"wait4", "waitid", "rt_sigsuspend"}, in)
+	}) {
+		t.Fatalf("%s (pid %d) does not run its command after %v: %s", what, pid, Bound, state)
+	}
+}
+
+// MainProcess is the main process of the container whose ID is id: the
+// process of a cgroup whose path holds id, and whose parent is in none
+// (the runtime's shim, conmon). 0 when no process is in one.
+func MainProcess(id string) int {
+	in := map[int]int{} // pid: parent
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil || !bytes.Contains(cg, []byte(id)) {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		i := bytes.LastIndexByte(stat, ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		// After the command: the state, then the parent's pid.
+		if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
+			in[pid], _ = strconv.Atoi(f[1])
+		}
+	}
+	for pid, parent := range in {
+		if _, ok := in[parent]; !ok {
+			return pid
+		}
+	}
+	return 0
+}
+
+// Alive says whether process pid exists and has not exited (a zombie that
+// its parent has not reaped yet has).
+func Alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command, which is in parentheses and may hold
+	// any byte.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
 // Children lists the direct children of pid (all its threads' children).

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 var (
@@ -44,7 +45,44 @@ func Sigscope(t testing.TB) string {
 type Running struct {
 	name           string
 	Cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
+	stdout, stderr SyncBuffer
+}
+
+// SyncBuffer is a buffer that one goroutine (a command's output, a
+// logger) writes while another reads it.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// lines are the non-empty lines written so far; without complete, not
+// the last one while it has no newline yet (it is being written).
+func (b *SyncBuffer) lines(complete bool) [][]byte {
+	text := []byte(b.String())
+	if !complete {
+		text = text[:bytes.LastIndexByte(text, '\n')+1]
+	}
+	var lines [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
+			lines = append(lines, append([]byte(nil), line...))
+		}
+	}
+	return lines
 }
 
 // StartSigscope starts `sigscope ARGS...` and waits until its 5 BPF
@@ -79,15 +117,43 @@ func (r *Running) Stop(t testing.TB) [][]byte {
 	if err := r.Cmd.Wait(); err != nil {
 		t.Fatalf("%s: %v\n%s", r.name, err, r.stderr.String())
 	}
-	var lines [][]byte
-	sc := bufio.NewScanner(&r.stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
-			lines = append(lines, append([]byte(nil), line...))
+	return r.stdout.lines(true)
+}
+
+// WaitLine waits until the command has printed a line that match accepts,
+// while it runs, and returns that line: what a test waits for before it
+// stops the command. The test fails when the command exits first, or
+// after Bound.
+func (r *Running) WaitLine(t testing.TB, what string, match func(line []byte) bool) []byte {
+	t.Helper()
+	var found []byte
+	r.WaitLines(t, what, func(lines [][]byte) bool {
+		for _, line := range lines {
+			if match(line) {
+				found = line
+				return true
+			}
 		}
+		return false
+	})
+	return found
+}
+
+// WaitLines is WaitLine for what the lines printed so far say together
+// (how many are of one kind).
+func (r *Running) WaitLines(t testing.TB, what string, ok func(lines [][]byte) bool) {
+	t.Helper()
+	done, exited := false, false
+	if !Poll(20*time.Millisecond, func() bool {
+		exited = !Alive(r.Cmd.Process.Pid)
+		done = ok(r.stdout.lines(false))
+		return done || exited
+	}) {
+		t.Fatalf("%s printed no %s within %v\n%s", r.name, what, Bound, r.stderr.String())
 	}
-	return lines
+	if !done {
+		t.Fatalf("%s exited before it printed %s\n%s", r.name, what, r.stderr.String())
+	}
 }
 
 // Stderr is what the command wrote on its standard error so far (read it
