@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // TestManyContainers' workloads (pid namespaces, Docker batches) and how their episodes are checked.
@@ -169,7 +170,10 @@ type manyContainer struct {
 //	   SIGKILL a second later (ignored_by_init, 137)
 //	1  a TERM trap that exits with 1 + i % 50, docker stop (graceful)
 //	2  sh -c 'sleep 1000 & wait', docker kill (killed, 137)
-//	3  exits on its own with 1 + i % 50 (exited)
+//	3  exits on its own with 1 + i % 50 (exited), a second after the test
+//	   has read its pid namespace: it first reads a line on its stdin,
+//	   which the test writes then (it lived a second after its start, and
+//	   a loaded machine took longer to say its pid)
 func manyDockerBatch(t *testing.T, d *dockertest.Daemon, img, tag string, from, to int) []manyContainer {
 	t.Helper()
 	out := make([]manyContainer, to-from)
@@ -242,12 +246,15 @@ func manyDockerBatch(t *testing.T, d *dockertest.Daemon, img, tag string, from, 
 	return out
 }
 
-// manyStart starts container i and waits until PID 1 runs its script
-// (sh, with its trap in place for variant 1).
+// manyStart starts container i, reads its pid namespace, and waits until
+// PID 1 runs its script (sh, with its trap in place for variant 1) when
+// the test is to signal it; variant 3, which is only waited for, it lets
+// go on (to exit a second later).
 func manyStart(d *dockertest.Daemon, img, name string, i int) (manyContainer, error) {
 	code := 1 + i%50
 	c := manyContainer{name: name}
 	var script string
+	run := []string{"run", "-d", "--network", "none", "--name", name}
 	switch i % 4 {
 	case 0, 2:
 		script, c.status = "sleep 1000 & wait", 137
@@ -255,10 +262,11 @@ func manyStart(d *dockertest.Daemon, img, name string, i int) (manyContainer, er
 	case 1:
 		script, c.outcome, c.status = fmt.Sprintf("trap 'exit %d' TERM; sleep 1000 & wait", code), "graceful", code
 	case 3:
-		script, c.outcome, c.status = fmt.Sprintf("sleep 1; exit %d", code), "exited", code
+		script, c.outcome, c.status = fmt.Sprintf("read go; sleep 1; exit %d", code), "exited", code
+		run = append(run, "-i")
 	}
 	_, _ = d.DockerErr("rm", "-f", name)
-	id, err := d.DockerErr("run", "-d", "--network", "none", "--name", name, img, "sh", "-c", script)
+	id, err := d.DockerErr(append(run, img, "sh", "-c", script)...)
 	if err != nil {
 		return c, fmt.Errorf("docker run %s: %v\n%s", name, err, id)
 	}
@@ -268,32 +276,36 @@ func manyStart(d *dockertest.Daemon, img, name string, i int) (manyContainer, er
 	if err != nil || pid <= 0 {
 		return c, fmt.Errorf("container %s: no pid: %v %s", name, err, o)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err == nil && bytes.Contains(status, []byte("Name:\tsh\n")) && (i%4 != 1 || sigCaught(status, syscall.SIGTERM)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return c, fmt.Errorf("container %s: PID 1 (%d) not running its script after 10 s (%v)", name, pid, err)
-		}
-	}
+	// The container's pid namespace is PID 1's from runc's init on.
 	var st syscall.Stat_t
 	if err := syscall.Stat(fmt.Sprintf("/proc/%d/ns/pid", pid), &st); err != nil {
-		return c, err
+		return c, fmt.Errorf("container %s: PID 1 (%d): %v", name, pid, err)
 	}
 	c.pidns = uint32(st.Ino)
-	return c, nil
-}
-
-// sigCaught reads SigCgt from a /proc/PID/status.
-func sigCaught(status []byte, sig syscall.Signal) bool {
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && mask&(1<<(uint(sig)-1)) != 0
+	if i%4 == 3 {
+		// Its stdin is the runtime's pipe: a line there lets it go on.
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/fd/0", pid), []byte("go\n"), 0); err != nil {
+			return c, fmt.Errorf("container %s: PID 1 (%d): %v", name, pid, err)
 		}
+		return c, nil
 	}
-	return false
+	if !testutil.Poll(10*time.Millisecond, func() bool {
+		var status []byte
+		if status, err = os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err != nil {
+			return true // gone
+		}
+		if !bytes.Contains(status, []byte("Name:\tsh\n")) {
+			return false
+		}
+		caught, err := testutil.SigMaskOf(status, "SigCgt")
+		return i%4 != 1 || err == nil && testutil.HasSig(caught, syscall.SIGTERM)
+	}) {
+		return c, fmt.Errorf("container %s: PID 1 (%d) not running its script after %v", name, pid, testutil.Bound)
+	}
+	if err != nil {
+		return c, fmt.Errorf("container %s: PID 1 (%d) ended before it ran its script: %v", name, pid, err)
+	}
+	return c, nil
 }
 
 // checkManyContainers: each container has exactly one episode, naming it

@@ -54,6 +54,10 @@ static int init_main(void *p)
 	char c = 'r';
 
 	prctl(PR_SET_NAME, "manyns-init");
+	/* Ended with this program, when a failed test kills it: an orphan
+	 * would hold its pipes (the test's cleanup waits for their end) and
+	 * whatever else it inherited (a lock the test runs under). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	switch (a->variant) {
 	case 0:
 		if (fork() == 0) {
