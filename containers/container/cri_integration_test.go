@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/events/procsig"
 	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/critest"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // criRuntime is a CRI runtime the tests play kubelet against: the name
@@ -72,20 +72,9 @@ func cgroupOf(t *testing.T, rt criRuntime, pid int, id string) {
 // main pid pid.
 func waitLearnt(t *testing.T, r *Resolver, id, runtime string, sandbox bool, pid int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var info *identity.Info
-		r.mu.Lock()
-		if m, ok := r.metas.Get(id); ok {
-			info = m.info
-		}
-		r.mu.Unlock()
-		if info != nil && info.Sandbox == sandbox && info.MainPID == pid && info.Runtime == runtime {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the watching resolver has %+v, want runtime %s, Sandbox %v and MainPID %d", id[:12], info, runtime, sandbox, pid)
-		}
-	}
+	waitMeta(t, r, id, func(info *identity.Info) bool {
+		return info.Sandbox == sandbox && info.MainPID == pid && info.Runtime == runtime
+	})
 }
 
 // listedContainer returns what r's ListRunning says of the pod's
@@ -145,6 +134,10 @@ func testRealCRI(t *testing.T, rt criRuntime, c *critest.CRI) {
 		run.Info.PodUID != uid || run.Info.Name != "app" || run.Info.GracePeriod != 45 || run.Info.Image != img {
 		t.Errorf("ListRunning Info %+v", run.Info)
 	}
+	// The script traps TERM before it starts its background sleep: once
+	// the child exists, the trap is in place (the pod runs as soon as its
+	// shell does).
+	testutil.WaitChildren(t, run.PID, 1)
 	caught, _, _, _, err := procsig.PID1Signals("", run.PID)
 	if err != nil || !caught.Has(sigvocab.SIGTERM) {
 		t.Errorf("PID1Signals: caught %s, err %v; want SIGTERM caught", caught, err)
@@ -153,10 +146,17 @@ func testRealCRI(t *testing.T, rt criRuntime, c *critest.CRI) {
 	// Lookup from the process, on a resolver that has not listed anything.
 	fresh := NewResolver(Options{DockerSocket: filepath.Join(t.TempDir(), "no-docker.sock"), CRISockets: []string{c.Socket}})
 	defer fresh.Close()
-	info := fresh.Lookup(processOf(t, run.PID))
+	proc := processOf(t, run.PID)
+	info := fresh.Lookup(proc)
 	if info == nil || info.ID != id || info.Runtime != rt.name || info.Pod != "app-0" ||
-		info.Namespace != "prod" || info.Name != "app" || info.GracePeriod != 45 {
+		info.Namespace != "prod" || info.Name != "app" {
 		t.Errorf("Lookup = %+v", info)
+	}
+	// The first answer may be the runtime's files' (containerd's carry no
+	// grace period); the API's replaces it.
+	testutil.WaitFor(t, "the CRI API's answer", func() bool { return !fresh.Lookup(proc).FromFiles })
+	if info := fresh.Lookup(proc); info.GracePeriod != 45 || info.Name != "app" || info.Pod != "app-0" {
+		t.Errorf("Lookup after the API answered = %+v", info)
 	}
 	// Only CRI counts: the watch also sees the Docker containers other
 	// tests run on this host, and this resolver has no Docker socket.

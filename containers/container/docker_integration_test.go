@@ -10,12 +10,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/events/procsig"
 	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // processOf builds what a tracer event carries for a live host pid: its pid
@@ -125,7 +125,11 @@ func TestRealDockerLookup(t *testing.T) {
 		check("Pod", info.Pod, "web-0")
 		check("Namespace", info.Namespace, "shop")
 		check("GracePeriod", info.GracePeriod, 42)
-		check("raw label", info.Labels["note"], "raw \x1b[31m value")
+		// The first answer may be the files' (read before the API is
+		// asked), which keep only the kubelet's labels; the API's replaces
+		// it, raw labels and all.
+		testutil.WaitFor(t, "the Docker API's answer", func() bool { return !r.Lookup(p).FromFiles })
+		check("raw label", r.Lookup(p).Labels["note"], "raw \x1b[31m value")
 		// Docker's only: with the local cluster of `make cluster` up, its
 		// pods' cgroups (kubepods) are seen too, and asked of CRI sockets that
 		// this resolver was not given.
@@ -149,17 +153,26 @@ func TestRealDockerLookup(t *testing.T) {
 			fresh.Close()
 		}
 
-		// The Docker API out of reach: ID and runtime still come from the
-		// cgroup path, and the failure is counted.
+		// The Docker API out of reach: the name comes from Docker's files,
+		// and the API's failure is counted (asked in the background).
 		down := NewResolver(Options{DockerSocket: filepath.Join(t.TempDir(), "docker.sock")})
 		got := down.Lookup(p)
-		if got == nil || got.ID != id || got.Runtime != RuntimeDocker || got.Name != "" {
-			t.Errorf("without the API: %+v, want ID and runtime only", got)
+		if got == nil || got.ID != id || got.Runtime != RuntimeDocker || got.Name != name || !got.FromFiles || got.MainPID != pid {
+			t.Errorf("without the API: %+v, want the files' identity", got)
 		}
-		if n := down.Errors()[SourceDocker]; n == 0 {
-			t.Errorf("Errors() = %v, want docker > 0", down.Errors())
-		}
+		testutil.WaitFor(t, "the Docker API's failure counted", func() bool { return down.Errors()[SourceDocker] > 0 })
 		down.Close()
+		// Neither its API nor its files: ID and runtime come from the
+		// cgroup path.
+		bare := NewResolver(Options{DockerSocket: filepath.Join(t.TempDir(), "docker.sock"), NoRuntimeFiles: true})
+		got = bare.Lookup(p)
+		if got == nil || got.ID != id || got.Runtime != RuntimeDocker || got.Name != "" {
+			t.Errorf("without the API nor the files: %+v, want ID and runtime only", got)
+		}
+		if n := bare.Errors()[SourceDocker]; n == 0 {
+			t.Errorf("Errors() = %v, want docker > 0", bare.Errors())
+		}
+		bare.Close()
 
 		// The container is removed: the cached key still resolves, with its
 		// metadata, for late events; a resolver that never saw it cannot.
@@ -197,21 +210,7 @@ func TestRealDockerRemovedBeforeLookup(t *testing.T) {
 		v2, v1 := cgroupDirs(t, pid)
 		// Wait for the background enrichment the watch started, main pid
 		// included (the cgroup may appear before Docker has a pid to give).
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			r.mu.Lock()
-			m, ok := r.metas.Get(id)
-			var info *identity.Info
-			if ok {
-				info = m.info
-			}
-			r.mu.Unlock()
-			if info != nil && info.Name == name && info.MainPID == pid {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("container %s not enriched in the background within 10s: %+v, want MainPID %d", name, info, pid)
-			}
-		}
+		waitMeta(t, r, id, func(info *identity.Info) bool { return info.Name == name && info.MainPID == pid })
 
 		d.Docker(t, "rm", "-f", id)
 		if d.v2Only {

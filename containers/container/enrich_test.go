@@ -13,6 +13,7 @@ import (
 
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // fastRechecks returns opts with the resolver's rechecks shortened.
@@ -36,13 +37,10 @@ func (h *fakeHost) kubepodsProcess(pid, pidns uint32, id string) *sigvocab.Proce
 func waitInfo(t *testing.T, r *Resolver, p *sigvocab.Process, what string, ok func(*identity.Info) bool) *identity.Info {
 	t.Helper()
 	var info *identity.Info
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if info = r.Lookup(p); info != nil && ok(info) {
-			return info
-		}
+	if !testutil.Poll(5*time.Millisecond, func() bool { info = r.Lookup(p); return info != nil && ok(info) }) {
+		t.Fatalf("%s: never came; last Info %+v", what, info)
 	}
-	t.Fatalf("%s: never came; last Info %+v", what, info)
-	return nil
+	return info
 }
 
 func createdInspect(id, name string) map[string]any {
@@ -101,17 +99,11 @@ func TestMainPIDRechecksAreBounded(t *testing.T) {
 	r := h.resolver(fastRechecks(Options{DockerSocket: d.socket, CRISockets: []string{}}, 5*time.Millisecond, 4))
 	h.dockerProcess(100, 4026532100, id1)
 	waitMeta(t, r, id1, func(i *identity.Info) bool { return i.Name == "never" })
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	testutil.WaitFor(t, "the recheck to give up", func() bool {
 		r.recheckMu.Lock()
-		n := len(r.rechecks)
-		r.recheckMu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the recheck never gave up")
-		}
-	}
+		defer r.recheckMu.Unlock()
+		return len(r.rechecks) == 0
+	})
 	// The first ask, and recheckTries more.
 	if n := d.requests.Load(); n != int64(1+r.opts.recheckTries) {
 		t.Fatalf("%d requests, want %d", n, 1+r.opts.recheckTries)
@@ -320,19 +312,17 @@ func TestExplicitMissingSocketsWarnOnce(t *testing.T) {
 // waitMeta waits until the resolver's metadata for id satisfies ok.
 func waitMeta(t *testing.T, r *Resolver, id string, ok func(*identity.Info) bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+	var info *identity.Info
+	if !testutil.Poll(2*time.Millisecond, func() bool {
 		r.mu.Lock()
-		m, found := r.metas.Get(id)
-		var info *identity.Info
-		if found {
+		defer r.mu.Unlock()
+		if m, found := r.metas.Get(id); found {
 			info = m.info
 		}
-		r.mu.Unlock()
-		if info != nil && ok(info) {
-			return
-		}
+		return info != nil && ok(info)
+	}) {
+		t.Fatalf("metadata of %s never came: %+v", identity.ShortID(id), info)
 	}
-	t.Fatalf("metadata of %s never came", identity.ShortID(id))
 }
 
 // A runtime that fails for a moment (issue 28): the containers it could not

@@ -1,7 +1,6 @@
 package container
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // countingFS counts every /proc access the resolver makes.
@@ -54,7 +54,7 @@ type fakeHost struct {
 	cgroot string
 	fs     *countingFS
 	clock  *clock
-	logs   *logBuffer
+	logs   *testutil.SyncBuffer
 }
 
 func newFakeHost(t testing.TB) *fakeHost {
@@ -66,7 +66,7 @@ func newFakeHost(t testing.TB) *fakeHost {
 		cgroot: filepath.Join(dir, "cgroup"),
 		fs:     &countingFS{},
 		clock:  &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
-		logs:   &logBuffer{},
+		logs:   &testutil.SyncBuffer{},
 	}
 	for _, d := range []string{h.proc, filepath.Join(h.cgroot, "unified"), filepath.Join(h.cgroot, "memory")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -90,25 +90,6 @@ func (h *fakeHost) resolver(opts Options) *Resolver {
 	r := newResolver(opts, h.fs, h.clock.now)
 	h.t.Cleanup(func() { _ = r.Close() })
 	return r
-}
-
-// logBuffer collects the resolvers' logs, which their goroutines write
-// while the test reads.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // addProcess writes /proc/<pid>/cgroup and the ns/pid link.
@@ -189,16 +170,15 @@ func waitIndexed(t testing.TB, r *Resolver, id uint64, v1, gone bool) {
 	if v1 {
 		h = r.cg.hier[1]
 	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	if !testutil.Poll(time.Millisecond, func() bool {
 		r.cg.mu.Lock()
+		defer r.cg.mu.Unlock()
 		_, ok := h.live[id]
 		if gone {
 			_, ok = h.gone.Get(id)
 		}
-		r.cg.mu.Unlock()
-		if ok {
-			return
-		}
+		return ok
+	}) {
+		t.Fatalf("the watch did not see cgroup %d (gone %v) within %v", id, gone, testutil.Bound)
 	}
-	t.Fatalf("the watch did not see cgroup %d (gone %v) within 5s", id, gone)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // ListPodSandbox lists the fake's sandboxes, all ready.
@@ -238,12 +239,8 @@ func TestUnresolvedCgroupDecidedByNextRefresh(t *testing.T) {
 		t.Fatalf("%d unresolved before a refresh could look, want 1", n)
 	}
 	h.clock.advance(ownersMinRefresh)
-	deadline := time.Now().Add(5 * time.Second)
-	for r.UnresolvedCgroups() != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the armed refresh never counted the second cgroup (%d)", r.UnresolvedCgroups())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(10*time.Millisecond, func() bool { return r.UnresolvedCgroups() == 2 }) {
+		t.Fatalf("the armed refresh never counted the second cgroup (%d)", r.UnresolvedCgroups())
 	}
 }
 
@@ -279,15 +276,14 @@ func TestOwnersBounded(t *testing.T) {
 // waitOwned waits until the owners know container id.
 func waitOwned(t *testing.T, r *Resolver, id string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	if !testutil.Poll(5*time.Millisecond, func() bool {
 		r.own.mu.Lock()
+		defer r.own.mu.Unlock()
 		_, ok := r.own.byID[id]
-		r.own.mu.Unlock()
-		if ok {
-			return
-		}
+		return ok
+	}) {
+		t.Fatalf("the owners never learnt %s", identity.ShortID(id))
 	}
-	t.Fatalf("the owners never learnt %s", identity.ShortID(id))
 }
 
 // A container started under a custom parent while sigscope runs, and
@@ -343,7 +339,12 @@ func TestOwnersRefreshSkipsPatternContainers(t *testing.T) {
 	// enrichment); wait for it, then count.
 	waitMeta(t, r, fmt.Sprintf("%064x", 0xd0c00+19), func(i *identity.Info) bool { return i.Name == "c19" })
 	h.customProcess(4000, 4026532900, "/custom/"+id1)
-	time.Sleep(100 * time.Millisecond) // the background refresh the custom cgroup asks for
+	// The background refreshes the custom cgroup asks for, once a second
+	// while such cgroups appear: the first may begin between its cgroup's
+	// mkdir and its process's (the fake runtime lists it all along), the
+	// next comes a second later.
+	h.clock.advance(ownersMinRefresh)
+	waitOwned(t, r, id1)
 	before := d.requests.Load()
 	h.clock.advance(2 * ownersMinRefresh)
 	r.refreshOwners()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // socketPath returns a unix socket path short enough for sun_path (108
@@ -250,13 +251,7 @@ func TestDockerBackoff(t *testing.T) {
 	d.failing.Store(false)
 	h.clock.advance(r.retryInterval + time.Second)
 	r.Lookup(p)
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Lookup(p).Name != "one" {
-		if time.Now().After(deadline) {
-			t.Fatal("metadata never arrived after the runtime recovered")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the metadata after the runtime recovered", func() bool { return r.Lookup(p).Name == "one" })
 	if !strings.Contains(h.logs.String(), "answers again") {
 		t.Fatalf("no recovery message:\n%s", h.logs.String())
 	}
@@ -331,11 +326,9 @@ func TestCloseWaitsForReenrichment(t *testing.T) {
 	h.clock.advance(r.retryInterval + time.Second)
 	before := d.requests.Load()
 	r.Lookup(p) // starts the re-enrichment, which now waits on the daemon
-	for deadline := time.Now().Add(5 * time.Second); d.requests.Load() == before; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			d.mu.Unlock()
-			t.Fatal("the hit asked nothing in the background")
-		}
+	if !testutil.Poll(5*time.Millisecond, func() bool { return d.requests.Load() != before }) {
+		d.mu.Unlock()
+		t.Fatal("the hit asked nothing in the background")
 	}
 	closed := make(chan struct{})
 	go func() { _ = r.Close(); close(closed) }()
@@ -348,7 +341,7 @@ func TestCloseWaitsForReenrichment(t *testing.T) {
 	d.mu.Unlock()
 	select {
 	case <-closed:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Bound):
 		t.Fatal("Close did not return once the runtime answered")
 	}
 	n := d.requests.Load()

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 func TestFromName(t *testing.T) {
@@ -97,11 +99,7 @@ func TestDetect(t *testing.T) {
 		}
 		// The exe link names the interpreter once exec is done.
 		var got Runtime
-		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if got = Detect("", cmd.Process.Pid); got == c.want {
-				break
-			}
-		}
+		testutil.Poll(20*time.Millisecond, func() bool { got = Detect("", cmd.Process.Pid); return got == c.want })
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if got != c.want {
