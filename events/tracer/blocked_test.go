@@ -3,6 +3,7 @@ package tracer
 import (
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,16 +20,23 @@ import (
 func TestBlockedReadings(t *testing.T) {
 	c := startCollector(t, Options{})
 	ns := testutil.StartNSInit(t, "trap 'echo bye' TERM; echo ready; sleep 1000")
-	time.Sleep(200 * time.Millisecond) // the foreground sleep has started
+	// The foreground sleep has started: the shell waits for it.
+	testutil.WaitInSyscall(t, ns.PID, "wait4")
+	testutil.WaitInSyscall(t, testutil.WaitChildren(t, ns.PID, 1)[0], "nanosleep", "clock_nanosleep")
 	testutil.Run(t, "kill", "-TERM", strconv.Itoa(ns.PID))
 	term := c.waitFor(t, "SIGTERM", isGenerate(sigvocab.SIGTERM, ns.PID))
-	time.Sleep(300 * time.Millisecond)
+	// The shell took the SIGTERM (its trap waits behind the sleep) and waits
+	// again.
+	testutil.WaitFor(t, "the shell to take the SIGTERM", func() bool {
+		pending, err := testutil.SigMask(ns.PID, "ShdPnd")
+		return err == nil && !testutil.HasSig(pending, syscall.SIGTERM)
+	})
+	testutil.WaitInSyscall(t, ns.PID, "wait4")
 	testutil.Run(t, "kill", "-KILL", strconv.Itoa(ns.PID))
 	kill := c.waitFor(t, "SIGKILL", isGenerate(sigvocab.SIGKILL, ns.PID))
 	readings := func(at uint64) (main, child *sigvocab.Event) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) && (main == nil || child == nil) {
+		testutil.Poll(20*time.Millisecond, func() bool {
 			for _, e := range c.all(func(e *sigvocab.Event) bool { return e.Kind == sigvocab.KindBlocked && e.BootNS == at }) {
 				e := e
 				if e.Task.Process != uint32(ns.PID) {
@@ -41,8 +49,8 @@ func TestBlockedReadings(t *testing.T) {
 					child = &e
 				}
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return main != nil && child != nil
+		})
 		if main == nil || child == nil {
 			t.Fatalf("readings at %d: main %v child %v", at, main, child)
 		}
@@ -81,7 +89,10 @@ func TestExecReadings(t *testing.T) {
 	pid := strconv.Itoa(ns.PID)
 	testutil.Run(t, "nsenter", "-t", pid, "-p", "--", "true") // ended before the stop
 	hook := testutil.StartReady(t, exec.Command("nsenter", "-t", pid, "-p", "--", "sh", "-c", "echo ready; sleep 1000; true"))
-	time.Sleep(200 * time.Millisecond) // the sleep has started
+	// The sleep has started: nsenter's child, the shell, waits for it.
+	sh := testutil.WaitChildren(t, hook, 1)[0]
+	testutil.WaitInSyscall(t, sh, "wait4")
+	testutil.WaitInSyscall(t, testutil.WaitChildren(t, sh, 1)[0], "nanosleep", "clock_nanosleep")
 	// The init has no handler: the kernel drops SIGTERM (no reading for a
 	// signal that was not delivered), and the SIGKILL reads.
 	testutil.Run(t, "kill", "-TERM", pid)
@@ -89,16 +100,15 @@ func TestExecReadings(t *testing.T) {
 	testutil.Run(t, "kill", "-KILL", pid)
 	term := c.waitFor(t, "SIGKILL", isGenerate(sigvocab.SIGKILL, ns.PID))
 	var execs, kids []sigvocab.Event
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && (len(execs) == 0 || len(kids) == 0) {
-		time.Sleep(50 * time.Millisecond)
+	testutil.Poll(50*time.Millisecond, func() bool {
 		execs = c.all(func(e *sigvocab.Event) bool {
 			return e.Kind == sigvocab.KindBlocked && e.BootNS == term.BootNS && e.Task.Role == sigvocab.RoleExec
 		})
 		kids = c.all(func(e *sigvocab.Event) bool {
 			return e.Kind == sigvocab.KindBlocked && e.BootNS == term.BootNS && e.Task.Role == sigvocab.RoleExecChild
 		})
-	}
+		return len(execs) > 0 && len(kids) > 0
+	})
 	if len(execs) != 1 || len(kids) != 1 {
 		t.Fatalf("exec readings %+v, children %+v: want the running one and its child", execs, kids)
 	}

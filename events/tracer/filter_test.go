@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func startIgnorer(t *testing.T, exe string) int {
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=ignore")
 	pid := testutil.StartReady(t, cmd)
-	waitSigIgn(t, pid, sigvocab.SIGUSR2)
+	testutil.WaitSigMask(t, pid, "SigIgn", syscall.SIGUSR2)
 	return pid
 }
 
@@ -38,16 +39,12 @@ func TestKernelFilters(t *testing.T) {
 	a := startIgnorer(t, self)
 	b := startIgnorer(t, named) // comm "sigscope-cm", the name this test chose
 	// Wait for b's exec so that its comm is the new one.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(b) + "/comm")
-		if string(comm) == "sigscope-cm\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("comm of %d is %q", b, comm)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var comm []byte
+	if !testutil.Poll(5*time.Millisecond, func() bool {
+		comm, _ = os.ReadFile("/proc/" + strconv.Itoa(b) + "/comm")
+		return string(comm) == "sigscope-cm\n"
+	}) {
+		t.Fatalf("comm of %d is %q", b, comm)
 	}
 
 	for _, c := range []struct {

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -131,27 +130,27 @@ func (c *collector) stop(t *testing.T) {
 	}
 }
 
-// waitFor returns the first event matching match, waiting up to 5 s.
+// waitFor returns the first event matching match, waiting for it up to
+// testutil.Bound.
 func (c *collector) waitFor(t *testing.T, what string, match func(*sigvocab.Event) bool) sigvocab.Event {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var e sigvocab.Event
+	if !testutil.Poll(10*time.Millisecond, func() bool {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		for i := range c.events {
 			if match(&c.events[i]) {
-				e := c.events[i]
-				c.mu.Unlock()
-				recordFixture(t, what, &e)
-				return e
+				e = c.events[i]
+				return true
 			}
 		}
-		c.mu.Unlock()
-		if time.Now().After(deadline) {
-			c.dump(t)
-			t.Fatalf("no event: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	}) {
+		c.dump(t)
+		t.Fatalf("no event: %s", what)
 	}
+	recordFixture(t, what, &e)
+	return e
 }
 
 func (c *collector) all(match func(*sigvocab.Event) bool) []sigvocab.Event {
@@ -365,7 +364,7 @@ func TestSigIgnPlainProcess(t *testing.T) {
 	c := startCollector(t, Options{})
 	pid := testutil.StartReady(t, exec.Command("sh", "-c", `trap '' TERM; echo ready; exec sleep 60`))
 	// SIG_IGN survives exec, so the verdict is the same before and after it.
-	waitSigIgn(t, pid, sigvocab.SIGTERM)
+	testutil.WaitSigMask(t, pid, "SigIgn", syscall.SIGTERM)
 	testutil.Run(t, "kill", "-TERM", strconv.Itoa(pid))
 	e := c.waitFor(t, "sig_ign", isGenerate(sigvocab.SIGTERM, pid))
 	if e.Result != sigvocab.ResultIgnored || e.Handler != sigvocab.DispIgnore {
@@ -389,23 +388,6 @@ func TestHostSIGKILLToInit(t *testing.T) {
 	if exit.Signal != sigvocab.SIGKILL || exit.ExitCode != -1 || exit.CoreDumped {
 		t.Errorf("exit: signal %s code %d core %v, want SIGKILL", exit.Signal, exit.ExitCode, exit.CoreDumped)
 	}
-}
-
-// waitSigIgn waits until pid has SIG_IGN for sig (SigIgn in /proc/PID/status).
-func waitSigIgn(t testing.TB, pid int, sig sigvocab.Signal) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		for _, line := range strings.Split(string(b), "\n") {
-			var mask uint64
-			if _, err := fmt.Sscanf(line, "SigIgn:\t%x", &mask); err == nil && mask&(1<<(sig-1)) != 0 {
-				return
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("process %d never ignored %s", pid, sig)
 }
 
 // A group exit makes every thread of the dying process pass signal_deliver

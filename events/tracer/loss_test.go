@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/sigscope/sigscope/events/sigvocab"
@@ -18,7 +19,7 @@ import (
 func TestLossAccounting(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	targetPID := testutil.StartReady(t, exec.Command("sh", "-c", `trap '' USR1; echo ready; exec sleep 60`))
-	waitSigIgn(t, targetPID, sigvocab.SIGUSR1)
+	testutil.WaitSigMask(t, targetPID, "SigIgn", syscall.SIGUSR1)
 
 	tr, err := New(Options{
 		Signals:  sigvocab.NewSignalSet(sigvocab.SIGUSR1),

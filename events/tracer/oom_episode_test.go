@@ -66,19 +66,18 @@ func oomEpisode(t *testing.T, opts tracer.Options) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
 	pid := testutil.StartOOM(t, cmd, 48<<20)
 	_ = cmd.Wait()
-	deadline := time.Now().Add(10 * time.Second)
 	var got *timeline.Episode
-	for got == nil && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	testutil.Poll(50*time.Millisecond, func() bool {
 		mu.Lock()
+		defer mu.Unlock()
 		eps = append(eps, engine.Advance(time.Now())...)
 		for i := range eps {
 			if int(eps[i].Main.PID) == pid {
 				got = &eps[i]
 			}
 		}
-		mu.Unlock()
-	}
+		return got != nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)

@@ -23,7 +23,7 @@ import (
 func ignoringTarget(t testing.TB) int {
 	t.Helper()
 	pid := testutil.StartReady(t, exec.Command("sh", "-c", `trap '' USR1; echo ready; exec sleep 120`))
-	waitSigIgn(t, pid, sigvocab.SIGUSR1)
+	testutil.WaitSigMask(t, pid, "SigIgn", syscall.SIGUSR1)
 	return pid
 }
 

@@ -214,20 +214,16 @@ func TestReadTaskStatesSigwaitPrivileged(t *testing.T) {
 	cmd.Env = append(os.Environ(), "SIGSCOPE_TASKSTATE_HELPER=sigwait")
 	pid := testutil.StartReady(t, cmd)
 	var s sigvocab.TaskSnapshot
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, err := ReadTaskStates([]int{pid})
-		if err != nil {
-			t.Fatal(err)
-		}
+	if !testutil.Poll(20*time.Millisecond, func() bool {
+		var got map[int]sigvocab.TaskSnapshot
+		got, err = ReadTaskStates([]int{pid})
 		s = got[pid]
-		if s.Waited().Has(sigvocab.SIGTERM) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the helper never seen waiting for SIGTERM: %+v", s)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err != nil || s.Waited().Has(sigvocab.SIGTERM)
+	}) {
+		t.Fatalf("the helper never seen waiting for SIGTERM: %+v", s)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	if s.Blocked.Has(sigvocab.SIGTERM) || s.NSInit() {
 		t.Errorf("%+v: want SIGTERM out of blocked while waited for, no init", s)

@@ -36,10 +36,7 @@ func TestWakeCallsIdle(t *testing.T) {
 	}
 	for i := range 3 {
 		tr.Wake()
-		deadline := time.Now().Add(5 * time.Second)
-		for idles.Load() == before+int64(i) && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.Poll(5*time.Millisecond, func() bool { return idles.Load() != before+int64(i) })
 		if n := idles.Load(); n != before+int64(i)+1 {
 			t.Fatalf("after Wake %d: Idle called %d times since, want %d", i+1, n-before, i+1)
 		}
