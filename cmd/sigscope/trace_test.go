@@ -9,15 +9,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/cilium/ebpf"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/events/tracer"
@@ -109,37 +109,19 @@ func TestFormatStats(t *testing.T) {
 	}
 }
 
-// syncBuffer lets the test read what runTrace writes from another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // The real command against the real kernel: a namespace init drops a host
 // SIGTERM, and `trace -o json --pid` reports it; --count stops the run.
 func TestTraceCommandJSON(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	ns := testutil.StartNSInit(t, "echo ready; read x")
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runTrace(context.Background(), traceFlags{output: "json", signals: "TERM", pid: uint32(ns.PID),
 			count: 1, ringSize: tracer.DefaultRingSize}, &out, &errOut)
 	}()
 	// Keep sending until the tracer is attached and reports one.
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testutil.Bound)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -259,18 +241,16 @@ func TestInterruptDetaches(t *testing.T) {
 		t.Errorf("after SIGINT: seen %d emitted %d dropped %d read %d", seen, emitted, dropped, read)
 	}
 	// The kernel frees a detached program after an RCU grace period.
-	deadline := time.Now().Add(10 * time.Second)
 	for _, id := range ids {
-		for {
+		if !testutil.Poll(50*time.Millisecond, func() bool {
 			p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
 			if err != nil {
-				break // gone
+				return true // gone
 			}
 			p.Close()
-			if time.Now().After(deadline) {
-				t.Fatalf("program %d still loaded 10 s after the process exited", id)
-			}
-			time.Sleep(50 * time.Millisecond)
+			return false
+		}) {
+			t.Fatalf("program %d still loaded %v after the process exited", id, testutil.Bound)
 		}
 	}
 }

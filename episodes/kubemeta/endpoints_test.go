@@ -23,6 +23,7 @@ import (
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/containers/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // endpoint is a pod's endpoint with its three conditions.
@@ -55,15 +56,6 @@ func endpointOf(p *Pods, pod, service string) (endpointState, bool) {
 		return *st, true
 	}
 	return endpointState{}, false
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 func dur(d time.Duration) *time.Duration { return &d }
@@ -99,7 +91,7 @@ func TestEndpoints(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go p.Run(ctx)
-	waitFor(t, "the informers to sync", func() bool { return p.synced.Load() && p.slicesSynced.Load() })
+	testutil.WaitFor(t, "the informers to sync", func() bool { return p.synced.Load() && p.slicesSynced.Load() })
 
 	slices := client.DiscoveryV1().EndpointSlices("shop")
 	update := func(s *discoveryv1.EndpointSlice) {
@@ -123,7 +115,7 @@ func TestEndpoints(t *testing.T) {
 	if _, err := client.CoreV1().Pods("shop").Update(ctx, del, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the deletion", func() bool {
+	testutil.WaitFor(t, "the deletion", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return !p.pods["shop/web-0"].deleteSeen.IsZero()
@@ -131,31 +123,31 @@ func TestEndpoints(t *testing.T) {
 
 	at(2) // not ready and terminating in one slice of web
 	update(endpointSlice("web-v4", "web", endpoint("web-0", "u0", "node-1", false, true, true), endpoint("other", "uo", "node-2", true, true, false)))
-	waitFor(t, "web not ready", func() bool { return !web().notReadyAt.IsZero() })
+	testutil.WaitFor(t, "web not ready", func() bool { return !web().notReadyAt.IsZero() })
 
 	at(3) // the other slice, not updated yet, still says ready: no change
 	update(endpointSlice("web-v6", "web", live("web-0", "u0"), live("web-1", "u1")))
-	waitFor(t, "web-1 listed", func() bool { return len(sentinel().slices) == 1 })
+	testutil.WaitFor(t, "web-1 listed", func() bool { return len(sentinel().slices) == 1 })
 
 	at(4) // now it says so too: seen already
 	update(endpointSlice("web-v6", "web", endpoint("web-0", "u0", "node-1", false, true, true), endpoint("web-1", "u1", "node-1", false, true, false)))
-	waitFor(t, "web-1 not ready", func() bool { return !sentinel().notReadyAt.IsZero() })
+	testutil.WaitFor(t, "web-1 not ready", func() bool { return !sentinel().notReadyAt.IsZero() })
 
 	at(5)
 	update(endpointSlice("web-v4", "web", endpoint("web-0", "u0", "node-1", false, false, true), endpoint("other", "uo", "node-2", true, true, false)))
-	waitFor(t, "web not serving", func() bool { return !web().notServingAt.IsZero() })
+	testutil.WaitFor(t, "web not serving", func() bool { return !web().notServingAt.IsZero() })
 
 	at(6)
 	update(endpointSlice("admin-x", "admin", endpoint("web-0", "u0", "node-1", false, false, true)))
-	waitFor(t, "admin not ready", func() bool { return !admin().notReadyAt.IsZero() })
+	testutil.WaitFor(t, "admin not ready", func() bool { return !admin().notReadyAt.IsZero() })
 
 	at(7) // gone from admin's only slice
 	update(endpointSlice("admin-x", "admin"))
-	waitFor(t, "admin removed", func() bool { return !admin().removedAt.IsZero() })
+	testutil.WaitFor(t, "admin removed", func() bool { return !admin().removedAt.IsZero() })
 
 	at(8) // gone from one of web's slices, still in the other
 	update(endpointSlice("web-v4", "web", endpoint("other", "uo", "node-2", true, true, false), live("web-1", "u1")))
-	waitFor(t, "web-1 in both slices", func() bool { return len(sentinel().slices) == 2 })
+	testutil.WaitFor(t, "web-1 in both slices", func() bool { return len(sentinel().slices) == 2 })
 	if st := web(); !st.removedAt.IsZero() || len(st.slices) != 1 {
 		t.Errorf("web-0 removed while web-v6 lists it: %+v", st)
 	}
@@ -164,7 +156,7 @@ func TestEndpoints(t *testing.T) {
 	if err := slices.Delete(ctx, "web-v6", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "web removed", func() bool { return !web().removedAt.IsZero() })
+	testutil.WaitFor(t, "web removed", func() bool { return !web().removedAt.IsZero() })
 	at(10)
 
 	want := []timeline.EndpointChange{
@@ -235,7 +227,7 @@ func TestEndpointsForbidden(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go p.Run(ctx)
-	waitFor(t, "the pods' informers and the slices' error", func() bool { return p.synced.Load() && p.slicesErr.Load() != nil })
+	testutil.WaitFor(t, "the pods' informers and the slices' error", func() bool { return p.synced.Load() && p.slicesErr.Load() != nil })
 	ep := timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "web-0", Namespace: "shop", Name: "app"}}}
 	p.Annotate(&ep)
 	if ep.StopReason != ReasonUnknown || ep.Endpoints != nil || len(ep.NotLearnt) != 1 ||

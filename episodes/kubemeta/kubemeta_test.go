@@ -13,6 +13,7 @@ import (
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/containers/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 func pod(name string, mutate func(*corev1.Pod)) *corev1.Pod {
@@ -65,11 +66,7 @@ func TestExplain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go p.Run(ctx)
-	for deadline := time.Now().Add(10 * time.Second); !p.synced.Load() || !p.slicesSynced.Load(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("informers did not sync")
-		}
-	}
+	testutil.WaitFor(t, "the informers to sync", func() bool { return p.synced.Load() && p.slicesSynced.Load() })
 	for name, want := range map[string]struct {
 		reason string
 		grace  time.Duration

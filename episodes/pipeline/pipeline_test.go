@@ -54,15 +54,16 @@ func TestPipelineStop(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	testutil.Run(t, "kill", "-KILL", strconv.Itoa(ns.PID))
 	var ep *timeline.Episode
-	for deadline := time.Now().Add(5 * time.Second); ep == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	testutil.Poll(20*time.Millisecond, func() bool {
 		mu.Lock()
+		defer mu.Unlock()
 		for i := range eps {
 			if int(eps[i].Main.PID) == ns.PID {
 				ep = &eps[i]
 			}
 		}
-		mu.Unlock()
-	}
+		return ep != nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)

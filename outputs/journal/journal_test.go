@@ -12,6 +12,7 @@ import (
 
 	"github.com/sigscope/sigscope/episodes/pipeline/pipelinetest"
 	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // numbered returns n episodes taken in turn from eps, numbered from first.
@@ -256,9 +257,5 @@ func TestSecondWriterRefused(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10 s")
-		}
-	}
+	testutil.WaitFor(t, "the journal's counters", cond)
 }

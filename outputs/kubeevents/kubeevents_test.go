@@ -23,6 +23,7 @@ import (
 	"github.com/sigscope/sigscope/containers/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/episodes/timeline"
 	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 const (
@@ -260,7 +261,7 @@ func TestQueueFullDrops(t *testing.T) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound):
 		t.Fatal("ObserveEpisode blocked on a stuck API server")
 	}
 	if r.Dropped() != 2 {

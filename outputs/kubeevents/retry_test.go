@@ -380,7 +380,7 @@ func TestCloseBounded(t *testing.T) {
 	go func() { r.Close(); close(closed) }()
 	select {
 	case <-closed:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Bound):
 		t.Fatal("Close did not return with the API server hanging")
 	}
 	if r.Dropped() != 6 || r.Sent() != 0 || r.Failed() != 0 || r.Queued() != 0 {

@@ -213,7 +213,7 @@ func TestCloseWithoutRun(t *testing.T) {
 	go func() { s.Run(context.Background()); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound):
 		t.Fatal("Run after Close did not return")
 	}
 	_ = s.Close() // idempotent

@@ -53,7 +53,7 @@ func startAgent(t *testing.T, opts Options, scheme string, client *http.Client) 
 		}
 	})
 	base := scheme + "://" + l.Addr().String()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testutil.Bound)
 	for {
 		if a.ready.Load() {
 			return base
@@ -118,7 +118,7 @@ func TestMetricsMoveByWhatWasCaused(t *testing.T) {
 
 	const ignored = `sigscope_pid1_ignored_signals_total{signal="SIGTERM"}`
 	const cascade = `sigscope_pidns_cascade_kills_total`
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Bound)
 	var after string
 	for {
 		_, after = get(t, c, base+"/metrics")

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // Audited is called after the first audit, which ends start-up, with first
@@ -17,7 +19,7 @@ func TestAuditedAfterStartUp(t *testing.T) {
 		if !first {
 			t.Error("the first call says first=false")
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Bound):
 		t.Fatal("Audited not called after the first audit")
 	}
 	select {

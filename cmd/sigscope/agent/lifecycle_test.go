@@ -141,7 +141,7 @@ func runAndStop(t *testing.T, opts Options, viaClose bool) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	for deadline := time.Now().Add(30 * time.Second); !a.ready.Load(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(testutil.Bound); !a.ready.Load(); time.Sleep(10 * time.Millisecond) {
 		select {
 		case err := <-done:
 			t.Fatalf("agent stopped before it was ready: %v", err)
@@ -246,13 +246,13 @@ func status(t *testing.T, c *http.Client, url string) int {
 	return resp.StatusCode
 }
 
-// settledGoroutines waits, up to 10 s, for the number of goroutines to
-// fall to at most want (0: until it stops falling), and returns it with a
-// dump of them. Goroutines that end asynchronously (a closed connection's
+// settledGoroutines waits, up to testutil.Bound, for the number of
+// goroutines to fall to at most want (0: until it stops falling), and
+// returns it with a dump of them. Goroutines that end asynchronously (a closed connection's
 // reader, a timer's) take a moment after Close.
 func settledGoroutines(want int) (int, string) {
 	n, last := runtime.NumGoroutine(), -1
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(testutil.Bound); time.Now().Before(deadline); {
 		runtime.GC()
 		time.Sleep(100 * time.Millisecond)
 		n = runtime.NumGoroutine()

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/sigscope/sigscope/episodes/timeline"
 	"github.com/sigscope/sigscope/internal/critest"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // A pod deleted as the kubelet does it through CRI (containerd): its
@@ -35,7 +34,7 @@ func TestPodSandboxIsNoStop(t *testing.T) {
 		Container: "app", Image: img, GracePeriod: 10,
 		Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"}})
 	pid := cri.ContainerPID(t, ids.Container)
-	waitCaught(t, pid, 15)
+	testutil.WaitSigMask(t, pid, "SigCgt", syscall.SIGTERM)
 	time.Sleep(time.Second) // the agent's resolver learns the sandbox and the container
 	_, before := get(t, c, base+"/metrics")
 
@@ -48,20 +47,17 @@ func TestPodSandboxIsNoStop(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var eps []timeline.Episode
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testutil.Poll(100*time.Millisecond, func() bool {
 		_, body := get(t, c, base+"/api/v1/episodes?namespace=shop&pod=web-0")
-		eps = nil
+		var eps []timeline.Episode
 		if err := json.Unmarshal([]byte(body), &eps); err != nil {
 			t.Fatalf("%s: %v", body, err)
 		}
-		if len(eps) > 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+		return len(eps) > 0
+	})
 	time.Sleep(1500 * time.Millisecond) // a sandbox episode would have settled by now
 	_, body := get(t, c, base+"/api/v1/episodes?namespace=shop&pod=web-0")
-	eps = nil
+	var eps []timeline.Episode
 	if err := json.Unmarshal([]byte(body), &eps); err != nil {
 		t.Fatal(err)
 	}
@@ -89,24 +85,4 @@ func TestPodSandboxIsNoStop(t *testing.T) {
 	if got := metric(t, after, `sigscope_container_stops_total{outcome="killed"}`) - metric(t, before, `sigscope_container_stops_total{outcome="killed"}`); got != 0 {
 		t.Errorf("killed stops moved by %v: the sandbox counted", got)
 	}
-}
-
-// waitCaught waits until pid has a handler for sig (SigCgt in /proc).
-func waitCaught(t *testing.T, pid, sig int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "SigCgt:\t"); ok {
-				mask, _ := strconv.ParseUint(v, 16, 64)
-				if mask&(1<<(sig-1)) != 0 {
-					return
-				}
-			}
-		}
-	}
-	t.Fatalf("process %d has no handler for signal %d", pid, sig)
 }
