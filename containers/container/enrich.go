@@ -220,10 +220,16 @@ func (r *Resolver) fillFromFiles(en *enrichment, id, runtime string) {
 	}
 	r.mu.Lock()
 	m, ok := r.metas.Get(id)
-	if ok && m.info.FromFiles && m.info.MainPID != 0 {
+	if ok && m.info.FromFiles && (m.info.MainPID != 0 || m.fileReads >= r.opts.recheckTries) {
+		// Read while they may still give the main pid, as many times as
+		// the runtime is asked again for it: a container that exited
+		// while its API failed is not read every second for minutes.
 		en.info = m.info
 		r.mu.Unlock()
 		return
+	}
+	if ok {
+		m.fileReads++
 	}
 	r.mu.Unlock()
 	info, err := r.files.read(id, runtime)

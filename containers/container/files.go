@@ -133,6 +133,7 @@ type runtimeFiles struct {
 	daemons []runtimeDaemon
 	scanned time.Time // the last search of /proc; zero: never
 	scans   int       // for tests
+	reads   int       // for tests: the reads of a container's files
 }
 
 func newRuntimeFiles(procRoot string, now func() time.Time) *runtimeFiles {
@@ -153,6 +154,9 @@ func (f *runtimeFiles) read(id, runtime string) (*identity.Info, error) {
 	default:
 		return nil, errNoFiles
 	}
+	f.mu.Lock()
+	f.reads++
+	f.mu.Unlock()
 	for try := 0; try < 2; try++ {
 		ds, fresh := f.daemonsOf(runtime, try > 0)
 		var firstErr error

@@ -408,3 +408,30 @@ func TestNoRuntimeFiles(t *testing.T) {
 		t.Errorf("Lookup = %+v, want no name", info)
 	}
 }
+
+// A container that exited while its runtime's API failed (no main pid in
+// its files) is not read again every time the API is asked again: as many
+// times as the runtime is asked for a main pid.
+func TestFilesReadBounded(t *testing.T) {
+	h := newFakeHost(t)
+	h.fakeDaemon(300, "dockerd", nil, false, map[string]string{
+		"/var/lib/docker/containers/" + id1 + "/config.v2.json": dockerRecord(t, id1, "exited", false, 0),
+	})
+	d := startFakeDocker(t, nil)
+	d.failing.Store(true)
+	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
+	if info := r.Lookup(h.dockerProcess(100, 4026532100, id1)); info == nil || info.Name != "exited" {
+		t.Fatalf("Lookup = %+v", info)
+	}
+	for range 100 {
+		if en := r.enrich(id1, RuntimeDocker); en.info.Name != "exited" || en.complete {
+			t.Fatalf("enrich = %+v", en)
+		}
+	}
+	r.files.mu.Lock()
+	reads := r.files.reads
+	r.files.mu.Unlock()
+	if max := 2 + r.opts.recheckTries; reads > max {
+		t.Errorf("%d reads of the files for 100 asks, want at most %d", reads, max)
+	}
+}

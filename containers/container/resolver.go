@@ -88,6 +88,9 @@ type meta struct {
 	retrying bool
 	// why the runtime told nothing of it, when info is bare (Known).
 	why string
+	// fileReads counts the reads of its runtime's files after the first
+	// (fillFromFiles): bounded.
+	fileReads int
 }
 
 // noteWhy keeps what en says of why the runtime told nothing, unless an
