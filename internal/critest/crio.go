@@ -43,7 +43,8 @@ var crioStore = fmt.Sprintf("[vfs@%s+%s]", filepath.Join(crioRoot, "storage"), f
 
 // EnsureCRIO returns a CRI-O serving CRI on CRIOSocket, starting one when
 // none answers: crio and pinns built by test/crio/build.sh (from the Go
-// module proxy, cached under .cache/crio), Debian's conmon and runc, the
+// module proxy, cached outside the tree in testutil.BuildCache("crio")/bin,
+// which make cluster RUNTIME=crio shares), Debian's conmon and runc, the
 // cgroupfs driver, and CRIOPauseImage copied into CRI-O's storage. Its CRI helpers (RunPod, StartPod, ImportImage, ...)
 // are EnsureCRI's. Like containerd, it is left running for the next test
 // binary; test/crio/down.sh stops it.
@@ -110,7 +111,7 @@ func crioVersion() error {
 
 // buildCRIO runs test/crio/build.sh (a few checks when its binaries are
 // cached, minutes when not) and returns the directory of crio, pinns and
-// pause.
+// pause: the one it prints, which must be testutil.BuildCache("crio")/bin.
 func buildCRIO(t testing.TB) string {
 	t.Helper()
 	root, err := dockertest.RepoRoot()
@@ -128,7 +129,17 @@ func buildCRIO(t testing.TB) string {
 	if s := stderr.String(); s != "" {
 		t.Logf("critest: test/crio/build.sh (%v):\n%s", time.Since(start).Round(time.Second), s)
 	}
-	return strings.TrimSpace(string(out))
+	bin := strings.TrimSpace(string(out))
+	cache, err := testutil.BuildCache("crio")
+	if err != nil {
+		t.Fatalf("critest: %v", err)
+	}
+	// The script resolves the cache through symbolic links; so does this.
+	want, err := filepath.EvalSymlinks(filepath.Join(cache, "bin"))
+	if err != nil || want != bin {
+		t.Fatalf("critest: test/crio/build.sh built into %q, not %s (%v)", bin, filepath.Join(cache, "bin"), err)
+	}
+	return bin
 }
 
 // runcClamp is the OCI runtime CRI-O is given: Debian's runc, after

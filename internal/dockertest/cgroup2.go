@@ -36,8 +36,9 @@ var (
 // hugetlb is a controller in it (v1 holds the others), so resource limits
 // do not apply, but containers run, stop and are killed as on any v2 node.
 // Its runc is the one `make cluster` builds (test/cluster/build.sh runc,
-// into .cache/cluster/bin; built here when missing, which takes about a
-// minute). The busybox image of the tests is copied into it.
+// into the pinned builds' cache, testutil.BuildCache("cluster")/bin; built
+// here when missing, which takes about a minute). The busybox image of the
+// tests is copied into it.
 //
 // Like the shared daemon it is left running, for the next test binary;
 // it has its own data root, exec root, socket, pid file and containerd, as
@@ -179,8 +180,9 @@ func RepoRoot() (string, error) {
 // clusterRunc returns the runc `make cluster` builds (the version that
 // test/cluster/versions.sh pins), building it with test/cluster/build.sh
 // when it is missing or was built from another recipe: one recipe for the
-// cluster and the tests, and one cache (.cache/cluster/bin). The script
-// says how long the build took; so does the test log.
+// cluster and the tests, and one cache, outside the tree and shared by
+// every clone on the machine (testutil.BuildCache("cluster")/bin). The
+// script says how long the build took; so does the test log.
 func clusterRunc(t testing.TB) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -204,8 +206,12 @@ func clusterRunc(t testing.TB) (string, error) {
 		}
 		t.Logf("dockertest: built runc with test/cluster/build.sh in %v:\n%s", time.Since(start).Round(time.Second), strings.Join(stages, "\n"))
 	}
-	// build.sh resolves .cache through symbolic links; so does this.
-	bin, err := filepath.EvalSymlinks(filepath.Join(root, ".cache", "cluster", "bin", "runc"))
+	cache, err := testutil.BuildCache("cluster")
+	if err != nil {
+		return "", err
+	}
+	// build.sh resolves the cache through symbolic links; so does this.
+	bin, err := filepath.EvalSymlinks(filepath.Join(cache, "bin", "runc"))
 	if err != nil {
 		return "", fmt.Errorf("test/cluster/build.sh runc left no runc: %v\n%s", err, out)
 	}

@@ -42,7 +42,7 @@ trap 'rm -f "$manifest"' EXIT
 # this rolls the pods onto it.
 values=(-f "$here/agent-values.yaml")
 [ "$(cluster_runtime)" != crio ] || values+=(-f "$here/agent-values-crio.yaml")
-set_args=(--set "fullnameOverride=$NS" --set "journal.hostDir=$VARLIB/journal-$NS" --set "podAnnotations.sigscope\.dev/image-id=$(<"$CACHE/images/sigscope.tar.id")")
+set_args=(--set "fullnameOverride=$NS" --set "journal.hostDir=$VARLIB/journal-$NS" --set "podAnnotations.sigscope\.dev/image-id=$(<"$IMAGES/sigscope.tar.id")")
 [ -z "${SIGSCOPE_AGENT_SET:-}" ] || set_args+=(--set "$SIGSCOPE_AGENT_SET")
 GO=${GO:-go} sh "$top/deploy/render.sh" - --namespace "$NS" "${values[@]}" "${set_args[@]}" >"$manifest"
 

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Builds the parts of the local cluster into .cache/cluster/bin, each at the
-# version versions.sh pins, from the Go module proxy (private module and build
-# caches under .cache/cluster/go, removed after the build) and Debian
-# packages. A part is built again only when its recipe (version, go.sum,
-# flags, toolchain) changed: the second run is a few checks. It runs under
-# nice -n 19. Each part prints its build time.
+# Builds the parts of the local cluster, each at the version versions.sh
+# pins, from the Go module proxy and Debian packages, into the pinned
+# builds' cache outside the tree (test/cache.sh: SIGSCOPE_CACHE/cluster/bin,
+# /var/cache/sigscope/cluster/bin by default), which every clone on the
+# machine shares. A part is built again only when its recipe changed
+# (version, go.mod and go.sum, flags, Go toolchain, and the commands of this
+# script: .PART.recipe beside it): the second run, from any clone, is a few
+# checks. The cache's lock is held throughout (a second run at the same time
+# waits, then finds the parts fresh); each part is built into the cache's
+# .tmp and renamed into place, so nothing ever runs a half-written binary.
+# The Go module and build caches are private (CACHE/go) and removed after
+# the build. It runs under nice -n 19. Each part prints its build time.
 # Usage: test/cluster/build.sh [PART ...]   (default: all; parts: kubelet
 # kube-apiserver kube-controller-manager kube-scheduler kubectl etcd
 # containerd runc pause)
@@ -14,10 +20,15 @@ set -euo pipefail
 
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(kubelet kube-apiserver kube-controller-manager kube-scheduler kubectl etcd containerd runc pause)
-mkdir -p "$BIN"
 built=0
 # Builds yield to everything else on the machine (children inherit it).
 renice -n 19 $$ >/dev/null
+# One build at a time in the cache, whichever clone runs it.
+cache_lock "$CACHE"
+mkdir -p "$BIN"
+# This script's part of every recipe: its commands, and the Go environment
+# they build in.
+script=$(cache_script_hash "$here/build.sh" <(declare -f go_env))
 
 # The wrapper modules must say what versions.sh says (gen.sh writes them).
 check_modules() {
@@ -31,17 +42,27 @@ check_modules() {
 sum() { sha256sum "$@" | cut -c1-16 | tr '\n' ' '; }
 
 # build_if_changed PART RECIPE COMMAND...: runs COMMAND (nice) when
-# BIN/PART is missing or was built from another recipe.
+# BIN/PART is missing or was built from another recipe. COMMAND writes its
+# files into OUT (under the cache's .tmp), which are then renamed into BIN
+# (one filesystem: each replaces the old one at once, a running daemon
+# keeps its own), and the stamp last.
 build_if_changed() {
-	local part=$1 recipe=$2 stamp=$BIN/.$1.recipe
+	local part=$1 recipe="$2 script $script" stamp=$BIN/.$1.recipe f
 	shift 2
 	if [ -x "$BIN/$part" ] && [ -f "$stamp" ] && [ "$(<"$stamp")" = "$recipe" ]; then
 		return 0
 	fi
 	stage "build $part"
-	rm -f "$stamp"
+	OUT=$(mktemp -d "$CACHE/.tmp/$part.XXXXXX")
 	"$@"
-	echo "$recipe" >"$stamp"
+	[ -x "$OUT/$part" ] || die "building $part left no $part"
+	rm -f "$stamp"
+	for f in "$OUT"/*; do
+		mv -f "$f" "$BIN/"
+	done
+	echo "$recipe" >"$OUT/.recipe"
+	mv -f "$OUT/.recipe" "$stamp"
+	rmdir "$OUT"
 	built=$((built + 1))
 	stage_end
 }
@@ -60,11 +81,11 @@ k8s_ldflags() {
 build_k8s() {
 	local cmd=$1
 	(cd "$here/k8s" && go_env CGO_ENABLED=0 go build -mod=readonly -trimpath -tags selinux,notest \
-		-ldflags "$(k8s_ldflags)" -o "$BIN/$cmd" "k8s.io/kubernetes/cmd/$cmd")
+		-ldflags "$(k8s_ldflags)" -o "$OUT/$cmd" "k8s.io/kubernetes/cmd/$cmd")
 }
 
 build_etcd() {
-	(cd "$here/etcd" && go_env CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$BIN/etcd" .)
+	(cd "$here/etcd" && go_env CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$OUT/etcd" .)
 }
 
 # containerd and ctr as its Makefile builds them (CGO on, version stamped);
@@ -74,21 +95,21 @@ build_etcd() {
 build_containerd() {
 	local pkg=github.com/containerd/containerd/v2
 	local ld="-s -w -X $pkg/version.Version=$CONTAINERD_VERSION -X $pkg/version.Package=$pkg"
-	go_env GOBIN="$BIN" go install -trimpath -tags urfave_cli_no_docs -ldflags "$ld" \
+	go_env GOBIN="$OUT" go install -trimpath -tags urfave_cli_no_docs -ldflags "$ld" \
 		"$pkg/cmd/containerd@$CONTAINERD_VERSION" "$pkg/cmd/ctr@$CONTAINERD_VERSION"
-	go_env GOBIN="$BIN" CGO_ENABLED=0 go install -trimpath -tags urfave_cli_no_docs,no_grpc -ldflags "$ld" \
+	go_env GOBIN="$OUT" CGO_ENABLED=0 go install -trimpath -tags urfave_cli_no_docs,no_grpc -ldflags "$ld" \
 		"$pkg/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION"
 }
 
 # runc with seccomp (CGO, Debian's libseccomp): without it every pod fails
 # "seccomp not supported". Debian's runc 1.1.5 fails under containerd 2.4.
 build_runc() {
-	go_env GOBIN="$BIN" CGO_ENABLED=1 go install -trimpath -tags seccomp,urfave_cli_no_docs -ldflags "-s -w" \
+	go_env GOBIN="$OUT" CGO_ENABLED=1 go install -trimpath -tags seccomp,urfave_cli_no_docs -ldflags "-s -w" \
 		"github.com/opencontainers/runc@$RUNC_VERSION"
 }
 
 build_pause() {
-	gcc -static -Os -s -Wall -Werror -DVERSION="\"$PAUSE_VERSION\"" -o "$BIN/pause" "$here/pause/pause.c"
+	gcc -static -Os -s -Wall -Werror -DVERSION="\"$PAUSE_VERSION\"" -o "$OUT/pause" "$here/pause/pause.c"
 }
 
 stage "Debian packages ($DEBIAN_PACKAGES)"
@@ -96,13 +117,13 @@ install_debian_packages
 check_modules
 stage_end
 
-k8s_recipe="$K8S_VERSION $(sum "$here/k8s/go.sum") $(go version) $(k8s_ldflags)"
+k8s_recipe="$K8S_VERSION $(sum "$here/k8s/go.mod" "$here/k8s/go.sum") $(go version) $(k8s_ldflags)"
 for part in "${parts[@]}"; do
 	case $part in
 	kubelet | kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
 		build_if_changed "$part" "$k8s_recipe" build_k8s "$part"
 		;;
-	etcd) build_if_changed etcd "$ETCD_VERSION $(sum "$here/etcd/go.sum" "$here/etcd/main.go") $(go version)" build_etcd ;;
+	etcd) build_if_changed etcd "$ETCD_VERSION $(sum "$here/etcd/go.mod" "$here/etcd/go.sum" "$here/etcd/main.go") $(go version)" build_etcd ;;
 	containerd)
 		# One recipe for the three binaries; the stamp is containerd's.
 		build_if_changed containerd "$CONTAINERD_VERSION $(go version) shim-static-no_grpc" build_containerd
@@ -113,7 +134,7 @@ for part in "${parts[@]}"; do
 	esac
 done
 if [ "$built" -gt 0 ]; then
-	printf 'built %d part(s); .cache/cluster: %s, of which Go module cache %s, Go build cache %s\n' "$built" \
+	printf 'built %d part(s); %s: %s, of which Go module cache %s, Go build cache %s\n' "$built" "$CACHE" \
 		"$(du -sh "$CACHE" | cut -f1)" "$(du -sh "$CACHE/go/mod" | cut -f1)" "$(du -sh "$CACHE/go/build" | cut -f1)"
 	# The caches serve no later build: a new version or Go toolchain
 	# compiles everything again, and downloading the modules takes seconds.
@@ -121,7 +142,7 @@ if [ "$built" -gt 0 ]; then
 	if [ "${CLUSTER_KEEP_GO_CACHES:-}" != 1 ]; then
 		go_env go clean -cache -modcache
 		rm -rf "$CACHE/go"
-		printf 'Go caches removed; .cache/cluster: %s\n' "$(du -sh "$CACHE" | cut -f1)"
+		printf 'Go caches removed; %s: %s\n' "$CACHE" "$(du -sh "$CACHE" | cut -f1)"
 	fi
 fi
 total "build (test/cluster/build.sh)"

@@ -5,7 +5,9 @@
 # (containerd or CRI-O, whichever runs, and CRI-O's conmons),
 # their mounts, network namespaces, bridge and cgroups, the kernel settings
 # the kubelet changed, the unreachable route, .cluster/ and the runtime
-# directories. The builds in .cache/cluster stay (rm -rf .cache/cluster).
+# directories. The builds stay, in the pinned builds' cache outside the tree
+# (test/cache.sh: /var/cache/sigscope unless SIGSCOPE_CACHE), and so do
+# this tree's images (.cache/cluster/images).
 # Safe to run again, or when nothing runs.
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh

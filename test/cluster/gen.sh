@@ -12,6 +12,8 @@
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
+# The private module cache is build.sh's (CACHE/go): not while it builds.
+cache_lock "$CACHE"
 
 # The path of a module version's go.mod in the (private) module cache.
 gomod_of() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The local cluster's images, built without a registry or Docker: each is one
 # layer written with tar into a docker-archive tarball (manifest.json, config,
-# layer) under .cache/cluster/images, then imported into the cluster's
+# layer) under .cache/cluster/images of this tree, then imported into the cluster's
 # containerd (ctr -n k8s.io images import) when that runs.
 #   sigscope.local/pause:PAUSE_VERSION  the sandbox image: pause/pause.c, static
 #   sigscope.local/busybox:latest       Debian's busybox-static and its applets
@@ -22,7 +22,6 @@ set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-IMAGES=$CACHE/images
 PAUSE_IMAGE=sigscope.local/pause:$PAUSE_VERSION
 BUSYBOX_IMAGE=sigscope.local/busybox:latest
 SIGSCOPE_IMAGE=sigscope.local/sigscope:dev

@@ -9,17 +9,21 @@ here=$top/test/cluster
 # shellcheck source=test/cluster/versions.sh
 . "$here/versions.sh"
 
-# Build output, kept across make cluster-down: the binaries, the image
-# tarballs, and the Go module and build caches of the cluster's parts (apart
-# from the developer's own, so a cold build is cold and its size is known).
-CACHE=$top/.cache/cluster
-# Physical, not through a symbolic link (a worktree's .cache linked to
-# another checkout's): running() compares a daemon's /proc/PID/exe, which the
-# kernel resolves, with $BIN/NAME.
-if [ -d "$top/.cache" ]; then
-	CACHE=$(cd "$top/.cache" && pwd -P)/cluster
-fi
+# shellcheck source=test/cache.sh
+. "$top/test/cache.sh"
+# The parts' binaries (build.sh), kept across make cluster-down, in the
+# pinned builds' cache outside the tree (test/cache.sh: SIGSCOPE_CACHE,
+# /var/cache/sigscope by default), shared by every clone on the machine:
+# CACHE/bin, each binary with its recipe stamp; CACHE/go holds the private
+# Go module and build caches during a build (removed after it, so a cold
+# build is cold and its size is known). Physical, not through a symbolic
+# link: running() compares a daemon's /proc/PID/exe, which the kernel
+# resolves, with $BIN/NAME.
+CACHE=$(cache_dir cluster) || exit 1
 BIN=$CACHE/bin
+# The images (images.sh): built from this tree (sigscope's) and the host
+# (busybox, node), so they stay in the tree, apart from other clones'.
+IMAGES=$top/.cache/cluster/images
 # This cluster's configuration, certificates, etcd data, logs and pid files;
 # removed by make cluster-down. .cluster/env is what users source.
 STATE=$top/.cluster
@@ -35,11 +39,12 @@ CONTAINERD_SOCKET=$RUNDIR/containerd.sock
 # The container runtime under the kubelet: containerd (the default) or CRI-O
 # (make cluster RUNTIME=crio), recorded in STATE/runtime by make cluster.
 # CRI-O is test/crio/build.sh's (crio and pinns from the Go module proxy,
-# kept in .cache/crio/bin beside the tests' own CRI-O, which shares the
-# binaries and nothing else), with Debian's conmon and the cluster's runc;
-# its storage, run root and socket are the cluster's (VARLIB/crio,
-# RUNDIR/crio), apart from the tests' CRI-O (/var/lib/sigscope-crio).
-CRIO_BIN=${CACHE%/cluster}/crio/bin
+# kept in the same cache's crio/bin beside the tests' own CRI-O, which
+# shares the binaries and nothing else), with Debian's conmon and the
+# cluster's runc; its storage, run root and socket are the cluster's
+# (VARLIB/crio, RUNDIR/crio), apart from the tests' CRI-O
+# (/var/lib/sigscope-crio).
+CRIO_BIN=$(cache_dir crio)/bin || exit 1
 CRIO_SOCKET=$RUNDIR/crio.sock
 # CRI-O's image store, as containers-storage references name it (skopeo):
 # vfs, which needs nothing of the kernel beyond plain directories.
@@ -99,9 +104,9 @@ SCHEDULER_PORT=10259
 KUBELET_PORT=10250
 KUBELET_HEALTHZ_PORT=10248
 
-# The Go environment of the parts' builds: private module and build caches,
-# the local toolchain only (no toolchain download), writable module cache
-# files (so rm -rf .cache/cluster works).
+# The Go environment of the parts' builds: private module and build caches
+# (CACHE/go, used under build.sh's lock of CACHE), the local toolchain only
+# (no toolchain download), writable module cache files (so rm -rf works).
 go_env() {
 	env GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOTOOLCHAIN=local \
 		GOFLAGS="${GOFLAGS:-} -modcacherw" "$@"

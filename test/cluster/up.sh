@@ -60,9 +60,10 @@ kubelet_feature_gates() {
 
 bash "$here/build.sh"
 if [ "$RUNTIME" = crio ]; then
-	# crio, pinns (and the tests' pause, unused here) into .cache/crio/bin,
-	# and Debian's conmon and skopeo; a few checks when built. It prints the
-	# directory last, which must be the one lib.sh expects.
+	# crio, pinns (and the tests' pause, unused here) into the pinned
+	# builds' cache (crio/bin), and Debian's conmon and skopeo; a few checks
+	# when built. It prints the directory last, which must be the one
+	# lib.sh expects.
 	crio_bin=$(bash "$top/test/crio/build.sh" | tail -n 1)
 	[ "$crio_bin" = "$CRIO_BIN" ] || die "test/crio/build.sh built into $crio_bin, not $CRIO_BIN"
 fi

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Builds CRI-O (cmd/crio) and its namespace pinner (pinns, C) from the Go
-# module proxy, and the pods' pause process, into .cache/crio/bin, keyed by version, Go toolchain, C
-# compiler and libseccomp: a second run with the same recipe only checks the
-# stamps. Prints each build's time. The module and build caches are private
-# (.cache/crio/go) and removed after the build, so the time printed is a cold
-# build's, as in CI. conmon, runc and skopeo come from Debian (installed when
-# missing).
+# module proxy, and the pods' pause process, into the pinned builds' cache
+# outside the tree (test/cache.sh: SIGSCOPE_CACHE/crio/bin,
+# /var/cache/sigscope/crio/bin by default), which every clone on the machine
+# shares; keyed by version, Go toolchain, C compiler, libseccomp and the
+# commands of this script: a second run with the same recipe, from any
+# clone, only checks the stamps. The cache's lock is held throughout (a
+# second run at the same time waits, then finds them fresh); each binary is
+# built into the cache's .tmp and renamed into place. Prints each build's
+# time. The module and build caches are private (CACHE/go) and removed after
+# the build, so the time printed is a cold build's, as in CI. conmon, runc
+# and skopeo come from Debian (installed when missing).
 # Usage: test/crio/build.sh   (prints the bin directory last)
 set -euo pipefail
 
@@ -21,11 +26,12 @@ CRIO_TAGS="containers_image_ostree_stub containers_image_openpgp exclude_graphdr
 DEBIAN_PACKAGES="conmon runc skopeo libseccomp-dev gcc libc6-dev"
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-mkdir -p "$top/.cache"
-# Physical, not through a symbolic link (a worktree's .cache linked to
-# another checkout's).
-CACHE=$(cd "$top/.cache" && pwd -P)/crio
+# shellcheck source=test/cache.sh
+. "$top/test/cache.sh"
+CACHE=$(cache_dir crio)
 BIN=$CACHE/bin
+# One build at a time, whichever clone runs it (the lock goes at exit).
+cache_lock "$CACHE"
 mkdir -p "$BIN"
 
 missing=()
@@ -61,30 +67,39 @@ fresh() { [ -x "$BIN/$1" ] && [ -f "$BIN/.$1.recipe" ] && [ "$(<"$BIN/.$1.recipe
 took() {
 	printf 'crio: built %s %s in %dm%02ds\n' "$1" "$CRIO_VERSION" $(((SECONDS - $2) / 60)) $(((SECONDS - $2) % 60)) >&2
 }
+# install_part PART RECIPE: OUT/PART, just built, renamed into BIN (one
+# filesystem: the old binary is replaced at once), then its stamp.
+install_part() {
+	rm -f "$BIN/.$1.recipe"
+	mv -f "$OUT/$1" "$BIN/$1"
+	echo "$2" >"$OUT/.$1.recipe"
+	mv -f "$OUT/.$1.recipe" "$BIN/.$1.recipe"
+}
+OUT=$(mktemp -d "$CACHE/.tmp/build.XXXXXX")
 
-crio_recipe="$CRIO_VERSION $(go version) $(dpkg-query -W -f='${Version}' libseccomp-dev) $CRIO_TAGS"
-pinns_recipe="$CRIO_VERSION $(gcc -dumpfullversion) static"
+# This script's part of each recipe: its commands.
+script=$(cache_script_hash "$top/test/crio/build.sh")
+crio_recipe="$CRIO_VERSION $(go version) $(dpkg-query -W -f='${Version}' libseccomp-dev) $CRIO_TAGS script $script"
+pinns_recipe="$CRIO_VERSION $(gcc -dumpfullversion) static script $script"
 built=0
 if ! fresh crio "$crio_recipe"; then
-	rm -f "$BIN/.crio.recipe"
 	start=$SECONDS
 	echo "crio: building crio $CRIO_VERSION (tags: $CRIO_TAGS)" >&2
 	src=$(source_tree)
 	# nice: the build yields to the tests and daemons on the machine.
 	(cd "$src" && go_env CGO_ENABLED=1 nice -n 19 go build -mod=readonly -trimpath -tags "$CRIO_TAGS" \
-		-ldflags "-s -w" -o "$BIN/crio" ./cmd/crio) >&2
-	echo "$crio_recipe" >"$BIN/.crio.recipe"
+		-ldflags "-s -w" -o "$OUT/crio" ./cmd/crio) >&2
+	install_part crio "$crio_recipe"
 	took crio "$start"
 	built=1
 fi
 # pinns keeps a pod's namespaces (UTS, IPC, network) as bind mounts; CRI-O
 # runs it for every sandbox. As pinns/Makefile builds it: C99, static.
 if ! fresh pinns "$pinns_recipe"; then
-	rm -f "$BIN/.pinns.recipe"
 	start=$SECONDS
 	src=$(source_tree)
-	gcc -std=c99 -Os -O3 -Wall -Werror -Wextra -static -s -o "$BIN/pinns" "$src"/pinns/src/*.c
-	echo "$pinns_recipe" >"$BIN/.pinns.recipe"
+	gcc -std=c99 -Os -O3 -Wall -Werror -Wextra -static -s -o "$OUT/pinns" "$src"/pinns/src/*.c
+	install_part pinns "$pinns_recipe"
 	took pinns "$start"
 	built=1
 fi
@@ -92,12 +107,12 @@ fi
 # (test/cluster/pause/pause.c, exits on SIGTERM like Kubernetes' own), so
 # that CRI-O's stop of a sandbox does not wait out its timeout (CRI-O sends
 # the pause process SIGTERM first; containerd SIGKILLs it at once).
-pause_recipe="$(sha256sum "$top/test/cluster/pause/pause.c" | cut -c1-16) $(gcc -dumpfullversion) static"
+pause_recipe="$(sha256sum "$top/test/cluster/pause/pause.c" | cut -c1-16) $(gcc -dumpfullversion) static script $script"
 if ! fresh pause "$pause_recipe"; then
-	rm -f "$BIN/.pause.recipe"
-	gcc -static -Os -s -Wall -Werror -DVERSION='"sigscope-crio"' -o "$BIN/pause" "$top/test/cluster/pause/pause.c"
-	echo "$pause_recipe" >"$BIN/.pause.recipe"
+	gcc -static -Os -s -Wall -Werror -DVERSION='"sigscope-crio"' -o "$OUT/pause" "$top/test/cluster/pause/pause.c"
+	install_part pause "$pause_recipe"
 fi
+rmdir "$OUT"
 if [ "$built" = 1 ] && [ -d "$CACHE/go" ]; then
 	printf 'crio: Go caches %s, removed\n' "$(du -sh "$CACHE/go" | cut -f1)" >&2
 	go_env go clean -cache -modcache

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Stops the tests' CRI-O (internal/critest.EnsureCRIO leaves it running for
 # the next test binary), by its pid file and only while that pid is still
-# .cache/crio/bin/crio. Its storage stays (the images). Containers keep
-# running under conmon when CRI-O stops (it finds them again at its next
-# start): the tests remove their pods at cleanup.
+# test/crio/build.sh's crio (in the pinned builds' cache, test/cache.sh; or
+# a checkout's .cache/crio/bin, where it was built before). Its storage
+# stays (the images). Containers keep running under conmon when CRI-O stops
+# (it finds them again at its next start): the tests remove their pods at
+# cleanup.
 set -euo pipefail
+# shellcheck source=test/cache.sh
+. "$(dirname "$0")/../cache.sh"
 state=/run/sigscope-crio
 pidfile=$state/crio.pid
 [ -f "$pidfile" ] || exit 0
 pid=$(<"$pidfile")
+crio=$(cache_dir crio)/bin/crio
 case "$(readlink "/proc/$pid/exe" 2>/dev/null)" in
-*/.cache/crio/bin/crio | *"/.cache/crio/bin/crio (deleted)") ;;
+"$crio" | "$crio (deleted)" | */.cache/crio/bin/crio | *"/.cache/crio/bin/crio (deleted)") ;;
 *)
 	rm -f "$pidfile"
 	exit 0
