@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # Boots Debian's kernels under qemu (software emulation, no KVM needed) and
 # runs the tracer's privileged tests inside each, as PID 1 of a busybox
-# initramfs. Usage: test/kernels/run.sh [SERIES ...]   (default: 5.10 6.1 6.12)
+# initramfs. Usage: test/kernels/run.sh [--fetch] [SERIES ...]   (default:
+# 5.10 6.1 6.12; --fetch: only fetch the kernels into the cache)
 #
 # A series is matched against Debian's linux-image packages and the newest
 # build is taken (e.g. 6.1 -> linux-image-6.1.0-NN-amd64): first in this
 # machine's own package lists (bookworm), then in Debian 11's (bullseye, for
 # 5.10), read through a separate sources list used only to download the
-# package. Kernels are cached in .cache/kernels. Exits non-zero if any kernel fails, or if any test on it
-# fails or is skipped without leave (SIGSCOPE_REQUIRE_PRIVILEGED=1 inside).
+# package. Kernels are cached, by package name, in the pinned builds' cache
+# outside the tree (test/cache.sh: SIGSCOPE_CACHE/kernels,
+# /var/cache/sigscope/kernels by default), which every clone on the machine
+# shares: all are fetched first, under the cache's lock (a second run waits,
+# then finds them there), each into the cache's .tmp and renamed into place;
+# the boots come after, without the lock. Exits non-zero if any kernel fails,
+# or if any test on it fails or is skipped without leave
+# (SIGSCOPE_REQUIRE_PRIVILEGED=1 inside).
 # The only leave is a test of a kernel feature sigscope does not need and
 # the kernel lacks (cgroup.kill before 5.14): its skip message says
 # SIGSCOPE_KERNEL_LACKS and the summary lists it.
@@ -17,12 +24,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 top=$PWD
+# shellcheck source=test/cache.sh
+. "$top/test/cache.sh"
+fetch_only=
+if [ "${1:-}" = --fetch ]; then
+	fetch_only=1
+	shift
+fi
 series=("$@")
 [ ${#series[@]} -gt 0 ] || series=(5.10 6.1 6.12)
-cache=$top/.cache/kernels
+cache=$(cache_dir kernels)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$cache"
 
 need() {
 	local missing=()
@@ -41,9 +54,10 @@ need() {
 }
 
 # Debian 11 (bullseye) has the 5.10 LTS kernel. Its package list is kept
-# apart from the system's (its own sources list and state directory under
-# .cache), so nothing is ever installed from it: it only serves
-# `apt-get download`. The mirror is the one this machine's sources use.
+# apart from the system's (its own sources list and state directory in the
+# cache, kernels/apt-bullseye), so nothing is ever installed from it: it
+# only serves `apt-get download`. The mirror is the one this machine's
+# sources use.
 old_apt=$cache/apt-bullseye
 old_apt_opts=(-o "Dir::Etc::SourceList=$old_apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
 	-o "Dir::State::Lists=$old_apt/lists" -o "Dir::Cache=$old_apt/cache")
@@ -79,13 +93,17 @@ fetch_kernel() {
 		opts=("${old_apt_opts[@]}")
 		pkg=$2
 	fi
-	local dir=$cache/$pkg
+	local dir=$cache/$pkg tmp
 	if [ ! -f "$dir/vmlinuz" ]; then
+		echo "fetching $pkg into $dir" >&2
+		tmp=$(mktemp -d "$cache/.tmp/$pkg.XXXXXX")
+		# apt downloads as _apt where it may (else it warns and does it as root).
+		chown _apt "$tmp" 2>/dev/null || true
+		(cd "$tmp" && apt-get "${opts[@]}" download -qq "$pkg" >/dev/null)
+		dpkg-deb --fsys-tarfile "$tmp"/*.deb | tar -x -C "$tmp" --wildcards './boot/vmlinuz-*'
 		mkdir -p "$dir"
-		(cd "$dir" && apt-get "${opts[@]}" download -qq "$pkg" >/dev/null)
-		dpkg-deb --fsys-tarfile "$dir"/*.deb | tar -x -C "$dir" --wildcards './boot/vmlinuz-*'
-		mv "$dir"/boot/vmlinuz-* "$dir/vmlinuz"
-		rm -rf "$dir/boot" "$dir"/*.deb
+		mv "$tmp"/boot/vmlinuz-* "$dir/vmlinuz"
+		rm -rf "$tmp"
 	fi
 	echo "$dir/vmlinuz"
 }
@@ -106,23 +124,39 @@ build_initramfs() {
 	(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 >"$work/initramfs.gz"
 }
 
-need
-build_initramfs
+# The kernels first, under the cache's lock; then the boots without it.
+[ -n "$fetch_only" ] || need
 apt-get update -qq >/dev/null 2>&1 || true
+cache_lock "$cache"
+pkgs=() kernels=()
+for s in "${series[@]}"; do
+	pkg=$(package_for "$s")
+	kernel=
+	# shellcheck disable=SC2086 # "old NAME" splits in two on purpose
+	[ -z "$pkg" ] || kernel=$(fetch_kernel $pkg)
+	pkgs+=("${pkg#old }")
+	kernels+=("$kernel")
+done
+cache_unlock
+if [ -n "$fetch_only" ]; then
+	for i in "${!series[@]}"; do
+		printf '%-6s %s\n' "${series[$i]}" "${kernels[$i]:-no Debian kernel package}"
+	done
+	exit 0
+fi
+build_initramfs
 
 status=0
 summary=() failures=()
 total_pass=0 total_fail=0 total_skip=0
-for s in "${series[@]}"; do
-	pkg=$(package_for "$s")
+for i in "${!series[@]}"; do
+	s=${series[$i]} pkg=${pkgs[$i]} kernel=${kernels[$i]}
 	if [ -z "$pkg" ]; then
 		echo "no Debian kernel package for series $s" >&2
 		summary+=("$(printf '%-10s %-34s %s' "$s" "-" "NO PACKAGE")")
 		status=1
 		continue
 	fi
-	kernel=$(fetch_kernel $pkg) # "old NAME" splits in two on purpose
-	pkg=${pkg#old }
 	log=$work/$s.log
 	echo "== $s: booting $pkg"
 	start=$(date +%s)
