@@ -92,19 +92,19 @@ fuzz: ## Run every Go fuzz target for FUZZTIME each (default 15s: about 4 min in
 KERNELS   ?= 5.10 6.1 6.12
 
 .PHONY: test-kernels
-test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, booted with qemu); default "5.10 6.1 6.12"
+test-kernels: ## Run the privileged tests under each of KERNELS (Debian's, booted with qemu, cached in /var/cache/sigscope/kernels); default "5.10 6.1 6.12"
 	bash test/kernels/run.sh $(KERNELS)
 
 .PHONY: cluster
-cluster: ## Start a single-node Kubernetes here (root), built the first time into .cache/cluster; then `. .cluster/env` (docs/cluster.md). RUNTIME=crio: the kubelet on CRI-O (test/crio/build.sh) instead of containerd. FEATURE_GATES=Name=true,... for the API server, controller-manager, scheduler and kubelet (default ContainerStopSignals=true; FEATURE_GATES= for none)
+cluster: ## Start a single-node Kubernetes here (root), its parts built the first time into /var/cache/sigscope (SIGSCOPE_CACHE: the pinned builds' cache, shared by every clone); then `. .cluster/env` (docs/cluster.md). RUNTIME=crio: the kubelet on CRI-O (test/crio/build.sh) instead of containerd. FEATURE_GATES=Name=true,... for the API server, controller-manager, scheduler and kubelet (default ContainerStopSignals=true; FEATURE_GATES= for none)
 	bash test/cluster/up.sh
 
 .PHONY: cluster-down
-cluster-down: ## Stop what `make cluster` started and remove its state (pods, mounts, cgroups, route, .cluster/)
+cluster-down: ## Stop what `make cluster` started and remove its state (pods, mounts, cgroups, route, .cluster/); the builds' cache stays
 	bash test/cluster/down.sh
 
 .PHONY: cluster-build
-cluster-build: ## Build the cluster's parts only (Kubernetes, etcd, containerd, runc, pause) at the versions in test/cluster/versions.sh
+cluster-build: ## Build the cluster's parts only (Kubernetes, etcd, containerd, runc, pause) at the versions in test/cluster/versions.sh, into /var/cache/sigscope/cluster (SIGSCOPE_CACHE)
 	bash test/cluster/build.sh
 
 VERSION   ?= v0.0.0-dev
