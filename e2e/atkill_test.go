@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // atKillJSON is the episode's "at_kill" object, as the tests check it.
@@ -56,9 +59,18 @@ func TestStopAtKill(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "e2e-atkill-" + tc.name
 			id := runContainer(t, name, img, "sh", "-c", tc.script)
+			if tc.child != "" {
+				// The child runs its program (after its own trap, for one
+				// that ignores SIGTERM).
+				kid := testutil.WaitChildren(t, mainPID(t, name), 1)[0]
+				testutil.WaitFor(t, "the child to run "+tc.child, func() bool {
+					comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", kid))
+					return strings.TrimSpace(string(comm)) == tc.child
+				})
+			}
 			l := startTimeline(t)
 			docker(t, "stop", "-t", "2", name)
-			ep := episodeOf(t, l.stop(t), id)
+			ep := episodeOf(t, l.stop(t, id), id)
 			var with struct {
 				AtKill *atKillJSON `json:"at_kill"`
 			}
@@ -124,11 +136,11 @@ func TestStopAtKillRuntimes(t *testing.T) {
 			if tc.request {
 				// A request the server answers after 60 s: in flight at the stop.
 				docker(t, "exec", "-d", name, "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8081/")
-				time.Sleep(500 * time.Millisecond)
+				waitLogged(t, name, "request")
 			}
 			l := startTimeline(t)
 			docker(t, "stop", "-t", "2", name)
-			ep := episodeOf(t, l.stop(t), id)
+			ep := episodeOf(t, l.stop(t, id), id)
 			var with struct {
 				AtKill *atKillJSON `json:"at_kill"`
 			}

@@ -96,7 +96,7 @@ func TestDockerCgroupParent(t *testing.T) {
 		late := e.runContainer(t, "e2e-cgparent-late", "--cgroup-parent", parent, "--pid", "host", img, "sleep", "1000")
 		time.Sleep(1500 * time.Millisecond) // the runtime lists it once it runs; sigscope looks every second
 		e.docker(t, "stop", "-t", "5", "e2e-cgparent", "e2e-cgparent-pidhost", "e2e-cgparent-late")
-		eps := l.stop(t)
+		eps := l.stop(t, init, host, late)
 		exit := func(name string) int { return atoi(t, e.exitCode(t, name)) }
 		checkStopped(t, eps, init, "e2e-cgparent", "graceful", exit("e2e-cgparent"))
 		checkStopped(t, eps, host, "e2e-cgparent-pidhost", "graceful", exit("e2e-cgparent-pidhost"))
@@ -119,20 +119,27 @@ func TestDockerCgroupParentHostProcess(t *testing.T) {
 		const parent = "/sigscope-e2e-parent-one"
 		removeCgroupParent(t, parent)
 		id := e.runContainer(t, "e2e-cgparent-one", "--cgroup-parent", parent, "--pid", "host", img, "sleep", "1000")
-		t.Logf("container's cgroups: %s; the test's: %s", cgroupOf(t, e.mainPID(t, "e2e-cgparent-one")), cgroupOf(t, os.Getpid()))
+		pid := e.mainPID(t, "e2e-cgparent-one")
+		t.Logf("container's cgroups: %s; the test's: %s", cgroupOf(t, pid), cgroupOf(t, os.Getpid()))
 		rec := e.startTrace(t, "--signals", "TERM,KILL")
 		time.Sleep(1500 * time.Millisecond) // the owners are listed once the container's cgroup is seen
 		sleep := exec.Command("sleep", "1000")
 		if err := sleep.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		testutil.WaitFor(t, "the sleep's exec", func() bool {
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", sleep.Process.Pid))
+			return string(comm) == "sleep\n"
+		})
 		if err := sleep.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		_ = sleep.Wait()
 		e.docker(t, "kill", "e2e-cgparent-one")
-		time.Sleep(500 * time.Millisecond)
+		rec.WaitLine(t, "the container's exit", func(line []byte) bool {
+			l := parseTraceLine(t, string(line))
+			return l.Event == "exit" && l.Target.PID == uint32(pid)
+		})
 		var mine, theirs int
 		for _, line := range rec.stop(t) {
 			l := parseTraceLine(t, line)
@@ -171,7 +178,7 @@ func TestDockerDaemonCgroupParent(t *testing.T) {
 		init := d.RunContainer(t, "--name", "e2e-daemon-parent", img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
 		host := d.RunContainer(t, "--name", "e2e-daemon-parent-pidhost", "--pid", "host", img, "sleep", "1000")
 		initPID := d.PID(t, init)
-		waitChildOf(t, initPID) // the trap is set before the background sleep starts
+		testutil.WaitChildren(t, initPID, 1) // the trap is set before the background sleep starts
 		for _, c := range []struct {
 			id  string
 			pid int
@@ -182,7 +189,7 @@ func TestDockerDaemonCgroupParent(t *testing.T) {
 		}
 		l := e.startTimeline(t)
 		d.Docker(t, "stop", "-t", "5", init, host)
-		eps := l.stop(t)
+		eps := l.stop(t, init, host)
 		exit := func(id string) int { return atoi(t, d.Docker(t, "inspect", "-f", "{{.State.ExitCode}}", id)) }
 		checkStopped(t, eps, init, "e2e-daemon-parent", "graceful", exit(init))
 		checkStopped(t, eps, host, "e2e-daemon-parent-pidhost", "graceful", exit(host))
@@ -190,25 +197,6 @@ func TestDockerDaemonCgroupParent(t *testing.T) {
 			t.Logf("timeline stderr:\n%s", l.Stderr())
 		}
 	})
-}
-
-// waitChildOf waits until process pid has a child.
-func waitChildOf(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-		if err != nil {
-			t.Fatalf("pid %d: %v", pid, err)
-		}
-		if len(strings.TrimSpace(string(b))) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d started no child within 10s", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func atoi(t *testing.T, s string) int {

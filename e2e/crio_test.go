@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/sigscope/sigscope/internal/critest"
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // criRuntimes are the CRI runtimes the end-to-end tests play kubelet
@@ -46,7 +46,7 @@ func TestCRIStopShellForm(t *testing.T) {
 				Image: img, Command: []string{"sh", "-c", "sleep 1000 & sleep 1000 & wait"}, GracePeriod: 2,
 				OwnPIDNamespace: true})
 			pid := c.ContainerPID(t, ids.Container)
-			waitChildren(t, pid, 2)
+			testutil.WaitChildren(t, pid, 2)
 
 			a := auditOf(t, ids.Container, "--cri-socket", c.Socket)
 			if a.Prediction != "ignored_by_init" || a.Catches || a.StopSignal != "SIGTERM" {
@@ -66,7 +66,7 @@ func TestCRIStopShellForm(t *testing.T) {
 				t.Errorf("%s reports exit %d, want 137", rt.name, code)
 			}
 
-			ep := episodeOf(t, l.stop(t), ids.Container)
+			ep := episodeOf(t, l.stop(t, ids.Container), ids.Container)
 			t.Logf("episode: %s", ep.raw)
 			if ep.Outcome != "ignored_by_init" || ep.StopSignal != "SIGTERM" || !ep.MainIsInit {
 				t.Errorf("episode: outcome %s signal %s main_is_init %v", ep.Outcome, ep.StopSignal, ep.MainIsInit)
@@ -93,23 +93,6 @@ func TestCRIStopShellForm(t *testing.T) {
 	}
 }
 
-// waitChildren waits until pid has n children.
-func waitChildren(t *testing.T, pid, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(strings.Fields(string(b))) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d has children %q after 10 s, want %d", pid, b, n)
-		}
-	}
-}
-
 // TestCRIPodDeletion plays kubelet deleting a pod whose containers share
 // the sandbox's pid namespace (CRI's default; shareProcessNamespace), on
 // each CRI runtime: the container is stopped (its SIGTERM trap exits 0),
@@ -125,7 +108,7 @@ func TestCRIPodDeletion(t *testing.T) {
 			ids := c.StartPod(t, critest.Pod{Name: "del-0", Namespace: "e2e", UID: uid, Container: "web",
 				Image: img, Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"}, GracePeriod: 10})
 			pausePID, pid := c.SandboxPID(t, ids.Sandbox), c.ContainerPID(t, ids.Container)
-			waitChildren(t, pid, 1)
+			testutil.WaitChildren(t, pid, 1)
 			l := startTimeline(t, "--cri-socket", c.Socket)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -137,12 +120,10 @@ func TestCRIPodDeletion(t *testing.T) {
 			}
 			// Gone (and reaped) before the timeline stops, so that its end
 			// is in the stream.
-			for deadline := time.Now().Add(5 * time.Second); syscall.Kill(pausePID, 0) == nil; time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the pause process (%d) still exists 5 s after StopPodSandbox", pausePID)
-				}
+			if !testutil.Poll(20*time.Millisecond, func() bool { return syscall.Kill(pausePID, 0) != nil }) {
+				t.Fatalf("the pause process (%d) still exists %v after StopPodSandbox", pausePID, testutil.Bound)
 			}
-			eps := l.stop(t)
+			eps := l.stop(t, ids.Container)
 			for _, ep := range eps {
 				if ep.Container.ID == ids.Sandbox || ep.Container.Name == "POD" || ep.Main.PID == uint32(pausePID) {
 					t.Errorf("an episode of the sandbox: %s", ep.raw)

@@ -104,9 +104,18 @@ func startTimeline(t *testing.T, args ...string) live {
 	return hostEngine.startTimeline(t, args...)
 }
 
-// stop ends the live timeline (Ctrl-C) and returns the episodes it printed.
-func (l live) stop(t *testing.T) []episode {
+// stop ends the live timeline (Ctrl-C) and returns the episodes it
+// printed: once it has printed an episode of each container of ids (a
+// stop's completes a settle time after its main process's exit, or later
+// on a loaded machine), and a settle time after that for any other.
+func (l live) stop(t *testing.T, ids ...string) []episode {
 	t.Helper()
+	for _, id := range ids {
+		l.WaitLine(t, "an episode of "+id[:12], func(line []byte) bool {
+			var ep episode
+			return json.Unmarshal(line, &ep) == nil && ep.Container.ID == id
+		})
+	}
 	time.Sleep(1500 * time.Millisecond) // past the settle time of the last episode
 	var eps []episode
 	for _, line := range l.Running.Stop(t) {
@@ -182,7 +191,7 @@ func TestDockerStopShellForm(t *testing.T) {
 		if code := e.exitCode(t, "e2e-shell"); code != "137" {
 			t.Errorf("docker reports exit %s, want 137", code)
 		}
-		ep := episodeOf(t, l.stop(t), id)
+		ep := episodeOf(t, l.stop(t, id), id)
 		if ep.Outcome != "ignored_by_init" || ep.StopSignal != "SIGTERM" || ep.Container.Name != "e2e-shell" || ep.Container.Runtime != "docker" {
 			t.Errorf("episode: outcome %s signal %s container %+v", ep.Outcome, ep.StopSignal, ep.Container)
 		}
@@ -219,7 +228,7 @@ func TestDockerStopGraceful(t *testing.T) {
 		if code := e.exitCode(t, "e2e-trap"); code != "0" {
 			t.Errorf("docker reports exit %s, want 0", code)
 		}
-		ep := episodeOf(t, l.stop(t), id)
+		ep := episodeOf(t, l.stop(t, id), id)
 		if ep.Outcome != "graceful" || ep.KillAt != "" || ep.StopSignal != "SIGTERM" {
 			t.Errorf("episode: outcome %s kill_at %q signal %s", ep.Outcome, ep.KillAt, ep.StopSignal)
 		}
@@ -239,7 +248,7 @@ func TestDockerStopHandlerTimeout(t *testing.T) {
 	}
 	l := startTimeline(t)
 	docker(t, "stop", "-t", "1", "e2e-slow")
-	ep := episodeOf(t, l.stop(t), id)
+	ep := episodeOf(t, l.stop(t, id), id)
 	if ep.Outcome != "handler_timeout" || ep.KillAt == "" {
 		t.Errorf("episode: outcome %s kill_at %q", ep.Outcome, ep.KillAt)
 	}
@@ -267,7 +276,7 @@ func TestDockerKill(t *testing.T) {
 			} else {
 				docker(t, "rm", "-f", c.name)
 			}
-			ep := episodeOf(t, l.stop(t), id)
+			ep := episodeOf(t, l.stop(t, id), id)
 			if ep.Outcome != "killed" || ep.StopAt != "" || ep.KillAt == "" || ep.StartUnseen {
 				t.Errorf("episode: outcome %s stop_at %q kill_at %q start_unseen %v traced_since %q; %s",
 					ep.Outcome, ep.StopAt, ep.KillAt, ep.StartUnseen, ep.TracedSince, ep.raw)
@@ -332,17 +341,13 @@ func TestDockerOOM(t *testing.T) {
 	id := docker(t, "run", "-d", "--network", "none", "--name", "e2e-oom", "-m", "24m", "--memory-swap", "24m",
 		img, "sh", "-c", "exec tail /dev/zero")
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", "e2e-oom").Run() })
-	deadline := time.Now().Add(30 * time.Second)
-	for docker(t, "inspect", "-f", "{{.State.Running}}", "e2e-oom") == "true" {
-		if time.Now().After(deadline) {
-			t.Fatal("the container did not run out of memory")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.Poll(100*time.Millisecond, func() bool { return docker(t, "inspect", "-f", "{{.State.Running}}", "e2e-oom") != "true" }) {
+		t.Fatal("the container did not run out of memory")
 	}
 	if oom := docker(t, "inspect", "-f", "{{.State.OOMKilled}}", "e2e-oom"); oom != "true" {
 		t.Errorf("docker says OOMKilled=%s", oom)
 	}
-	ep := episodeOf(t, l.stop(t), id)
+	ep := episodeOf(t, l.stop(t, id), id)
 	if ep.Outcome != "oom_killed" {
 		t.Errorf("episode: outcome %s, steps %+v", ep.Outcome, ep.Steps)
 	}
@@ -363,15 +368,19 @@ func TestDockerOOMChildSurvives(t *testing.T) {
 	id := docker(t, "run", "-d", "--network", "none", "--name", "e2e-oom-child", "-m", "24m", "--memory-swap", "24m",
 		img, "sh", "-c", "trap 'exit 0' TERM; tail /dev/zero; sleep 1000 & wait")
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", "e2e-oom-child").Run() })
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(docker(t, "top", "e2e-oom-child"), "sleep 1000") {
-		if time.Now().After(deadline) {
-			t.Fatal("the child was not OOM-killed (no sleep after it)")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.Poll(100*time.Millisecond, func() bool { return strings.Contains(docker(t, "top", "e2e-oom-child"), "sleep 1000") }) {
+		t.Fatal("the child was not OOM-killed (no sleep after it)")
 	}
-	time.Sleep(2 * time.Second) // past the settle time: the OOM kill's record is out
+	// Past the settle time: the OOM kill's record is out.
+	ofContainer := func(oom bool) func([]byte) bool {
+		return func(line []byte) bool {
+			var ep episode
+			return json.Unmarshal(line, &ep) == nil && ep.Container.ID == id && (ep.Outcome == "oom_kill_survived") == oom
+		}
+	}
+	l.WaitLine(t, "the OOM kill's record", ofContainer(true))
 	docker(t, "stop", "-t", "5", "e2e-oom-child")
+	l.WaitLine(t, "the stop's episode", ofContainer(false))
 	var oom, stop []episode
 	for _, ep := range l.stop(t) {
 		if ep.Container.ID != id {
@@ -419,7 +428,7 @@ func TestKubernetesLabels(t *testing.T) {
 	other := runContainer(t, "e2e-other", img, "sh", "-c", "sleep 1000 & wait")
 	docker(t, "stop", "-t", "2", "k8s_app_web-1_shop_uid-1_0")
 	docker(t, "kill", "e2e-other")
-	eps := l.stop(t)
+	eps := l.stop(t, id)
 	ep := episodeOf(t, eps, id)
 	if ep.Container.Pod != "web-1" || ep.Container.Namespace != "shop" || ep.Container.Name != "app" {
 		t.Errorf("container %+v, want pod shop/web-1 container app", ep.Container)
@@ -530,22 +539,15 @@ func TestTraceContainerFilter(t *testing.T) {
 func TestSenderContainer(t *testing.T) {
 	img := busyboxImage(t)
 	b := runContainer(t, "e2e-target", img, "sh", "-c", "sleep 1000 & wait")
-	trace := exec.Command(sigscope(t), "trace", "-o", "json", "--container", "e2e-sidecar", "--signals", "TERM")
-	var out, stderr bytes.Buffer
-	trace.Stdout, trace.Stderr = &out, &stderr
-	if err := trace.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = trace.Process.Kill(); _, _ = trace.Process.Wait() })
-	testutil.WaitPrograms(t, trace.Process.Pid, 5)
+	trace := testutil.StartSigscope(t, "trace", "-o", "json", "--container", "e2e-sidecar", "--signals", "TERM")
 	a := runContainer(t, "e2e-sidecar", "--pid", "container:e2e-target", img, "sh", "-c", "kill -TERM 1; sleep 1000")
-	time.Sleep(500 * time.Millisecond)
-	_ = trace.Process.Signal(syscall.SIGINT)
-	if err := trace.Wait(); err != nil {
-		t.Fatalf("trace: %v\n%s", err, stderr.String())
-	}
+	trace.WaitLine(t, "the sidecar's SIGTERM", func(line []byte) bool {
+		l := parseTraceLine(t, string(line))
+		return l.Event == "generate" && l.Signal == "SIGTERM"
+	})
+	lines := trace.Stop(t)
 	found := false
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, line := range lines {
 		var rec struct {
 			Result          string               `json:"result"`
 			Flags           []string             `json:"flags"`
@@ -563,6 +565,6 @@ func TestSenderContainer(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Errorf("no event with container e2e-target and sender_container e2e-sidecar:\n%s", out.String())
+		t.Errorf("no event with container e2e-target and sender_container e2e-sidecar:\n%s", bytes.Join(lines, []byte("\n")))
 	}
 }

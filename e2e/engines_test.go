@@ -133,21 +133,10 @@ func (e *engine) runContainer(t *testing.T, name string, args ...string) string 
 	full = append(full, args...)
 	id := e.docker(t, full...)
 	t.Cleanup(func() { e.rm(name) })
-	// Wait until PID 1 runs the command with its signal handlers in place:
-	// for a script that starts a background child (every trap here comes
-	// before one), until that child exists; else a moment.
-	deadline := time.Now().Add(10 * time.Second)
-	for e.docker(t, "inspect", "-f", "{{.State.Running}}", name) != "true" {
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s never ran", name)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testutil.Poll(50*time.Millisecond, func() bool { return e.docker(t, "inspect", "-f", "{{.State.Running}}", name) == "true" }) {
+		t.Fatalf("container %s never ran", name)
 	}
-	if !strings.Contains(args[len(args)-1], " & ") {
-		time.Sleep(300 * time.Millisecond)
-		return id
-	}
-	waitChildOf(t, e.mainPID(t, name))
+	testutil.WaitCommand(t, "container "+name, e.mainPID(t, name))
 	return id
 }
 

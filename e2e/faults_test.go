@@ -53,17 +53,12 @@ func faultEpisodes(t *testing.T, base, id string) []timeline.Episode {
 // (it completes a settle time after the main process's exit).
 func faultWaitEpisode(t *testing.T, base, id string) timeline.Episode {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		eps := faultEpisodes(t, base, id)
-		if len(eps) == 1 {
-			return eps[0]
-		}
-		if len(eps) > 1 || time.Now().After(deadline) {
-			t.Fatalf("%d episodes of container %s, want 1: %+v", len(eps), id[:12], eps)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var eps []timeline.Episode
+	testutil.Poll(100*time.Millisecond, func() bool { eps = faultEpisodes(t, base, id); return len(eps) > 0 })
+	if len(eps) != 1 {
+		t.Fatalf("%d episodes of container %s, want 1: %+v", len(eps), id[:12], eps)
 	}
+	return eps[0]
 }
 
 // faultStorm sends n SIGUSR1 to a shell that ignores them, as fast as a
@@ -93,6 +88,7 @@ func TestFaultRingTooSmall(t *testing.T) {
 	waitHTTP(t, base+"/readyz")
 	trace := startTrace(t, "--ring-size", "4K")
 	id := runContainer(t, "fault-ring", img, "sh", "-c", "sleep 1000")
+	pid := mainPID(t, "fault-ring")
 
 	stop := exec.Command("docker", "stop", "-t", "3", "fault-ring")
 	if err := stop.Start(); err != nil {
@@ -100,7 +96,10 @@ func TestFaultRingTooSmall(t *testing.T) {
 	}
 	// The burst falls between runc's SIGTERM, which PID 1 drops, and its
 	// SIGKILL 3 s later: the episode is open all along.
-	time.Sleep(500 * time.Millisecond)
+	trace.WaitLine(t, "runc's SIGTERM", func(line []byte) bool {
+		l := parseTraceLine(t, string(line))
+		return l.Event == "generate" && l.Signal == "SIGTERM" && l.Target.PID == uint32(pid)
+	})
 	took := faultStorm(t, burst)
 	if err := stop.Wait(); err != nil {
 		t.Fatalf("docker stop: %v", err)
@@ -189,8 +188,8 @@ func TestFaultAgentKilledMidStop(t *testing.T) {
 			}
 			break
 		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("5 s after /readyz the audit metric lists no fault-bystander (%s): no start-up audit", bystander[:12])
+		if time.Since(start) > testutil.Bound {
+			t.Fatalf("%v after /readyz the audit metric lists no fault-bystander (%s): no start-up audit", testutil.Bound, bystander[:12])
 		}
 	}
 	if err := stop.Wait(); err != nil {
@@ -251,24 +250,22 @@ func faultDockerRestart(t *testing.T, d *dockertest.Daemon, img, how string, sig
 		waitHTTP(t, base+"/readyz")
 		// The agent answers with an audit up to 1 s old: ask until it
 		// runs one now.
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		testutil.Poll(100*time.Millisecond, func() bool {
 			resp, err := http.Get(base + "/api/v1/audit")
 			if err != nil {
 				t.Fatalf("/api/v1/audit while Docker is down: %v", err)
 			}
 			resp.Body.Close()
 			auditStatus = resp.Status
-			if resp.StatusCode != http.StatusOK || time.Now().After(deadline) {
-				break
-			}
-		}
+			return resp.StatusCode != http.StatusOK
+		})
 		// A stop while Docker is down: an unshare'd pid namespace whose
 		// init drops SIGTERM and is then SIGKILLed.
 		ns := testutil.StartNSInit(t, "echo ready; read x")
 		pidns := ns.PidNS(t)
 		testutil.Run(t, "kill", "-TERM", strconv.Itoa(ns.PID))
 		testutil.Run(t, "kill", "-KILL", strconv.Itoa(ns.PID))
-		for deadline := time.Now().Add(10 * time.Second); nsEpisode.Outcome == ""; time.Sleep(100 * time.Millisecond) {
+		if !testutil.Poll(100*time.Millisecond, func() bool {
 			var eps []timeline.Episode
 			if err := json.Unmarshal(faultGet(t, base, "/api/v1/episodes"), &eps); err != nil {
 				t.Fatal(err)
@@ -278,9 +275,9 @@ func faultDockerRestart(t *testing.T, d *dockertest.Daemon, img, how string, sig
 					nsEpisode = ep
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no episode of pid namespace %d while Docker was down", pidns)
-			}
+			return nsEpisode.Outcome != ""
+		}) {
+			t.Fatalf("no episode of pid namespace %d while Docker was down", pidns)
 		}
 		downErrors = sumMetric(mustScrape(t, base), "sigscope_enrichment_errors_total", map[string]string{"source": "docker"})
 	})

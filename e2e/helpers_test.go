@@ -6,45 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sigscope/sigscope/internal/dockertest"
 	"github.com/sigscope/sigscope/internal/testutil"
 )
-
-// waitSigMask waits until field ("SigCgt", "SigBlk", "SigIgn") of
-// /proc/PID/status has signal sig set: a script's trap or a program's
-// sigprocmask is in place.
-func waitSigMask(t *testing.T, pid int, field string, sig syscall.Signal) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			t.Fatalf("pid %d: %v", pid, err)
-		}
-		for _, line := range strings.Split(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, field+":"); ok {
-				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-				if err != nil {
-					t.Fatalf("pid %d: %q: %v", pid, line, err)
-				}
-				if mask&(1<<(uint(sig)-1)) != 0 {
-					return
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d: %s never had %v within 10s", pid, field, sig)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // mainPID is the host pid of a running container's main process.
 func mainPID(t *testing.T, name string) int {

@@ -74,7 +74,9 @@ func TestHostileNames(t *testing.T) {
 	checkJSONLines(t, "audit -o json", out)
 
 	docker(t, "stop", "-t", "5", name)
-	time.Sleep(500 * time.Millisecond)
+	tr.WaitLine(t, "PID 1's exit", func(line []byte) bool {
+		return bytes.Contains(line, []byte(" exit ")) && bytes.Contains(line, []byte(`\x1b[2Jev\x0ail`))
+	})
 
 	lines := tr.Stop(t)
 	table := bytes.Join(lines, []byte("\n"))
@@ -82,7 +84,7 @@ func TestHostileNames(t *testing.T) {
 	if n := bytes.Count(table, []byte(`\x1b[2Jev\x0ail`)); n < 2 {
 		t.Errorf("trace: %d rows show PID 1's escaped comm, want the SIGTERM and its exit at least:\n%.3000s", n, table)
 	}
-	eps := tl.stop(t)
+	eps := tl.stop(t, id)
 	ep := episodeOf(t, eps, id)
 	checkJSONLines(t, "timeline -o json", ep.raw)
 	if ep.Outcome != "graceful" {
@@ -95,19 +97,15 @@ func TestHostileNames(t *testing.T) {
 	// The agent: the exposition parses, label values are valid UTF-8 and
 	// bounded, and the stop was counted under the cleaned labels.
 	var metrics []byte
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Poll(200*time.Millisecond, func() bool {
 		resp, err := http.Get(agentURL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
 		metrics, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if bytes.Contains(metrics, []byte("sigscope_container_stops_total{")) && bytes.Contains(metrics, []byte("red")) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return bytes.Contains(metrics, []byte("sigscope_container_stops_total{")) && bytes.Contains(metrics, []byte("red"))
+	})
 	families, err := parseMetrics(metrics)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // Stops whose verdict depends on how PID 1 handles the stop signal: real
@@ -99,7 +101,7 @@ func runStopResult(t *testing.T, c stopCase) stopResult {
 	e.docker(t, append(stop, c.name)...)
 	took := time.Since(start)
 	code := e.exitCode(t, c.name)
-	eps := l.stop(t)
+	eps := l.stop(t, id)
 	var text []string
 	if len(c.summary) > 0 {
 		text = lt.stopText(t, c.name)
@@ -174,7 +176,7 @@ func deref(p *int) any {
 	return *p
 }
 
-func childReady(t *testing.T, _ string, pid int) { waitChildOf(t, pid) }
+func childReady(t *testing.T, _ string, pid int) { testutil.WaitChildren(t, pid, 1) }
 
 // docker run --init: PID 1 is docker-init (tini). It blocks every signal
 // and waits for them with sigtimedwait, so it has no handler, yet the
@@ -236,7 +238,7 @@ func TestInitSharedPidNSLeftover(t *testing.T) {
 			name: "e2e-init-pidsharer", stream: "shared_pidns_leftover", engine: e,
 			args: []string{"--pid", "container:e2e-init-pidowner", img, "sh", "-c", `trap "exit 0" TERM; sleep 1000 & sleep 1000 & wait`},
 			ready: func(t *testing.T, _ string, pid int) {
-				waitSigMask(t, pid, "SigCgt", syscall.SIGTERM)
+				testutil.WaitSigMask(t, pid, "SigCgt", syscall.SIGTERM)
 			},
 			timeout:    "2",
 			prediction: "graceful", signal: "SIGTERM",
@@ -273,7 +275,7 @@ func TestInitSigblock(t *testing.T) {
 		name: "e2e-init-sigblock", stream: "sigblock",
 		args: []string{img, "/sigblock"},
 		ready: func(t *testing.T, _ string, pid int) {
-			waitSigMask(t, pid, "SigBlk", syscall.SIGTERM)
+			testutil.WaitSigMask(t, pid, "SigBlk", syscall.SIGTERM)
 		},
 		timeout:    "2",
 		prediction: "ignored_by_init", signal: "SIGTERM",
@@ -305,7 +307,7 @@ func TestInitShellForward(t *testing.T) {
 		args: []string{img, "sh", "-c", `sleep 1000 & c=$!; trap "kill -TERM \$c; wait \$c; exit 0" TERM; wait`},
 		ready: func(t *testing.T, _ string, pid int) {
 			// The trap comes after the child: wait for the trap itself.
-			waitSigMask(t, pid, "SigCgt", syscall.SIGTERM)
+			testutil.WaitSigMask(t, pid, "SigCgt", syscall.SIGTERM)
 		},
 		timeout:    "2",
 		prediction: "graceful", signal: "SIGTERM",

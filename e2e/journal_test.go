@@ -72,13 +72,12 @@ func (a *journalAgent) episodes(t *testing.T, containerID string) []json.RawMess
 // waitEpisode waits until the agent serves one episode of the container.
 func (a *journalAgent) waitEpisode(t *testing.T, containerID string) json.RawMessage {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if eps := a.episodes(t, containerID); len(eps) == 1 {
-			return eps[0]
-		} else if len(eps) > 1 || time.Now().After(deadline) {
-			t.Fatalf("%d episodes of %s served, want 1\n%s", len(eps), containerID[:12], tail(a.stderr.String()))
-		}
+	var eps []json.RawMessage
+	testutil.Poll(200*time.Millisecond, func() bool { eps = a.episodes(t, containerID); return len(eps) > 0 })
+	if len(eps) != 1 {
+		t.Fatalf("%d episodes of %s served, want 1\n%s", len(eps), containerID[:12], tail(a.stderr.String()))
 	}
+	return eps[0]
 }
 
 func episodeID(t *testing.T, raw json.RawMessage) uint64 {
@@ -123,10 +122,10 @@ func TestJournalSurvivesRestarts(t *testing.T) {
 		t.Errorf("the restarted agent numbered its first episode %d, after %d from before the restart", id2, id1)
 	}
 	// The line is written (the writer is asynchronous) before the kill.
-	for deadline := time.Now().Add(10 * time.Second); sumMetric(mustScrape(t, second.base), "sigscope_journal_episodes_total", nil) < 1; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the restarted agent wrote no episode to its journal")
-		}
+	if !testutil.Poll(50*time.Millisecond, func() bool {
+		return sumMetric(mustScrape(t, second.base), "sigscope_journal_episodes_total", nil) >= 1
+	}) {
+		t.Fatal("the restarted agent wrote no episode to its journal")
 	}
 	second.stop(t, syscall.SIGKILL)
 

@@ -112,7 +112,7 @@ func TestLoad(t *testing.T) {
 	// sigscope_signals_total for the signal equals the generate events
 	// emitted (the agent traces nothing else).
 	var read, emitted, dropped, missed, cpu float64
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testutil.Bound)
 	for {
 		fams, err := scrapeMetrics(http.DefaultClient, base)
 		if err != nil {
@@ -355,24 +355,21 @@ func procStatusKB(t *testing.T, pid int, field string) uint64 {
 // since it started, and returns its info.
 func waitEpisodes(t *testing.T, base string, n uint64) apiv1.Info {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var in apiv1.Info
+	if !testutil.Poll(100*time.Millisecond, func() bool {
 		body, err := get(context.Background(), http.DefaultClient, base+"/api/v1/info")
 		if err != nil {
 			t.Fatal(err)
 		}
-		var in apiv1.Info
+		in = apiv1.Info{}
 		if err := json.Unmarshal(body, &in); err != nil {
 			t.Fatalf("/api/v1/info: %v: %s", err, body)
 		}
-		if in.Episodes.LastID >= n {
-			return in
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent completed %d episodes, want %d", in.Episodes.LastID, n)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return in.Episodes.LastID >= n
+	}) {
+		t.Fatalf("the agent completed %d episodes, want %d", in.Episodes.LastID, n)
 	}
+	return in
 }
 
 // runLoadSender re-executes the test binary as the storm's sender
@@ -421,7 +418,7 @@ func TestLoadSenderProcess(t *testing.T) {
 	}
 	defer func() { _ = target.Process.Kill(); _ = target.Wait() }()
 	pid := target.Process.Pid
-	waitSigMask(t, pid, "SigIgn", syscall.Signal(loadSignal))
+	testutil.WaitSigMask(t, pid, "SigIgn", syscall.Signal(loadSignal))
 	// RawSyscall: kill(2) of a target that ignores the signal never
 	// blocks, so the scheduler hooks of Syscall are not needed.
 	const batch = 256

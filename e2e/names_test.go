@@ -126,7 +126,10 @@ func startScript(t *testing.T, d *dockertest.Daemon, img, name, script string) n
 	return namedContainer{name: name, id: strings.TrimSpace(out)}
 }
 
-// stallAgent is an agent whose Docker API goes through a stallProxy.
+// stallAgent is an agent whose Docker API goes through a stallProxy, and
+// which names containers from the API only (--runtime-files=false): what
+// it does when the runtime's files cannot be read. TestNamesWhileAPIsStall
+// has the files.
 type stallAgent struct {
 	img      string
 	d        *dockertest.Daemon
@@ -141,7 +144,7 @@ func startStallAgent(t *testing.T) stallAgent {
 	testutil.RequirePrivileged(t)
 	st := stallAgent{img: busyboxImage(t), d: dockertest.EnsureDaemon(t), tag: fmt.Sprint(time.Now().UnixNano() % 1e6)}
 	st.proxy = newStallProxy(t, st.d.Socket)
-	port, agentErr := startServe(t, "--docker-socket", st.proxy.path)
+	port, agentErr := startServe(t, "--docker-socket", st.proxy.path, "--runtime-files=false")
 	st.base, st.agentErr = fmt.Sprintf("http://127.0.0.1:%d", port), agentErr
 	waitHTTP(t, st.base+"/readyz")
 	return st
@@ -271,15 +274,9 @@ func reuseCgroup(t *testing.T, name string, pid int) func() {
 	}
 	rm := func() {
 		for _, dir := range dirs {
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				err := os.Remove(dir)
-				if err == nil || os.IsNotExist(err) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Errorf("removing %s: %v", dir, err)
-					break
-				}
+			var err error
+			if !testutil.Poll(20*time.Millisecond, func() bool { err = os.Remove(dir); return err == nil || os.IsNotExist(err) }) {
+				t.Errorf("removing %s: %v", dir, err)
 			}
 		}
 	}
@@ -320,13 +317,11 @@ func TestIdentityThroughReuse(t *testing.T) {
 		testutil.Run(t, "kill", "-TERM", strconv.Itoa(ns.PID))
 		time.Sleep(50 * time.Millisecond)
 		testutil.Run(t, "kill", "-KILL", strconv.Itoa(ns.PID))
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d", ns.PID)); os.IsNotExist(err) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("namespace init %d still there 5 s after SIGKILL", ns.PID)
-			}
+		if !testutil.Poll(10*time.Millisecond, func() bool {
+			_, err := os.Stat(fmt.Sprintf("/proc/%d", ns.PID))
+			return os.IsNotExist(err)
+		}) {
+			t.Fatalf("namespace init %d still there %v after SIGKILL", ns.PID, testutil.Bound)
 		}
 		_ = ns.Cmd.Wait()
 		rmCgroup()

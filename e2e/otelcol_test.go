@@ -144,12 +144,8 @@ func portOpen(port int) bool {
 
 func waitListening(t *testing.T, port int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !portOpen(port) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the collector never listened on %d", port)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testutil.Poll(50*time.Millisecond, func() bool { return portOpen(port) }) {
+		t.Fatalf("the collector never listened on %d", port)
 	}
 }
 

@@ -194,29 +194,19 @@ func otlpMetrics(t *testing.T, base string) map[string]float64 {
 
 func waitMetric(t *testing.T, base, name string, ok func(float64) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok(sumMetric(mustScrape(t, base), name, nil)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never got there", name)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.Poll(100*time.Millisecond, func() bool { return ok(sumMetric(mustScrape(t, base), name, nil)) }) {
+		t.Fatalf("%s never got there", name)
 	}
 }
 
 // waitRecords waits until the collector has written n records of node.
 func waitRecords(t *testing.T, col *collector, node string, n uint64) []testutil.OTLPRecord {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		recs := col.records(t)
-		if len(nodeRecords(recs, node)) >= int(n) {
-			return recs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the collector wrote %d records of %s, want %d\ncollector:\n%s", len(nodeRecords(recs, node)), node, n, tail(col.stderr.String()))
-		}
-		time.Sleep(100 * time.Millisecond)
+	var recs []testutil.OTLPRecord
+	if !testutil.Poll(100*time.Millisecond, func() bool { recs = col.records(t); return len(nodeRecords(recs, node)) >= int(n) }) {
+		t.Fatalf("the collector wrote %d records of %s, want %d\ncollector:\n%s", len(nodeRecords(recs, node)), node, n, tail(col.stderr.String()))
 	}
+	return recs
 }
 
 // nodeRecords are the records whose resource is node's agent.

@@ -39,6 +39,7 @@ func TestLeastPrivilege(t *testing.T) {
 
 	shell := runContainer(t, "e2e-priv-shell", img, "sh", "-c", "sleep 1000 & wait")
 	cat := runContainer(t, "e2e-priv-cat", img, "/usr/bin/catatonit", "--", "sleep", "1000")
+	testutil.WaitChildren(t, mainPID(t, "e2e-priv-cat"), 1) // its signalfd is set up before its child starts
 	// A signal to this one's PID 1 makes the agent look up a container
 	// process, whose /proc/PID/ns/pid only CAP_SYS_PTRACE opens.
 	runContainer(t, "e2e-priv-ign", img, "sh", "-c", "trap '' USR1; sleep 1000 & wait")
@@ -86,7 +87,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 
 	// timeline: the container named, the right outcome.
-	ep := episodeOf(t, tl.stop(t), shell)
+	ep := episodeOf(t, tl.stop(t, shell), shell)
 	if ep.Outcome != "ignored_by_init" || ep.Container.Name != "e2e-priv-shell" || ep.Container.Runtime != "docker" {
 		t.Errorf("timeline: outcome %s container %+v", ep.Outcome, ep.Container)
 	}
@@ -354,7 +355,7 @@ func privServe(t *testing.T, wrapper, caps []string, pid int) string {
 		<-exited
 	}()
 	agent := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testutil.Bound)
 	for {
 		select {
 		case err := <-exited:
@@ -410,14 +411,10 @@ func privGetJSON(url string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// privPoll waits up to 15 s for cond.
+// privPoll waits for cond, up to testutil.Bound.
 func privPoll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.Poll(100*time.Millisecond, cond) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }

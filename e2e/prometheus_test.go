@@ -82,19 +82,16 @@ func startServeUnder(t *testing.T, wrapper []string, args ...string) (port int, 
 
 func waitHTTP(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+	var err error
+	if !testutil.Poll(100*time.Millisecond, func() bool {
+		var resp *http.Response
+		if resp, err = http.Get(url); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never answered 200: %v", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("%s never answered 200: %v", url, err)
 	}
 }
 
@@ -216,9 +213,14 @@ func TestServerClients(t *testing.T) {
 	id := runContainer(t, "e2e-remote", img, "sh", "-c", "sleep 1000 & wait")
 	running := runContainer(t, "e2e-remote-running", img, "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait")
 	docker(t, "stop", "-t", "1", "e2e-remote")
-	time.Sleep(2 * time.Second) // settle, then the episode is in the agent's API
 
 	server := fmt.Sprintf("https://admin:s3cret@127.0.0.1:%d", port)
+	// The episode is in the agent's API a settle time after the stop, or
+	// later on a loaded machine.
+	timeline := func() ([]byte, error) {
+		return exec.Command(sigscope(t), "timeline", "--server", server, "--server-ca", cert, "-o", "json", "--container", "e2e-remote").Output()
+	}
+	testutil.Poll(200*time.Millisecond, func() bool { out, err := timeline(); return err == nil && len(bytes.TrimSpace(out)) > 0 })
 	// Without credentials the agent refuses; without the CA the client does.
 	out, cerr := exec.Command(sigscope(t), "audit", "--server", fmt.Sprintf("https://127.0.0.1:%d", port), "--server-ca", cert).CombinedOutput()
 	if cerr == nil || !bytes.Contains(out, []byte("401")) {
@@ -227,7 +229,7 @@ func TestServerClients(t *testing.T) {
 	if out, cerr := exec.Command(sigscope(t), "audit", "--server", server).CombinedOutput(); cerr == nil {
 		t.Errorf("an unverified certificate was accepted: %s", out)
 	}
-	out, err = exec.Command(sigscope(t), "timeline", "--server", server, "--server-ca", cert, "-o", "json", "--container", "e2e-remote").Output()
+	out, err = timeline()
 	if err != nil {
 		t.Fatalf("timeline --server: %v\nagent: %s", err, tail(agentErr.String()))
 	}

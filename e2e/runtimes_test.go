@@ -111,19 +111,21 @@ func runtimeArgs(t *testing.T, init bool, argv ...string) []string {
 // handlers are in place (and a JVM has compiled App.java).
 func appReady(t *testing.T, name string, _ int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		out, err := exec.Command("docker", "logs", name).CombinedOutput()
-		if err != nil {
+	waitLogged(t, name, "ready")
+}
+
+// waitLogged waits until the container has printed what.
+func waitLogged(t *testing.T, name, what string) {
+	t.Helper()
+	var out []byte
+	if !testutil.Poll(50*time.Millisecond, func() bool {
+		var err error
+		if out, err = exec.Command("docker", "logs", name).CombinedOutput(); err != nil {
 			t.Fatalf("docker logs %s: %v\n%s", name, err, out)
 		}
-		if strings.Contains(string(out), "ready") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s did not print ready within 60s; its output:\n%s", name, out)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return strings.Contains(string(out), what)
+	}) {
+		t.Fatalf("container %s did not print %s within %v; its output:\n%s", name, what, testutil.Bound, out)
 	}
 }
 

@@ -145,7 +145,7 @@ func TestStopTraffic(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cl.Stop() })
-			time.Sleep(500 * time.Millisecond)
+			cl.WaitAnswered(t)
 			stopped := make(chan error, 1)
 			go func() {
 				out, err := exec.Command("docker", "stop", "-t", tc.timeout, name).CombinedOutput()
@@ -163,7 +163,7 @@ func TestStopTraffic(t *testing.T) {
 			}
 			time.Sleep(time.Second)
 			attempts := cl.Stop()
-			ep := episodeOf(t, l.stop(t), id)
+			ep := episodeOf(t, l.stop(t, id), id)
 			var with struct {
 				Traffic *trafficJSON `json:"traffic"`
 			}
@@ -267,13 +267,13 @@ func TestStopTrafficHostNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Stop() })
-	time.Sleep(500 * time.Millisecond)
+	cl.WaitAnswered(t)
 	if out, err := exec.Command("docker", "stop", "-t", "5", name).CombinedOutput(); err != nil {
 		t.Fatalf("docker stop: %v: %s", err, out)
 	}
 	time.Sleep(time.Second)
 	attempts := cl.Stop()
-	ep := episodeOf(t, l.stop(t), id)
+	ep := episodeOf(t, l.stop(t, id), id)
 	var with struct {
 		Traffic *struct {
 			trafficJSON
@@ -397,10 +397,11 @@ func TestStopTrafficSidecar(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { toSidecar.Stop() })
-		time.Sleep(500 * time.Millisecond)
+		toApp.WaitAnswered(t)
+		toSidecar.WaitAnswered(t)
 		e.docker(t, "stop", "-t", "5", "e2e-traffic-app")
 		appAttempts, sidecarAttempts := toApp.Stop(), toSidecar.Stop()
-		ep := episodeOf(t, l.stop(t), app)
+		ep := episodeOf(t, l.stop(t, app), app)
 		var with struct {
 			Traffic *struct {
 				trafficJSON
