@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/testutil"
 	"github.com/sigscope/sigscope/outputs/journal"
 )
 
@@ -74,11 +75,11 @@ func TestAgentJournalAcrossUpgrade(t *testing.T) {
 	runPod(t, c, name, podSpec(c, name, 2, "", "sh", "-c", "sleep 1000 & wait"))
 	deletePod(t, c, name)
 	var ep json.RawMessage
-	for deadline := time.Now().Add(30 * time.Second); ep == nil; time.Sleep(500 * time.Millisecond) {
+	for deadline := time.Now().Add(testutil.Bound); ep == nil; time.Sleep(500 * time.Millisecond) {
 		if eps := podEpisodesRaw(t, c, agentNS, before, name); len(eps) == 1 {
 			ep = eps[0]
 		} else if time.Now().After(deadline) {
-			t.Fatalf("%d episodes of pod %s served 30 s after its deletion, want 1", len(eps), name)
+			t.Fatalf("%d episodes of pod %s served %v after its deletion, want 1", len(eps), name, testutil.Bound)
 		}
 	}
 	var head struct {
@@ -89,7 +90,7 @@ func TestAgentJournalAcrossUpgrade(t *testing.T) {
 		t.Fatalf("episode %s: want an id and ignored_by_init (%v)", ep, err)
 	}
 	// On the node, in the journal's directory.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(testutil.Bound); ; time.Sleep(200 * time.Millisecond) {
 		ld, err := journal.Load(dir, 1000)
 		if err == nil && ld.LastID >= head.ID {
 			break

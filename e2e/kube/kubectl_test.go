@@ -210,7 +210,9 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // the trap is set
+	for _, pod := range []string{shellPod, good} {
+		waitCommands(t, c, appNS, pod) // the trap is set
+	}
 
 	// audit: both running containers, with their node and prediction.
 	audits := decodeList[pluginAudit](t, mustPlugin("audit", "-n", appNS, "-o", "json"))
@@ -239,7 +241,7 @@ spec:
 	deletePodIn(t, c, appNS, good)
 
 	var eps []pluginEpisode
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testutil.Bound)
 	for {
 		l := decodeList[pluginEpisode](t, mustPlugin("timeline", "deploy/"+deploy, "-n", appNS, "-o", "json"))
 		eps = l.Items
@@ -259,7 +261,7 @@ spec:
 	}
 	// The bare pod's episode completes a settle time after its exit, which
 	// may come after its delete returned: wait for it too.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+	for deadline := time.Now().Add(testutil.Bound); ; time.Sleep(time.Second) {
 		l := decodeList[pluginEpisode](t, mustPlugin("timeline", good, "-n", appNS, "-o", "json"))
 		if len(l.Items) > 0 || time.Now().After(deadline) {
 			break

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
 )
 
 // relay stops or starts the cluster's apiserver-relay (test/cluster/relay.sh),
@@ -77,7 +79,7 @@ func TestAgentAPIServerOutage(t *testing.T) {
 	// through its pod proxy), and its Events wait.
 	var q, r float64
 	var outcome string
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testutil.Bound)
 	for {
 		out, err := c.run(t, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:10042/proxy/api/v1/episodes?namespace=default&pod=%s", agentNS, agent, name))
 		if err != nil {
@@ -97,8 +99,8 @@ func TestAgentAPIServerOutage(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("30 s after the delete: episode outcome %q, %s %v, %s %v -> %v; want an episode, 1+ queued and 3 retries",
-				outcome, queued, q, retries, retries0, r)
+			t.Fatalf("%v after the delete: episode outcome %q, %s %v, %s %v -> %v; want an episode, 1+ queued and 3 retries",
+				testutil.Bound, outcome, queued, q, retries, retries0, r)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -175,7 +177,7 @@ func TestAgentAPIServerOutage(t *testing.T) {
 	// The agent says when the outage began and ended (its last line may
 	// reach the log a moment after the metrics).
 	var lines []string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+	for deadline := time.Now().Add(testutil.Bound); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		logs, err := c.run(t, "-n", agentNS, "logs", "pod/"+agent)
 		if err != nil {
 			t.Fatal(err)

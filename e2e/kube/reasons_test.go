@@ -139,8 +139,7 @@ func TestKubeletPreemption(t *testing.T) {
 	if ev := eventsOf(t, c, victim, "Preempted"); !strings.Contains(ev, "Preempted by") || !strings.Contains(ev, uid) {
 		t.Errorf("Preempted events %q: want the preemptor %s (%s)", ev, winner, uid)
 	}
-	time.Sleep(2 * time.Second)
-	eps := podEpisodes(l.stop(t), victim)
+	eps := podEpisodes(l.stop(t, victim, 1), victim)
 	deletePod(t, c, winner)
 	checkKubeletStop(t, eps, "preempted", 3, "the pod's deletion (deletionGracePeriodSeconds)")
 }
@@ -184,6 +183,6 @@ func TestKubeletEvictionAPI(t *testing.T) {
 	if _, err := c.run(t, "-n", "default", "wait", "--for=delete", "pod/"+name, "--timeout=60s"); err != nil {
 		t.Fatal(err)
 	}
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 1), name)
 	checkKubeletStop(t, eps, "evicted", 2, "the pod's deletion (deletionGracePeriodSeconds)")
 }

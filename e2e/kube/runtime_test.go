@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/internal/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -116,11 +117,11 @@ func auditRows(t *testing.T, c *cluster, agentNS string, pods ...string) map[str
 	return rows
 }
 
-// agentEpisode waits (up to 30 s) for the agent's episode of pod's
-// container app, through `kubectl sigscope timeline`.
+// agentEpisode waits (up to testutil.Bound) for the agent's episode of
+// pod's container app, through `kubectl sigscope timeline`.
 func agentEpisode(t *testing.T, c *cluster, agentNS, pod string) *pluginEpisode {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+	for deadline := time.Now().Add(testutil.Bound); ; time.Sleep(time.Second) {
 		out, errOut, err := c.plugin(t, "timeline", "pod/"+pod, "-n", "default", "-o", "json", "--agent-namespace", agentNS)
 		if err != nil {
 			t.Fatalf("kubectl sigscope timeline pod/%s: %v\n%s", pod, err, errOut)
@@ -131,7 +132,7 @@ func agentEpisode(t *testing.T, c *cluster, agentNS, pod string) *pluginEpisode 
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("no episode of pod %s from the agent after 30 s", pod)
+			t.Errorf("no episode of pod %s from the agent after %v", pod, testutil.Bound)
 			return nil
 		}
 	}
@@ -194,7 +195,7 @@ func auditStopAndCheck(t *testing.T, c *cluster, agentNS string, l liveTimeline,
 
 	took := deletePod(t, c, name)
 	t.Logf("kubectl delete pod %s took %v", name, took.Round(time.Millisecond))
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 1), name)
 	if len(eps) != 1 {
 		t.Fatalf("%d episodes of pod %s, want 1: %+v", len(eps), name, eps)
 	}

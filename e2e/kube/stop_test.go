@@ -70,11 +70,24 @@ func startTimeline(t *testing.T, c *cluster) liveTimeline {
 	return liveTimeline{testutil.StartSigscope(t, "timeline", "-o", "json", "--cri-socket", c.criSocket(), "--kubeconfig", c.envVar("KUBECONFIG")), c}
 }
 
-// stop ends the timeline and returns its episodes. Each of a test pod's
-// (default/sigscope-*) must name the kubelet's runtime and a full container
-// ID: sigscope read the container from its cgroup and asked that runtime.
-func (l liveTimeline) stop(t *testing.T) []episode {
+// stop ends the timeline and returns its episodes, once it has printed n
+// of pod's (a stop's completes a settle time after its main process's
+// exit, or later on a loaded machine), and a settle time after that for
+// any other. Each of a test pod's (default/sigscope-*) must name the
+// kubelet's runtime and a full container ID: sigscope read the container
+// from its cgroup and asked that runtime.
+func (l liveTimeline) stop(t *testing.T, pod string, n int) []episode {
 	t.Helper()
+	l.WaitLines(t, fmt.Sprintf("%d episodes of pod %s", n, pod), func(lines [][]byte) bool {
+		var eps []episode
+		for _, line := range lines {
+			var ep episode
+			if json.Unmarshal(line, &ep) == nil {
+				eps = append(eps, ep)
+			}
+		}
+		return len(podEpisodes(eps, pod)) >= n
+	})
 	time.Sleep(1500 * time.Millisecond) // past the settle time of the last episode
 	var eps []episode
 	for _, line := range l.Running.Stop(t) {
@@ -176,7 +189,25 @@ func runPod(t *testing.T, c *cluster, name, spec string) {
 		describe, _ := c.run(t, "-n", "default", "describe", "pod", name)
 		t.Fatalf("pod not Running: %v\n%s", err, describe)
 	}
-	time.Sleep(time.Second) // the shell's traps are set, the resolver knows the container
+	waitCommands(t, c, "default", name) // the shell's traps are set
+	time.Sleep(time.Second)             // the resolver knows the container
+}
+
+// waitCommands waits until each container of pod ns/name that has a
+// process runs its command (testutil.WaitCommand: a shell's traps are
+// set), found by its ID in its cgroup.
+func waitCommands(t *testing.T, c *cluster, ns, name string) {
+	t.Helper()
+	ids, err := c.run(t, "-n", ns, "get", "pod", name, "-o", "jsonpath={.status.initContainerStatuses[*].containerID} {.status.containerStatuses[*].containerID}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range strings.Fields(ids) {
+		_, id, _ = strings.Cut(id, "://")
+		if pid := testutil.MainProcess(id); pid != 0 {
+			testutil.WaitCommand(t, fmt.Sprintf("container %.12s of pod %s/%s", id, ns, name), pid)
+		}
+	}
 }
 
 func deletePod(t *testing.T, c *cluster, name string, args ...string) time.Duration {
@@ -212,7 +243,7 @@ func TestKubeletPreStopExec(t *testing.T) {
 	name := fmt.Sprintf("sigscope-prestop-%d", time.Now().Unix()%100000)
 	runPod(t, c, name, podSpec(c, name, 6, `{"exec": {"command": ["sleep", "3"]}}`, "sh", "-c", "sleep 1000 & sleep 1000 & wait"))
 	took := deletePod(t, c, name)
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 1), name)
 	t.Logf("kubectl delete took %v", took.Round(time.Millisecond))
 	if len(eps) != 1 {
 		t.Fatalf("%d episodes of pod %s, want 1 (not the sandbox's): %+v", len(eps), name, eps)
@@ -240,7 +271,7 @@ func TestKubeletPreStopTimeout(t *testing.T) {
 	name := fmt.Sprintf("sigscope-prestop-to-%d", time.Now().Unix()%100000)
 	runPod(t, c, name, podSpec(c, name, 4, `{"exec": {"command": ["sleep", "20"]}}`, "sh", "-c", "sleep 1000 & wait"))
 	deletePod(t, c, name)
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 1), name)
 	if len(eps) != 1 {
 		t.Fatalf("%d episodes of pod %s, want 1: %+v", len(eps), name, eps)
 	}
@@ -270,7 +301,7 @@ func TestKubeletGracefulPod(t *testing.T) {
 	name := fmt.Sprintf("sigscope-graceful-%d", time.Now().Unix()%100000)
 	runPod(t, c, name, podSpec(c, name, 30, "", "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"))
 	took := deletePod(t, c, name)
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 1), name)
 	if len(eps) != 1 || eps[0].Outcome != "graceful" || eps[0].ExitStatus == nil || *eps[0].ExitStatus != 0 || eps[0].Container.Name != "app" {
 		t.Fatalf("episodes of pod %s: %+v", name, eps)
 	}
@@ -299,7 +330,7 @@ func TestKubeletNativeSidecarOrder(t *testing.T) {
 }`, name, c.nodeName, trap, trap)
 	runPod(t, c, name, spec)
 	deletePod(t, c, name)
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 2), name)
 	if len(eps) != 2 {
 		t.Fatalf("%d episodes of pod %s, want 2: %+v", len(eps), name, eps)
 	}
@@ -330,7 +361,7 @@ func TestKubeletSharedProcessNamespace(t *testing.T) {
 }`, name, c.nodeName)
 	runPod(t, c, name, spec)
 	deletePod(t, c, name)
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 2), name)
 	byName := map[string]episode{}
 	for _, ep := range eps {
 		byName[ep.Container.Name] = ep
@@ -357,7 +388,7 @@ func TestKubeletPreStopHTTP(t *testing.T) {
 	name := fmt.Sprintf("sigscope-prestop-http-%d", time.Now().Unix()%100000)
 	runPod(t, c, name, podSpec(c, name, 4, `{"httpGet": {"path": "/quit", "port": 1}}`, "sh", "-c", "sleep 1000 & wait"))
 	deletePod(t, c, name)
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 1), name)
 	if len(eps) != 1 {
 		t.Fatalf("%d episodes of pod %s, want 1: %+v", len(eps), name, eps)
 	}
@@ -379,7 +410,7 @@ func TestKubeletDeleteGracePeriod1(t *testing.T) {
 	name := fmt.Sprintf("sigscope-grace1-%d", time.Now().Unix()%100000)
 	runPod(t, c, name, podSpec(c, name, 30, "", "sh", "-c", "sleep 1000 & wait"))
 	deletePod(t, c, name, "--grace-period=1")
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 1), name)
 	if len(eps) != 1 {
 		t.Fatalf("%d episodes of pod %s, want 1: %+v", len(eps), name, eps)
 	}
@@ -412,7 +443,7 @@ func TestKubeletLivenessProbeFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	deletePod(t, c, name)
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 1), name)
 	var probed bool
 	for _, ep := range eps {
 		if ep.StopReason == "probe_failed" && ep.Outcome == "graceful" {
@@ -456,7 +487,7 @@ func TestKubeletProbeGrace(t *testing.T) {
 		t.Errorf("the kubelet's Killing event: %q, %v", out, err)
 	}
 	deletePod(t, c, name)
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 1), name)
 	checkKubeletStop(t, eps, "probe_failed", 2, "the liveness probe's terminationGracePeriodSeconds")
 }
 
@@ -494,8 +525,7 @@ func killedEpisodes(t *testing.T, c *cluster, l liveTimeline, name string) []epi
 		describe, _ := c.run(t, "-n", "default", "describe", "pod", name)
 		t.Fatalf("not killed: %v\n%s", err, describe)
 	}
-	time.Sleep(2 * time.Second) // the settle of the last episode
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 1), name)
 	deletePod(t, c, name)
 	return eps
 }
@@ -558,8 +588,7 @@ func TestKubeletSpecChangeRestart(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	time.Sleep(6 * time.Second) // the grace, the SIGKILL and the settle
-	eps := podEpisodes(l.stop(t), name)
+	eps := podEpisodes(l.stop(t, name, 1), name) // the grace, the SIGKILL and the settle
 	deletePod(t, c, name)
 	var changed []episode
 	for _, ep := range eps {

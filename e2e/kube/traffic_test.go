@@ -219,13 +219,14 @@ func TestPodDeletionTraffic(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cl.Stop() })
-			time.Sleep(time.Second)
+			cl.WaitAnswered(t)
+			time.Sleep(time.Second) // a second of load before the deletion
 			deleted := time.Now()
 			if _, err := c.run(t, "-n", "default", "delete", "pod", pod, "--wait=true", "--timeout=60s"); err != nil {
 				t.Fatal(err)
 			}
 			outcomes := testutil.Outcomes(cl.Stop())
-			eps := podEpisodes(l.stop(t), pod)
+			eps := podEpisodes(l.stop(t, pod, 1), pod)
 			if len(eps) != 1 {
 				t.Fatalf("%d episodes of %s, want 1", len(eps), pod)
 			}
