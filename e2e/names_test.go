@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,86 +21,6 @@ import (
 // is slow for a moment under load must not cost the names of the containers
 // started during the next half minute, and a name that could not be learnt
 // while the container ran is asked for again until it is.
-
-// stallProxy forwards a unix socket to Docker's, and holds every byte that
-// clients send while a stall is on: requests in flight and new ones alike
-// wait until it ends, as on a daemon too busy to answer.
-type stallProxy struct {
-	path, to string
-	ln       net.Listener
-
-	mu    sync.Mutex
-	until time.Time
-	held  int // requests held by a stall
-}
-
-func newStallProxy(t *testing.T, to string) *stallProxy {
-	t.Helper()
-	p := &stallProxy{path: filepath.Join(t.TempDir(), "docker.sock"), to: to}
-	ln, err := net.Listen("unix", p.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ln = ln
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c)
-		}
-	}()
-	return p
-}
-
-func (p *stallProxy) serve(c net.Conn) {
-	defer c.Close()
-	up, err := net.Dial("unix", p.to)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	go func() {
-		_, _ = io.Copy(c, up)
-		c.Close()
-	}()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			wait := time.Until(p.until)
-			if wait > 0 {
-				p.held++
-			}
-			p.mu.Unlock()
-			if wait > 0 {
-				time.Sleep(wait)
-			}
-			if _, err := up.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// stall holds what clients send for d from now on.
-func (p *stallProxy) stall(d time.Duration) {
-	p.mu.Lock()
-	p.until = time.Now().Add(d)
-	p.mu.Unlock()
-}
-
-func (p *stallProxy) heldRequests() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.held
-}
 
 // namedContainer is a container the test started, as Docker names it.
 type namedContainer struct{ name, id string }
@@ -133,7 +50,7 @@ func startScript(t *testing.T, d *dockertest.Daemon, img, name, script string) n
 type stallAgent struct {
 	img      string
 	d        *dockertest.Daemon
-	proxy    *stallProxy
+	proxy    *testutil.StallProxy
 	base     string
 	agentErr *bytes.Buffer
 	tag      string // makes this run's container names unique
@@ -143,8 +60,8 @@ func startStallAgent(t *testing.T) stallAgent {
 	t.Helper()
 	testutil.RequirePrivileged(t)
 	st := stallAgent{img: busyboxImage(t), d: dockertest.EnsureDaemon(t), tag: fmt.Sprint(time.Now().UnixNano() % 1e6)}
-	st.proxy = newStallProxy(t, st.d.Socket)
-	port, agentErr := startServe(t, "--docker-socket", st.proxy.path, "--runtime-files=false")
+	st.proxy = testutil.NewStallProxy(t, st.d.Socket)
+	port, agentErr := startServe(t, "--docker-socket", st.proxy.Path, "--runtime-files=false")
 	st.base, st.agentErr = fmt.Sprintf("http://127.0.0.1:%d", port), agentErr
 	waitHTTP(t, st.base+"/readyz")
 	return st
@@ -189,20 +106,20 @@ func TestNamesThroughRuntimeStall(t *testing.T) {
 	st := startStallAgent(t)
 	img, d, proxy, base, agentErr, tag := st.img, st.d, st.proxy, st.base, st.agentErr, st.tag
 
-	proxy.stall(3 * time.Second)
+	proxy.Stall(3 * time.Second)
 	var ctrs []namedContainer
 	for i := range 3 {
 		ctrs = append(ctrs, startNamed(t, d, img, fmt.Sprintf("stall-%s-during-%d", tag, i)))
 	}
 	// Past the stall, well within the 30 s a failed endpoint used to be
 	// left alone.
-	for time.Now().Before(proxy.until) {
+	for time.Now().Before(proxy.Until()) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for i := range 3 {
 		ctrs = append(ctrs, startNamed(t, d, img, fmt.Sprintf("stall-%s-after-%d", tag, i)))
 	}
-	held := proxy.heldRequests()
+	held := proxy.HeldRequests()
 	if held == 0 {
 		t.Fatal("the stall held no request of the agent: the test did not test anything")
 	}
@@ -213,32 +130,32 @@ func TestNamesThroughRuntimeStall(t *testing.T) {
 
 	// A container started and stopped within one long stall cannot be
 	// named: its episode says so, and why.
-	proxy.stall(15 * time.Second)
+	proxy.Stall(15 * time.Second)
 	c := startNamed(t, d, img, fmt.Sprintf("stall-%s-unnamed", tag))
 	time.Sleep(time.Second)
 	stopNamed(t, d, c)
 	ep := faultWaitEpisode(t, base, c.id)
-	if time.Now().After(proxy.until) {
+	if time.Now().After(proxy.Until()) {
 		t.Fatal("the episode completed after the stall: the test did not test a name that could not be learnt")
 	}
 	var text strings.Builder
 	if err := ep.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	if ep.Container.Name != "" || ep.Container.ID != c.id || !strings.Contains(ep.Container.NameUnknown, proxy.path+" did not answer within 2s") ||
+	if ep.Container.Name != "" || ep.Container.ID != c.id || !strings.Contains(ep.Container.NameUnknown, proxy.Path+" did not answer within 2s") ||
 		!strings.Contains(text.String(), "(name unknown: ") {
 		t.Errorf("a container stopped while Docker did not answer: name %q, id %.12s, name_unknown %q; want no name, its ID, and why; text:\n%s",
 			ep.Container.Name, ep.Container.ID, ep.Container.NameUnknown, text.String())
 	}
 	t.Logf("names: the container stopped within the stall says: %s", ep.Container.NameUnknown)
-	for time.Now().Before(proxy.until) {
+	for time.Now().Before(proxy.Until()) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
 	// A one-second job run and ended within a 3 s stall (as TestManyContainers'
 	// `sleep 1; exit N` containers are, on a loaded machine): its episode
 	// completes before Docker answers, waits for the name, and has it.
-	proxy.stall(3 * time.Second)
+	proxy.Stall(3 * time.Second)
 	job := startScript(t, d, img, fmt.Sprintf("stall-%s-job", tag), "sleep 1; exit 4")
 	ep = faultWaitEpisode(t, base, job.id)
 	if ep.Container.Name != job.name || ep.Outcome != timeline.OutcomeExited || ep.Container.NameUnknown != "" {
@@ -309,7 +226,7 @@ func TestIdentityThroughReuse(t *testing.T) {
 	const rounds = 12
 	for i := range rounds {
 		if i == 4 {
-			proxy.stall(3 * time.Second)
+			proxy.Stall(3 * time.Second)
 		}
 		ns := testutil.StartNSInitIn(t, []string{"-m", "-u", "-i", "-n"}, "echo ready; read x")
 		rec := nsRecord{ns.PID, ns.PidNS(t)}
@@ -339,8 +256,8 @@ func TestIdentityThroughReuse(t *testing.T) {
 		ctrNS[c.id] = uint32(st.Ino)
 		ctrs = append(ctrs, c)
 	}
-	held := proxy.heldRequests()
-	for time.Now().Before(proxy.until) {
+	held := proxy.HeldRequests()
+	for time.Now().Before(proxy.Until()) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second)

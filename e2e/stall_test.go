@@ -36,29 +36,29 @@ func TestNamesWhileAPIsStall(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	d := dockertest.EnsureDaemon(t)
 	img := busyboxImage(t)
-	docker := newStallProxy(t, d.Socket)
-	args := []string{"--docker-socket", docker.path}
+	docker := testutil.NewStallProxy(t, d.Socket)
+	args := []string{"--docker-socket", docker.Path}
 	type criUnder struct {
 		name, uid string
 		c         *critest.CRI
-		proxy     *stallProxy
+		proxy     *testutil.StallProxy
 		img       string
 	}
 	var cris []criUnder
 	for _, rt := range criRuntimes {
 		c := rt.ensure(t)
-		p := newStallProxy(t, c.Socket)
+		p := testutil.NewStallProxy(t, c.Socket)
 		cris = append(cris, criUnder{name: rt.name, uid: rt.uid, c: c, proxy: p, img: c.ImportImage(t, "sigscope-cri-app:latest", "")})
-		args = append(args, "--cri-socket", p.path)
+		args = append(args, "--cri-socket", p.Path)
 	}
 	port, agentErr := startServe(t, args...)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitHTTP(t, base+"/readyz")
 
 	until := time.Now().Add(apiStall)
-	docker.stall(apiStall)
+	docker.Stall(apiStall)
 	for _, c := range cris {
-		c.proxy.stall(apiStall)
+		c.proxy.Stall(apiStall)
 	}
 	tag := fmt.Sprint(time.Now().UnixNano() % 1e6)
 	var ctrs []stalledContainer
@@ -124,14 +124,16 @@ func TestNamesWhileAPIsStall(t *testing.T) {
 	if time.Now().After(until) {
 		t.Fatalf("the episodes were read after the stall ended (%v): their names may have come from the APIs", apiStall)
 	}
-	for _, p := range append([]*stallProxy{docker}, func() (ps []*stallProxy) {
+	for _, p := range append([]*testutil.StallProxy{docker}, func() (ps []*testutil.StallProxy) {
 		for _, c := range cris {
 			ps = append(ps, c.proxy)
 		}
 		return ps
 	}()...) {
-		if p.heldRequests() == 0 {
-			t.Errorf("the stall of %s held no request of the agent: the test did not test it", p.to)
+		// The agent asks each API in the background, one request at a
+		// time: a stalled one delays the next runtime's first request.
+		if !testutil.Poll(100*time.Millisecond, func() bool { return p.HeldRequests() > 0 || time.Now().After(until) }) || p.HeldRequests() == 0 {
+			t.Errorf("the stall of %s held no request of the agent: the test did not test it", p.To)
 		}
 	}
 	if t.Failed() {

@@ -72,7 +72,8 @@ count them.`,
 			if err := jf.apply(&opts); err != nil {
 				return err
 			}
-			opts.DockerSocket, opts.CRISockets = rt.dockerSocket, rt.criSockets
+			ro := rt.options()
+			opts.DockerSocket, opts.CRISockets, opts.NoRuntimeFiles = ro.DockerSocket, ro.CRISockets, ro.NoRuntimeFiles
 			opts.Logger = slog.Default()
 			opts.Audited = func(first bool) { releaseMemory(first, opts.Logger) }
 			opts.Version, opts.Revision = buildVersion()

@@ -77,9 +77,11 @@ type Options struct {
 	JournalFiles    int   // 0: journal.DefaultFiles
 
 	// Container runtime endpoints, as in container.Options: "" and nil
-	// are the defaults.
-	DockerSocket string
-	CRISockets   []string
+	// are the defaults; NoRuntimeFiles: names from the runtimes' APIs
+	// only, as in container.Options.
+	DockerSocket   string
+	CRISockets     []string
+	NoRuntimeFiles bool
 
 	Version, Revision string
 	Logger            *slog.Logger
@@ -192,7 +194,7 @@ func New(opts Options) (*Agent, error) {
 		a.outputs = append(a.outputs, j)
 	}
 	a.resolver = container.NewResolver(container.Options{ProcRoot: opts.ProcRoot, Logger: opts.Logger,
-		DockerSocket: opts.DockerSocket, CRISockets: opts.CRISockets})
+		DockerSocket: opts.DockerSocket, CRISockets: opts.CRISockets, NoRuntimeFiles: opts.NoRuntimeFiles})
 	a.exp = exporter.New(exporter.Options{
 		PodLabels: opts.PodLabels,
 		MaxSeries: opts.MaxSeries,
