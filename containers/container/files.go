@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -128,16 +129,43 @@ type runtimeDaemon struct {
 type runtimeFiles struct {
 	procRoot string
 	now      func() time.Time
+	log      *slog.Logger // nil: silent
 
 	mu      sync.Mutex
 	daemons []runtimeDaemon
 	scanned time.Time // the last search of /proc; zero: never
 	scans   int       // for tests
 	reads   int       // for tests: the reads of a container's files
+	// said: the daemons logged, by runtime, pid and directories: each
+	// once, when first found (few: a node runs one to three).
+	said map[string]bool
 }
 
 func newRuntimeFiles(procRoot string, now func() time.Time) *runtimeFiles {
-	return &runtimeFiles{procRoot: procRoot, now: now}
+	return &runtimeFiles{procRoot: procRoot, now: now, said: make(map[string]bool)}
+}
+
+// maxSaid bounds the daemons remembered as logged.
+const maxSaid = 64
+
+// sayFound logs, once each, the daemons a search found: which runtime's
+// files are read, where, and how they are reached.
+func (f *runtimeFiles) sayFound(ds []runtimeDaemon) {
+	if f.log == nil {
+		return
+	}
+	for _, d := range ds {
+		key := fmt.Sprint(d.runtime, d.pid, d.dirs)
+		if f.said[key] || len(f.said) >= maxSaid {
+			continue
+		}
+		f.said[key] = true
+		via := d.root
+		if via == "" {
+			via = "the agent's own mounts (the daemon's /proc/PID/root refused)"
+		}
+		f.log.Info("container names are read from the runtime's files first", "runtime", d.runtime, "pid", d.pid, "dirs", d.dirs, "through", via)
+	}
 }
 
 // errNoFiles: no daemon of the runtime has files of the container.
@@ -191,6 +219,7 @@ func (f *runtimeFiles) daemonsOf(runtime string, again bool) (_ []runtimeDaemon,
 		f.daemons = f.scan()
 		f.scanned, fresh = now, true
 		f.scans++
+		f.sayFound(f.daemons)
 	} else if again {
 		fresh = true // not yet: as good as fresh
 	}

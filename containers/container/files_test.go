@@ -355,6 +355,9 @@ func TestNamedFromFilesWhileAPIStalls(t *testing.T) {
 	if !r.Asking(id1) {
 		t.Error("the API is not being asked about the container")
 	}
+	if logs := h.logs.String(); !strings.Contains(logs, "read from the runtime's files first") || !strings.Contains(logs, "runtime=docker pid=300") {
+		t.Errorf("the daemon found is not logged:\n%s", logs)
+	}
 	// A container first met by a lookup (its cgroup made before the
 	// resolver started) is named from its files too.
 	h.fakeDaemon(301, "dockerd", []string{"--data-root", "/d2"}, false, map[string]string{

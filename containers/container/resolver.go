@@ -164,6 +164,7 @@ func newResolver(opts Options, fs procFS, now func() time.Time) *Resolver {
 	r.cg = newCgroupIndex(opts.CgroupRoot, opts.MaxEntries, opts.TTL, func() time.Time { return r.now() })
 	if !opts.NoRuntimeAPI && !opts.NoRuntimeFiles {
 		r.files = newRuntimeFiles(opts.ProcRoot, func() time.Time { return r.now() })
+		r.files.log = r.log
 	}
 	if !opts.NoRuntimeAPI {
 		r.runtimes = append(r.runtimes, newDockerClient(opts.DockerSocket))
