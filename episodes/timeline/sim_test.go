@@ -21,7 +21,7 @@ import (
 // sigvocab.Classify derives the flags, as it does for live events.
 // The oom event is built by hand (see sim.oom).
 
-// Raw facts (enum fact in kernel/sigscope.h) that some shapes need changed.
+// Raw facts (enum fact in bpf/sigscope.h) that some shapes need changed.
 const (
 	factInfoPriv         = 1 << 1
 	factSenderInTargetNS = 1 << 5

@@ -3,7 +3,7 @@ package sigvocab
 // TaskReading is what a blocked record (KindBlocked) read of one task when a
 // stop signal or SIGKILL came to its namespace's init from outside: the
 // kernel writes one for the process's main thread, for a few of its other
-// threads and for a few of its children (kernel/sigscope.h, struct event).
+// threads and for a few of its children (bpf/sigscope.h, struct event).
 type TaskReading struct {
 	Role    TaskRole
 	Process uint32 // host pid of the signalled process (the init)

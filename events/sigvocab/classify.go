@@ -7,7 +7,7 @@ const (
 	SignalUnkillable = 0x40 // SIGNAL_UNKILLABLE: a pid-namespace init (wiped by a group exit)
 )
 
-// The raw facts BPF records in [Event.Facts]: enum fact in kernel/sigscope.h,
+// The raw facts BPF records in [Event.Facts]: enum fact in bpf/sigscope.h,
 // bit for bit (tracer's vocab_test.go holds them to the bpf2go output).
 const (
 	FactInfoNoinfo       uint32 = 1 << 0  // info == SEND_SIG_NOINFO

@@ -3,7 +3,7 @@ package sigvocab
 import "time"
 
 // NetKind is one fate of a stopping container's TCP connections that the
-// kernel counts (enum net_kind in kernel/sigscope.h, value for value).
+// kernel counts (enum net_kind in bpf/sigscope.h, value for value).
 // A connection is counted once, when it ends on the container's side.
 type NetKind uint8
 

@@ -18,7 +18,7 @@
 // It links no BPF loader, so that the packages that only read events (the
 // timeline engine, container resolution, the audit's predictions, and the
 // kubectl plugin, built for macOS too) do not carry cilium/ebpf and the
-// embedded BPF objects. Its numbers are those of kernel/sigscope.h (enum
+// embedded BPF objects. Its numbers are those of bpf/sigscope.h (enum
 // event_type, enum fact, the array sizes), written by hand: package tracer
 // holds them to its bpf2go output in vocab_test.go.
 //

@@ -6,7 +6,7 @@ import (
 )
 
 // Kind says which tracepoint produced an event. Its values are the C enum
-// event_type of kernel/sigscope.h (tracer's vocab_test.go holds them to the
+// event_type of bpf/sigscope.h (tracer's vocab_test.go holds them to the
 // bpf2go output), numbered from 0 without a gap: the kernel's counters and
 // tracer's Stats are arrays indexed by it.
 type Kind uint8
@@ -189,7 +189,7 @@ type Ancestor struct {
 }
 
 // MaxAncestors is how many of the sender's parents an event carries
-// (MAX_ANCESTORS in kernel/sigscope.h).
+// (MAX_ANCESTORS in bpf/sigscope.h).
 const MaxAncestors = 4
 
 // Event is one decoded record (tracer.Decode) or one line of a recording
@@ -211,7 +211,7 @@ type Event struct {
 	Flags   Flags       // the verdict words, see classify.go
 	Fate    Fate        // generate, deliver: what the kernel did with the signal (fate.go)
 
-	Facts    uint32 // raw facts recorded in BPF (FACT_* in kernel/sigscope.h)
+	Facts    uint32 // raw facts recorded in BPF (FACT_* in bpf/sigscope.h)
 	SigFlags uint32 // target->signal->flags at the event
 
 	Sender         Process // generate: the task that sent the signal; exec: the parent that started it, outside the namespace; ns_empty: the init's parent

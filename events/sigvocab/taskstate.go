@@ -1,7 +1,7 @@
 package sigvocab
 
 // TaskSnapshot is a process's signal state as the kernel holds it, read by
-// the task iterator (kernel/taskstate.bpf.c) from its thread-group leader: the
+// the task iterator (bpf/taskstate.bpf.c) from its thread-group leader: the
 // task a process-directed kill(pid) is checked against. Every mask has bit
 // n-1 for signal n.
 type TaskSnapshot struct {

@@ -13,7 +13,7 @@ import (
 )
 
 // allConnectionPrograms count a stopping namespace's TCP connections
-// (kernel/sigscope.bpf.c: handle_tcp_state and the two RST hooks).
+// (bpf/sigscope.bpf.c: handle_tcp_state and the two RST hooks).
 var allConnectionPrograms = []string{sigscopeProgHandleTcpState, sigscopeProgHandleTcpRstReceived, sigscopeProgHandleTcpRstSent}
 
 // connectionPrograms returns the programs to attach for the connection

@@ -79,7 +79,7 @@ func Decode(raw []byte, clk Clock, e *sigvocab.Event) error {
 		e.Sender = decodeProc(&r.Sender)
 		e.SenderExiting = false // the parent: it is the init that exits
 	case sigvocab.KindBlocked:
-		// struct event's fields as kernel/sigscope.h's blocked record
+		// struct event's fields as bpf/sigscope.h's blocked record
 		// reuses them.
 		e.Task = sigvocab.TaskReading{
 			Role:         sigvocab.TaskRole(r.Result),

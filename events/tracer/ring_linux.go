@@ -23,7 +23,7 @@ const (
 )
 
 // readerSleeping is the reader_state value that asks the programs to ring
-// the doorbell (READER_SLEEPING in kernel/sigscope.bpf.c).
+// the doorbell (READER_SLEEPING in bpf/sigscope.bpf.c).
 const readerSleeping = 1
 
 // ringView is one BPF ring buffer mapped into this process: the consumer
@@ -259,7 +259,7 @@ func (r *ring) drain(fn func([]byte) error) (n int, st drainStatus, err error) {
 
 // sleep waits for the doorbell, an interrupt or the timeout (negative: none)
 // and reports whether the doorbell rang. It does not wait when a record came
-// in the meantime. See wake_reader() in kernel/sigscope.bpf.c for why no
+// in the meantime. See wake_reader() in bpf/sigscope.bpf.c for why no
 // wakeup can be lost.
 func (r *ring) sleep(timeout time.Duration) (rang bool, err error) {
 	// Consume the doorbell's records up to the first one still being

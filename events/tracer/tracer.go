@@ -106,7 +106,7 @@ type Tracer struct {
 	netCgroups *ebpf.Map
 }
 
-// The two builds of kernel/sigscope.bpf.c; see [Tracer.Object].
+// The two builds of bpf/sigscope.bpf.c; see [Tracer.Object].
 const (
 	ObjectFast   = "sigscope"
 	ObjectCompat = "sigscope_compat"
@@ -323,7 +323,7 @@ func (t *Tracer) Wake() {
 //
 // The reader sleeps while nothing happens, with no timer (unless Idle asked
 // for one), and the first event after a quiet time wakes it: see
-// wake_reader() in kernel/sigscope.bpf.c. While events flow it reads them in
+// wake_reader() in bpf/sigscope.bpf.c. While events flow it reads them in
 // batches, publishing its position in the ring once per batch, and waits
 // Options.Linger between batches instead of sleeping, so that the programs
 // need not wake it.
@@ -456,7 +456,7 @@ func (s *KindStats) Add(o KindStats) {
 }
 
 // PerKind holds one KindStats for each event kind, indexed by
-// [sigvocab.Kind]: a new kind (sigvocab's Kind and kernel/sigscope.h) has its
+// [sigvocab.Kind]: a new kind (sigvocab's Kind and bpf/sigscope.h) has its
 // counters here, in Total, in the JSON and in every output that ranges over
 // [sigvocab.Kinds], with no change to this file.
 type PerKind [sigvocab.NumKinds]KindStats

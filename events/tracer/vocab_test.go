@@ -8,7 +8,7 @@ import (
 )
 
 // TestVocabularyMatchesBPF holds sigvocab's numbers, written by hand so that
-// it links no loader, to what bpf2go generated from kernel/sigscope.h: a C
+// it links no loader, to what bpf2go generated from bpf/sigscope.h: a C
 // change that renumbers or adds a kind or a fact, or resizes a record's
 // arrays, fails here until the vocabulary follows.
 func TestVocabularyMatchesBPF(t *testing.T) {

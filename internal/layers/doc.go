@@ -3,7 +3,7 @@
 //
 // The folders, in the order a signal travels through them:
 //
-//	kernel/      the eBPF programs (C): where the kernel decides a signal's fate
+//	bpf/         the eBPF programs (C): where the kernel decides a signal's fate
 //	events/      the vocabulary of events (sigvocab), the loader and ring reader
 //	             that turn the kernel's records into events (tracer), a task's
 //	             signal state from /proc (procsig)

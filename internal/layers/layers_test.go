@@ -14,7 +14,7 @@ const module = "github.com/sigscope/sigscope/"
 // import packages of its own rank or lower.
 var rank = map[string]int{
 	"internal":   0,
-	"kernel":     1,
+	"bpf":        1,
 	"events":     2,
 	"containers": 3,
 	"episodes":   4,

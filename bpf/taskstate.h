@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The one definition of a task iterator record (kernel/taskstate.bpf.c). bpf2go
+ * The one definition of a task iterator record (bpf/taskstate.bpf.c). bpf2go
  * generates the Go type from it (-type task_state); never mirror it by hand.
  */
 #ifndef __SIGSCOPE_TASKSTATE_H__
