@@ -40,11 +40,11 @@ deps-bpf: ## Install clang/llvm/libbpf headers from Debian when missing
 
 .PHONY: generate
 generate: deps-bpf ## Regenerate the BPF objects and Go bindings with bpf2go (the tracer's, and the bench's floor programs)
-	$(GO) generate ./events/tracer ./bench
+	$(GO) generate ./tracer ./bench
 
 .PHONY: check-generate
 check-generate: generate ## Fail when regenerating changes the committed BPF output
-	@git diff --exit-code --stat -- events/tracer/ bench/ || { echo "generated BPF output is stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code --stat -- tracer/ bench/ || { echo "generated BPF output is stale: run 'make generate' and commit"; exit 1; }
 
 .PHONY: manifests
 manifests: ## Copy deploy/prometheus's alerting rules into the chart and render the chart into deploy/manifests (helm from the Go module proxy, pinned in deploy/render.sh)

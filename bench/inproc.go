@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
-	"github.com/sigscope/sigscope/events/tracer"
+	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // tracerAttach is (a) or (b): sigscope's tracer in this process, its Run

@@ -2,7 +2,7 @@ package main
 
 import (
 	"bytes"
-	"github.com/sigscope/sigscope/events/tracer"
+	"github.com/sigscope/sigscope/tracer"
 	"math"
 	"strings"
 	"testing"

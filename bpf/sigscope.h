@@ -23,7 +23,7 @@ enum event_type {
 
 /*
  * Raw facts read in the kernel. User space turns them into the verdict flags
- * (pid1_ignored, ns_cascade, ...) in exactly one place: events/sigvocab/classify.go.
+ * (pid1_ignored, ns_cascade, ...) in exactly one place: tracer/sigvocab/classify.go.
  */
 enum fact {
 	FACT_INFO_NOINFO = 1 << 0,          /* info == SEND_SIG_NOINFO */

@@ -177,11 +177,11 @@ func TestDockerfileBuildIsStatic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj, err := os.ReadFile("../events/tracer/sigscope_bpfel.o")
+	obj, err := os.ReadFile("../tracer/sigscope_bpfel.o")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(bin, obj) {
-		t.Errorf("the binary does not embed the committed events/tracer/sigscope_bpfel.o")
+		t.Errorf("the binary does not embed the committed tracer/sigscope_bpfel.o")
 	}
 }

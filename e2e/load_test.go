@@ -23,8 +23,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	apiv1 "github.com/sigscope/sigscope/api/v1"
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // loadSignal is the only signal the load test's agent traces. Nothing else

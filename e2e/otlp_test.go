@@ -12,8 +12,8 @@ import (
 
 	apiv1 "github.com/sigscope/sigscope/api/v1"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // OTLP logs (issue 22) against a real OpenTelemetry Collector: the

@@ -15,8 +15,8 @@ import (
 
 	"github.com/sigscope/sigscope/containers/container"
 	"github.com/sigscope/sigscope/episodes/audit"
-	"github.com/sigscope/sigscope/events/tracer"
 	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/tracer"
 )
 
 func newAuditCmd() *cobra.Command {

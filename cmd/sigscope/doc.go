@@ -4,5 +4,5 @@
 //
 // This package owns the command line: flags, output formats and exit codes.
 // Everything it shows comes from package tracer (the kernel's records, in
-// events/sigvocab's words).
+// tracer/sigvocab's words).
 package main

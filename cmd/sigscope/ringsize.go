@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/sigscope/sigscope/events/tracer"
+	"github.com/sigscope/sigscope/tracer"
 )
 
 // maxRingSize bounds --ring-size: the kernel takes up to 2 GiB minus a

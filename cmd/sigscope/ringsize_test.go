@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigscope/sigscope/events/tracer"
+	"github.com/sigscope/sigscope/tracer"
 )
 
 // Every command that traces takes the same --ring-size, with the same

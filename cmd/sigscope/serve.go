@@ -11,8 +11,8 @@ import (
 
 	"github.com/sigscope/sigscope/cmd/sigscope/agent"
 	"github.com/sigscope/sigscope/containers/kubeclient"
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/outputs/otlplog"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 func newServeCmd() *cobra.Command {

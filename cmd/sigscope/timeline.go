@@ -21,8 +21,8 @@ import (
 	"github.com/sigscope/sigscope/episodes/kubemeta"
 	"github.com/sigscope/sigscope/episodes/pipeline"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/events/sigvocab"
-	"github.com/sigscope/sigscope/events/tracer"
+	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 type timelineFlags struct {

@@ -12,8 +12,8 @@ import (
 	"github.com/sigscope/sigscope/containers/container"
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/episodes/pipeline"
-	"github.com/sigscope/sigscope/events/sigvocab"
-	"github.com/sigscope/sigscope/events/tracer"
+	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // The JSON path end to end, per event, as `trace -o json` runs it (issue

@@ -19,9 +19,9 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
-	"github.com/sigscope/sigscope/events/tracer"
 	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 func TestTableRowEscapesComm(t *testing.T) {

@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/events/procsig"
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/critest"
 	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/tracer/procsig"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // criRuntime is a CRI runtime the tests play kubelet against: the name

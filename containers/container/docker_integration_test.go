@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/events/procsig"
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/dockertest"
 	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/tracer/procsig"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // processOf builds what a tracer event carries for a live host pid: its pid

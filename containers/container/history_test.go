@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // The real daemon's record: `docker kill -s TERM` is a stop signal the

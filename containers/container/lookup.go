@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/events/procsig"
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/procsig"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // unknownTTL is how long "no trace of this process" is cached: short,

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // Cgroups that no path pattern names (ParseCgroupPath) are resolved from the

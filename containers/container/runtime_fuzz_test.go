@@ -14,7 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // Fuzz targets for what the container runtimes answer: Docker's inspect

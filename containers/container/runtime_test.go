@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // socketPath returns a unix socket path short enough for sun_path (108

@@ -3,7 +3,7 @@ package identity
 import (
 	"time"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // StopRequest is a stop signal a runtime says it sent to a container.

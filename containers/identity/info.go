@@ -2,7 +2,7 @@ package identity
 
 import (
 	"github.com/sigscope/sigscope/containers/langrt"
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // Info identifies the container a process belongs to, with what the runtime

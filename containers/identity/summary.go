@@ -7,8 +7,8 @@ import (
 
 	"github.com/sigscope/sigscope/containers/langrt"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // Summary is a container's identity as sigscope's JSON outputs show it: the

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // summaryTags is Summary without its MarshalJSON: what encoding/json

@@ -14,9 +14,9 @@ import (
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/containers/langrt"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/events/procsig"
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/tracer/procsig"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // Predictions, in the words of the stop timelines' outcomes where one fits.

@@ -15,7 +15,7 @@ import (
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/containers/langrt"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 func TestPredict(t *testing.T) {

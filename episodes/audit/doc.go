@@ -24,7 +24,7 @@
 // (inferred from the runtime, and the hint says so).
 //
 // It owns the prediction and its hint. The kernel's rules are
-// events/sigvocab's (fate.go), reading the kernel is tracer's, container
+// tracer/sigvocab's (fate.go), reading the kernel is tracer's, container
 // listing and /proc parsing are package container's, and the outcome words
 // and the fixes a hint ends with are the timeline's (timeline.HandleFix,
 // StopSignalFix, CleanExitFix: the words the episodes' hints use), so a

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/events/procsig"
-	"github.com/sigscope/sigscope/events/sigvocab"
-	"github.com/sigscope/sigscope/events/tracer"
 	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/tracer/procsig"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // The privileged tests start real processes as PID 1 of new pid namespaces

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // The resolver's clock is read once for many events: again only when the

@@ -7,7 +7,7 @@
 //
 // It owns the order of things (resolve, then show the event, then feed the
 // engine; complete quiet episodes when the ring is drained; flush at the
-// end), not their rules: the fate of a signal is events/sigvocab's, a
+// end), not their rules: the fate of a signal is tracer/sigvocab's, a
 // container's identity container's (the type, containers/identity's), an
 // outcome timeline's. A completed episode is named from the resolver's
 // cache once more before it goes out (its runtime may have answered since

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sigscope/sigscope/containers/container"
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // The memo answers what the resolver answers, holds an answer for one clock

@@ -10,8 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // recordingShape is what ReadRecordingWith must find in a recording,

@@ -8,7 +8,7 @@ import (
 	"github.com/sigscope/sigscope/containers/langrt"
 	"github.com/sigscope/sigscope/episodes/pipeline/pipelinetest"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // The recorded kernel streams of real docker stops (episodes/timeline/testdata/

@@ -1,6 +1,6 @@
 package timeline
 
-import "github.com/sigscope/sigscope/events/sigvocab"
+import "github.com/sigscope/sigscope/tracer/sigvocab"
 
 // Applying: an episode takes an event that route placed in it, changes its
 // state, records the step's facts (no prose: the words write it at

@@ -3,7 +3,7 @@ package timeline
 import (
 	"time"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // AtKill is what the main process's tasks were doing when the SIGKILL came,

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // blocked is the kernel's reading of task at the signal pushed at at (the

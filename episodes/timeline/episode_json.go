@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/containers/langrt"
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // An episode's JSON: MarshalJSON and UnmarshalJSON, and the types and

@@ -4,7 +4,7 @@ import (
 	"container/list"
 	"time"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // Exec sessions are processes that entered a container from outside and

@@ -1,6 +1,6 @@
 package timeline
 
-import "github.com/sigscope/sigscope/events/sigvocab"
+import "github.com/sigscope/sigscope/tracer/sigvocab"
 
 // facts are what an outcome is decided on, apart from the steps.
 type facts struct {

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 func dockerStopEpisode(t *testing.T) Episode {

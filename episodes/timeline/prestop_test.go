@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // execIn is runc exec starting p in the container (a preStop hook).

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // A pid namespace inode reused while the episode of the namespace that had

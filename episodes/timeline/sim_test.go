@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/events/sigvocab"
-	"github.com/sigscope/sigscope/events/tracer"
+	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // The test streams are built from records the privileged tracer tests
-// captured from the kernel (events/tracer/testdata/events): each event starts as a
+// captured from the kernel (tracer/testdata/events): each event starts as a
 // real record, decoded by tracer.Decode, and only its identities and time are
 // changed. Where a shape was not captured (a blocked SIGTERM, a dash-style
 // drop on dequeue, an OOM-killer SIGKILL), the raw facts are changed and
@@ -49,7 +49,7 @@ func record(t *testing.T, name string) sigvocab.Event {
 	if ev, ok := recordCache[name]; ok {
 		return ev
 	}
-	b, err := os.ReadFile(filepath.Join("..", "..", "events", "tracer", "testdata", "events", name+".hex"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "tracer", "testdata", "events", name+".hex"))
 	if err != nil {
 		t.Fatal(err)
 	}

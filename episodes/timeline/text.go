@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
 	"github.com/sigscope/sigscope/internal/textsafe"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // WriteText writes the episode as a readable timeline: a header naming the

@@ -3,7 +3,7 @@ package timeline
 import (
 	"time"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // Traffic is what a stop cost the clients of the container's network

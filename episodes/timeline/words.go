@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/containers/langrt"
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // The words: every sentence an episode tells is made here, from the facts

@@ -4,7 +4,7 @@
 // The folders, in the order a signal travels through them:
 //
 //	bpf/         the eBPF programs (C): where the kernel decides a signal's fate
-//	events/      the vocabulary of events (sigvocab), the loader and ring reader
+//	tracer/      the vocabulary of events (sigvocab), the loader and ring reader
 //	             that turn the kernel's records into events (tracer), a task's
 //	             signal state from /proc (procsig)
 //	containers/  which container, pod and runtime a process belongs to

@@ -15,7 +15,7 @@ const module = "github.com/sigscope/sigscope/"
 var rank = map[string]int{
 	"internal":   0,
 	"bpf":        1,
-	"events":     2,
+	"tracer":     2,
 	"containers": 3,
 	"episodes":   4,
 	"api":        5,

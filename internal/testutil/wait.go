@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/events/sigvocab"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // Bound is how long a test waits for something before it calls it a hang:

@@ -118,8 +118,8 @@ build_initramfs() {
 	install -m 0755 test/kernels/init.sh "$root/init"
 	echo "building the privileged test binary (static)"
 	mkdir -p "$root/tracer"
-	CGO_ENABLED=0 go test -c -o "$root/tracer/tracer.test" ./events/tracer
-	cp -r events/tracer/testdata "$root/tracer/" # recorded records the unit tests replay
+	CGO_ENABLED=0 go test -c -o "$root/tracer/tracer.test" ./tracer
+	cp -r tracer/testdata "$root/tracer/" # recorded records the unit tests replay
 	printf '%s\n' "${SIGSCOPE_VM_TEST_RUN:-.}" >"$root/test-run"
 	(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 >"$work/initramfs.gz"
 }

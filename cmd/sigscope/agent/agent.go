@@ -22,12 +22,12 @@ import (
 	"github.com/sigscope/sigscope/episodes/kubemeta"
 	"github.com/sigscope/sigscope/episodes/pipeline"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/events/sigvocab"
-	"github.com/sigscope/sigscope/events/tracer"
 	"github.com/sigscope/sigscope/outputs/exporter"
 	"github.com/sigscope/sigscope/outputs/journal"
 	"github.com/sigscope/sigscope/outputs/kubeevents"
 	"github.com/sigscope/sigscope/outputs/otlplog"
+	"github.com/sigscope/sigscope/tracer"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // DefaultListenAddress is sigscope's port. Prometheus' default port

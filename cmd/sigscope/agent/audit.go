@@ -10,7 +10,7 @@ import (
 
 	apiv1 "github.com/sigscope/sigscope/api/v1"
 	"github.com/sigscope/sigscope/episodes/audit"
-	"github.com/sigscope/sigscope/events/tracer"
+	"github.com/sigscope/sigscope/tracer"
 )
 
 // auditFresh is how old an audit /api/v1/audit may answer with.

@@ -1,0 +1,358 @@
+package tracer
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
+	"golang.org/x/sys/unix"
+)
+
+// tcpServer is a TCP server for TestConnectionFates, run in a network
+// namespace of its own: it listens on 127.0.0.1:8080, accepts every
+// connection, survives SIGTERM, and obeys one command per line on stdin:
+// "close I" closes the I-th connection with a FIN, "reset I" with a RST
+// (linger 0), "unlisten" closes the listener, "count N" waits until N
+// connections were accepted; each answers "ok".
+func tcpServer() {
+	signal.Ignore(syscall.SIGTERM) // survives the stop signal; SIG_IGN in the kernel
+	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		fmt.Fprintln(os.Stderr, "lo up:", err, string(out))
+		os.Exit(1)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:8080")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	accepted := make(chan *net.TCPConn, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c.(*net.TCPConn)
+		}
+	}()
+	var conns []*net.TCPConn
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		cmd, arg, _ := strings.Cut(in.Text(), " ")
+		n, _ := strconv.Atoi(arg)
+		switch cmd {
+		case "count":
+			for len(conns) < n {
+				conns = append(conns, <-accepted)
+			}
+		case "close":
+			conns[n].Close()
+		case "reset":
+			conns[n].SetLinger(0)
+			conns[n].Close()
+		case "unlisten":
+			ln.Close()
+		}
+		fmt.Println("ok")
+	}
+	time.Sleep(time.Hour)
+}
+
+// inNetNS runs fn on a thread that entered the network namespace of pid;
+// the thread is thrown away after (it stays locked).
+func inNetNS(t *testing.T, pid int, fn func()) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		fn()
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatalf("entering the network namespace of %d: %v", pid, err)
+	}
+}
+
+// startTCPServer runs tcpServer in a network namespace of its own (in the
+// cgroup v2 cgDir, unless ""), waits until it listens, and returns its pid,
+// its namespace, say, which sends it a command and waits for its "ok", and
+// wait, which waits for its end.
+func startTCPServer(t *testing.T, cgDir string) (pid int, netns uint32, say func(cmd string), wait func() error) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := exec.Command("unshare", "-n", self)
+	if cgDir != "" {
+		srv = exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && exec unshare -n "$2"`, "sh", cgDir, self)
+	}
+	srv.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=tcpserver")
+	stdin, _ := srv.StdinPipe()
+	stdoutPipe, _ := srv.StdoutPipe()
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	stdout := bufio.NewReader(stdoutPipe)
+	if line, err := stdout.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("server: %q, %v", line, err)
+	}
+	// unshare (and sh) exec: the server is srv's process.
+	pid = srv.Process.Pid
+	say = func(cmd string) {
+		t.Helper()
+		if _, err := io.WriteString(stdin, cmd+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := stdout.ReadString('\n'); err != nil || line != "ok\n" {
+			t.Fatalf("server after %q: %q, %v", cmd, line, err)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
+		t.Fatal(err)
+	}
+	return pid, uint32(st.Ino), say, srv.Wait
+}
+
+// TestConnectionFates drives a server in a network namespace of its own
+// through every fate the kernel counts, from a client in that namespace,
+// and holds the kernel's counts to what the test did: connections made
+// before the stop signal are not accepted ones, the stop signal from the
+// host begins the count, a client's connect() is no inbound connection.
+func TestConnectionFates(t *testing.T) {
+	c := startCollector(t, Options{})
+	if !c.t.CountsConnections() {
+		t.Fatal("the tracer does not count connections on this kernel")
+	}
+	// The server in a cgroup v2 of its own, as a container's processes
+	// are: its sockets carry that cgroup, which splits the counts.
+	cgDir := filepath.Join(cgroup2Root(t), fmt.Sprintf("sigscope-conns-test-%d", os.Getpid()))
+	if err := os.Mkdir(cgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 50 && os.Remove(cgDir) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	var cgSt unix.Stat_t
+	if err := unix.Stat(cgDir, &cgSt); err != nil {
+		t.Fatal(err)
+	}
+	pid, netns, say, wait := startTCPServer(t, cgDir)
+
+	var clients []net.Conn
+	dial := func(n int) (refused int) {
+		inNetNS(t, pid, func() {
+			for range n {
+				conn, err := net.DialTimeout("tcp", "127.0.0.1:8080", 2*time.Second)
+				if errors.Is(err, syscall.ECONNREFUSED) {
+					refused++
+					continue
+				}
+				if err != nil {
+					t.Errorf("dial: %v", err)
+					continue
+				}
+				clients = append(clients, conn)
+			}
+		})
+		return refused
+	}
+
+	// Three connections before the stop: open, not counted as accepted.
+	dial(3)
+	say("count 3")
+	// From another process: the tracer drops its own process's signals.
+	testutil.Run(t, "kill", "-TERM", strconv.Itoa(pid))
+	term := c.waitFor(t, "SIGTERM", isGenerate(sigvocab.SIGTERM, pid))
+	if term.NetNS != netns {
+		t.Fatalf("SIGTERM from the host: netns %d, want the server's %d", term.NetNS, netns)
+	}
+	dial(2) // accepted after the stop began
+	say("count 5")
+	say("close 0") // closed cleanly by the server
+	say("reset 1") // reset by the server
+	clients[3].(*net.TCPConn).SetLinger(0)
+	clients[3].Close() // reset by the client
+	time.Sleep(100 * time.Millisecond)
+	say("unlisten")
+	refused := dial(2)
+	if refused != 2 {
+		t.Fatalf("%d of 2 connection attempts refused after the listener closed", refused)
+	}
+	// Connections 2 and 4 are still open: the SIGKILL cuts them.
+	testutil.Run(t, "kill", "-KILL", strconv.Itoa(pid))
+	_ = wait()
+	kill := c.waitFor(t, "SIGKILL", isGenerate(sigvocab.SIGKILL, pid))
+	if kill.NetNS != netns {
+		t.Errorf("SIGKILL: netns %d, want %d (the count goes on)", kill.NetNS, netns)
+	}
+
+	got, err := c.t.Connections(netns)
+	if err != nil || got == nil {
+		t.Fatalf("Connections(%d) = %v, %v", netns, got, err)
+	}
+	want := map[sigvocab.NetKind]uint64{
+		sigvocab.NetAccepted: 2, sigvocab.NetClosed: 1, sigvocab.NetResetSent: 1, sigvocab.NetResetReceived: 1,
+		sigvocab.NetCut: 2, sigvocab.NetListenerClosed: 1, sigvocab.NetRefused: 2,
+	}
+	if !got.SeesRefused {
+		want[sigvocab.NetRefused] = 0
+		t.Logf("this kernel does not report refused attempts")
+	}
+	for k := range sigvocab.NumNetKinds {
+		n := got.Counts[k]
+		if n.N != want[sigvocab.NetKind(k)] {
+			t.Errorf("%s: %d, want %d", sigvocab.NetKind(k), n.N, want[sigvocab.NetKind(k)])
+		}
+		if n.N > 0 && (n.First.Before(got.Since) || n.Last.Before(n.First)) {
+			t.Errorf("%s: first %v, last %v, since %v", sigvocab.NetKind(k), n.First, n.Last, got.Since)
+		}
+	}
+	// Split by the socket's cgroup: every socket is the server's.
+	if !got.SeesCgroups {
+		t.Errorf("the kernel's sockets carry no cgroup (struct sock has no sk_cgrp_data?)")
+	} else if len(got.ByCgroup) != 1 || got.ByCgroup[0].CgroupID != cgSt.Ino {
+		t.Errorf("split %+v, want only the server's cgroup %d", got.ByCgroup, cgSt.Ino)
+	} else {
+		for k := range sigvocab.NumNetKinds {
+			if w := want[sigvocab.NetKind(k)]; sigvocab.NetKind(k) != sigvocab.NetRefused && got.ByCgroup[0].N[k] != w {
+				t.Errorf("split %s: %d, want %d", sigvocab.NetKind(k), got.ByCgroup[0].N[k], w)
+			}
+		}
+		if got.ByCgroup[0].N[sigvocab.NetRefused] != 0 {
+			t.Errorf("a refused attempt has no socket, yet its cgroup counted %d", got.ByCgroup[0].N[sigvocab.NetRefused])
+		}
+	}
+	// The count began at the SIGTERM itself: its record's time stamp.
+	var ns sigscopeNetStats
+	if err := c.t.nets.Lookup(netns, &ns); err != nil || ns.BeginNs != term.BootNS {
+		t.Errorf("the count began at %d, the SIGTERM's record at %d (%v)", ns.BeginNs, term.BootNS, err)
+	}
+	for _, cl := range clients {
+		cl.Close()
+	}
+	if err := c.t.Unwatch(netns); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.t.Connections(netns); again != nil || err != nil {
+		t.Errorf("after Unwatch: %v, %v", again, err)
+	}
+	left := 0
+	if c.t.netCgroups != nil {
+		if err := c.t.eachCgroupCount(func(k sigscopeNetCgKey, _ *sigscopeNetCgCounts) {
+			if k.Netns == netns {
+				left++
+			}
+		}); err != nil || left != 0 {
+			t.Errorf("after Unwatch, %d entries of the split are left (%v)", left, err)
+		}
+	}
+}
+
+// Network namespace inodes are recycled at once (the lowest free number):
+// a watch a dead namespace left behind must not count for the next
+// namespace of its inode. The kernel tells them apart by the namespace's
+// hash_mix (random per namespace): an entry of another generation counts
+// nothing, and a stop signal into the new namespace begins the count anew
+// at itself; an entry user space began (a preStop hook's) adopts the
+// namespace of the first connection it sees.
+func TestRecycledNamespaceInode(t *testing.T) {
+	c := startCollector(t, Options{})
+	if !c.t.CountsConnections() {
+		t.Fatal("the tracer does not count connections on this kernel")
+	}
+	pid, netns, say, _ := startTCPServer(t, "")
+	accepted := 0
+	dial := func(n int) {
+		t.Helper()
+		inNetNS(t, pid, func() {
+			for range n {
+				conn, err := net.DialTimeout("tcp", "127.0.0.1:8080", 2*time.Second)
+				if err != nil {
+					t.Errorf("dial: %v", err)
+					continue
+				}
+				defer conn.Close()
+			}
+		})
+		accepted += n
+		say(fmt.Sprintf("count %d", accepted))
+	}
+	entry := func() sigscopeNetStats {
+		t.Helper()
+		var e sigscopeNetStats
+		if err := c.t.nets.Lookup(netns, &e); err != nil {
+			t.Fatalf("the namespace's entry: %v", err)
+		}
+		return e
+	}
+
+	// What a dead namespace of this inode left: another generation.
+	stale := sigscopeNetStats{BeginNs: 1, NetGen: 0x5eed}
+	if err := c.t.nets.Put(netns, &stale); err != nil {
+		t.Fatal(err)
+	}
+	dial(2)
+	if e := entry(); e.Count[sigvocab.NetAccepted] != 0 || e.BeginNs != 1 {
+		t.Fatalf("a stale entry counted this namespace's connections: %+v", e)
+	}
+	testutil.Run(t, "kill", "-TERM", strconv.Itoa(pid))
+	term := c.waitFor(t, "SIGTERM", isGenerate(sigvocab.SIGTERM, pid))
+	if term.NetNS != netns || term.Facts&sigvocab.FactNetWatched == 0 {
+		t.Fatalf("SIGTERM: netns %d facts %#x, want %d watched", term.NetNS, term.Facts, netns)
+	}
+	e := entry()
+	if e.BeginNs != term.BootNS || e.NetGen == 0 || e.NetGen == stale.NetGen {
+		t.Fatalf("after the stop signal: begin %d (the SIGTERM's %d), generation %#x: want a new count of this namespace", e.BeginNs, term.BootNS, e.NetGen)
+	}
+	dial(1)
+	if got, err := c.t.Connections(netns); err != nil || got.Counts[sigvocab.NetAccepted].N != 1 {
+		t.Fatalf("after the stop signal: %+v, %v; want 1 accepted", got, err)
+	}
+	gen := e.NetGen
+
+	// A watch user space begins adopts the namespace it first sees.
+	if err := c.t.Unwatch(netns); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.t.Watch(netns, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if e := entry(); e.NetGen != 0 {
+		t.Fatalf("a watch user space began has generation %#x", e.NetGen)
+	}
+	dial(1)
+	if e := entry(); e.NetGen != gen || e.Count[sigvocab.NetAccepted] != 1 {
+		t.Errorf("after a connection: generation %#x (the namespace's %#x), accepted %d", e.NetGen, gen, e.Count[sigvocab.NetAccepted])
+	}
+}
