@@ -37,7 +37,7 @@ func TestLinkedPackages(t *testing.T) {
 		"github.com/sigscope/sigscope/internal/testutil",
 		"testing",
 		"net/http/httptest",
-		// The agent's OpenTelemetry logs (outputs/otlplog).
+		// The agent's OpenTelemetry logs (exporter/otlplog).
 		"go.opentelemetry.io/otel/sdk",
 		"go.opentelemetry.io/otel/exporters",
 		// The container runtimes' clients (package container).

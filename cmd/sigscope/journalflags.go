@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sigscope/sigscope/cmd/sigscope/agent"
-	"github.com/sigscope/sigscope/outputs/journal"
+	"github.com/sigscope/sigscope/exporter/journal"
 )
 
 // The bounds of --journal-file-size: a file must hold the largest episode

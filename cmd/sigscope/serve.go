@@ -11,7 +11,7 @@ import (
 
 	"github.com/sigscope/sigscope/cmd/sigscope/agent"
 	"github.com/sigscope/sigscope/containers/kubeclient"
-	"github.com/sigscope/sigscope/outputs/otlplog"
+	"github.com/sigscope/sigscope/exporter/otlplog"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 

@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/outputs/journal"
+	"github.com/sigscope/sigscope/exporter/journal"
 )
 
 // episodeSource is what `timeline -f` was given when it is no recording

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/outputs/journal"
+	"github.com/sigscope/sigscope/exporter/journal"
 )
 
 // `timeline -f` on a node journal prints its episodes as it prints a

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/sigscope/sigscope/outputs/exporter"
+	"github.com/sigscope/sigscope/exporter"
 )
 
 // buildInfoLabel is one label of sigscope_build_info.

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/sigscope/sigscope/outputs/exporter"
+	"github.com/sigscope/sigscope/exporter"
 )
 
 // runRoot runs the command line with args and returns its stdout.

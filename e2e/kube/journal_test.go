@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigscope/sigscope/exporter/journal"
 	"github.com/sigscope/sigscope/internal/testutil"
-	"github.com/sigscope/sigscope/outputs/journal"
 )
 
 // agentPod returns the name of the agent's one pod that runs and is not

@@ -15,7 +15,7 @@
 //	             (kubemeta), the audit of running containers
 //	api/         the agent's HTTP API types, the only folder meant for code
 //	             outside this repository
-//	outputs/     where episodes and counters go: the sink every asynchronous
+//	exporter/    where episodes and counters go: the sink every asynchronous
 //	             output shares, the journal, Kubernetes Events, OTLP logs,
 //	             Prometheus metrics
 //	cmd/         the commands: sigscope (and its node agent) and

@@ -19,7 +19,7 @@ var rank = map[string]int{
 	"containers": 3,
 	"episodes":   4,
 	"api":        5,
-	"outputs":    6,
+	"exporter":   6,
 	"cmd":        7,
 	"bench":      8,
 	"e2e":        8,

@@ -22,10 +22,10 @@ import (
 	"github.com/sigscope/sigscope/episodes/kubemeta"
 	"github.com/sigscope/sigscope/episodes/pipeline"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/outputs/exporter"
-	"github.com/sigscope/sigscope/outputs/journal"
-	"github.com/sigscope/sigscope/outputs/kubeevents"
-	"github.com/sigscope/sigscope/outputs/otlplog"
+	"github.com/sigscope/sigscope/exporter"
+	"github.com/sigscope/sigscope/exporter/journal"
+	"github.com/sigscope/sigscope/exporter/kubeevents"
+	"github.com/sigscope/sigscope/exporter/otlplog"
 	"github.com/sigscope/sigscope/tracer"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
@@ -58,7 +58,7 @@ type Options struct {
 	MaxSeries int                // per metric, with PodLabels
 
 	// OTLP, when set, sends one OpenTelemetry log record per episode
-	// (outputs/otlplog); the agent sets its node and version.
+	// (exporter/otlplog); the agent sets its node and version.
 	OTLP *otlplog.Options
 
 	KubeEvents bool              // post Kubernetes Events on pods

@@ -2,7 +2,7 @@ package agent
 
 import (
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/outputs/exporter"
+	"github.com/sigscope/sigscope/exporter"
 )
 
 // caches reports the agent's bounded caches and queues for

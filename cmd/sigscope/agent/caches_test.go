@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/outputs/exporter"
+	"github.com/sigscope/sigscope/exporter"
 )
 
 // /metrics reports the ring of episodes against --max-episodes, the

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/exporter/journal"
 	"github.com/sigscope/sigscope/internal/testutil"
-	"github.com/sigscope/sigscope/outputs/journal"
 )
 
 // A journal on a full disk never stops tracing: on a 64 KiB tmpfs filled

@@ -21,8 +21,8 @@ import (
 
 	"github.com/sigscope/sigscope/containers/kubeclient"
 	"github.com/sigscope/sigscope/containers/kubeclient/kubeclienttest"
+	"github.com/sigscope/sigscope/exporter/otlplog"
 	"github.com/sigscope/sigscope/internal/testutil"
-	"github.com/sigscope/sigscope/outputs/otlplog"
 )
 
 // lifecycleCycles is how many times TestAgentLifecycleLeavesNothing starts

@@ -15,7 +15,7 @@ import (
 
 	apiv1 "github.com/sigscope/sigscope/api/v1"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/outputs/sink"
+	"github.com/sigscope/sigscope/exporter/sink"
 )
 
 // Defaults for [Options]. 8 files of 7 MiB bound the journal at 56 MiB,

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/outputs/sink"
+	"github.com/sigscope/sigscope/exporter/sink"
 )
 
 // Defaults for [Options].
@@ -81,7 +81,7 @@ func New(opts Options) (*Sender, error) {
 
 // scopeName is the records' instrumentation scope, which collectors'
 // pipelines match on: it is the path this package had when OTLP output
-// shipped, and stays so though the package now lives in outputs/otlplog.
+// shipped, and stays so though the package now lives in exporter/otlplog.
 const scopeName = "github.com/sigscope/sigscope/internal/otlplog"
 
 // Sent counts records the endpoint accepted.

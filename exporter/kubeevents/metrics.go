@@ -3,7 +3,7 @@ package kubeevents
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sigscope/sigscope/outputs/sink"
+	"github.com/sigscope/sigscope/exporter/sink"
 )
 
 // The Recorder's metrics, read from its counters at scrape time.

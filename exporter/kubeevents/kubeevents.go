@@ -16,8 +16,8 @@ import (
 
 	"github.com/sigscope/sigscope/containers/kubeclient"
 	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/exporter/sink"
 	"github.com/sigscope/sigscope/internal/textsafe"
-	"github.com/sigscope/sigscope/outputs/sink"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 

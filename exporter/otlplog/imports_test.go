@@ -18,7 +18,7 @@ func TestOnlyImporterOfTheSDK(t *testing.T) {
 	if len(lines) < 20 {
 		t.Fatalf("go list listed %d packages:\n%s", len(lines), out)
 	}
-	const self = "github.com/sigscope/sigscope/outputs/otlplog"
+	const self = "github.com/sigscope/sigscope/exporter/otlplog"
 	for _, line := range lines {
 		f := strings.Fields(line)
 		if len(f) == 0 || f[0] == self {
@@ -27,7 +27,7 @@ func TestOnlyImporterOfTheSDK(t *testing.T) {
 		for _, imp := range f[1:] {
 			for _, sdk := range []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", "go.opentelemetry.io/otel/log"} {
 				if imp == sdk || strings.HasPrefix(imp, sdk+"/") {
-					t.Errorf("%s imports %s: only outputs/otlplog may", f[0], imp)
+					t.Errorf("%s imports %s: only exporter/otlplog may", f[0], imp)
 				}
 			}
 		}
