@@ -40,11 +40,11 @@ deps-bpf: ## Install clang/llvm/libbpf headers from Debian when missing
 
 .PHONY: generate
 generate: deps-bpf ## Regenerate the BPF objects and Go bindings with bpf2go (the tracer's, and the bench's floor programs)
-	$(GO) generate ./tracer ./bench
+	$(GO) generate ./tracer ./cmd/bench
 
 .PHONY: check-generate
 check-generate: generate ## Fail when regenerating changes the committed BPF output
-	@git diff --exit-code --stat -- tracer/ bench/ || { echo "generated BPF output is stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code --stat -- tracer/ cmd/bench/ || { echo "generated BPF output is stale: run 'make generate' and commit"; exit 1; }
 
 .PHONY: manifests
 manifests: ## Copy deploy/prometheus's alerting rules into the chart and render the chart into deploy/manifests (helm from the Go module proxy, pinned in deploy/render.sh)
@@ -123,7 +123,7 @@ cluster-images: ## Rebuild the cluster's images (sigscope.local/sigscope:dev fro
 
 .PHONY: bench
 bench: build ## Benchmark (root; ~6 min, ARGS=-quick ~2): sigscope against the kernel floor and bpftrace, drops, the agent under the storm, idle agent, latencies (docs/benchmarks.md)
-	$(GO) run ./bench -bin $(BIN) $(ARGS)
+	$(GO) run ./cmd/bench -bin $(BIN) $(ARGS)
 
 # The test collector (test/otelcol: its own Go module, so sigscope's go.mod does not grow).
 OTELCOL   ?= bin/otelcol

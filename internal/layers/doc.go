@@ -18,14 +18,14 @@
 //	exporter/    where episodes and counters go: the sink every asynchronous
 //	             output shares, the journal, Kubernetes Events, OTLP logs,
 //	             Prometheus metrics
-//	cmd/         the commands: sigscope (and its node agent) and
-//	             kubectl-sigscope (and its plugin)
+//	cmd/         the commands: sigscope (and its node agent),
+//	             kubectl-sigscope (and its plugin) and bench (the benchmark)
 //
 // internal/ is the ground under all of them: escaping of untrusted strings
 // (textsafe) and the retry backoff (retry), which import nothing of the
 // product. The test harnesses under it (testutil, dockertest, critest) are
-// not ground: like bench/, e2e/, test/ and deploy/ they stand on top and may
-// use anything, and no stage imports them outside its tests.
+// not ground: like e2e/, test/ and deploy/ they stand on top and may use
+// anything, and no stage imports them outside its tests.
 //
 // The rule (layers_test.go): a package imports only packages of its own
 // folder or of a folder earlier in the list, so no import runs up from a

@@ -14,7 +14,7 @@
 // traced ones, and each traced phase is compared with the untraced phases
 // beside it (added ns per signal). The traced configurations:
 //
-//	(0) noop      a tp_btf program that returns (bench/bpf/floor.bpf.c)
+//	(0) noop      a tp_btf program that returns (cmd/bench/bpf/floor.bpf.c)
 //	(e) empty     an 8-byte ring record per signal, no wakeup, drained here
 //	(t) stamped   (e) with a record of sigscope's size, stamped with the
 //	              time and the sender's and target's ids: the least a
