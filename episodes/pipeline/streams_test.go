@@ -12,7 +12,7 @@ import (
 )
 
 // The recorded kernel streams of real docker stops (episodes/timeline/testdata/
-// streams, made by e2e/testdata/record.sh) replayed offline through the
+// streams, made by test/e2e/testdata/record.sh) replayed offline through the
 // engine: the verdicts the end-to-end tests see live, without root.
 func TestRecordedStops(t *testing.T) {
 	cases := []struct {
@@ -34,7 +34,7 @@ func TestRecordedStops(t *testing.T) {
 		{"shell_forward", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 0, true, "", 0, 1},
 		{"fwdinit", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 143, true, "", 0, 1},
 		{"catatonit", timeline.OutcomeGraceful, sigvocab.FateBlocked, sigvocab.SIGTERM, 143, true, "catatonit", 0, 1},
-		// Language runtimes as the main process (e2e/runtimes_test.go).
+		// Language runtimes as the main process (test/e2e/runtimes_test.go).
 		{"runtime_node", timeline.OutcomeIgnoredByInit, sigvocab.FateHandler, sigvocab.SIGTERM, 137, true, "", 0, 0},
 		{"runtime_node_handler", timeline.OutcomeGraceful, sigvocab.FateHandler, sigvocab.SIGTERM, 0, true, "", 0, 0},
 		{"runtime_node_init", timeline.OutcomeGraceful, sigvocab.FateSigwait, sigvocab.SIGTERM, 143, true, "docker-init", 0, 1},

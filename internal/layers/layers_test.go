@@ -21,7 +21,6 @@ var rank = map[string]int{
 	"api":        5,
 	"exporter":   6,
 	"cmd":        7,
-	"e2e":        8,
 	"deploy":     8,
 	"test":       8,
 	// The test harnesses under internal/ stand on top with the tests

@@ -10,7 +10,7 @@ import (
 )
 
 // The OpenTelemetry Collector's file exporter output, as the OTLP tests
-// read it (e2e/otlp_test.go).
+// read it (test/e2e/otlp_test.go).
 
 // OTLPRecord is one log record of the file exporter's OTLP JSON, with its
 // resource's attributes.

@@ -146,7 +146,7 @@ build_sigscope() {
 
 # ctr warns on every call that cgroup v1 is deprecated: said once in docs/cluster.md.
 # The OpenTelemetry Collector of the OTLP tests (test/otelcol, its own Go
-# module; the agent's OTLP logs go to it as a Deployment: e2e/kube/otlp_test.go).
+# module; the agent's OTLP logs go to it as a Deployment: test/e2e/kube/otlp_test.go).
 # Built only on request (images.sh --otelcol): from an empty Go build cache it
 # takes two to three minutes.
 OTELCOL_IMAGE=sigscope.local/otelcol:dev

@@ -3,7 +3,7 @@
 # and started again: with it stopped, the pods on the bridge (the agent's
 # DaemonSet) cannot reach the API server, while kubectl and the kubelet,
 # which use 127.0.0.1, still do. For the end-to-end tests of an API server
-# outage (e2e/kube/outage_test.go).
+# outage (test/e2e/kube/outage_test.go).
 #   test/cluster/relay.sh stop    stop it and close the connections it carries;
 #                                 fails if the API server still answers there
 #   test/cluster/relay.sh start   start it unless it runs, and wait until the

@@ -21,7 +21,7 @@ PAUSE_VERSION=3.10
 # Debian packages: CNI plugins (bridge, host-local, loopback), the static
 # busybox of the test image, libseccomp for runc, a C toolchain with a static
 # libc for runc and pause, openssl for the certificates, Node.js for the
-# image of e2e/kube's Node.js pod (images.sh copies the host's node).
+# image of test/e2e/kube's Node.js pod (images.sh copies the host's node).
 DEBIAN_PACKAGES="containernetworking-plugins busybox-static libseccomp-dev gcc libc6-dev openssl iproute2 curl socat nodejs"
 
 # Feature gates of the API server, the controller-manager, the scheduler and
@@ -29,6 +29,6 @@ DEBIAN_PACKAGES="containernetworking-plugins busybox-static libseccomp-dev gcc l
 # make cluster's default, which FEATURE_GATES replaces (FEATURE_GATES= make
 # cluster: none). ContainerStopSignals (alpha in 1.37, off by Kubernetes'
 # default) lets a container's lifecycle.stopSignal reach the runtime through
-# CRI; e2e/kube's stop-signal tests need it, and it changes nothing for a pod
+# CRI; test/e2e/kube's stop-signal tests need it, and it changes nothing for a pod
 # that sets none. A gate that becomes GA in a new K8S_VERSION goes from here.
 DEFAULT_FEATURE_GATES="ContainerStopSignals=true"

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// CI's CRI-O subset (test/crio-subset.txt) names tests e2e/kube has, and
+// CI's CRI-O subset (test/crio-subset.txt) names tests test/e2e/kube has, and
 // has every TestKubelet* (the kubelet's stop path, which is what the stage
 // is for): a new one not listed would never run on CRI-O in CI, a listed
 // one renamed would fail the stage only after a cluster's bring-up. No root
@@ -18,9 +18,9 @@ func TestCRIOSubsetListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob("../../e2e/kube/*_test.go")
+	files, err := filepath.Glob("../e2e/kube/*_test.go")
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no e2e/kube tests (%v)", err)
+		t.Fatalf("no test/e2e/kube tests (%v)", err)
 	}
 	decl := regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]*)\(t \*testing\.T\)`)
 	var tests []string
@@ -35,13 +35,13 @@ func TestCRIOSubsetListed(t *testing.T) {
 	}
 	for _, n := range names {
 		if !slices.Contains(tests, n) {
-			t.Errorf("test/crio-subset.txt lists %s, which e2e/kube does not have (renamed? removed?)", n)
+			t.Errorf("test/crio-subset.txt lists %s, which test/e2e/kube does not have (renamed? removed?)", n)
 		}
 	}
 	kubelet := regexp.MustCompile(`^TestKubelet`)
 	for _, n := range tests {
 		if kubelet.MatchString(n) && !slices.Contains(names, n) {
-			t.Errorf("e2e/kube's %s is not in test/crio-subset.txt: CI would never run it on CRI-O (list it there)", n)
+			t.Errorf("test/e2e/kube's %s is not in test/crio-subset.txt: CI would never run it on CRI-O (list it there)", n)
 		}
 	}
 }

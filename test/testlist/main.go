@@ -1,5 +1,5 @@
 // Command testlist runs a fixed list of tests and holds the run to it: CI's
-// stage of e2e/kube on CRI-O runs a subset of the suite, and a test of that
+// stage of test/e2e/kube on CRI-O runs a subset of the suite, and a test of that
 // subset renamed, removed or skipped must fail the stage instead of
 // shrinking it unseen.
 //

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-const pkg = "github.com/sigscope/sigscope/e2e/kube"
+const pkg = "github.com/sigscope/sigscope/test/e2e/kube"
 
 // record is a go test -json record as the go command writes it: for each
 // test (name, action) its run, its output (a log line, a subtest for the
@@ -133,7 +133,7 @@ func TestCheckPackageFailed(t *testing.T) {
 // A build failure: go's build output is shown, every test is missing.
 func TestCheckBuildFailed(t *testing.T) {
 	rec := `{"ImportPath":"` + pkg + ` [` + pkg + `.test]","Action":"build-output","Output":"# ` + pkg + `\n"}
-{"ImportPath":"` + pkg + ` [` + pkg + `.test]","Action":"build-output","Output":"e2e/kube/stop_test.go:3:28: undefined: waitPod\n"}
+{"ImportPath":"` + pkg + ` [` + pkg + `.test]","Action":"build-output","Output":"test/e2e/kube/stop_test.go:3:28: undefined: waitPod\n"}
 {"ImportPath":"` + pkg + ` [` + pkg + `.test]","Action":"build-fail"}
 {"Time":"2026-11-28T23:40:46.362043316Z","Action":"start","Package":"` + pkg + `"}
 {"Time":"2026-11-28T23:40:46.362184811Z","Action":"output","Package":"` + pkg + `","Output":"FAIL\t` + pkg + ` [build failed]\n"}

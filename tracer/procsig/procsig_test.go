@@ -161,7 +161,7 @@ func TestSignalfdMask(t *testing.T) {
 // A permission error on /proc/PID/ns or /proc/PID/fd names the capability
 // that passes the kernel's ptrace access check; other errors stay as they
 // are. (The real refusal needs a process without CAP_SYS_PTRACE:
-// e2e/privilege_test.go.)
+// test/e2e/privilege_test.go.)
 func TestNeedsPtrace(t *testing.T) {
 	denied := &fs.PathError{Op: "readlink", Path: "/proc/1/ns/pid", Err: syscall.EACCES}
 	err := NeedsPtrace(denied)

@@ -18,7 +18,7 @@ import (
 // (--pid container:...). Each reads the audit's prediction before the stop,
 // runs `sigscope timeline` during it, and records the kernel's stream of
 // that stop (`sigscope trace`), written to episodes/timeline/testdata/streams/ when
-// SIGSCOPE_RECORD_STREAMS names that directory (e2e/testdata/record.sh).
+// SIGSCOPE_RECORD_STREAMS names that directory (test/e2e/testdata/record.sh).
 
 // stopCase is one scenario.
 type stopCase struct {

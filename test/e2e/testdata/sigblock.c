@@ -4,7 +4,7 @@
  * kernel queues runc's SIGTERM (a blocked signal is never dropped at
  * generation) but nothing ever dequeues it, so `docker stop` waits the
  * whole timeout and SIGKILLs. Built static by the e2e tests
- * (e2e/inits_test.go) for the image sigscope-e2e-inits. */
+ * (test/e2e/inits_test.go) for the image sigscope-e2e-inits. */
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>

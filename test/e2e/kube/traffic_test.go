@@ -16,7 +16,7 @@ import (
 	"github.com/sigscope/sigscope/internal/testutil"
 )
 
-// trafficServer builds e2e/testdata/traffic/server.go static into a
+// trafficServer builds test/e2e/testdata/traffic/server.go static into a
 // directory the pods mount (hostPath): no registry, no image to build.
 func trafficServer(t *testing.T) string {
 	t.Helper()

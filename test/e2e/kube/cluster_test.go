@@ -29,7 +29,7 @@ type cluster struct {
 // whose env file exists must answer: a stale one is a failure.
 func requireCluster(t *testing.T) *cluster {
 	t.Helper()
-	candidates := []string{filepath.Join("..", "..", ".cluster", "env")}
+	candidates := []string{filepath.Join("..", "..", "..", ".cluster", "env")}
 	if kc := os.Getenv("KUBECONFIG"); kc != "" && !strings.Contains(kc, string(filepath.ListSeparator)) {
 		candidates = append(candidates, filepath.Join(filepath.Dir(kc), "env"))
 	}

@@ -36,7 +36,7 @@ import (
 //
 // Each stop reads the audit's prediction before it, runs the timeline
 // during it and records its kernel stream (runStop; stream files
-// runtime_*.jsonl with e2e/testdata/record.sh).
+// runtime_*.jsonl with test/e2e/testdata/record.sh).
 
 const runtimesTag = "sigscope-e2e-runtimes:latest"
 

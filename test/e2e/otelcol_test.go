@@ -31,7 +31,7 @@ var (
 func otelcolBinary(t *testing.T) string {
 	t.Helper()
 	otelcolOnce.Do(func() {
-		root, err := filepath.Abs("..")
+		root, err := filepath.Abs(filepath.Join("..", ".."))
 		if err != nil {
 			otelcolErr = err
 			return

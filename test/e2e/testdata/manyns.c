@@ -1,5 +1,5 @@
 /* manyns: makes N short-lived pid namespaces, one after the other, and
- * stops each one, for e2e/many_test.go.
+ * stops each one, for test/e2e/many_test.go.
  *
  *   manyns N INTERVAL_US
  *

@@ -188,7 +188,7 @@ func TestLeastPrivilege(t *testing.T) {
 // ("bpf").
 func privChartCaps(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile("../deploy/manifests/sigscope.yaml")
+	data, err := os.ReadFile("../../deploy/manifests/sigscope.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

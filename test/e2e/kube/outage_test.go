@@ -18,7 +18,7 @@ import (
 // the agent's only way to the API server: the DaemonSet's pod is on the
 // bridge, kubectl and the kubelet use 127.0.0.1.
 func relay(ctx context.Context, action string) error {
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join("..", "..", "test", "cluster", "relay.sh"), action)
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join("..", "..", "..", "test", "cluster", "relay.sh"), action)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("relay.sh %s: %v\n%s", action, err, out)
 	}

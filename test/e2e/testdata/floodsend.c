@@ -6,7 +6,7 @@
  * Every kill(2) is one signal_generate with result IGNORED and no delivery:
  * one event for sigscope per signal, and nothing else. Self-directed so that
  * a flood needs no second process; C so that nothing but kill(2) runs (a Go
- * sender adds its runtime's own signals). Built by e2e/flood_test.go. */
+ * sender adds its runtime's own signals). Built by test/e2e/flood_test.go. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

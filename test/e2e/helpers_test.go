@@ -56,7 +56,7 @@ func initsImage(t *testing.T) string {
 func buildInitsImage(t *testing.T, base string) (string, error) {
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
-		return "", fmt.Errorf("gcc not found: the inits image compiles e2e/testdata/sigblock.c and fwdinit.c with `gcc -static`; install gcc and libc6-dev (apt-get install gcc libc6-dev)")
+		return "", fmt.Errorf("gcc not found: the inits image compiles test/e2e/testdata/sigblock.c and fwdinit.c with `gcc -static`; install gcc and libc6-dev (apt-get install gcc libc6-dev)")
 	}
 	dir := t.TempDir()
 	for _, prog := range []string{"sigblock", "fwdinit"} {
@@ -222,7 +222,7 @@ func describe(t *testing.T, line string) string {
 
 // saveStream writes a container's stop stream as
 // $SIGSCOPE_RECORD_STREAMS/<name>.jsonl when that variable names a
-// directory (e2e/testdata/record.sh sets it to episodes/timeline/testdata/streams).
+// directory (test/e2e/testdata/record.sh sets it to episodes/timeline/testdata/streams).
 func saveStream(t *testing.T, name string, stream []string) {
 	t.Helper()
 	dir := os.Getenv("SIGSCOPE_RECORD_STREAMS")

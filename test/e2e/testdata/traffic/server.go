@@ -1,5 +1,5 @@
 // An HTTP server as a container's main process, in the shapes users run it
-// (e2e/traffic_test.go). It listens on :8080 (or on its second argument's
+// (test/e2e/traffic_test.go). It listens on :8080 (or on its second argument's
 // address) and answers every request with "ok", then closes the connection
 // (HTTP/1.0). Its first argument says what it does on SIGTERM:
 //

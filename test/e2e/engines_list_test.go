@@ -14,7 +14,7 @@ import (
 // stage runs: CI's make test runs only the host's engine, so a test left
 // out of the list would never run on cgroup v2 in CI. No root needed.
 func TestCgroup2TestsListed(t *testing.T) {
-	mk, err := os.ReadFile("../Makefile")
+	mk, err := os.ReadFile("../../Makefile")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestCgroup2TestsListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	more, err := filepath.Glob("../container/*_test.go")
+	more, err := filepath.Glob("../../container/*_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}

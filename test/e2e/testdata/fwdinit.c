@@ -7,7 +7,7 @@
  * child with kill(). It reaps every child (it is PID 1: orphans come to it)
  * and when its own child ends it exits with 128 + the signal if the child
  * died by a signal, else with the child's exit code. This is a test program
- * for e2e/inits_test.go, built static for the image sigscope-e2e-inits; it
+ * for test/e2e/inits_test.go, built static for the image sigscope-e2e-inits; it
  * is not dumb-init. */
 #include <errno.h>
 #include <signal.h>

@@ -171,7 +171,7 @@ func floodSender(t *testing.T) string {
 	t.Helper()
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
-		t.Fatal("gcc not found: the flood test compiles e2e/testdata/floodsend.c (apt-get install gcc libc6-dev)")
+		t.Fatal("gcc not found: the flood test compiles test/e2e/testdata/floodsend.c (apt-get install gcc libc6-dev)")
 	}
 	bin := filepath.Join(t.TempDir(), "floodsend")
 	if out, err := exec.Command(gcc, "-O2", "-Wall", "-o", bin, filepath.Join("testdata", "floodsend.c")).CombinedOutput(); err != nil {

@@ -70,7 +70,7 @@ func TestAgentOTLPToCollectorDeployment(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "bash", filepath.Join("..", "..", "test", "cluster", "images.sh"), "--otelcol").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "bash", filepath.Join("..", "..", "..", "test", "cluster", "images.sh"), "--otelcol").CombinedOutput(); err != nil {
 		t.Fatalf("test/cluster/images.sh --otelcol: %v\n%s", err, out)
 	}
 	t.Logf("collector image built and imported in %v", time.Since(start).Round(100*time.Millisecond))

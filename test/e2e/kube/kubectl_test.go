@@ -24,7 +24,7 @@ func installAgent(t *testing.T, c *cluster, ns string, set ...string) {
 	t.Helper()
 	testutil.RequirePrivileged(t)
 	requireAgentImage(t, c)
-	script := filepath.Join("..", "..", "test", "cluster", "agent.sh")
+	script := filepath.Join("..", "..", "..", "test", "cluster", "agent.sh")
 	run := func(ctx context.Context, args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
 		cmd.Env = append(os.Environ(), "SIGSCOPE_AGENT_NAMESPACE="+ns, "SIGSCOPE_AGENT_SET="+strings.Join(set, ","))
@@ -62,7 +62,7 @@ func (c *cluster) plugin(t *testing.T, args ...string) (stdout, stderr string, e
 		if pluginErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "kubectl-sigscope"), "../../cmd/kubectl-sigscope").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "kubectl-sigscope"), "../../../cmd/kubectl-sigscope").CombinedOutput()
 		if err != nil {
 			pluginErr = fmt.Errorf("go build ./cmd/kubectl-sigscope: %v\n%s", err, out)
 		}
