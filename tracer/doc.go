@@ -11,14 +11,11 @@
 // The vocabulary is not its own: the event, signal, fate, flag and kind
 // types, the JSON form of an event, and the rules that classify a signal
 // (Classify, PredictFate) are tracer/sigvocab's, which links no loader.
-// Code in this module, this package's included, names them sigvocab.X, one
-// name for each. Because sigvocab is internal, vocab.go keeps type aliases
-// (Event, Process, Signal, SignalSet, Kind, Fate, Flags, TaskSnapshot and
-// the types of their fields) for programs outside the module: they are
-// what the exported API needs to be called (tracer.Event is the type Run
-// and Decode take), and nothing else is re-exported: no constant, variable
-// or function of the vocabulary. It does not know about containers, stop
-// timelines or output formats.
+// Every caller, inside this module or outside it, names them sigvocab.X
+// and imports tracer/sigvocab (no internal package: any program may): the
+// type Run and Decode take is [sigvocab.Event], and this package
+// re-exports none of the vocabulary. It does not know about containers,
+// stop timelines or output formats.
 //
 // Lifecycle: [New] loads and attaches, [Tracer.Run] blocks and delivers
 // events until its context ends, [Tracer.Stats] reports the per-CPU loss
