@@ -1,7 +1,9 @@
 // Package layers holds the repository's layout as a rule, and the test
 // that keeps the code to it. It has no code of its own.
 //
-// The folders, in the order a signal travels through them:
+// The folders, in the order a signal travels through them (the design
+// card's bpf/, tracer/, exporter/ and cmd/, with the resolution and episode
+// stages between tracer and exporter, and api/ for outside code):
 //
 //	bpf/         the eBPF programs (C): where the kernel decides a signal's fate
 //	tracer/      the vocabulary of events (sigvocab), the loader and ring reader
