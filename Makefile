@@ -73,7 +73,7 @@ test: ## Run every test, one package at a time (system-wide counters); privilege
 # The tests that run on each Docker engine (e2e's forEngine, container's forDaemon), and the
 # cgroup2-only daemon's own: make test-cgroup2 runs them on its engines only.
 # TESTFLAGS: more go test flags (CI: -v, for each test's and engine's time).
-CGROUP2_TESTS := ^(TestCgroup2Daemon|TestStopTrafficSidecar|TestDockerStopShellForm|TestDockerStopGraceful|TestInitSharedPidNS|TestInitSharedPidNSLeftover|TestDockerCgroupParent|TestDockerCgroupParentHostProcess|TestDockerDaemonCgroupParent|TestRealDockerLookup|TestRealDockerRemovedBeforeLookup)$$
+CGROUP2_TESTS := ^(TestCgroup2Daemon|TestStopTrafficSidecar|TestDockerStopShellForm|TestDockerStopGraceful|TestInitSharedPidNS|TestInitSharedPidNSLeftover|TestDockerCgroupParent|TestDockerCgroupParentHostProcess|TestDockerDaemonCgroupParent|TestRealDockerLookup|TestRealDockerRemovedBeforeLookup|TestRealDockerFiles)$$
 
 .PHONY: test-cgroup2
 test-cgroup2: ## Run the cgroup v2 suite (root, about 1.5 min): stops, shared pid namespaces, audit, cgroup-parent and v2 cgroup id resolution on a cgroup2-only Docker with runc 1.5 (make cluster's, built the first time); SIGSCOPE_ENGINES=host make test then runs the rest once

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,10 +68,37 @@ func (ix *cgroupIndex) watch(onNew func(rel string), onErr func(error)) (*cgroup
 		onErr(err)
 	}
 	for _, p := range paths {
-		onNew(p)
+		// A cgroup left empty (a runtime that died, or a pod's leftovers
+		// the kubelet has not removed yet) holds no process, so no event
+		// can come from it: not worth asking a runtime about. One made
+		// from now on is empty at first, and is always passed on.
+		if ix.populated(p) {
+			onNew(p)
+		}
 	}
 	go w.run()
 	return w, nil
+}
+
+// populated reports whether the cgroup rel holds a process in some
+// hierarchy, or may: false only when every hierarchy that has it says,
+// in its cgroup.procs, that it holds none.
+func (ix *cgroupIndex) populated(rel string) bool {
+	seen := false
+	for _, h := range ix.hier {
+		if h == nil {
+			continue
+		}
+		procs, err := os.ReadFile(filepath.Join(h.root, rel, "cgroup.procs"))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil || len(procs) > 0:
+			return true
+		}
+		seen = true
+	}
+	return !seen
 }
 
 // rewalkLocked walks every hierarchy, watching each directory, and appends

@@ -2,12 +2,15 @@ package container
 
 import (
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
@@ -100,5 +103,34 @@ func TestWatchForgetsRemovedAfterTTL(t *testing.T) {
 	h.clock.advance(2 * time.Second)
 	if info := r.Lookup(p); info != nil {
 		t.Fatalf("a TTL after removal: %+v, want nil", info)
+	}
+}
+
+// Cgroups there at the start are enriched in the background, unless they
+// hold no process (a runtime's leftovers): no event can come from those,
+// and a runtime that is gone would be asked about them, and fail, for
+// minutes.
+func TestEmptyCgroupsAtStartNotAsked(t *testing.T) {
+	h := newFakeHost(t)
+	emptyID, busyID := strings.Repeat("e", 64), strings.Repeat("b", 64)
+	for id, procs := range map[string]string{emptyID: "", busyID: "4242\n"} {
+		for _, v1 := range []bool{false, true} {
+			h.mkCgroup(v1, "/docker/"+id)
+			if err := os.WriteFile(filepath.Join(h.cgroupDir(v1, "/docker/"+id), "cgroup.procs"), []byte(procs), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	d := startFakeDocker(t, map[string]map[string]any{
+		emptyID: dockerInspectJSON(emptyID, "empty", nil, "", nil, 0),
+		busyID:  dockerInspectJSON(busyID, "busy", nil, "", nil, 4242),
+	})
+	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
+	waitMeta(t, r, busyID, func(i *identity.Info) bool { return i.Name == "busy" })
+	r.mu.Lock()
+	_, asked := r.metas.Get(emptyID)
+	r.mu.Unlock()
+	if asked {
+		t.Error("the empty cgroup's container was asked about")
 	}
 }

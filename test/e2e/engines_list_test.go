@@ -27,7 +27,7 @@ func TestCgroup2TestsListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	more, err := filepath.Glob("../../container/*_test.go")
+	more, err := filepath.Glob("../../containers/container/*_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
