@@ -175,7 +175,12 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 	}
 	resolver := container.NewResolver(f.runtime.options())
 	defer resolver.Close()
-	annotate := func(ep *timeline.Episode) { kubemeta.NotLearnt(ep, "no API server (--kubeconfig)") }
+	kube := func(c identity.Identity, _, _ time.Time) *timeline.KubeFacts {
+		if c.Pod == "" {
+			return nil
+		}
+		return &timeline.KubeFacts{Unread: timeline.KubeNoAPIServer}
+	}
 	var pipe atomic.Pointer[pipeline.Pipeline]
 	if f.kubeconfig != "" {
 		client, err := kubeClient(f.kubeconfig)
@@ -199,7 +204,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 		informers.Go(func() { pods.Run(ctx) })
-		annotate = pods.Annotate
+		kube = pods.Facts
 	}
 	p, err := pipeline.New(pipeline.Options{
 		Tracer: tracer.Options{
@@ -210,7 +215,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		},
 		Resolver:   resolver,
 		Timeline:   &topts,
-		Annotate:   annotate,
+		Kube:       kube,
 		OnEpisodes: print,
 	})
 	if err != nil {

@@ -167,7 +167,7 @@ func TestEndpoints(t *testing.T) {
 			AfterDeletion: dur(time.Second), AfterStop: dur(-time.Second)},
 	}
 	ep := timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "web-0", Namespace: "shop", Name: "app", PodUID: "u0"}}, StopAt: sec(3)}
-	p.Annotate(&ep)
+	annotate(p, &ep)
 	if !reflect.DeepEqual(ep.Endpoints, want) || ep.StopReason != ReasonDeleted || len(ep.NotLearnt) != 0 {
 		t.Errorf("annotated: %s %v endpoints\n%s\nwant\n%s", ep.StopReason, ep.NotLearnt, changes(ep.Endpoints), changes(want))
 	}
@@ -183,7 +183,7 @@ func TestEndpoints(t *testing.T) {
 	// A pod that no slice lists, another node's pod, another pod of the
 	// same name: none.
 	lonely := timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "lonely", Namespace: "shop", Name: "app"}}, StopAt: sec(3)}
-	p.Annotate(&lonely)
+	annotate(p, &lonely)
 	if lonely.Endpoints != nil || len(lonely.NotLearnt) != 0 {
 		t.Errorf("a pod in no slice: %v %v", lonely.Endpoints, lonely.NotLearnt)
 	}
@@ -229,7 +229,7 @@ func TestEndpointsForbidden(t *testing.T) {
 	go p.Run(ctx)
 	testutil.WaitFor(t, "the pods' informers and the slices' error", func() bool { return p.synced.Load() && p.slicesErr.Load() != nil })
 	ep := timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "web-0", Namespace: "shop", Name: "app"}}}
-	p.Annotate(&ep)
+	annotate(p, &ep)
 	if ep.StopReason != ReasonUnknown || ep.Endpoints != nil || len(ep.NotLearnt) != 1 ||
 		!strings.HasPrefix(ep.NotLearnt[0], "endpoints: the EndpointSlices were not read: ") || !strings.Contains(ep.NotLearnt[0], "forbidden") {
 		t.Errorf("without EndpointSlices: %q %v %q", ep.StopReason, ep.Endpoints, ep.NotLearnt)

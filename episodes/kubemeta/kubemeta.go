@@ -2,7 +2,6 @@ package kubemeta
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/containers/kubeclient"
 	"github.com/sigscope/sigscope/episodes/timeline"
 )
@@ -43,10 +43,7 @@ const (
 // ephemeral-storage limit) and for a hard node-pressure threshold a grace
 // override of 1 s (immediateEvictionGracePeriodSeconds), which kuberuntime
 // raises to its minimum of 2 s (minimumGracePeriodInSeconds) before the stop.
-const (
-	kubeletMinGrace     = 2 * time.Second
-	localStorageGraceBy = "the kubelet's eviction for a local storage limit (1 s, raised to the kubelet's minimum of 2 s)"
-)
+const kubeletMinGrace = 2 * time.Second
 
 // maxPods bounds the pods remembered, deleted ones included.
 const maxPods = 4096
@@ -313,7 +310,7 @@ func (p *Pods) event(o any) {
 // kubelet replaced (its ID in a lastState) was restarted, for the reason of
 // the kubelet's last Killing event of a restart; any other stop of a pod
 // being deleted is the deletion's.
-func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason string, grace time.Duration, from string) {
+func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason string, grace time.Duration, from timeline.GraceSource) {
 	key := namespace + "/" + pod
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -346,17 +343,17 @@ func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason
 	// (no deletion), where it takes it from (kuberuntime's
 	// setTerminationGracePeriod): a failed probe's own
 	// terminationGracePeriodSeconds, else the pod's.
-	kubeletGrace := func(reason string) (time.Duration, string) {
+	kubeletGrace := func(reason string) (time.Duration, timeline.GraceSource) {
 		if st == nil {
 			return 0, ""
 		}
 		if reason == ReasonProbeFailed && probe >= 0 {
 			if g := st.probeGraces[ctr][probe]; g != nil && *g >= 0 {
-				return time.Duration(*g) * time.Second, [...]string{"the liveness probe's terminationGracePeriodSeconds", "the startup probe's terminationGracePeriodSeconds"}[probe]
+				return time.Duration(*g) * time.Second, [...]timeline.GraceSource{timeline.GraceFromLivenessProbe, timeline.GraceFromStartupProbe}[probe]
 			}
 		}
 		if g := st.specGrace; g != nil && *g >= 0 {
-			return time.Duration(*g) * time.Second, "the pod's terminationGracePeriodSeconds"
+			return time.Duration(*g) * time.Second, timeline.GraceFromPod
 		}
 		return 0, ""
 	}
@@ -385,7 +382,7 @@ func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason
 			// The shutdown manager's override: its priority group's
 			// share of shutdownGracePeriod, or the pod's own grace
 			// when that is less.
-			return ReasonNodeShutdown, 0, "the kubelet's shutdownGracePeriod for the pod's priority, or the pod's terminationGracePeriodSeconds when less: the kubelet's configuration is not read"
+			return ReasonNodeShutdown, 0, timeline.GraceRuleNodeShutdown
 		}
 	}
 	if st == nil || st.deletedAt.IsZero() && st.disruption == "" {
@@ -396,7 +393,7 @@ func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason
 		return ReasonUnknown, 0, ""
 	}
 	if st.deleteGrace != nil && *st.deleteGrace >= 0 {
-		grace, from = time.Duration(*st.deleteGrace)*time.Second, "the pod's deletion (deletionGracePeriodSeconds)"
+		grace, from = time.Duration(*st.deleteGrace)*time.Second, timeline.GraceFromDeletion
 	}
 	switch st.disruption {
 	case "PreemptionByScheduler":
@@ -413,59 +410,46 @@ func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason
 
 // evictionGrace is the grace the kubelet's eviction manager applied to a pod
 // it evicted with the status message msg, and where it comes from; 0 with
-// a from that says why when the API server's record does not tell it.
-func evictionGrace(msg string) (time.Duration, string) {
+// the kubelet's rule when the API server's record does not tell it.
+func evictionGrace(msg string) (time.Duration, timeline.GraceSource) {
 	switch {
 	case strings.HasPrefix(msg, "Pod ephemeral local storage usage exceeds"),
 		strings.HasPrefix(msg, "Usage of EmptyDir volume"),
 		strings.HasPrefix(msg, "Container ") && strings.Contains(msg, "exceeded its local ephemeral storage limit"):
-		return kubeletMinGrace, localStorageGraceBy
+		return kubeletMinGrace, timeline.GraceFromLocalStorageEviction
 	case strings.HasPrefix(msg, "The node was low on resource"), strings.HasPrefix(msg, "The node had condition"):
-		return 0, "a node-pressure eviction: 1 s raised to the kubelet's minimum of 2 s after a hard threshold, the lesser of evictionMaxPodGracePeriod and the pod's terminationGracePeriodSeconds after a soft one; the kubelet's thresholds are not read"
+		return 0, timeline.GraceRuleNodePressure
 	}
-	return 0, "an eviction by the kubelet whose message this version does not know"
+	return 0, timeline.GraceRuleEviction
 }
 
-// Annotate sets a pod episode's stop reason, the grace period the kubelet
-// applied (a deletion's, when it gave one), its owner, and its endpoints
-// (see [Pods.Endpoints]).
-func (p *Pods) Annotate(ep *timeline.Episode) {
-	c := ep.Container
+// Facts are what the API server's records say of the stop of container c
+// of a pod, at stopAt (its start when no stop signal was seen): why the
+// kubelet stopped it, the grace it applied and where that came from, the
+// pod's workload, and its endpoints (see [Pods.Endpoints]); as values, for
+// timeline.Finish. nil for a container of no pod.
+func (p *Pods) Facts(c identity.Identity, stopAt, start time.Time) *timeline.KubeFacts {
 	if c.Pod == "" {
-		return
+		return nil
 	}
 	if p == nil || !p.synced.Load() {
-		NotLearnt(ep, "the API server was not read")
-		return
+		return &timeline.KubeFacts{Unread: timeline.KubeNotSynced}
 	}
-	at := ep.StopAt
+	at := stopAt
 	if at.IsZero() {
-		at = ep.Start
+		at = start
 	}
-	reason, grace, from := p.Explain(c.Namespace, c.Pod, c.Name, c.ID, at)
-	ep.StopReason = reason
-	ep.Owner = p.Owner(c.Namespace, c.Pod)
-	if grace > 0 && !ep.StopAt.IsZero() {
-		// Only a stop signal began a grace: a container that ended by
-		// itself (a crash, restarted after) or was SIGKILLed at once (one
-		// that was still starting) was given none, whatever the pod's
-		// Killing events say of its name.
-		ep.GracePeriod, ep.GraceFrom = grace, from
-	} else if grace == 0 && from != "" && !ep.StopAt.IsZero() {
-		// A grace the API server's records do not tell: say so, with
-		// the kubelet's rule, rather than show none or a guess.
-		ep.NotLearnt = append(ep.NotLearnt, "the applied grace period: "+from)
-	}
+	f := &timeline.KubeFacts{Owner: p.Owner(c.Namespace, c.Pod)}
+	f.Reason, f.Grace, f.GraceFrom = p.Explain(c.Namespace, c.Pod, c.Name, c.ID, at)
 	if !p.slicesSynced.Load() {
-		why := ""
 		if e := p.slicesErr.Load(); e != nil {
-			why = *e
+			f.EndpointsWhy = *e
 		}
-		ep.NotLearnt = append(ep.NotLearnt, timeline.EndpointsNotRead(why))
-		return
+		return f
 	}
-	ep.Endpoints = p.Endpoints(c.Namespace, c.Pod, c.PodUID, ep.StopAt)
-	ep.AddEndpointSteps()
+	f.EndpointsRead = true
+	f.Endpoints = p.Endpoints(c.Namespace, c.Pod, c.PodUID, stopAt)
+	return f
 }
 
 // Owner is the workload of the pod namespace/name as last seen; nil when
@@ -500,15 +484,6 @@ func WorkloadOf(pod *corev1.Pod) *timeline.Owner {
 		}
 	}
 	return o
-}
-
-// NotLearnt marks a pod episode whose stop reason and applied grace period
-// could not be read from the API server, and why.
-func NotLearnt(ep *timeline.Episode, why string) {
-	if ep.Container.Pod == "" {
-		return
-	}
-	ep.NotLearnt = append(ep.NotLearnt, fmt.Sprintf("stop_reason, owner and the applied grace period: %s", why))
 }
 
 // hookStart is the deletion of pod, seen at at, when a container of it has

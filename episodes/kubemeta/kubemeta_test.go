@@ -98,7 +98,7 @@ func TestExplain(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	ep := timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "deleted", Namespace: "shop", Name: "app"}}, StopAt: stop, GracePeriod: 30 * time.Second}
-	p.Annotate(&ep)
+	annotate(p, &ep)
 	if ep.StopReason != ReasonDeleted || ep.GracePeriod != time.Second || len(ep.NotLearnt) != 0 {
 		t.Errorf("after the pod went: %s %v %v", ep.StopReason, ep.GracePeriod, ep.NotLearnt)
 	}
@@ -106,7 +106,7 @@ func TestExplain(t *testing.T) {
 	// Without an API server the episode says what it could not learn.
 	var none *Pods
 	ep = timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "web", Namespace: "shop", Name: "app"}}}
-	none.Annotate(&ep)
+	annotate(none, &ep)
 	if ep.StopReason != "" || len(ep.NotLearnt) != 1 {
 		t.Errorf("without an API server: %q %v", ep.StopReason, ep.NotLearnt)
 	}
@@ -246,9 +246,9 @@ func TestExplainKubeletStops(t *testing.T) {
 		grace             time.Duration
 		from              string
 	}{
-		{"podstorage", "Evicted", "Pod ephemeral local storage usage exceeds the total limit of containers 2Mi. ", nil, ReasonEvicted, 2 * time.Second, localStorageGraceBy},
-		{"ctrstorage", "Evicted", `Container app exceeded its local ephemeral storage limit "1Mi". `, nil, ReasonEvicted, 2 * time.Second, localStorageGraceBy},
-		{"emptydir", "Evicted", `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `, nil, ReasonEvicted, 2 * time.Second, localStorageGraceBy},
+		{"podstorage", "Evicted", "Pod ephemeral local storage usage exceeds the total limit of containers 2Mi. ", nil, ReasonEvicted, 2 * time.Second, string(timeline.GraceFromLocalStorageEviction)},
+		{"ctrstorage", "Evicted", `Container app exceeded its local ephemeral storage limit "1Mi". `, nil, ReasonEvicted, 2 * time.Second, string(timeline.GraceFromLocalStorageEviction)},
+		{"emptydir", "Evicted", `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `, nil, ReasonEvicted, 2 * time.Second, string(timeline.GraceFromLocalStorageEviction)},
 		{"pressure", "Evicted", "The node was low on resource: memory. Threshold quantity: 100Mi, available: 90Mi. ",
 			[]corev1.PodCondition{byKubelet("The node was low on resource: memory.")}, ReasonEvicted, 0, "a node-pressure eviction"},
 		{"shutdown", "Terminated", "Pod was terminated in response to imminent node shutdown.",
@@ -256,7 +256,7 @@ func TestExplainKubeletStops(t *testing.T) {
 	} {
 		p.pod(pod(c.name, status(c.reason, c.msg, c.conds...)))
 		r, g, from := p.Explain("shop", c.name, "app", "", stop)
-		if r != c.want || g != c.grace || !strings.HasPrefix(from, c.from) {
+		if r != c.want || g != c.grace || !strings.HasPrefix(string(from), c.from) {
 			t.Errorf("%s: %s %v %q, want %s %v %q...", c.name, r, g, from, c.want, c.grace, c.from)
 		}
 	}
@@ -270,8 +270,14 @@ func TestExplainKubeletStops(t *testing.T) {
 	p.synced.Store(true)
 	p.slicesSynced.Store(true)
 	ep := timeline.Episode{Container: timeline.Container{Identity: identity.Identity{Pod: "pressure", Namespace: "shop", Name: "app"}}, StopAt: stop}
-	p.Annotate(&ep)
+	annotate(p, &ep)
 	if ep.StopReason != ReasonEvicted || ep.GracePeriod != 0 || ep.GraceFrom != "" || len(ep.NotLearnt) != 1 || !strings.HasPrefix(ep.NotLearnt[0], "the applied grace period: a node-pressure eviction") {
 		t.Errorf("node pressure: %s %v %q %q", ep.StopReason, ep.GracePeriod, ep.GraceFrom, ep.NotLearnt)
 	}
+}
+
+// annotate finishes ep with what p's records say of it, as the pipeline
+// does.
+func annotate(p *Pods, ep *timeline.Episode) {
+	timeline.Finish(ep, timeline.Facts{Kube: p.Facts(ep.Container.Identity, ep.StopAt, ep.Start)})
 }

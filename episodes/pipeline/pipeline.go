@@ -40,9 +40,11 @@ type Options struct {
 	// OnEpisodes, when not nil, gets the episodes as they complete. An
 	// error stops Run.
 	OnEpisodes func([]timeline.Episode) error
-	// Annotate, when not nil, completes each episode before OnEpisodes
-	// sees it (the stop reason from the API server).
-	Annotate func(*timeline.Episode)
+	// Kube, when not nil, is what the API server's records say of the
+	// stop of container c of a pod (kubemeta.Pods.Facts, or why they were
+	// not read), which finishes its episode with the resolver's name
+	// before OnEpisodes sees it (timeline.Finish).
+	Kube func(c identity.Identity, stopAt, start time.Time) *timeline.KubeFacts
 	// Connections, without a Timeline, has the kernel count the
 	// connections of each stopping container's network namespace and
 	// hands OnEvent a net event when its counts change and when its stop
@@ -385,6 +387,9 @@ func New(opts Options) (*Pipeline, error) {
 			cancel()
 			topts.History = &h
 		}
+		// The pipeline finishes the episodes, with what it learns of
+		// them after the engine settled them (handOver).
+		topts.Settled = opts.OnEpisodes != nil
 		p.engine = timeline.New(topts)
 	}
 	return p, nil
@@ -398,8 +403,11 @@ func (p *Pipeline) Engine() *timeline.Engine { return p.engine }
 
 func (p *Pipeline) episodes(eps []timeline.Episode) error { return p.handOver(eps, false) }
 
-// handOver names, annotates and hands over the completed episodes eps and
-// the held ones that are ready (every held one when final: the end).
+// handOver finishes and hands over the settled episodes eps and the held
+// ones that are ready (every held one when final: the end). The pipeline
+// orders the stages; their rules are the resolver's, kubemeta's and the
+// timeline's: it gathers the facts (the name the resolver knows now, the
+// API server's record of the pod) and timeline.Finish applies them.
 func (p *Pipeline) handOver(eps []timeline.Episode, final bool) error {
 	if p.opts.OnEpisodes == nil || len(eps) == 0 && len(p.held) == 0 {
 		return nil
@@ -408,16 +416,27 @@ func (p *Pipeline) handOver(eps []timeline.Episode, final bool) error {
 	if !final && len(eps) == 0 && now.Sub(p.heldAt) < holdPoll {
 		return nil // held ones are looked at again every holdPoll, not per event
 	}
-	if r := p.opts.Resolver; r != nil {
+	r := p.opts.Resolver
+	if r != nil {
 		eps = p.naming(r, eps, now, final)
 		if len(eps) == 0 {
 			return nil
 		}
 	}
-	if p.opts.Annotate != nil {
-		for i := range eps {
-			p.opts.Annotate(&eps[i])
+	for i := range eps {
+		ep := &eps[i]
+		var f timeline.Facts
+		id := ep.Container.Identity
+		if r != nil {
+			f.Container, f.NameUnknown = known(r, ep)
+			if f.Container != nil {
+				id = f.Container.Identity
+			}
 		}
+		if p.opts.Kube != nil {
+			f.Kube = p.opts.Kube(id, ep.StopAt, ep.Start)
+		}
+		timeline.Finish(ep, f)
 	}
 	return p.opts.OnEpisodes(eps)
 }
@@ -449,8 +468,7 @@ func (p *Pipeline) naming(r *container.Resolver, eps []timeline.Episode, now tim
 	p.heldAt = now
 	kept := p.held[:0]
 	for _, h := range p.held {
-		nameEpisode(r, &h.ep)
-		if all || h.ep.Container.Name != "" || !now.Before(h.until) || !r.Asking(h.ep.Container.ID) {
+		if all || named(r, &h.ep) || !now.Before(h.until) || !r.Asking(h.ep.Container.ID) {
 			out = append(out, h.ep)
 		} else {
 			kept = append(kept, h)
@@ -459,8 +477,7 @@ func (p *Pipeline) naming(r *container.Resolver, eps []timeline.Episode, now tim
 	clear(p.held[len(kept):])
 	p.held = kept
 	for _, ep := range eps {
-		nameEpisode(r, &ep)
-		if !all && ep.Container.ID != "" && ep.Container.Name == "" && len(p.held) < maxHeld && r.Asking(ep.Container.ID) {
+		if !all && ep.Container.ID != "" && !named(r, &ep) && len(p.held) < maxHeld && r.Asking(ep.Container.ID) {
 			p.held = append(p.held, heldEpisode{ep, now.Add(holdUnnamed)})
 			continue
 		}
@@ -469,30 +486,34 @@ func (p *Pipeline) naming(r *container.Resolver, eps []timeline.Episode, now tim
 	return out
 }
 
-// nameEpisode gives an episode whose container is known by its ID only,
-// or was named from its runtime's files, what the resolver knows of it
-// now: the engine took the container's identity from the stop's first
-// events, and a runtime that was slow then may have answered since (the
-// resolver asks again until it does). Named from the files still, the
-// episode says so and what they lacked; still unnamed, it says why. Once
-// per episode, from the resolver's cache: no I/O.
-func nameEpisode(r *container.Resolver, ep *timeline.Episode) {
+// known is what the resolver knows now of the container of ep, when the
+// engine took less (its identity came from the stop's first events, and a
+// runtime that was slow then may have answered since: the resolver asks
+// again until it does; or the runtime's files named it first), and why it
+// still has no name. From the resolver's cache: no I/O.
+func known(r *container.Resolver, ep *timeline.Episode) (*identity.Info, string) {
 	c := &ep.Container
 	if c.ID == "" || c.Name != "" && c.IdentityFrom == "" {
-		return
+		return nil, ""
 	}
 	info, why := r.Known(c.ID)
 	if info != nil && info.Name != "" {
-		*c = timeline.ContainerOf(info, c.PidNS)
-		return
-	}
-	if c.Name != "" {
-		return // named from the files when it ran; the resolver has forgotten it since
+		return info, ""
 	}
 	if why == "" {
 		why = "the resolver no longer remembers it"
 	}
-	c.NameUnknown = why
+	return nil, why
+}
+
+// named reports whether ep's container has a name, or the resolver has one
+// for it now.
+func named(r *container.Resolver, ep *timeline.Episode) bool {
+	if ep.Container.Name != "" {
+		return true
+	}
+	info, _ := known(r, ep)
+	return info != nil
 }
 
 // Run processes events until ctx ends or a callback fails, then completes

@@ -160,12 +160,13 @@ func (ep *episode) order() {
 
 // finish decides the outcome of an ordered episode from its facts, then
 // has the words write what it says.
-func (ep *episode) finish() {
+// settle sets what the kernel's record alone says of a completed
+// episode: its main process's language runtime, its preStop hook, the
+// grace the stopper applied as the record shows it. The rest is Finish's.
+func (ep *episode) settle() {
 	ep.Main.Runtime = ep.mainRuntime()
 	ep.PreStop = ep.preStop()
 	ep.GracePeriod = ep.appliedGrace()
-	ep.Outcome = decide(ep.facts())
-	ep.words()
 }
 
 // graceEarly and graceLate bound when a SIGKILL counts as the end of the

@@ -85,6 +85,12 @@ type Options struct {
 	// not unfinished. Without it (a recording, a runtime that keeps no
 	// record, such as CRI's) the cautious rule above holds.
 	History *identity.StopHistory
+	// Settled: the engine hands out settled episodes, which the caller
+	// finishes with [Finish] and what it learnt of them (the live
+	// pipeline: the resolver's names, the API server's records). Off, the
+	// engine finishes each with none as it completes (a recording
+	// replayed, the tests).
+	Settled bool
 }
 
 // Stats counts episodes since the engine was made; monotonic totals except
@@ -393,9 +399,12 @@ func (e *Engine) complete(ep *episode, out *[]Episode) {
 	if ep.mainKnown && ep.exited {
 		e.starts.forget(procKey{ep.Main.PID, ep.mainNS})
 	}
-	ep.finish()
 	e.stats.Completed++
+	ep.Episode.settled = ep
 	*out = append(*out, ep.Episode)
+	if !e.opts.Settled {
+		Finish(&(*out)[len(*out)-1], Facts{})
+	}
 }
 
 // beganUnseen reports whether the episode may have begun before tracing

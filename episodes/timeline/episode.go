@@ -231,6 +231,7 @@ type stepFacts struct {
 	n        uint64               // a traffic step: how many of its kind the kernel counted
 	last     time.Time            // a traffic step: the last of its kind
 	died     bool                 // a cut step: the main process's end was seen
+	endpoint *EndpointChange      // an endpoint step: the change in the pod's Service
 }
 
 // Episode is the story of one container stop. Times are zero when absent.
@@ -294,7 +295,7 @@ type Episode struct {
 	// GraceFrom says where the applied grace came from, when the API
 	// server said ("the pod's deletion (deletionGracePeriodSeconds)", "the
 	// liveness probe's terminationGracePeriodSeconds", ...); "" otherwise.
-	GraceFrom string
+	GraceFrom GraceSource
 	// StopTimeout is the container's configured wait before SIGKILL: the
 	// pod's terminationGracePeriodSeconds, or Docker's StopTimeout; 0 when
 	// the runtime did not say. The stopper may apply another.
@@ -330,6 +331,12 @@ type Episode struct {
 	// AtKill is what the main process was doing when the SIGKILL came
 	// (atkill.go); nil when the kernel read nothing.
 	AtKill *AtKill
+
+	// settled is the engine's record of the episode, from its settling
+	// until Finish finishes it (Options.Settled); nil after.
+	settled *episode
+	// summary and race are what Finish wrote for Summary and EndpointRace.
+	summary, race string
 }
 
 // KillAfter is the time from the stop signal to the SIGKILL, the part of

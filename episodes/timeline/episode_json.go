@@ -411,7 +411,7 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 		}
 	}
 	if ep.GracePeriod > 0 {
-		j.GracePeriod, j.GraceFrom = seconds(ep.GracePeriod), textsafe.UTF8(ep.GraceFrom)
+		j.GracePeriod, j.GraceFrom = seconds(ep.GracePeriod), textsafe.UTF8(string(ep.GraceFrom))
 	}
 	if ep.StopTimeout > 0 {
 		j.StopTimeout = seconds(ep.StopTimeout)
@@ -517,7 +517,7 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		out.AtKill = atKillFromJSON(j.AtKill)
 	}
 	if j.GracePeriod != nil {
-		out.GracePeriod, out.GraceFrom = fromSeconds(*j.GracePeriod), j.GraceFrom
+		out.GracePeriod, out.GraceFrom = fromSeconds(*j.GracePeriod), GraceSource(j.GraceFrom)
 	}
 	if j.StopTimeout != nil {
 		out.StopTimeout = fromSeconds(*j.StopTimeout)

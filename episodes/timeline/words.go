@@ -47,6 +47,7 @@ func (ep *episode) words() {
 		t.Verdict = trafficVerdict(t)
 		t.Hint = trafficHint(ep)
 	}
+	ep.summary, ep.race = ep.summaryText(), ep.raceText()
 }
 
 // stepText tells one step.
@@ -113,6 +114,10 @@ func stepText(s *Step) string {
 			who = procText(s.Target)
 		}
 		return fmt.Sprintf("%s cut: still open when %s died", count(f.n, "connection"), who)
+	case StepEndpoint:
+		if f.endpoint != nil {
+			return endpointStepText(f.endpoint, s.Time)
+		}
 	case StepProcessExit, StepMainExit:
 		if f.event == sigvocab.KindExec {
 			return fmt.Sprintf("%s, %s, ends after %.3fs: exit status %d", sessionName(f), procText(s.Target), s.Time.Sub(f.began).Seconds(), f.status)
@@ -191,6 +196,14 @@ func namedSender(p *Proc, f *stepFacts) string {
 // signal, when the SIGKILL came against the grace period, the exit status
 // and the cascade. It quotes untrusted comms unescaped, like Step.Text.
 func (ep *Episode) Summary() string {
+	if ep.summary != "" {
+		return ep.summary
+	}
+	return ep.summaryText()
+}
+
+// summaryText is the summary, from the finished episode's fields.
+func (ep *Episode) summaryText() string {
 	who := ep.who()
 	reraiseDropped := ep.ReraiseVerdict.Dropped()
 	var parts []string
@@ -853,17 +866,17 @@ func capitalize(s string) string {
 	return string(s[0]-'a'+'A') + s[1:]
 }
 
-// AddEndpointSteps puts a step in the timeline, at its time, for the first
-// change of the pod's endpoint in each Service (Endpoints), with its words:
-// the annotation that learnt them comes after the episode completed, so its
-// steps are written here, not with the others.
-func (ep *Episode) AddEndpointSteps() {
-	for _, c := range ep.Endpoints {
+// addEndpointSteps puts a step in the timeline, at its time, for the first
+// change of the pod's endpoint in each Service (Endpoints); its words are
+// written with the others'.
+func (ep *Episode) addEndpointSteps() {
+	for i := range ep.Endpoints {
+		c := &ep.Endpoints[i]
 		first := c.First()
 		if first.IsZero() {
 			continue
 		}
-		s := Step{At: first.Sub(ep.Start), Time: first, Kind: StepEndpoint, Text: endpointStepText(&c, first)}
+		s := Step{At: first.Sub(ep.Start), Time: first, Kind: StepEndpoint, facts: stepFacts{endpoint: c}}
 		i, _ := slices.BinarySearchFunc(ep.Steps, first, func(s Step, t time.Time) int {
 			if s.Time.After(t) {
 				return 1
@@ -898,6 +911,14 @@ func endpointStepText(c *EndpointChange, first time.Time) string {
 // count) against when its endpoint first left a Service (from the API
 // server, as the agent saw it). "" when either was not measured.
 func (ep *Episode) EndpointRace() string {
+	if ep.race != "" {
+		return ep.race
+	}
+	return ep.raceText()
+}
+
+// raceText is the race, from the finished episode's fields.
+func (ep *Episode) raceText() string {
 	t := ep.Traffic
 	if t == nil || t.Unread != "" || len(ep.Endpoints) == 0 {
 		return ""

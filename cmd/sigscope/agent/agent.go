@@ -330,7 +330,7 @@ func (a *Agent) newPipeline() (*pipeline.Pipeline, error) {
 			}
 			return nil
 		},
-		Annotate: a.annotate,
+		Kube: a.kubeFacts,
 		OnEpisodes: func(eps []timeline.Episode) error {
 			a.complete(eps)
 			a.snapshotEngine(p.Engine())
@@ -382,13 +382,16 @@ func (a *Agent) release() {
 	})
 }
 
-// annotate adds why a pod's container was stopped, from the API server.
-func (a *Agent) annotate(ep *timeline.Episode) {
+// kubeFacts is what the API server's records say of a pod's container's
+// stop, or that the agent has no client to read them.
+func (a *Agent) kubeFacts(c identity.Identity, stopAt, start time.Time) *timeline.KubeFacts {
 	if a.pods == nil {
-		kubemeta.NotLearnt(ep, "no Kubernetes client (sigscope serve --kube-events)")
-		return
+		if c.Pod == "" {
+			return nil
+		}
+		return &timeline.KubeFacts{Unread: timeline.KubeNoClient}
 	}
-	a.pods.Annotate(ep)
+	return a.pods.Facts(c, stopAt, start)
 }
 
 // complete records finished episodes: the API's ring numbers them, then
