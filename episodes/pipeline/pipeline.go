@@ -70,9 +70,9 @@ type Pipeline struct {
 	// sweptAt is when the kernel's watched namespaces were last looked at
 	// (sweepWatched).
 	sweptAt time.Time
-	// hooks are the namespaces watched from a preStop hook's start
-	// (watchHook), until a stop signal takes the count up.
-	hooks map[uint32]hookWatch
+	// hooks are the counts begun from preStop hooks (timeline.HookCounts
+	// decides when they begin, are taken up and are let go).
+	hooks *timeline.HookCounts
 	// hookStarts are the counts HookStarted handed over from other
 	// goroutines, for the reader to begin (takeHookStarts).
 	hookMu     sync.Mutex
@@ -82,57 +82,30 @@ type Pipeline struct {
 	following map[uint32]*followed
 }
 
-// hookWatch is a count begun at an exec that looked like the container's
-// preStop hook: pid is the hook's process, ended when it exited.
-type hookWatch struct {
-	pid   uint32
-	ended time.Time
-}
-
-// hookGrace is how long after a hook-like exec ended the count waits for
-// the stop signal that follows a real preStop hook (the kubelet sends it
-// as the hook returns) before it is let go: the exec was something else
-// (a kubectl exec of the same program), and its count must not stand for
-// a later stop's.
-const hookGrace = 2 * time.Second
-
 // watchHook begins the count of a container's connections at its preStop
 // hook's start, which comes before the stop signal that would begin it
-// otherwise; it ends a count begun at an exec that no stop signal
-// followed; and a watched stop signal takes the count up.
+// otherwise, when timeline.HookCounts says so, and has them follow e.
 func (p *Pipeline) watchHook(e *sigvocab.Event, target *identity.Info) {
-	switch {
-	case e.Kind == sigvocab.KindExec && e.NetNS != 0 && !e.Flags.Has(sigvocab.FlagNetShared) && target != nil &&
-		target.PreStop.RunsAs(e.Target.Comm.String()):
-		// Not in a namespace shared with the runtime (hostNetwork): its
-		// connections would be the node's.
+	if p.hooks == nil {
+		p.hooks = timeline.NewHookCounts(maxHeld)
+	}
+	if p.hooks.Begins(e, target) {
 		if err := p.t.Watch(e.NetNS, e.Time); err != nil {
 			p.log().Warn("counting connections from a preStop hook", "netns", e.NetNS, "error", err)
 			return
 		}
-		if p.hooks == nil {
-			p.hooks = make(map[uint32]hookWatch)
-		}
-		if len(p.hooks) < maxHeld {
-			p.hooks[e.NetNS] = hookWatch{pid: e.Target.PID}
-		}
-	case e.Kind == sigvocab.KindGenerate && e.NetNS != 0:
-		delete(p.hooks, e.NetNS) // the stop signal came: the count is the stop's
-	case e.Kind == sigvocab.KindExit && len(p.hooks) > 0:
-		for netns, h := range p.hooks {
-			if h.pid == e.Target.PID && h.ended.IsZero() {
-				h.ended = e.Time
-				p.hooks[netns] = h
-			}
-		}
+		p.hooks.Begun(e.NetNS, e.Target.PID, time.Time{})
+		return
 	}
+	p.hooks.Saw(e)
 }
 
 // HookStarted begins the count of a container's connections at the start
 // of a preStop hook the kubelet runs itself (sleep, httpGet), which nothing
 // in the container marks: the API server's report of its pod's deletion
 // (kubemeta.HookStart) is the start, at. Until is the hook's end at the
-// latest: a count no stop signal took up hookGrace after it is let go.
+// latest: a count no stop signal took up timeline.HookGrace after it is
+// let go.
 // Safe from any goroutine: it finds the container's network namespace
 // (its main process's, from the resolver and /proc) and hands the watch to
 // the reader, which it wakes.
@@ -207,25 +180,23 @@ func (p *Pipeline) takeHookStarts() {
 			continue
 		}
 		if p.hooks == nil {
-			p.hooks = make(map[uint32]hookWatch)
+			p.hooks = timeline.NewHookCounts(maxHeld)
 		}
-		if len(p.hooks) < maxHeld {
-			p.hooks[h.netns] = hookWatch{ended: h.until}
-		}
+		p.hooks.Begun(h.netns, 0, h.until)
 	}
 }
 
-// endHooks lets go the counts begun at hook-like execs that no stop signal
-// followed within hookGrace.
+// endHooks lets go the counts begun from hooks that no stop signal took up
+// in time (timeline.HookCounts.LetGo).
 func (p *Pipeline) endHooks(now time.Time) {
-	for netns, h := range p.hooks {
-		if !h.ended.IsZero() && now.Sub(h.ended) > hookGrace {
-			delete(p.hooks, netns)
-			if p.engine == nil || !p.engine.Watching(netns) {
-				_ = p.t.Unwatch(netns)
-			}
-		}
+	if p.hooks == nil {
+		return
 	}
+	p.hooks.LetGo(now, func(netns uint32) {
+		if p.engine == nil || !p.engine.Watching(netns) {
+			_ = p.t.Unwatch(netns)
+		}
+	})
 }
 
 // lookupMemo remembers the resolver's answers for the current clock
@@ -340,12 +311,7 @@ func New(opts Options) (*Pipeline, error) {
 				p.err = p.episodes(p.engine.Advance(now))
 			}
 			if p.err == nil {
-				next = p.engine.Deadline()
-				for _, h := range p.hooks {
-					if at := h.ended.Add(hookGrace + time.Millisecond); !h.ended.IsZero() && (next.IsZero() || at.Before(next)) {
-						next = at
-					}
-				}
+				next = minTime(p.engine.Deadline(), p.hooks.Next())
 			}
 			if p.err == nil && len(p.held) > 0 {
 				// Named since, or held long enough: out they go.

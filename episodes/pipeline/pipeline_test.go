@@ -142,7 +142,7 @@ func TestPipelineEpisodeAtDeadline(t *testing.T) {
 }
 
 // A count begun at a hook-like exec is let go when no stop signal follows
-// within hookGrace of the exec's end (a kubectl exec of the hook's program,
+// within timeline.HookGrace of the exec's end (a kubectl exec of the hook's program,
 // say), and so is one begun at a sleep hook's start (HookStarted) past the
 // hook's end; a stop signal takes a count up. Through the real tracer's
 // table of watched namespaces.
@@ -189,13 +189,13 @@ func TestHookCountLetGo(t *testing.T) {
 		t.Fatalf("after the execs: hook's %v, another program's %v", watched(lone), watched(other))
 	}
 	exit(4101, base.Add(time.Second))
-	p.endHooks(base.Add(time.Second + hookGrace))
+	p.endHooks(base.Add(time.Second + timeline.HookGrace))
 	if !watched(lone) {
-		t.Fatal("let go within hookGrace of the exec's end")
+		t.Fatal("let go within timeline.HookGrace of the exec's end")
 	}
-	p.endHooks(base.Add(time.Second + hookGrace + time.Millisecond))
+	p.endHooks(base.Add(time.Second + timeline.HookGrace + time.Millisecond))
 	if watched(lone) {
-		t.Error("a count no stop signal took up is still watched past hookGrace")
+		t.Error("a count no stop signal took up is still watched past timeline.HookGrace")
 	}
 
 	// A real hook: the stop signal follows and takes the count up.
@@ -203,7 +203,7 @@ func TestHookCountLetGo(t *testing.T) {
 	exit(4102, base.Add(2*time.Second))
 	p.watchHook(&sigvocab.Event{Kind: sigvocab.KindGenerate, Time: base.Add(2 * time.Second), NetNS: stopped, Signal: sigvocab.SIGTERM}, info)
 	p.endHooks(base.Add(time.Minute))
-	if _, held := p.hooks[stopped]; held {
+	if p.hooks.Counting(stopped) {
 		t.Error("the stop signal did not take the count up")
 	}
 
@@ -213,11 +213,11 @@ func TestHookCountLetGo(t *testing.T) {
 	if w, _ := p.t.Watched(); w[slept].Sub(base).Abs() > time.Millisecond {
 		t.Fatalf("sleep hook: watched since %v, want %v", w[slept], base)
 	}
-	p.endHooks(base.Add(5*time.Second + hookGrace))
+	p.endHooks(base.Add(5*time.Second + timeline.HookGrace))
 	if !watched(slept) {
-		t.Fatal("a sleep hook's count let go before its end and hookGrace")
+		t.Fatal("a sleep hook's count let go before its end and timeline.HookGrace")
 	}
-	p.endHooks(base.Add(5*time.Second + hookGrace + time.Millisecond))
+	p.endHooks(base.Add(5*time.Second + timeline.HookGrace + time.Millisecond))
 	if watched(slept) {
 		t.Error("a sleep hook's count no stop signal took up is still watched")
 	}
