@@ -223,14 +223,14 @@ func TestFailedWritesAreRetried(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("ObserveEpisode blocked %v on a failing disk", d)
 	}
-	waitFor(t, func() bool { return j.Stats().Errors >= 3 })
+	testutil.WaitFor(t, "the journal's counters", func() bool { return j.Stats().Errors >= 3 })
 	if st := j.Stats(); st.Written != 0 || st.Dropped == 0 {
 		t.Errorf("on a failing disk: %+v, want nothing written and the queue's overflow dropped", st)
 	}
 	if err := os.Remove(dir); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return j.Stats().Written >= 1 })
+	testutil.WaitFor(t, "the journal's counters", func() bool { return j.Stats().Written >= 1 })
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -253,9 +253,4 @@ func TestSecondWriterRefused(t *testing.T) {
 		_ = j2.Close()
 		t.Fatal("a second Open of the same directory succeeded")
 	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	testutil.WaitFor(t, "the journal's counters", cond)
 }

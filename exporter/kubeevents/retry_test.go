@@ -48,16 +48,6 @@ func running(r *Recorder) *Recorder {
 	return r
 }
 
-// accounted checks that every event let through the rate limit is sent,
-// failed, dropped or still queued: none is lost uncounted.
-func accounted(t *testing.T, r *Recorder, allowed uint64) {
-	t.Helper()
-	if got := r.Sent() + r.Failed() + r.Dropped() + uint64(r.Queued()); got != allowed {
-		t.Errorf("sent %d + failed %d + dropped %d + queued %d = %d, want the %d events allowed",
-			r.Sent(), r.Failed(), r.Dropped(), r.Queued(), got, allowed)
-	}
-}
-
 func TestTransient(t *testing.T) {
 	gr := schema.GroupResource{Resource: "events"}
 	for _, tc := range []struct {
@@ -244,7 +234,7 @@ sigscope_kube_events_queued 3
 `), "sigscope_kube_events_queued"); err != nil {
 		t.Error(err)
 	}
-	accounted(t, r, 6)
+	testutil.Accounted(t, r, 6)
 
 	down.Store(false)
 	testutil.WaitFor(t, "the queued events sent", func() bool { return r.Sent() == 3 })

@@ -99,14 +99,6 @@ func observe(s *Sender, n int, from int) {
 	}
 }
 
-func accounted(t *testing.T, s *Sender, observed uint64) {
-	t.Helper()
-	if got := s.Sent() + s.Failed() + s.Dropped() + uint64(s.Queued()); got != observed {
-		t.Errorf("sent %d + failed %d + dropped %d + queued %d = %d, want %d",
-			s.Sent(), s.Failed(), s.Dropped(), s.Queued(), got, observed)
-	}
-}
-
 func TestSenderSends(t *testing.T) {
 	f := &fakeExporter{}
 	s := newTestSender(t, f, Options{BatchSize: 3})
@@ -118,7 +110,7 @@ func TestSenderSends(t *testing.T) {
 			t.Errorf("record %d: %q, out of order", i, b)
 		}
 	}
-	accounted(t, s, 10)
+	testutil.Accounted(t, s, 10)
 }
 
 // The collector away, then back: what was queued arrives, in order, and
@@ -128,7 +120,7 @@ func TestSenderOutage(t *testing.T) {
 	s := newTestSender(t, f, Options{QueueSize: 5, BatchSize: 2})
 	observe(s, 12, 0)
 	testutil.WaitFor(t, "retries", func() bool { return s.Retries() >= 2 })
-	accounted(t, s, 12)
+	testutil.Accounted(t, s, 12)
 	f.set(nil)
 	testutil.WaitFor(t, "the queue emptied", func() bool { return s.Queued() == 0 })
 	if s.Sent() != 5 || s.Dropped() != 7 || s.Failed() != 0 {
@@ -139,7 +131,7 @@ func TestSenderOutage(t *testing.T) {
 			t.Errorf("record %d: %q, want the newest five in order", i, b)
 		}
 	}
-	accounted(t, s, 12)
+	testutil.Accounted(t, s, 12)
 	if v := promtestutil.ToFloat64(collectorOf(s, "sigscope_otlp_log_records_dropped_total")); v != 7 {
 		t.Errorf("dropped metric %v", v)
 	}
@@ -153,7 +145,7 @@ func TestSenderRefusedForGood(t *testing.T) {
 	if s.Retries() != 0 {
 		t.Errorf("retried a final refusal %d times", s.Retries())
 	}
-	accounted(t, s, 4)
+	testutil.Accounted(t, s, 4)
 }
 
 // Close is bounded by DrainTimeout even when the collector hangs, counts
@@ -175,7 +167,7 @@ func TestSenderCloseBounded(t *testing.T) {
 		t.Errorf("dropped %d sent %d, want 3 0", s.Dropped(), s.Sent())
 	}
 	observe(s, 1, 3) // after Close: dropped, counted
-	accounted(t, s, 4)
+	testutil.Accounted(t, s, 4)
 	testutil.WaitFor(t, "the sender's goroutine gone", func() bool { return runtime.NumGoroutine() <= before })
 }
 
@@ -280,7 +272,7 @@ func TestSenderHTTP(t *testing.T) {
 	answer = http.StatusBadRequest
 	mu.Unlock()
 	testutil.WaitFor(t, "the record failed", func() bool { return s.Failed() == 1 })
-	accounted(t, s, 2)
+	testutil.Accounted(t, s, 2)
 }
 
 // collectorOf is the Sender's metric named name.

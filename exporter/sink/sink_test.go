@@ -66,15 +66,6 @@ func newSink(d *dest, o Options[int]) *Sink[int] {
 	return New(o)
 }
 
-// accounted: every unit added is sent, failed, dropped or still queued.
-func accounted(t *testing.T, s *Sink[int], added uint64) {
-	t.Helper()
-	if got := s.Sent() + s.Failed() + s.Dropped() + uint64(s.Queued()); got != added {
-		t.Errorf("sent %d + failed %d + dropped %d + queued %d = %d, want %d",
-			s.Sent(), s.Failed(), s.Dropped(), s.Queued(), got, added)
-	}
-}
-
 // While the destination is away the queue keeps the newest, the item that
 // failed included (it is the oldest), and sends them in order once it is
 // back.
@@ -88,7 +79,7 @@ func TestOutageKeepsTheNewest(t *testing.T) {
 	}
 	testutil.WaitFor(t, "retries", func() bool { return s.Retries() >= 2 })
 	testutil.WaitFor(t, "the oldest dropped", func() bool { return s.Queued() == 3 })
-	accounted(t, s, 10)
+	testutil.Accounted(t, s, 10)
 	d.set(false)
 	testutil.WaitFor(t, "the queue sent", func() bool { return s.Queued() == 0 })
 	if got := d.taken(); !slices.Equal(got, []int{7, 8, 9}) {
@@ -117,7 +108,7 @@ func TestKeepFailed(t *testing.T) {
 	if got := d.taken(); !slices.Equal(got, []int{0, 8, 9}) {
 		t.Errorf("sent %v, want the one in hand, then the newest two", got)
 	}
-	accounted(t, s, 10)
+	testutil.Accounted(t, s, 10)
 }
 
 // Size: an item counts for its units, and Send finishes part of one.

@@ -159,3 +159,11 @@ func (r *Running) WaitLines(t testing.TB, what string, ok func(lines [][]byte) b
 // Stderr is what the command wrote on its standard error so far (read it
 // after Stop: sigscope writes its end-of-run totals there).
 func (r *Running) Stderr() string { return r.stderr.String() }
+
+// StartTimeline starts `sigscope timeline -o json` with args (through
+// wrapper, as StartSigscopeUnder): the episodes as JSON lines, read with
+// Running's WaitLines and Stop.
+func StartTimeline(t testing.TB, wrapper []string, args ...string) *Running {
+	t.Helper()
+	return StartSigscopeUnder(t, wrapper, append([]string{"timeline", "-o", "json"}, args...)...)
+}

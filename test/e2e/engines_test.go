@@ -164,7 +164,7 @@ func (e *engine) sigscopeArgs(args ...string) []string {
 
 func (e *engine) startTimeline(t *testing.T, args ...string) live {
 	t.Helper()
-	return live{testutil.StartSigscopeUnder(t, e.wrap, e.sigscopeArgs(append([]string{"timeline", "-o", "json"}, args...)...)...)}
+	return live{testutil.StartTimeline(t, e.wrap, e.sigscopeArgs(args...)...)}
 }
 
 // startTimelineText starts `sigscope timeline` with its text output, for

@@ -20,7 +20,7 @@ func TestKubeletNamesWhileCRIStalls(t *testing.T) {
 	c := requireCluster(t)
 	testutil.RequirePrivileged(t)
 	proxy := testutil.NewStallProxy(t, c.criSocket())
-	l := liveTimeline{testutil.StartSigscope(t, "timeline", "-o", "json", "--cri-socket", proxy.Path), c}
+	l := liveTimeline{testutil.StartTimeline(t, nil, "--cri-socket", proxy.Path), c}
 	const stall = 60 * time.Second
 	proxy.Stall(stall)
 	name := fmt.Sprintf("sigscope-stall-%d", time.Now().Unix()%100000)

@@ -67,7 +67,7 @@ type liveTimeline struct {
 func startTimeline(t *testing.T, c *cluster) liveTimeline {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	return liveTimeline{testutil.StartSigscope(t, "timeline", "-o", "json", "--cri-socket", c.criSocket(), "--kubeconfig", c.envVar("KUBECONFIG")), c}
+	return liveTimeline{testutil.StartTimeline(t, nil, "--cri-socket", c.criSocket(), "--kubeconfig", c.envVar("KUBECONFIG")), c}
 }
 
 // stop ends the timeline and returns its episodes, once it has printed n
