@@ -2,17 +2,12 @@ package pipeline
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sigscope/sigscope/containers/container"
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/episodes/kubemeta"
 	"github.com/sigscope/sigscope/episodes/timeline"
 	"github.com/sigscope/sigscope/tracer"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
@@ -80,123 +75,6 @@ type Pipeline struct {
 	// following are the namespaces followed without a timeline
 	// (Options.Connections).
 	following map[uint32]*followed
-}
-
-// watchHook begins the count of a container's connections at its preStop
-// hook's start, which comes before the stop signal that would begin it
-// otherwise, when timeline.HookCounts says so, and has them follow e.
-func (p *Pipeline) watchHook(e *sigvocab.Event, target *identity.Info) {
-	if p.hooks == nil {
-		p.hooks = timeline.NewHookCounts(maxHeld)
-	}
-	if p.hooks.Begins(e, target) {
-		if err := p.t.Watch(e.NetNS, e.Time); err != nil {
-			p.log().Warn("counting connections from a preStop hook", "netns", e.NetNS, "error", err)
-			return
-		}
-		p.hooks.Begun(e.NetNS, e.Target.PID, time.Time{})
-		return
-	}
-	p.hooks.Saw(e)
-}
-
-// HookStarted begins the count of a container's connections at the start
-// of a preStop hook the kubelet runs itself (sleep, httpGet), which nothing
-// in the container marks: the API server's report of its pod's deletion
-// (kubemeta.HookStart) is the start, at. Until is the hook's end at the
-// latest: a count no stop signal took up timeline.HookGrace after it is
-// let go.
-// Safe from any goroutine: it finds the container's network namespace
-// (its main process's, from the resolver and /proc) and hands the watch to
-// the reader, which it wakes.
-func (p *Pipeline) HookStarted(containerID string, at, until time.Time) error {
-	if p.t == nil || !p.t.CountsConnections() || p.engine == nil {
-		return nil
-	}
-	r := p.opts.Resolver
-	if r == nil {
-		return errors.New("no resolver: the container's process is not known")
-	}
-	pid := 0
-	if info, _ := r.Known(containerID); info != nil {
-		pid = info.MainPID
-	}
-	if pid == 0 {
-		// Not looked up yet: ask the runtimes.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		runs, err := r.ListRunning(ctx)
-		cancel()
-		for _, run := range runs {
-			if run.Info.ID == containerID {
-				pid = run.PID
-			}
-		}
-		if pid == 0 {
-			return fmt.Errorf("container %.12s: its main process is not known (%v)", containerID, err)
-		}
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
-		return fmt.Errorf("container %.12s: its network namespace: %w", containerID, err)
-	}
-	p.hookMu.Lock()
-	if len(p.hookStarts) < maxHeld {
-		p.hookStarts = append(p.hookStarts, hookStart{netns: uint32(st.Ino), at: at, until: until})
-	}
-	p.hookMu.Unlock()
-	p.t.Wake()
-	return nil
-}
-
-// CountFromHooks begins, for each container of h, the count of its
-// connections at its preStop hook's start (HookStarted), in the background:
-// fit for kubemeta.Pods.OnHookStart, which runs on the informer's goroutine.
-func (p *Pipeline) CountFromHooks(h kubemeta.HookStart) {
-	go func() {
-		for _, c := range h.Containers {
-			if err := p.HookStarted(c.ID, h.At, c.Until); err != nil {
-				p.log().Warn("counting connections from a preStop hook", "pod", h.Namespace+"/"+h.Pod, "container", c.Name, "error", err)
-			}
-		}
-	}()
-}
-
-// hookStart is a HookStarted the reader has yet to act on.
-type hookStart struct {
-	netns     uint32
-	at, until time.Time
-}
-
-// takeHookStarts begins the counts HookStarted handed over, on the
-// reader's goroutine.
-func (p *Pipeline) takeHookStarts() {
-	p.hookMu.Lock()
-	starts := p.hookStarts
-	p.hookStarts = nil
-	p.hookMu.Unlock()
-	for _, h := range starts {
-		if err := p.t.Watch(h.netns, h.at); err != nil {
-			p.log().Warn("counting connections from a preStop hook", "netns", h.netns, "error", err)
-			continue
-		}
-		if p.hooks == nil {
-			p.hooks = timeline.NewHookCounts(maxHeld)
-		}
-		p.hooks.Begun(h.netns, 0, h.until)
-	}
-}
-
-// endHooks lets go the counts begun from hooks that no stop signal took up
-// in time (timeline.HookCounts.LetGo).
-func (p *Pipeline) endHooks(now time.Time) {
-	if p.hooks == nil {
-		return
-	}
-	p.hooks.LetGo(now, func(netns uint32) {
-		if p.engine == nil || !p.engine.Watching(netns) {
-			_ = p.t.Unwatch(netns)
-		}
-	})
 }
 
 // lookupMemo remembers the resolver's answers for the current clock
@@ -405,81 +283,6 @@ func (p *Pipeline) handOver(eps []timeline.Episode, final bool) error {
 		timeline.Finish(ep, f)
 	}
 	return p.opts.OnEpisodes(eps)
-}
-
-// Completed episodes whose container has no name while the resolver is
-// still asking its failing runtime about it are held back a little, up to
-// holdUnnamed, so that a container that lived less than a slow runtime
-// took to answer (docker run of a one-second job during a stall) is named
-// all the same: Docker keeps an exited container until it is removed.
-// At most maxHeld are held; past that they go out as they are, saying why
-// they have no name. Only that case waits: a named container's episode,
-// or one whose runtime answered, goes out at once.
-const (
-	holdUnnamed = 10 * time.Second
-	holdPoll    = 250 * time.Millisecond
-	maxHeld     = 256
-)
-
-type heldEpisode struct {
-	ep    timeline.Episode
-	until time.Time
-}
-
-// naming names eps from the resolver and returns those ready to go out:
-// the held ones that are named now, no longer asked about, or held long
-// enough (all of them with all), then those of eps not held back.
-func (p *Pipeline) naming(r *container.Resolver, eps []timeline.Episode, now time.Time, all bool) []timeline.Episode {
-	var out []timeline.Episode
-	p.heldAt = now
-	kept := p.held[:0]
-	for _, h := range p.held {
-		if all || named(r, &h.ep) || !now.Before(h.until) || !r.Asking(h.ep.Container.ID) {
-			out = append(out, h.ep)
-		} else {
-			kept = append(kept, h)
-		}
-	}
-	clear(p.held[len(kept):])
-	p.held = kept
-	for _, ep := range eps {
-		if !all && ep.Container.ID != "" && !named(r, &ep) && len(p.held) < maxHeld && r.Asking(ep.Container.ID) {
-			p.held = append(p.held, heldEpisode{ep, now.Add(holdUnnamed)})
-			continue
-		}
-		out = append(out, ep)
-	}
-	return out
-}
-
-// known is what the resolver knows now of the container of ep, when the
-// engine took less (its identity came from the stop's first events, and a
-// runtime that was slow then may have answered since: the resolver asks
-// again until it does; or the runtime's files named it first), and why it
-// still has no name. From the resolver's cache: no I/O.
-func known(r *container.Resolver, ep *timeline.Episode) (*identity.Info, string) {
-	c := &ep.Container
-	if c.ID == "" || c.Name != "" && c.IdentityFrom == "" {
-		return nil, ""
-	}
-	info, why := r.Known(c.ID)
-	if info != nil && info.Name != "" {
-		return info, ""
-	}
-	if why == "" {
-		why = "the resolver no longer remembers it"
-	}
-	return nil, why
-}
-
-// named reports whether ep's container has a name, or the resolver has one
-// for it now.
-func named(r *container.Resolver, ep *timeline.Episode) bool {
-	if ep.Container.Name != "" {
-		return true
-	}
-	info, _ := known(r, ep)
-	return info != nil
 }
 
 // Run processes events until ctx ends or a callback fails, then completes
