@@ -38,7 +38,7 @@
 //
 // For `sigscope audit` it lists the running containers with their PID 1
 // ([Resolver.ListRunning], never pod sandboxes); how a PID 1 handles
-// signals is read by internal/procsig.
+// signals is read by tracer/procsig.
 //
 // What it finds is package [identity]'s: the one identity type
 // ([identity.Identity]), [identity.Info], its JSON [identity.Summary], and
