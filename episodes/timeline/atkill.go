@@ -171,5 +171,5 @@ func (a *AtKill) progress() (time.Duration, bool) {
 			most = *t.CPU
 		}
 	}
-	return most, a.Since > 0 && most*4 >= a.Since
+	return most, busy(most, a.Since)
 }

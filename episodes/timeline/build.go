@@ -27,7 +27,7 @@ type episode struct {
 	infoFromInit   bool
 	infoFromFiles  bool            // the Info came from the runtime's files: the API's answer replaces it
 	configuredStop sigvocab.Signal // the container's StopSignal, 0 when not configured
-	graceSource    string          // "kubernetes", "docker" or "": which knob sets StopTimeout
+	graceSource    graceKnob       // which knob sets StopTimeout: Kubernetes's, Docker's, or not known
 	infoRuntime    langrt.Runtime  // the resolver's reading of the main process's executable
 
 	mainKnown   bool
@@ -65,25 +65,14 @@ type episode struct {
 	netAsked       bool      // with netWait: ConnectionsDue returned its namespace, not read since
 }
 
-// unreadReason is why an episode that watched a network namespace
-// completed without its counts; the words say it.
-type unreadReason uint8
+// graceKnob is the knob that sets a container's grace period (StopTimeout):
+// the pod's terminationGracePeriodSeconds, Docker's StopTimeout, or ""
+// when the runtime did not say.
+type graceKnob string
 
 const (
-	countsRead   unreadReason = iota
-	unreadEnded               // Flush: the trace ended first
-	unreadLate                // the hard deadline (NetWait) passed first
-	unreadShared              // the container shares the runtime's namespace: nothing was counted
-)
-
-// ownReason is why a container's own connections cannot be told from the
-// others of its network namespace; the words say it.
-type ownReason uint8
-
-const (
-	ownKnown          ownReason = iota
-	ownNoSocketCgroup           // the counts carry no split by cgroup (the kernel keeps none)
-	ownRootCgroup               // the container is in the root cgroup v2: a cgroup v1 node
+	knobKubernetes graceKnob = "kubernetes"
+	knobDocker     graceKnob = "docker"
 )
 
 // counted reports whether the episode waits for its counts and has them,

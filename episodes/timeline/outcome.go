@@ -46,6 +46,18 @@ func (f facts) ignoredStop() bool {
 	return f.stopFate.Dropped() || f.stopFate == sigvocab.FateBlocked && !f.acted || f.reraiseDrop
 }
 
+// killed reports whether the main process was killed by SIGKILL, the one
+// rule every outcome and cause reads: from its exit when that was seen (a
+// SIGKILL that came while it was already exiting by itself did not kill
+// it; an exit by SIGKILL is a kill even when the SIGKILL's own event was
+// lost), else from a delivered SIGKILL (Flush).
+func (f facts) killed() bool {
+	if f.exit {
+		return f.exitSignal == sigvocab.SIGKILL
+	}
+	return f.kill
+}
+
 // decide gives the outcome. The first rule that applies wins:
 //
 //  1. oom_killed: the OOM killer picked the main process; or another
@@ -92,16 +104,10 @@ func (f facts) ignoredStop() bool {
 //     during shutdown).
 //  9. unfinished: only a stop signal, and the recording ended first.
 //
-// "Killed by SIGKILL" is read from the exit when it was seen: a SIGKILL that
-// arrived while the process was already exiting by itself did not kill it
-// (its exit has a code), and an exit by SIGKILL is a kill even when the
-// SIGKILL's own event was lost or not traced. Without an exit (Flush), a
-// delivered SIGKILL counts.
+// "Killed by SIGKILL" is facts.killed: read from the exit when it was
+// seen, else from a delivered SIGKILL.
 func decide(f facts) Outcome {
-	killed := f.kill
-	if f.exit {
-		killed = f.exitSignal == sigvocab.SIGKILL
-	}
+	killed := f.killed()
 	switch {
 	case f.oomMain:
 		return OutcomeOOMKilled

@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"math"
 	"time"
 
 	"github.com/sigscope/sigscope/tracer/sigvocab"
@@ -70,7 +71,7 @@ func (t *Traffic) N(k sigvocab.NetKind) uint64 {
 
 // Shared reports whether the container shares its network namespace with
 // the runtime (the node's): nothing was counted, and nothing could be.
-func (t *Traffic) Shared() bool { return t.Unread == unreadText[unreadShared] }
+func (t *Traffic) Shared() bool { return t.Unread == unreadShared.words() }
 
 // Lost counts the connections the stop cost the clients, of those known:
 // attempts refused, connections the application reset, and connections cut
@@ -78,4 +79,45 @@ func (t *Traffic) Shared() bool { return t.Unread == unreadText[unreadShared] }
 // client chose it.
 func (t *Traffic) Lost() uint64 {
 	return t.N(sigvocab.NetRefused) + t.N(sigvocab.NetResetSent) + t.N(sigvocab.NetCut)
+}
+
+// refusedAfterClose reports whether connection attempts were refused
+// after a listening socket of the namespace closed (the last refused at or
+// after the first close): what ties the refused attempts to the stop.
+func (t *Traffic) refusedAfterClose() bool {
+	r, lc := t.Counts[sigvocab.NetRefused], t.Counts[sigvocab.NetListenerClosed]
+	return t.N(sigvocab.NetRefused) > 0 && lc.N > 0 && !r.Last.Before(lc.First)
+}
+
+// CoveringDelay is how many whole seconds the stop signal would have had to
+// come later for the stop to refuse no connection attempt that was
+// counted: from the stop signal to the last refused attempt, at least 1 (a
+// preStop sleep of that long on Kubernetes; keeping serving that long
+// elsewhere). ok is false when no attempt was refused after a listener of
+// the namespace closed, or nothing says when the stop signal came: then no
+// delay is measured. The one rule behind the traffic hint's figure and
+// kubectl sigscope top's suggested preStop sleep.
+func (ep *Episode) CoveringDelay() (secs int, ok bool) {
+	t := ep.Traffic
+	if t == nil || ep.StopAt.IsZero() || !t.refusedAfterClose() {
+		return 0, false
+	}
+	return max(1, int(math.Ceil(t.Counts[sigvocab.NetRefused].Last.Sub(ep.StopAt).Seconds()))), true
+}
+
+// CoveringPreStopSleep is the preStop sleep, in whole seconds, that would
+// have covered every refused attempt counted: from the stop's beginning
+// (the preStop hook's start when there was one, else the stop signal) to
+// the last refused attempt, at least 1; an existing hook is part of it, not
+// added to it. ok as for CoveringDelay.
+func (ep *Episode) CoveringPreStopSleep() (secs int, ok bool) {
+	if _, ok := ep.CoveringDelay(); !ok {
+		return 0, false
+	}
+	begin := ep.StopAt
+	if p := ep.PreStop; p != nil && !p.StartAt.IsZero() && p.StartAt.Before(begin) {
+		begin = p.StartAt
+	}
+	last := ep.Traffic.Counts[sigvocab.NetRefused].Last
+	return max(1, int(math.Ceil(last.Sub(begin).Seconds()))), true
 }

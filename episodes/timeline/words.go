@@ -2,7 +2,6 @@ package timeline
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -20,14 +19,16 @@ import (
 // sigvocab's (fatetext.go). Untrusted comms are quoted unescaped: JSON and
 // the terminal escape them, each once.
 
-// words writes what a completed episode says: each step's text, the hint,
-// and what its traffic cost the clients.
+// words writes what a completed episode says, from its outcome and its
+// causes (causes.go), decided first: each step's text, the hint, and what
+// its traffic cost the clients.
 func (ep *episode) words() {
+	c := ep.causes()
 	if a := ep.AtKill; a != nil {
-		a.Verdict = atKillVerdict(ep)
+		a.Verdict = ep.atKillVerdict(c.atKill)
 	}
 	if h := ep.hookAt; h != nil {
-		h.Verdict = hookVerdict(ep, h)
+		h.Verdict = hookVerdict(h, c.hook)
 	}
 	for i := range ep.Steps {
 		if ep.Steps[i].Kind == StepAtKill && ep.AtKill != nil {
@@ -40,12 +41,12 @@ func (ep *episode) words() {
 		}
 		ep.Steps[i].Text = stepText(&ep.Steps[i])
 	}
-	ep.Hint = capitalize(hint(ep))
+	ep.Hint = capitalize(ep.hint(c))
 	if t := ep.Traffic; t != nil {
-		t.Unread = unreadText[ep.unread]
-		t.OwnUnknown = ownText[ep.ownUnknown]
-		t.Verdict = trafficVerdict(t)
-		t.Hint = trafficHint(ep)
+		t.Unread = ep.unread.words()
+		t.OwnUnknown = ep.ownUnknown.words()
+		t.Verdict = trafficVerdict(t, c.traffic)
+		t.Hint = ep.trafficHint(c.traffic)
 	}
 	ep.summary, ep.race = ep.summaryText(), ep.raceText()
 }
@@ -405,7 +406,7 @@ func (ep *Episode) budget() string {
 }
 
 // hint says what to change, for the outcomes that call for a change.
-func hint(ep *episode) string {
+func (ep *episode) hint(c causes) string {
 	who := ep.who()
 	switch ep.Outcome {
 	case OutcomeOOMKilled:
@@ -431,7 +432,7 @@ func hint(ep *episode) string {
 		}
 		return fmt.Sprintf("%s was SIGKILLed with no stop signal before it (docker kill, docker rm -f, kill -9), so it had no chance to shut down. If a clean shutdown matters, stop it with docker stop or a normal pod deletion, which send the stop signal first.", who)
 	case OutcomePreStopTimeout:
-		if h := hookHint(ep); h != "" {
+		if h := ep.hookHint(c.hook); h != "" {
 			return h
 		}
 		used := ""
@@ -441,12 +442,12 @@ func hint(ep *episode) string {
 		return fmt.Sprintf("The preStop hook (%s) was still running when the grace period (%s) ran out%s, so the kubelet sent %s with only its 2 s minimum left and then SIGKILLed %s: make the hook finish well within the grace period, or raise terminationGracePeriodSeconds to cover the hook and the shutdown after %s.",
 			ep.PreStop.Kind, ep.GracePeriod, used, ep.StopSignal, who, ep.StopSignal)
 	case OutcomeIgnoredByInit, OutcomeIgnored:
-		if h := ep.droppedHint(); h != "" {
+		if h := ep.droppedHint(c.unacted); h != "" {
 			return h
 		}
 		return fmt.Sprintf("%s did not act on %s before the SIGKILL. %s", who, ep.StopSignal, initFix(ep.fixFor()))
 	case OutcomeHandlerTimeout:
-		if h := atKillHint(ep); h != "" {
+		if h := ep.atKillHint(c.atKill); h != "" {
 			return h
 		}
 		grace := ""
@@ -471,7 +472,7 @@ func hint(ep *episode) string {
 		return fmt.Sprintf("%s %s %s but was still running%s, when the SIGKILL came%s: %s, or raise the grace period (%s).",
 			who, took, ep.StopSignal, used, grace, faster, ep.graceFix())
 	case OutcomeGraceful:
-		if ep.facts().reraiseDrop && ep.ExitSignal == 0 {
+		if c.unacted == unactedReraise && ep.ExitSignal == 0 {
 			h := fmt.Sprintf("%s stopped, but its exit code %d is not the %d a death by %s gives: its handler raised %s again, the kernel dropped that for PID 1, and it exited by itself.",
 				who, ep.ExitStatus, 128+int(ep.StopSignal), ep.StopSignal, ep.StopSignal)
 			if f := ep.Main.Runtime.HandleFix(); f != "" {
@@ -486,7 +487,7 @@ func hint(ep *episode) string {
 		return ""
 	case OutcomeExited:
 		if ep.stopped() {
-			if h := ep.droppedHint(); h != "" {
+			if h := ep.droppedHint(c.unacted); h != "" {
 				return h
 			}
 		}
@@ -498,7 +499,7 @@ func hint(ep *episode) string {
 		}
 		return ""
 	case OutcomeUnfinished:
-		if h := ep.droppedHint(); h != "" {
+		if h := ep.droppedHint(c.unacted); h != "" {
 			return h + " Unless it exits on its own, the runtime will SIGKILL it at the end of the grace period."
 		}
 		return ""
@@ -507,39 +508,32 @@ func hint(ep *episode) string {
 }
 
 // droppedHint explains why the main process did not act on the stop
-// signal, from the kernel's verdict; "" when it did.
-func (ep *episode) droppedHint() string {
+// signal, from its cause; "" when it did.
+func (ep *episode) droppedHint(why unactedKind) string {
 	who, sig := ep.who(), ep.StopSignal
 	fix := HandleFix(ep.Main.Runtime, ep.initLike(), ep.fixFor())
-	if ep.facts().reraiseDrop {
+	switch why {
+	case unactedReraise:
 		return fmt.Sprintf("%s ran its %s handler, and the handler raised %s again with the default action to end the process: the kernel drops that for a namespace init, so only the SIGKILL ended it. %s",
 			who, sig, sig, fix)
-	}
-	switch ep.StopVerdict {
-	case sigvocab.FateDroppedInit:
-		if ep.stopBlocked {
-			return fmt.Sprintf("%s had %s blocked and has no handler for it: when it unblocked it the kernel dropped it, as it drops every signal a namespace init has no handler for (a shell blocks it while it waits for a foreground command). %s",
-				who, sig, fix)
-		}
-		if ep.configuredStop != 0 && sig != sigvocab.SIGTERM {
-			return fmt.Sprintf("%s has no %s handler: the kernel drops %s sent to a namespace init. The container's stop signal is %s: handle it, or stop with a signal the application handles (STOPSIGNAL, --stop-signal, lifecycle.stopSignal). %s",
-				who, sig, sig, sig, fix)
-		}
+	case unactedInitBlocked:
+		return fmt.Sprintf("%s had %s blocked and has no handler for it: when it unblocked it the kernel dropped it, as it drops every signal a namespace init has no handler for (a shell blocks it while it waits for a foreground command). %s",
+			who, sig, fix)
+	case unactedInitConfigured:
+		return fmt.Sprintf("%s has no %s handler: the kernel drops %s sent to a namespace init. The container's stop signal is %s: handle it, or stop with a signal the application handles (STOPSIGNAL, --stop-signal, lifecycle.stopSignal). %s",
+			who, sig, sig, sig, fix)
+	case unactedInit:
 		return fmt.Sprintf("%s has no %s handler: the kernel drops %s sent to a namespace init. %s", who, sig, sig, fix)
-	case sigvocab.FateDroppedSigIgn:
+	case unactedSigIgn:
 		return fmt.Sprintf("%s ignores %s (SIG_IGN: `trap '' %s`, nohup, or an ignore inherited across exec): remove it, or set the stop signal (STOPSIGNAL) to one the application handles.",
 			who, sig, shortName(sig))
-	case sigvocab.FateDroppedDefault:
+	case unactedDefault:
 		return fmt.Sprintf("The default action of %s is to do nothing and %s has no handler for it: set the stop signal (STOPSIGNAL) to one the application handles, or handle %s.",
 			sig, who, sig)
-	case sigvocab.FateBlocked, sigvocab.FateAlreadyPending:
-		if ep.handled || ep.forwarded {
-			return ""
-		}
-		if ep.stopHandler == sigvocab.DispHandler {
-			return fmt.Sprintf("%s has a %s handler but kept %s blocked until the SIGKILL, so the handler never ran: unblock it while the application runs (a shell blocks it while it waits for a foreground command). %s",
-				who, sig, sig, fix)
-		}
+	case unactedBlockedHandler:
+		return fmt.Sprintf("%s has a %s handler but kept %s blocked until the SIGKILL, so the handler never ran: unblock it while the application runs (a shell blocks it while it waits for a foreground command). %s",
+			who, sig, sig, fix)
+	case unactedBlocked:
 		return fmt.Sprintf("%s kept %s blocked until the SIGKILL and has no handler for it, and nothing read it (sigwait, signalfd). %s",
 			who, sig, fix)
 	}
@@ -550,34 +544,43 @@ func (ep *episode) droppedHint() string {
 // glance, and a hint that names the fix from what the kernel measured,
 // never from a guess.
 
-// unreadText says why an episode's counts are missing (Traffic.Unread).
-var unreadText = [...]string{
-	countsRead:  "",
-	unreadEnded: "the trace ended",
-	unreadLate:  "no counts arrived in time",
-	unreadShared: "the container shares its network namespace with the runtime that stopped it (the node's: --network host, " +
-		"hostNetwork), so its connections cannot be told from the node's and none were counted",
+// words says why an episode's counts are missing (Traffic.Unread); ""
+// when they were read.
+func (r unreadReason) words() string {
+	switch r {
+	case unreadEnded:
+		return "the trace ended"
+	case unreadLate:
+		return "no counts arrived in time"
+	case unreadShared:
+		return "the container shares its network namespace with the runtime that stopped it (the node's: --network host, " +
+			"hostNetwork), so its connections cannot be told from the node's and none were counted"
+	}
+	return ""
 }
 
-// ownText says why a container's own connections cannot be told from its
-// namespace's others (Traffic.OwnUnknown).
-var ownText = [...]string{
-	ownKnown:          "",
-	ownNoSocketCgroup: "the counts carry no split by socket cgroup (the kernel keeps none)",
-	ownRootCgroup:     "the container's processes are in the root cgroup v2 (a cgroup v1 node), so a socket's container cannot be told",
+// words says why a container's own connections cannot be told from its
+// namespace's others (Traffic.OwnUnknown); "" when they can.
+func (r ownReason) words() string {
+	switch r {
+	case ownNoSocketCgroup:
+		return "the counts carry no split by socket cgroup (the kernel keeps none)"
+	case ownRootCgroup:
+		return "the container's processes are in the root cgroup v2 (a cgroup v1 node), so a socket's container cannot be told"
+	}
+	return ""
 }
 
 const refusedUnknown = "refused attempts unknown: this kernel (before Linux 6.10) does not report them"
 
 // trafficVerdict says what the clients suffered.
-func trafficVerdict(t *Traffic) string {
-	if t.Shared() {
+func trafficVerdict(t *Traffic, c trafficCause) string {
+	switch c.state {
+	case trafficUncounted:
 		return "not counted: " + t.Unread
-	}
-	if t.Unread != "" {
+	case trafficUnread:
 		return "not known: the connection counts were not read (" + t.Unread + ")"
-	}
-	if lost := t.Lost(); lost > 0 {
+	case trafficLost:
 		var kinds []string
 		if n := t.N(sigvocab.NetRefused); n > 0 {
 			kinds = append(kinds, fmt.Sprintf("%d refused", n))
@@ -588,7 +591,7 @@ func trafficVerdict(t *Traffic) string {
 		if n := t.N(sigvocab.NetCut); n > 0 {
 			kinds = append(kinds, fmt.Sprintf("%d cut", n))
 		}
-		v := count(lost, "connection") + " lost: " + strings.Join(kinds, ", ")
+		v := count(t.Lost(), "connection") + " lost: " + strings.Join(kinds, ", ")
 		if !t.SeesRefused {
 			v += "; " + refusedUnknown
 		}
@@ -615,17 +618,17 @@ func trafficVerdict(t *Traffic) string {
 
 // trafficHint names the fix for each kind of loss measured; "" when
 // nothing was lost, or the counts were not read.
-func trafficHint(ep *episode) string {
-	t := ep.Traffic
-	if t.Unread != "" || t.Lost() == 0 {
+func (ep *episode) trafficHint(c trafficCause) string {
+	if c.state != trafficLost {
 		return ""
 	}
+	t := ep.Traffic
 	var parts []string
-	if t.N(sigvocab.NetRefused) > 0 {
-		parts = append(parts, refusedHint(ep))
+	if c.refused != refusedNone {
+		parts = append(parts, ep.refusedHint(c))
 	}
-	if t.N(sigvocab.NetCut) > 0 {
-		parts = append(parts, cutHint(ep))
+	if c.cut != cutNone {
+		parts = append(parts, ep.cutHint(c.cut))
 	}
 	if n := t.N(sigvocab.NetResetSent); n > 0 {
 		parts = append(parts, fmt.Sprintf("The application aborted %s with a reset while it ran: drain keep-alive connections after their in-flight request, and let queued connections be accepted before closing the listener.",
@@ -637,25 +640,23 @@ func trafficHint(ep *episode) string {
 // refusedHint: clients still connected after the application stopped
 // listening. The delay to give them is read from the last refused attempt,
 // counted from the stop signal.
-func refusedHint(ep *episode) string {
+func (ep *episode) refusedHint(c trafficCause) string {
 	t := ep.Traffic
-	r, lc := t.Counts[sigvocab.NetRefused], t.Counts[sigvocab.NetListenerClosed]
-	if lc.N == 0 || r.Last.Before(lc.First) {
+	r := t.Counts[sigvocab.NetRefused]
+	switch c.refused {
+	case refusedUntied:
 		// Not tied to the stop by what was counted: a port nothing
 		// listened on, or a listener that closed before the counting
 		// began (a preStop hook that stops the server). No fix.
 		return fmt.Sprintf("%s refused before any listening socket of the namespace closed while the kernel counted: they were for a port nothing listened on then, or one closed before the counting began (a preStop hook that stops the server); what was counted does not tell which.",
 			countWas(r.N, "connection attempt"))
-	}
-	if !ep.stopped() {
+	case refusedUnstopped:
 		return fmt.Sprintf("%s refused after the application stopped listening, the last %.1fs after the kernel began counting: clients were still sent to it. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can keep serving until they stop coming.",
 			countWas(r.N, "connection attempt"), r.Last.Sub(t.Since).Seconds())
 	}
-	lag := r.Last.Sub(ep.StopAt)
-	secs, _ := ep.Episode.CoveringDelay()
+	lag, secs := r.Last.Sub(ep.StopAt), c.covering
 	least, still := "", ""
-	if t.Until.Sub(r.Last) < NetLinger {
-		// Refused until the read: the lag may be longer.
+	if c.stillComing {
 		least, still = "at least ", ", and they were still coming when the counts were read"
 	}
 	h := fmt.Sprintf("%s refused after the application stopped listening, the last %.1fs after %s%s: clients were still sent to it.",
@@ -674,29 +675,25 @@ func refusedHint(ep *episode) string {
 
 // cutHint: requests lost with the process that held their connections. The
 // fix depends on how it died.
-func cutHint(ep *episode) string {
+func (ep *episode) cutHint(how cutKind) string {
 	n := countWas(ep.Traffic.N(sigvocab.NetCut), "connection")
 	who := ep.who()
-	killed := ep.killed
-	if ep.exited {
-		killed = ep.ExitSignal == sigvocab.SIGKILL
-	}
-	switch {
-	case ep.Outcome == OutcomeOOMKilled:
+	switch how {
+	case cutByOOM:
 		return fmt.Sprintf("%s still open when the OOM kill ended its process: a request in flight on any of them was lost with it, and the memory fix above spares them too.", n)
-	case killed && !ep.stopped():
+	case cutKilledUnstopped:
 		return fmt.Sprintf("%s still open at the SIGKILL, which came with no stop signal before it: a request in flight on any of them was lost. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can finish them.", n)
-	case killed && ep.facts().ignoredStop():
+	case cutKilledIgnored:
 		return fmt.Sprintf("%s still open at the SIGKILL: %s never acted on %s (the hint above), so nothing finished a request in flight on them. Once it does, have it close its listener and finish in-flight requests within the grace period (%s).",
 			n, who, ep.StopSignal, ep.timeoutKnob())
-	case killed:
+	case cutKilled:
 		after := ""
 		if d, ok := ep.KillAfter(); ok {
 			after = fmt.Sprintf(", %.1fs after %s", d.Seconds(), ep.StopSignal)
 		}
 		return fmt.Sprintf("%s still open at the SIGKILL%s: requests were still in flight. Finish in-flight requests within the grace period, or lengthen it (%s).",
 			n, after, ep.timeoutKnob())
-	case ep.stopped():
+	case cutEndedAfterStop:
 		return fmt.Sprintf("%s still open when %s ended after %s: a request in flight on any of them was lost. On %s, close the listener, finish in-flight requests, then exit.",
 			n, who, ep.StopSignal, ep.StopSignal)
 	}
@@ -780,7 +777,7 @@ const (
 
 // fixFor is who reads the episode's fixes, by the knob that set its grace.
 func (ep *episode) fixFor() FixFor {
-	if ep.graceSource == "kubernetes" {
+	if ep.graceSource == knobKubernetes {
 		return FixForKubernetes
 	}
 	return FixForDocker
@@ -842,9 +839,9 @@ func CleanExitFix(rt langrt.Runtime) string {
 // graceFix names the knob that sets the grace period on this runtime.
 func (ep *episode) graceFix() string {
 	switch ep.graceSource {
-	case "kubernetes":
+	case knobKubernetes:
 		return "terminationGracePeriodSeconds"
-	case "docker":
+	case knobDocker:
 		return "docker stop -t, docker run --stop-timeout, compose stop_grace_period"
 	}
 	return "docker stop -t or --stop-timeout; Kubernetes terminationGracePeriodSeconds"
@@ -961,80 +958,10 @@ func (ep *Episode) raceText() string {
 // measure of which came first.
 const seenBy = " (the endpoint's time is when this agent saw the EndpointSlice change, a watch's delay after it)"
 
-// CoveringDelay is how many whole seconds the stop signal would have had to
-// come later for the stop to refuse no connection attempt that was
-// counted: from the stop signal to the last refused attempt, at least 1 (a
-// preStop sleep of that long on Kubernetes; keeping serving that long
-// elsewhere). ok is false when no attempt was refused after a listener of
-// the namespace closed, or nothing says when the stop signal came: then no
-// delay is measured. The one rule behind the traffic hint's figure and
-// kubectl sigscope top's suggested preStop sleep.
-func (ep *Episode) CoveringDelay() (secs int, ok bool) {
-	t := ep.Traffic
-	if t == nil || !t.Known(sigvocab.NetRefused) || ep.StopAt.IsZero() {
-		return 0, false
-	}
-	r, lc := t.Counts[sigvocab.NetRefused], t.Counts[sigvocab.NetListenerClosed]
-	if r.N == 0 || lc.N == 0 || r.Last.Before(lc.First) {
-		return 0, false
-	}
-	return max(1, int(math.Ceil(r.Last.Sub(ep.StopAt).Seconds()))), true
-}
-
-// CoveringPreStopSleep is the preStop sleep, in whole seconds, that would
-// have covered every refused attempt counted: from the stop's beginning
-// (the preStop hook's start when there was one, else the stop signal) to
-// the last refused attempt, at least 1; an existing hook is part of it, not
-// added to it. ok as for CoveringDelay.
-func (ep *Episode) CoveringPreStopSleep() (secs int, ok bool) {
-	if _, ok := ep.CoveringDelay(); !ok {
-		return 0, false
-	}
-	begin := ep.StopAt
-	if p := ep.PreStop; p != nil && !p.StartAt.IsZero() && p.StartAt.Before(begin) {
-		begin = p.StartAt
-	}
-	last := ep.Traffic.Counts[sigvocab.NetRefused].Last
-	return max(1, int(math.Ceil(last.Sub(begin).Seconds()))), true
-}
-
-// What the main process was doing when the SIGKILL came (Episode.AtKill):
-// the sentence, and the fix that follows from it. "More grace" is offered
+// What the main process was doing when the SIGKILL came (Episode.AtKill),
+// and what held an exec preStop hook (PreStop.AtKill): the sentences, and
+// the fix that follows from each cause (causes.go). "More grace" is offered
 // only for a process that was making progress.
-
-// shells run a trap only between commands: a trapped signal that comes
-// while a foreground command runs waits for its end.
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "ksh": true, "zsh": true, "mksh": true, "busybox": true}
-
-// waitCalls, loopCalls and sleepCalls are the system calls that wait for a
-// child, for events, and for time.
-var (
-	waitCalls  = map[string]bool{"wait4": true, "waitid": true}
-	loopCalls  = map[string]bool{"epoll_wait": true, "epoll_pwait": true, "epoll_pwait2": true, "poll": true, "ppoll": true, "select": true, "pselect6": true}
-	sleepCalls = map[string]bool{"nanosleep": true, "clock_nanosleep": true, "pause": true}
-)
-
-// waitsForChild says the main thread waits for a child: in wait4 or
-// waitid, or in rt_sigsuspend with children (a shell's wait builtin waits
-// for SIGCHLD so).
-func (a *AtKill) waitsForChild() bool {
-	return waitCalls[a.Main.Syscall] || a.Main.Syscall == "rt_sigsuspend" && len(a.Children) > 0
-}
-
-// awaited is the child a main thread in wait4/waitid waits for: the one
-// its pid argument names (a pid of the waiter's own namespace), else the
-// only one, else the first.
-func (a *AtKill) awaited() *TaskAt {
-	if len(a.Children) == 0 {
-		return nil
-	}
-	for i := range a.Children {
-		if a.Main.Arg > 0 && uint32(a.Main.Arg) == a.Children[i].NsPID {
-			return &a.Children[i]
-		}
-	}
-	return &a.Children[0]
-}
 
 // childText names a child: "sleep (pid 7)", with what it was in.
 func childText(c *TaskAt) string {
@@ -1046,14 +973,14 @@ func childText(c *TaskAt) string {
 }
 
 // cpuText is the CPU time used in the grace: "0.000s of CPU in the 2.0s".
-func cpuText(a *AtKill, d time.Duration) string {
-	return fmt.Sprintf("%.3fs of CPU in the %.3fs since the stop signal", d.Seconds(), a.Since.Seconds())
+func cpuText(used, since time.Duration) string {
+	return fmt.Sprintf("%.3fs of CPU in the %.3fs since the stop signal", used.Seconds(), since.Seconds())
 }
 
 // atKillVerdict is the sentence of what the main thread was doing at the
 // SIGKILL, and what the other threads that were read were in.
-func atKillVerdict(ep *episode) string {
-	return mainVerdict(ep) + ep.AtKill.othersText()
+func (ep *episode) atKillVerdict(c atKillCause) string {
+	return ep.mainVerdict(c) + ep.AtKill.othersText()
 }
 
 // othersText summarises the other threads the kernel read (at most three)
@@ -1074,8 +1001,8 @@ func (a *AtKill) othersText() string {
 		case t.Syscall == "":
 			k = "in no system call"
 		}
-		if t.CPU != nil && a.Since > 0 && *t.CPU*4 >= a.Since {
-			k = "working (" + cpuText(a, *t.CPU) + ")"
+		if t.CPU != nil && busy(*t.CPU, a.Since) {
+			k = "working (" + cpuText(*t.CPU, a.Since) + ")"
 		}
 		if n[k] == 0 {
 			order = append(order, k)
@@ -1093,98 +1020,82 @@ func (a *AtKill) othersText() string {
 	return s
 }
 
-func mainVerdict(ep *episode) string {
+// mainVerdict is the sentence of what the main thread was doing at the
+// SIGKILL, from its cause.
+func (ep *episode) mainVerdict(c atKillCause) string {
 	a := ep.AtKill
 	who := ep.who()
-	if used, ok := a.progress(); ok {
-		return fmt.Sprintf("%s was still working when the SIGKILL came: it used %s", who, cpuText(a, used))
-	}
 	m := &a.Main
 	idle := ""
-	if used, _ := a.progress(); a.Since > 0 {
-		idle = "; it used " + cpuText(a, used)
+	if a.Since > 0 {
+		idle = "; it used " + cpuText(c.used, a.Since)
 	}
-	switch {
-	case a.waitsForChild():
-		c := a.awaited()
-		if c == nil {
-			return fmt.Sprintf("%s was waiting for a child (%s) when the SIGKILL came%s", who, m.Syscall, idle)
-		}
-		s := fmt.Sprintf("%s was waiting for its child %s when the SIGKILL came%s", who, childText(c), idle)
-		switch {
-		case c.Ignores:
+	switch c.kind {
+	case atKillProgress:
+		return fmt.Sprintf("%s was still working when the SIGKILL came: it used %s", who, cpuText(c.used, a.Since))
+	case atKillAnyChild:
+		return fmt.Sprintf("%s was waiting for a child (%s) when the SIGKILL came%s", who, m.Syscall, idle)
+	case atKillChildIgnores, atKillShellTrap, atKillChild:
+		s := fmt.Sprintf("%s was waiting for its child %s when the SIGKILL came%s", who, childText(c.child), idle)
+		switch c.kind {
+		case atKillChildIgnores:
 			s += fmt.Sprintf(": the child ignores %s", ep.StopSignal)
-		case shells[m.Comm] && waitCalls[m.Syscall] && ep.StopVerdict == sigvocab.FateHandler:
+		case atKillShellTrap:
 			s += fmt.Sprintf(": a shell runs its %s trap only after the foreground command ends", ep.StopSignal)
 		}
 		return s
-	case loopCalls[m.Syscall]:
+	case atKillEventLoop:
 		s := fmt.Sprintf("%s was idle in its event loop (%s) when the SIGKILL came%s", who, m.Syscall, idle)
 		if t := ep.Traffic; t != nil && t.Known(sigvocab.NetCut) && t.N(sigvocab.NetCut) > 0 {
 			s += fmt.Sprintf(", with %s still open", count(t.N(sigvocab.NetCut), "connection"))
 		}
 		return s
-	case m.Syscall == "futex" || m.Syscall == "futex_waitv":
+	case atKillLock:
 		return fmt.Sprintf("%s was waiting on a lock or another thread (%s) when the SIGKILL came, with %s%s", who, m.Syscall, count(uint64(max(a.ThreadCount, 1)), "thread"), idle)
-	case sleepCalls[m.Syscall]:
+	case atKillSleep:
 		return fmt.Sprintf("%s was sleeping (%s) when the SIGKILL came%s", who, m.Syscall, idle)
-	case m.Syscall == "accept" || m.Syscall == "accept4":
+	case atKillAccept:
 		return fmt.Sprintf("%s was still accepting connections (%s) when the SIGKILL came%s", who, m.Syscall, idle)
-	case m.Syscall != "" && m.Fd != "":
+	case atKillSyscallOnFd:
 		return fmt.Sprintf("%s was in %s on a %s (fd %d) when the SIGKILL came%s", who, m.Syscall, strings.ReplaceAll(m.Fd, "_", " "), m.Arg, idle)
-	case m.Syscall != "":
+	case atKillSyscall:
 		return fmt.Sprintf("%s was in %s when the SIGKILL came%s", who, m.Syscall, idle)
-	}
-	if m.Unread {
+	case atKillUnread:
 		return fmt.Sprintf("%s: what it was in when the SIGKILL came could not be read (the kernel reads it on x86_64)%s", who, idle)
 	}
 	return fmt.Sprintf("%s was in no system call when the SIGKILL came%s", who, idle)
 }
 
-// peerCalls wait for a network peer whatever their fd (connect, recvfrom,
-// recvmsg), or, for read, on an fd the kernel read as a socket.
-var peerCalls = map[string]bool{"connect": true, "recvfrom": true, "recvmsg": true}
-
-// blocker is the task of an exec preStop hook's reading that tells
-// what held it: the child a shell or other waiter waited for, else the
-// process itself.
-func (h *HookAt) blocker() *TaskAt {
-	if h.Child != nil && waitCalls[h.Process.Syscall] {
-		return h.Child
-	}
-	return &h.Process
-}
-
 // hookVerdict is what the exec preStop hook's process was doing when the
 // SIGKILL came: "the preStop hook sleep (pid 9) was still sleeping
 // (clock_nanosleep) when the SIGKILL came".
-func hookVerdict(ep *episode, h *HookAt) string {
+func hookVerdict(h *HookAt, c hookCause) string {
 	p := &h.Process
 	s := fmt.Sprintf("the preStop hook %s (pid %d) was still running when the SIGKILL came", p.Comm, p.NsPID)
-	if h.Child != nil && waitCalls[p.Syscall] {
-		s += fmt.Sprintf(", waiting for its child %s", childText(h.Child))
-	} else if p.Syscall != "" {
+	switch {
+	case c.child != nil:
+		s += fmt.Sprintf(", waiting for its child %s", childText(c.child))
+	case p.Syscall != "":
 		s += ", in " + p.Syscall
 		if p.Fd != "" {
 			s += fmt.Sprintf(" on a %s (fd %d)", strings.ReplaceAll(p.Fd, "_", " "), p.Arg)
 		}
-	} else if p.Unread {
+	case p.Unread:
 		s += " (what it was in could not be read)"
 	}
-	if b := h.blocker(); b.CPU != nil && ep.AtKill != nil && ep.AtKill.Since > 0 {
-		s += fmt.Sprintf("; it used %s", cpuText(ep.AtKill, *b.CPU))
+	if c.used != nil {
+		s += fmt.Sprintf("; it used %s", cpuText(*c.used, c.since))
 	}
 	return s
 }
 
 // hookHint is the fix for a preStop hook the grace ran out on, from what
-// its process was doing at the SIGKILL; "" when it was not read.
-func hookHint(ep *episode) string {
-	h := ep.hookAt
-	if h == nil {
+// held it at the SIGKILL; "" when that tells none (or was not read).
+func (ep *episode) hookHint(c hookCause) string {
+	b := c.task
+	if b == nil {
 		return ""
 	}
-	b := h.blocker()
 	grace := ""
 	if ep.GracePeriod > 0 {
 		grace = fmt.Sprintf(" (%s)", ep.GracePeriod)
@@ -1196,66 +1107,57 @@ func hookHint(ep *episode) string {
 	if b.Syscall != "" {
 		in += " in " + b.Syscall
 	}
-	switch {
-	case b.CPU != nil && ep.AtKill != nil && ep.AtKill.Since > 0 && *b.CPU*4 >= ep.AtKill.Since:
-		return head(fmt.Sprintf("working (%s used %s)", b.Comm, cpuText(ep.AtKill, *b.CPU))) +
+	switch c.kind {
+	case hookWorking:
+		return head(fmt.Sprintf("working (%s used %s)", b.Comm, cpuText(*c.used, c.since))) +
 			"raise terminationGracePeriodSeconds to cover the hook and the shutdown after it, or make the hook faster."
-	case sleepCalls[b.Syscall]:
+	case hookSleeping:
 		return head("sleeping ("+in+")") + fmt.Sprintf("its sleep is longer than the grace period. Sleep less than terminationGracePeriodSeconds minus the time the application needs after %s, or raise the grace period to cover both.", ep.StopSignal)
-	case peerCalls[b.Syscall] || b.Syscall == "read" && b.Fd == "socket":
+	case hookNetwork:
 		return head("waiting on the network ("+in+")") +
 			"what it calls did not answer. Give its request a timeout well within the grace period (curl --max-time, wget -T) and let the hook go on without the answer."
-	case loopCalls[b.Syscall]:
+	case hookInput:
 		// A poll says nothing of what it waits on: a request's answer
 		// (curl polls its socket) is only the likeliest.
 		return head("waiting for input ("+in+")") +
 			"if it calls a service, that did not answer in time: give the request a timeout well within the grace period (curl --max-time, wget -T); whatever it waits for, bound the wait."
-	case waitCalls[b.Syscall] || b.Syscall == "futex":
+	case hookWaiting:
 		return head("waiting ("+in+")") + "bound what it waits for with a timeout well within the grace period."
 	}
 	return ""
 }
 
-// atKillHint is the fix for a handler that did not finish, from what the
-// process was doing; "" when the readings do not tell one.
-func atKillHint(ep *episode) string {
+// atKillHint is the fix for a handler that did not finish, from why the
+// process still ran; "" when the cause tells none.
+func (ep *episode) atKillHint(c atKillCause) string {
 	a := ep.AtKill
-	if a == nil {
-		return ""
-	}
 	who, sig := ep.who(), ep.StopSignal
-	if used, ok := a.progress(); ok {
+	switch c.kind {
+	case atKillProgress:
 		return fmt.Sprintf("%s was making progress when the SIGKILL came (it used %s): give it more time (%s), or make its shutdown faster.",
-			who, cpuText(a, used), ep.graceFix())
-	}
-	m := &a.Main
-	switch {
-	case a.waitsForChild():
-		c := a.awaited()
-		switch {
-		case c != nil && c.Ignores:
-			return fmt.Sprintf("%s waited for its child %s, which ignores %s: signal the child with one it acts on (or SIGKILL it after a deadline) before waiting for it, or have it handle %s. More grace would not help.",
-				who, c.Comm, sig, sig)
-		case c != nil && shells[m.Comm] && waitCalls[m.Syscall] && ep.StopVerdict == sigvocab.FateHandler:
-			return fmt.Sprintf("The %s trap of %s could not run while its foreground command %s ran: run the command in the background and wait for it (cmd & wait $!), so that wait returns on the signal and the trap runs at once, forwarding it (kill -TERM $!); or exec the command so that it receives %s itself. More grace would not help.",
-				sig, who, c.Comm, sig)
-		case c != nil:
-			return fmt.Sprintf("%s waited for its child %s, which did not end: pass %s on to it (an init such as tini does), and make the child handle it. More grace would not help while the child gets no signal.",
-				who, c.Comm, sig)
-		}
-	case loopCalls[m.Syscall]:
+			who, cpuText(c.used, a.Since), ep.graceFix())
+	case atKillChildIgnores:
+		return fmt.Sprintf("%s waited for its child %s, which ignores %s: signal the child with one it acts on (or SIGKILL it after a deadline) before waiting for it, or have it handle %s. More grace would not help.",
+			who, c.child.Comm, sig, sig)
+	case atKillShellTrap:
+		return fmt.Sprintf("The %s trap of %s could not run while its foreground command %s ran: run the command in the background and wait for it (cmd & wait $!), so that wait returns on the signal and the trap runs at once, forwarding it (kill -TERM $!); or exec the command so that it receives %s itself. More grace would not help.",
+			sig, who, c.child.Comm, sig)
+	case atKillChild:
+		return fmt.Sprintf("%s waited for its child %s, which did not end: pass %s on to it (an init such as tini does), and make the child handle it. More grace would not help while the child gets no signal.",
+			who, c.child.Comm, sig)
+	case atKillEventLoop:
 		h := fmt.Sprintf("%s sat idle in its event loop until the SIGKILL: its shutdown waited for something that never came, not for CPU.", who)
-		if ep.Main.Runtime == "nodejs" {
+		if ep.Main.Runtime == langrt.NodeJS {
 			h += " Node.js's server.close() waits for every open connection, keep-alive ones included: close idle ones (server.closeIdleConnections()) and, after a deadline shorter than the grace period, the rest (server.closeAllConnections()), then exit."
 		} else {
 			h += " Close idle (keep-alive) connections, bound the wait for in-flight requests with a deadline shorter than the grace period, then exit."
 		}
 		return h + " More grace would not help."
-	case m.Syscall == "futex" || m.Syscall == "futex_waitv":
+	case atKillLock:
 		return fmt.Sprintf("The shutdown of %s waited on a lock or another thread that never finished (a JVM shutdown hook joining a thread pool, a Python handler joining a worker, a Go program waiting on a goroutine): find what it waits for (a thread dump as it stops: jcmd PID Thread.print, py-spy dump, SIGQUIT for Go) and bound the wait. More grace would not help.", who)
-	case sleepCalls[m.Syscall]:
+	case atKillSleep:
 		return fmt.Sprintf("%s was sleeping when the SIGKILL came: its shutdown sleeps longer than the grace period; sleep less, or raise the grace period (%s) to cover the sleep.", who, ep.graceFix())
-	case m.Syscall == "accept" || m.Syscall == "accept4":
+	case atKillAccept:
 		return fmt.Sprintf("%s was still accepting connections at the SIGKILL: on %s, close the listener, finish what is in flight and exit. More grace would not help.", who, sig)
 	}
 	return ""
