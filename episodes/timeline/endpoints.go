@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"slices"
 	"time"
 
 	"github.com/sigscope/sigscope/internal/textsafe"
@@ -62,6 +63,27 @@ func (c *EndpointChange) SetLags(deletedAt, stopAt time.Time) {
 	if !stopAt.IsZero() {
 		d := first.Sub(stopAt)
 		c.AfterStop = &d
+	}
+}
+
+// addEndpointSteps puts a step in the timeline, at its time, for the first
+// change of the pod's endpoint in each Service (Endpoints); its words are
+// written with the others'.
+func (ep *Episode) addEndpointSteps() {
+	for i := range ep.Endpoints {
+		c := &ep.Endpoints[i]
+		first := c.First()
+		if first.IsZero() {
+			continue
+		}
+		s := Step{At: first.Sub(ep.Start), Time: first, Kind: StepEndpoint, facts: stepFacts{endpoint: c}}
+		i, _ := slices.BinarySearchFunc(ep.Steps, first, func(s Step, t time.Time) int {
+			if s.Time.After(t) {
+				return 1
+			}
+			return -1
+		})
+		ep.Steps = slices.Insert(ep.Steps, i, s)
 	}
 }
 

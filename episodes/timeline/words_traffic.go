@@ -1,0 +1,208 @@
+package timeline
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sigscope/sigscope/tracer/sigvocab"
+)
+
+// What a stop cost its clients (Episode.Traffic): the verdict, read at a
+// glance, and a hint that names the fix from what the kernel measured,
+// never from a guess (trafficCause).
+
+// words says why an episode's counts are missing (Traffic.Unread); ""
+// when they were read.
+func (r unreadReason) words() string {
+	switch r {
+	case unreadEnded:
+		return "the trace ended"
+	case unreadLate:
+		return "no counts arrived in time"
+	case unreadShared:
+		return "the container shares its network namespace with the runtime that stopped it (the node's: --network host, " +
+			"hostNetwork), so its connections cannot be told from the node's and none were counted"
+	}
+	return ""
+}
+
+// words says why a container's own connections cannot be told from its
+// namespace's others (Traffic.OwnUnknown); "" when they can.
+func (r ownReason) words() string {
+	switch r {
+	case ownNoSocketCgroup:
+		return "the counts carry no split by socket cgroup (the kernel keeps none)"
+	case ownRootCgroup:
+		return "the container's processes are in the root cgroup v2 (a cgroup v1 node), so a socket's container cannot be told"
+	}
+	return ""
+}
+
+const refusedUnknown = "refused attempts unknown: this kernel (before Linux 6.10) does not report them"
+
+// trafficVerdict says what the clients suffered.
+func trafficVerdict(t *Traffic, c trafficCause) string {
+	switch c.state {
+	case trafficUncounted:
+		return "not counted: " + t.Unread
+	case trafficUnread:
+		return "not known: the connection counts were not read (" + t.Unread + ")"
+	case trafficLost:
+		var kinds []string
+		if n := t.N(sigvocab.NetRefused); n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d refused", n))
+		}
+		if n := t.N(sigvocab.NetResetSent); n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d reset by the application", n))
+		}
+		if n := t.N(sigvocab.NetCut); n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d cut", n))
+		}
+		v := count(t.Lost(), "connection") + " lost: " + strings.Join(kinds, ", ")
+		if !t.SeesRefused {
+			v += "; " + refusedUnknown
+		}
+		return v
+	}
+	accepted, closed, reset := t.N(sigvocab.NetAccepted), t.N(sigvocab.NetClosed), t.N(sigvocab.NetResetReceived)
+	var v string
+	switch {
+	case accepted == 0 && closed == 0 && reset == 0:
+		v = "no connection was accepted or ended after the stop began"
+	case accepted == 0:
+		v = "no connection was accepted after the stop began, and every one that ended was closed cleanly"
+	default:
+		v = count(accepted, "connection") + " accepted after the stop began, all closed cleanly"
+	}
+	if reset > 0 {
+		v += fmt.Sprintf(" (%d reset by the client)", reset)
+	}
+	if !t.SeesRefused {
+		return "no connection lost that this kernel reports: " + v + "; " + refusedUnknown
+	}
+	return "no client was hurt: " + v
+}
+
+// trafficHint names the fix for each kind of loss measured; "" when
+// nothing was lost, or the counts were not read.
+func (ep *episode) trafficHint(c trafficCause) string {
+	if c.state != trafficLost {
+		return ""
+	}
+	t := ep.Traffic
+	var parts []string
+	if c.refused != refusedNone {
+		parts = append(parts, ep.refusedHint(c))
+	}
+	if c.cut != cutNone {
+		parts = append(parts, ep.cutHint(c.cut))
+	}
+	if n := t.N(sigvocab.NetResetSent); n > 0 {
+		parts = append(parts, fmt.Sprintf("The application aborted %s with a reset while it ran: drain keep-alive connections after their in-flight request, and let queued connections be accepted before closing the listener.",
+			count(n, "connection")))
+	}
+	return strings.Join(parts, " ")
+}
+
+// refusedHint: clients still connected after the application stopped
+// listening. The delay to give them is read from the last refused attempt,
+// counted from the stop signal.
+func (ep *episode) refusedHint(c trafficCause) string {
+	t := ep.Traffic
+	r := t.Counts[sigvocab.NetRefused]
+	switch c.refused {
+	case refusedUntied:
+		// Not tied to the stop by what was counted: a port nothing
+		// listened on, or a listener that closed before the counting
+		// began (a preStop hook that stops the server). No fix.
+		return fmt.Sprintf("%s refused before any listening socket of the namespace closed while the kernel counted: they were for a port nothing listened on then, or one closed before the counting began (a preStop hook that stops the server); what was counted does not tell which.",
+			countWas(r.N, "connection attempt"))
+	case refusedUnstopped:
+		return fmt.Sprintf("%s refused after the application stopped listening, the last %.1fs after the kernel began counting: clients were still sent to it. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can keep serving until they stop coming.",
+			countWas(r.N, "connection attempt"), r.Last.Sub(t.Since).Seconds())
+	}
+	lag, secs := r.Last.Sub(ep.StopAt), c.covering
+	least, still := "", ""
+	if c.stillComing {
+		least, still = "at least ", ", and they were still coming when the counts were read"
+	}
+	h := fmt.Sprintf("%s refused after the application stopped listening, the last %.1fs after %s%s: clients were still sent to it.",
+		countWas(r.N, "connection attempt"), lag.Seconds(), ep.StopSignal, still)
+	switch {
+	case ep.fixFor() != FixForKubernetes:
+		return h + fmt.Sprintf(" Keep serving after %s until the load balancer has stopped sending to it (%s%d s here), then close the listener; keep the grace period (%s) above that plus the shutdown.",
+			ep.StopSignal, least, secs, ep.timeoutKnob())
+	case ep.PreStop != nil:
+		return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: lengthen the preStop hook (%s) by %s%d s, which delays %s that long, and keep terminationGracePeriodSeconds above the hook plus the shutdown.",
+			ep.PreStop.Kind, least, secs, ep.StopSignal)
+	}
+	return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: a preStop sleep of %s%d s (lifecycle.preStop) delays %s that long; keep terminationGracePeriodSeconds above the sleep plus the shutdown.",
+		least, secs, ep.StopSignal)
+}
+
+// cutHint: requests lost with the process that held their connections. The
+// fix depends on how it died.
+func (ep *episode) cutHint(how cutKind) string {
+	n := countWas(ep.Traffic.N(sigvocab.NetCut), "connection")
+	who := ep.who()
+	switch how {
+	case cutByOOM:
+		return fmt.Sprintf("%s still open when the OOM kill ended its process: a request in flight on any of them was lost with it, and the memory fix above spares them too.", n)
+	case cutKilledUnstopped:
+		return fmt.Sprintf("%s still open at the SIGKILL, which came with no stop signal before it: a request in flight on any of them was lost. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can finish them.", n)
+	case cutKilledIgnored:
+		return fmt.Sprintf("%s still open at the SIGKILL: %s never acted on %s (the hint above), so nothing finished a request in flight on them. Once it does, have it close its listener and finish in-flight requests within the grace period (%s).",
+			n, who, ep.StopSignal, ep.timeoutKnob())
+	case cutKilled:
+		after := ""
+		if d, ok := ep.KillAfter(); ok {
+			after = fmt.Sprintf(", %.1fs after %s", d.Seconds(), ep.StopSignal)
+		}
+		return fmt.Sprintf("%s still open at the SIGKILL%s: requests were still in flight. Finish in-flight requests within the grace period, or lengthen it (%s).",
+			n, after, ep.timeoutKnob())
+	case cutEndedAfterStop:
+		return fmt.Sprintf("%s still open when %s ended after %s: a request in flight on any of them was lost. On %s, close the listener, finish in-flight requests, then exit.",
+			n, who, ep.StopSignal, ep.StopSignal)
+	}
+	return fmt.Sprintf("%s still open when their process ended on its own: a request in flight on any of them was lost.", n)
+}
+
+// trafficCounts lists a traffic's counts for the text output, its times
+// as offsets from start: "network namespace 4026532300, counted +0.000s to
+// +4.210s: 12 accepted, 12 closed, 0 reset by the application, 1 reset by
+// the client, 0 cut, 3 refused; listener closed at +0.512s".
+// A pod's containers share its network namespace: what is counted there is
+// the pod's, and it says so.
+func trafficCounts(t *Traffic, start time.Time, pod bool) string {
+	s := fmt.Sprintf("network namespace %d", t.NetNS)
+	if t.Shared() {
+		return s + ", the node's"
+	}
+	if pod {
+		s = fmt.Sprintf("the pod's network namespace %d, shared by its containers", t.NetNS)
+	}
+	if t.Unread != "" {
+		return s
+	}
+	s += fmt.Sprintf(", counted %s to %s: %d accepted, %d closed, %d reset by the application, %d reset by the client, %d cut, ",
+		offset(t.Since.Sub(start)), offset(t.Until.Sub(start)), t.N(sigvocab.NetAccepted), t.N(sigvocab.NetClosed),
+		t.N(sigvocab.NetResetSent), t.N(sigvocab.NetResetReceived), t.N(sigvocab.NetCut))
+	if t.Known(sigvocab.NetRefused) {
+		s += fmt.Sprintf("%d refused", t.N(sigvocab.NetRefused))
+	} else {
+		s += "refused unknown"
+	}
+	if lc := t.Counts[sigvocab.NetListenerClosed]; lc.N > 0 {
+		s += "; listener closed at " + offset(lc.First.Sub(start))
+	}
+	switch {
+	case t.Split(pod):
+		o := t.Own
+		s += fmt.Sprintf("; this container's own sockets: %d accepted, %d closed, %d reset by the application, %d reset by the client, %d cut",
+			o[sigvocab.NetAccepted], o[sigvocab.NetClosed], o[sigvocab.NetResetSent], o[sigvocab.NetResetReceived], o[sigvocab.NetCut])
+	case pod && t.OwnUnknown != "":
+		s += "; whose each connection was cannot be told: " + t.OwnUnknown
+	}
+	return s
+}
