@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync/atomic"
 
 	"github.com/sigscope/sigscope/containers/identity"
@@ -19,11 +17,12 @@ import (
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
-// Predictions, in the words of the stop timelines' outcomes where one fits.
+// Predictions (Result.Prediction), in the words of the stop timelines'
+// outcomes where one fits (Prediction.Outcome).
 const (
 	Graceful      = string(timeline.OutcomeGraceful)      // the stop signal is handled, waited for, or kills a non-init
 	IgnoredByInit = string(timeline.OutcomeIgnoredByInit) // a namespace init will drop it (or keep it blocked): SIGKILL after the timeout
-	Ignored       = "ignored"                             // a process that is no init drops it (SIG_IGN, default-ignored) or keeps it blocked
+	Ignored       = string(timeline.OutcomeIgnored)       // a process that is no init drops it (SIG_IGN, default-ignored) or keeps it blocked
 	Killed        = string(timeline.OutcomeKilled)        // the stop signal is SIGKILL itself
 	Unknown       = "unknown"                             // the process could not be read, or is already exiting
 )
@@ -200,210 +199,15 @@ func (res *Result) finish(r identity.Running, procRoot, source string, f Facts, 
 	res.Ignores = f.State.Handler == sigvocab.DispIgnore
 	res.Blocks = f.State.Blocked
 	res.Signalfd = f.Signalfd
-	var fate sigvocab.Fate
-	res.Prediction, fate, res.Hint = Predict(f)
-	res.Fate = fate.String()
-	if errors.Is(fdErr, fs.ErrPermission) && fate == sigvocab.FateBlocked && f.State.Handler == sigvocab.DispDefault {
+	p := Predict(f)
+	res.Prediction, res.Fate, res.Hint = string(p.Outcome), p.Fate.String(), p.Hint()
+	if errors.Is(fdErr, fs.ErrPermission) && p.Fate == sigvocab.FateBlocked && f.State.Handler == sigvocab.DispDefault {
 		// Blocked with no handler: a signalfd decides between a graceful
 		// stop and a SIGKILL after the timeout. Guessing "none" calls
 		// catatonit a shell; say what could not be read instead.
 		res.Prediction, res.Hint = Unknown, ""
 		res.Error = fmt.Sprintf("cannot tell whether %s reads %s from a signalfd: %v", role(f.State), f.Signal, fdErr)
 	}
-}
-
-// Facts are what a prediction is made from: the stop signal and the main
-// process's state for it, as the kernel or /proc showed it.
-type Facts struct {
-	Signal   sigvocab.Signal
-	State    sigvocab.TaskState // for Signal
-	Signalfd bool               // a signalfd of the process watches Signal
-	Cmdline  []string
-	Comm     string
-	// Runtime is the process's language runtime: whether a handler that
-	// re-raises the signal ends it, and the fix a hint names.
-	Runtime langrt.Runtime
-	// Source is where State came from (SourceKernel when empty).
-	// SourceProc shows no sa_flags: State.OneShot is unknown then.
-	Source string
-}
-
-// Predict says what the runtime's stop signal will do. The kernel's part,
-// the signal's fate, is sigvocab.PredictFate's (with force: the runtime sends
-// from the host), and the hint says it in the fate's own words
-// (sigvocab.Fate.Reason, the timeline's too); this adds what the process
-// does with a queued signal.
-func Predict(f Facts) (prediction string, fate sigvocab.Fate, hint string) {
-	sig, st := f.Signal, f.State
-	fate = sigvocab.PredictFate(sig, st, true)
-	name := processName(f)
-	// why is the kernel's reason, about the process by name or as "it".
-	why := func(who string) string { return fate.Reason(sig, st.Handler, who) }
-	if sig == sigvocab.SIGKILL {
-		return Killed, fate, fmt.Sprintf("The stop signal is SIGKILL: %s gets no chance to shut down. %s", name, timeline.StopSignalFix(sig, fate, role(st)))
-	}
-	switch fate {
-	case sigvocab.FateDroppedExiting:
-		return Unknown, fate, fmt.Sprintf("%s: the kernel drops every signal sent to it now.", why(name))
-	case sigvocab.FateHandler:
-		p, hint := handled(f, name)
-		return p, fate, hint
-	case sigvocab.FateSigwait:
-		if fwd := forwarder(f); fwd != "" {
-			return Graceful, fate, fmt.Sprintf("%s is %s: %s and forwards it.", role(st), fwd, why("it"))
-		}
-		return Graceful, fate, fmt.Sprintf("%s: the kernel queues it for the wait (sigtimedwait or sigwaitinfo).", why(name))
-	case sigvocab.FateBlocked:
-		switch {
-		case st.Handler == sigvocab.DispHandler:
-			// Once unblocked it goes to the handler: what the handler
-			// does decides, as for one that is not blocked.
-			if p, hint := handled(f, name); p != Graceful {
-				return p, fate, hint
-			}
-			return Graceful, fate, fmt.Sprintf("%s right now; it is delivered when %s unblocks it.", why(name), role(st))
-		case f.Signalfd && st.Handler == sigvocab.DispDefault:
-			if fwd := forwarder(f); fwd != "" {
-				return Graceful, fate, fmt.Sprintf("%s is %s: it reads %s from a signalfd and forwards it.", role(st), fwd, sig)
-			}
-			return Graceful, fate, fmt.Sprintf("%s and reads it from a signalfd.", why(name))
-		case st.Handler == sigvocab.DispIgnore:
-			return ignoredSigIgn(name, sig, st, fate)
-		}
-		if st.NSInit {
-			return IgnoredByInit, fate, fmt.Sprintf("%s and no signalfd for it: it stays pending, and a namespace init discards it even when unblocked, so the stop will wait the whole timeout and end in SIGKILL (exit 137). %s", why(name), handleFix(f))
-		}
-		return Ignored, fate, fmt.Sprintf("%s and no signalfd for it: it stays pending until unblocked, so the stop may wait the whole timeout and end in SIGKILL (exit 137).", why(name))
-	case sigvocab.FateDefault:
-		if fate.Kills(sig) {
-			return Graceful, fate, fmt.Sprintf("%s is not a namespace init and has no %s handler: %s at once, with no cleanup.", name, sig, why("it"))
-		}
-		p := Ignored
-		if st.NSInit {
-			p = IgnoredByInit
-		}
-		return p, fate, fmt.Sprintf("%s has no %s handler and %s: the stop will wait the whole timeout and end in SIGKILL (exit 137). %s", name, sig, why("it"), timeline.StopSignalFix(sig, fate, role(st)))
-	case sigvocab.FateDroppedInit:
-		shell := ""
-		if isShell(f) {
-			shell = " It is a shell: shell-form ENTRYPOINT/CMD (`/bin/sh -c app`) makes the shell PID 1 and it does not forward signals."
-		}
-		return IgnoredByInit, fate, fmt.Sprintf("%s: the kernel drops signals to a namespace init that has none, so the stop will wait the whole timeout and end in SIGKILL (exit 137).%s %s", why(name), shell, handleFix(f))
-	case sigvocab.FateDroppedSigIgn:
-		return ignoredSigIgn(name, sig, st, fate)
-	case sigvocab.FateDroppedDefault:
-		p := Ignored
-		if st.NSInit {
-			p = IgnoredByInit
-		}
-		return p, fate, fmt.Sprintf("%s has no %s handler and %s: the stop will wait the whole timeout and end in SIGKILL (exit 137). %s", name, sig, why(name), timeline.StopSignalFix(sig, fate, role(st)))
-	}
-	return Unknown, fate, ""
-}
-
-// handled predicts the stop of a process whose handler will get the stop
-// signal. A process that is no init is ended by whatever its handler does,
-// a re-raise included (the default action kills it). A namespace init is
-// not: the kernel drops a signal it sends itself with the default action.
-func handled(f Facts, name string) (prediction, hint string) {
-	sig, st, rt := f.Signal, f.State, f.Runtime
-	if !st.NSInit {
-		return Graceful, ""
-	}
-	switch {
-	case st.OneShot && !exitsInHandler(rt):
-		// SA_RESETHAND, read from the kernel: the handler runs once with
-		// the disposition already back to SIG_DFL, and one that re-raises
-		// (Node.js's) sends itself a signal an init drops.
-		return IgnoredByInit, fmt.Sprintf("%s: its %s handler is one-shot (SA_RESETHAND): it re-raises the signal with the default action, and the kernel drops that for PID 1, so the stop will wait the whole timeout and end in SIGKILL (exit 137). %s",
-			name, sig, handleFix(f))
-	case f.Source == SourceProc && reraisesForGood(rt, sig):
-		// /proc has no sa_flags: a handler is all it shows, and the
-		// runtime's own handler (one-shot, re-raising) cannot be told
-		// from one the application registered.
-		return IgnoredByInit, fmt.Sprintf("%s is %s and has a %s handler; /proc does not show whether it is %s's own one-shot handler (SA_RESETHAND), which re-raises the signal with the default action for the kernel to drop at PID 1, or one the application registered. Inferred from the runtime: unless the application handles %s itself, the stop will wait the whole timeout and end in SIGKILL (exit 137). %s",
-			name, rt.Name(), sig, rt.Name(), sig, handleFix(f))
-	case rt.ExitAfterReraise() != 0 && reraised(sig):
-		// The Go runtime: its handler is there whether or not the
-		// application called signal.Notify, which no handler table shows.
-		return Graceful, fmt.Sprintf("%s runs on %s: unless the application handles %s itself, %s re-raises it, the kernel drops that for PID 1, and %s then exits at once with status %d: a stop without cleanup, with exit status %d rather than %d. %s",
-			name, rt.Name(), sig, rt.Name(), rt.Name(), rt.ExitAfterReraise(), rt.ExitAfterReraise(), 128+int(sig), timeline.CleanExitFix(rt))
-	}
-	return Graceful, ""
-}
-
-// reraised reports whether sig is one a runtime's own handler re-raises
-// (langrt.Runtime.Reraises): SIGTERM and SIGINT.
-func reraised(sig sigvocab.Signal) bool { return sig == sigvocab.SIGTERM || sig == sigvocab.SIGINT }
-
-// reraisesForGood reports whether rt's own handler for sig re-raises it
-// and rt does not exit when an init survives that (Node.js).
-func reraisesForGood(rt langrt.Runtime, sig sigvocab.Signal) bool {
-	return reraised(sig) && rt.Reraises() && rt.ExitAfterReraise() == 0
-}
-
-// exitsInHandler reports whether a one-shot handler of rt ends the process
-// even at a namespace init: rt exits when its re-raise does not kill it
-// (the Go runtime), or rt is known and does not re-raise at all.
-func exitsInHandler(rt langrt.Runtime) bool {
-	return rt.ExitAfterReraise() != 0 || langrt.Known(rt) && !rt.Reraises()
-}
-
-// handleFix is how a hint ends when the process must act on the stop
-// signal itself: the timeline's fix for its runtime (a program run by a
-// shell, by its argv[0], is the shell's), as a prediction says it.
-func handleFix(f Facts) string {
-	rt := f.Runtime
-	if rt == langrt.Unknown && isShell(f) {
-		rt = langrt.Shell
-	}
-	return timeline.HandleFix(rt, f.State.NSInit, timeline.FixForPrediction)
-}
-
-func ignoredSigIgn(name string, sig sigvocab.Signal, st sigvocab.TaskState, fate sigvocab.Fate) (string, sigvocab.Fate, string) {
-	p := Ignored
-	if st.NSInit {
-		p = IgnoredByInit
-	}
-	return p, fate, fmt.Sprintf("%s: the stop will wait the whole timeout and end in SIGKILL (exit 137). %s",
-		sigvocab.FateDroppedSigIgn.Reason(sig, st.Handler, name), timeline.StopSignalFix(sig, sigvocab.FateDroppedSigIgn, role(st)))
-}
-
-// role is how hints call the main process.
-func role(st sigvocab.TaskState) string { return timeline.MainRole(st.NSInit) }
-
-// processName is role with the command, for the start of a sentence.
-func processName(f Facts) string {
-	name := role(f.State)
-	name = strings.ToUpper(name[:1]) + name[1:] // the start of a sentence
-	switch {
-	case len(f.Cmdline) > 0:
-		return fmt.Sprintf("%s (%s)", name, filepath.Base(f.Cmdline[0]))
-	case f.Comm != "":
-		return fmt.Sprintf("%s (%s)", name, f.Comm)
-	}
-	return name
-}
-
-// forwarder names a known init that waits for signals and forwards them to
-// its child, from argv[0] or the command name (langrt's one list).
-func forwarder(f Facts) string {
-	names := []string{f.Comm}
-	if len(f.Cmdline) > 0 {
-		names = append([]string{filepath.Base(f.Cmdline[0])}, names...)
-	}
-	for _, n := range names {
-		if langrt.ForwardingInit(n) {
-			return n
-		}
-	}
-	return ""
-}
-
-// isShell reports whether the process is a shell, by its runtime or its
-// argv[0] (langrt's one list).
-func isShell(f Facts) bool {
-	return f.Runtime == langrt.Shell || len(f.Cmdline) > 0 && langrt.IsShell(f.Cmdline[0])
 }
 
 // utf8All makes command-line arguments valid UTF-8 for JSON: any process can

@@ -71,7 +71,8 @@ func TestPredict(t *testing.T) {
 		{"no init, SIGKILL", sigvocab.SIGKILL, sigvocab.TaskState{}, false, app, "app", Killed, sigvocab.FateDefault, "The main process (app)"},
 	}
 	for _, c := range cases {
-		got, fate, hint := Predict(Facts{Signal: c.sig, State: c.st, Signalfd: c.signalfd, Cmdline: c.cmd, Comm: c.comm})
+		p := Predict(Facts{Signal: c.sig, State: c.st, Signalfd: c.signalfd, Cmdline: c.cmd, Comm: c.comm})
+		got, fate, hint := string(p.Outcome), p.Fate, p.Hint()
 		if got != c.want || fate != c.fate || !strings.Contains(hint, c.hintHas) {
 			t.Errorf("%s: %s (%s) %q, want %s (%s) with %q", c.name, got, fate, hint, c.want, c.fate, c.hintHas)
 		}
@@ -336,7 +337,8 @@ func TestPredictRuntime(t *testing.T) {
 			[]string{"signal.signal("}},
 	}
 	for _, c := range cases {
-		got, fate, hint := Predict(Facts{Signal: c.sig, State: c.st, Cmdline: c.cmd, Runtime: c.rt, Source: c.source})
+		p := Predict(Facts{Signal: c.sig, State: c.st, Cmdline: c.cmd, Runtime: c.rt, Source: c.source})
+		got, fate, hint := string(p.Outcome), p.Fate, p.Hint()
 		if got != c.want || fate != c.fate {
 			t.Errorf("%s: %s (%s), want %s (%s); hint %q", c.name, got, fate, c.want, c.fate, hint)
 		}

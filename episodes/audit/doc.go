@@ -23,10 +23,15 @@
 // sa_flags, so for Node.js a handler is taken for the runtime's own
 // (inferred from the runtime, and the hint says so).
 //
-// It owns the prediction and its hint. The kernel's rules are
-// tracer/sigvocab's (fate.go), reading the kernel is tracer's, container
-// listing and /proc parsing are package container's, and the outcome words
-// and the fixes a hint ends with are the timeline's (timeline.HandleFix,
-// StopSignalFix, CleanExitFix: the words the episodes' hints use), so a
-// prediction and the stop it predicts name one fix, worded once.
+// It owns the prediction and its hint, kept apart as in the timeline:
+// [Predict] decides a typed [Prediction] (predict.go: the outcome, the
+// kernel's fate and the [Cause]), and its words ([Prediction.Hint],
+// words.go) turn the cause into the hint. The kernel's rules are
+// tracer/sigvocab's (fate.go, and its words, Fate.Reason), reading the
+// kernel is tracer's, container listing and /proc parsing are package
+// container's, and the outcome words, the main process's name
+// (timeline.MainRole) and the fixes a hint ends with are the timeline's
+// (timeline.HandleFix, StopSignalFix, CleanExitFix: the words the
+// episodes' hints use), so a prediction and the stop it predicts name one
+// fix, worded once.
 package audit
