@@ -28,17 +28,33 @@
 // sandbox (pause) container makes no episode: its end is a step of the
 // pod's open episodes.
 //
-// An event goes one way through the engine. [Engine.Add] routes it
-// (route.go): the engine's indexes find the episodes it belongs to, or
-// begin one, and give its role there. The episode applies it (apply.go):
-// one switch on the event's kind changes its state, records the step's
-// facts, and says what the engine must do next (settle, wait for the main
-// process, complete), which the engine does. When an episode completes,
-// its outcome is decided from its facts (outcome.go) and the words
-// (words.go) write its steps' texts and its hint; its summary is written
-// when asked. All prose is in the words, the fixes the audit's hints end
-// with included. A new stop pattern is a case in apply and its sentence in
-// the words.
+// An event goes one way through the engine: route → apply → settle →
+// finish. [Engine.Add] routes it (route.go): the engine's indexes find the
+// episodes it belongs to, or begin one, and give its role there. The
+// episode applies it (apply.go): one switch on the event's kind changes its
+// state, records the step's facts, and says what the engine must do next
+// (settle, wait for the main process, complete), which the engine does
+// (engine.go). When an episode completes, it is settled from the kernel's
+// record alone (the engine's completion, then build.go's settle, which
+// Finish runs first): its steps in time order, the traffic's counts and
+// the readings at the SIGKILL taken, its main process's runtime, its
+// preStop hook, the grace the record shows. [Finish] finishes it, once
+// (facts.go), as facts → causes → words:
+//
+//   - facts: what was learnt of it outside the kernel ([Facts]: the
+//     resolver's name, the API server's records) is applied;
+//   - outcome and causes: the outcome is decided from the facts (decide,
+//     outcome.go; facts.killed is the one SIGKILL rule), and the causes
+//     beside it (causes.go): why the main process did not act on the stop
+//     signal, or still ran at the SIGKILL; what held the preStop hook; what
+//     the clients lost and why. The tables of system calls are there;
+//   - words: the words (words.go, and words_*.go by family) turn the
+//     outcome and the causes into sentences: the steps' texts, the hint,
+//     the traffic's verdict and hint, the summary and the endpoint race.
+//
+// All prose is in the words, the fixes the audit's hints end with
+// included, and no rule is. A new stop pattern is a case in apply, a cause
+// when it explains something new, and its sentences in the words.
 //
 // It does not read events, resolve containers or print anything by itself:
 // cmd/sigscope feeds it and writes its episodes.

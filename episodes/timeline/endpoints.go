@@ -99,7 +99,8 @@ func EndpointsNotRead(why string) string {
 }
 
 // jsonEndpointChange is an EndpointChange in an episode's JSON
-// (episode_json.go writes and reads it through the two functions below).
+// (episode_json.go writes it and episode_json_read.go reads it, through
+// the two functions below).
 type jsonEndpointChange struct {
 	Service       string   `json:"service"`
 	NotReadyAt    string   `json:"not_ready_at,omitempty"`

@@ -203,7 +203,7 @@ type Step struct {
 	Verdict sigvocab.Fate   // kernel_verdict steps: the kernel's decision
 	Exit    *int            // exit steps: the status as a runtime reports it (code, or 128+signal)
 	// Text tells the step in a sentence, quoting untrusted comms
-	// unescaped. The words (words.go) write it when the episode completes,
+	// unescaped. The words (words_steps.go) write it when the episode is finished,
 	// from the fields above and the facts below.
 	Text string
 
