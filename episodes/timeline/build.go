@@ -71,6 +71,7 @@ type episode struct {
 type graceKnob string
 
 const (
+	knobUnknown    graceKnob = ""
 	knobKubernetes graceKnob = "kubernetes"
 	knobDocker     graceKnob = "docker"
 )

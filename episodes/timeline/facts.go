@@ -113,7 +113,7 @@ func Finish(ep *Episode, f Facts) {
 	w.settle()
 	w.learn(f)
 	w.Outcome = decide(w.facts())
-	w.words()
+	w.words(w.causes())
 	*ep = w.Episode
 }
 

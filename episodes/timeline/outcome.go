@@ -134,3 +134,16 @@ func decide(f facts) Outcome {
 	}
 	return OutcomeUnfinished
 }
+
+// KilledAfterGrace reports whether o is a stop the SIGKILL ended after a
+// stop signal that did not (the grace period ran out): ignored_by_init,
+// ignored and handler_timeout, which decide gives only to a main process
+// killed (facts.killed) after a stop signal, with no preStop hook that
+// used up the grace.
+func (o Outcome) KilledAfterGrace() bool {
+	switch o {
+	case OutcomeIgnoredByInit, OutcomeIgnored, OutcomeHandlerTimeout:
+		return true
+	}
+	return false
+}

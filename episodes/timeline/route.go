@@ -361,14 +361,14 @@ func (ep *episode) noteInfo(c *identity.Info, aboutMain bool) {
 	ep.infoRuntime = c.MainRuntime
 	switch {
 	case c.GracePeriod > 0:
-		ep.StopTimeout, ep.graceSource = time.Duration(c.GracePeriod)*time.Second, "kubernetes"
+		ep.StopTimeout, ep.graceSource = time.Duration(c.GracePeriod)*time.Second, knobKubernetes
 	case c.StopTimeout > 0:
-		ep.StopTimeout, ep.graceSource = time.Duration(c.StopTimeout)*time.Second, "docker"
+		ep.StopTimeout, ep.graceSource = time.Duration(c.StopTimeout)*time.Second, knobDocker
 	case c.Pod != "":
-		ep.StopTimeout, ep.graceSource = 0, "kubernetes"
+		ep.StopTimeout, ep.graceSource = 0, knobKubernetes
 	case c.Runtime == "docker":
-		ep.StopTimeout, ep.graceSource = 0, "docker"
+		ep.StopTimeout, ep.graceSource = 0, knobDocker
 	default:
-		ep.StopTimeout, ep.graceSource = 0, ""
+		ep.StopTimeout, ep.graceSource = 0, knobUnknown
 	}
 }

@@ -26,8 +26,7 @@ import "fmt"
 // words writes what a completed episode says, from its outcome and its
 // causes (causes.go), decided first: each step's text, the hint, and what
 // its traffic cost the clients.
-func (ep *episode) words() {
-	c := ep.causes()
+func (ep *episode) words(c causes) {
 	if a := ep.AtKill; a != nil {
 		a.Verdict = ep.atKillVerdict(c.atKill)
 	}

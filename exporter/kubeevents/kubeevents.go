@@ -18,7 +18,6 @@ import (
 	"github.com/sigscope/sigscope/episodes/timeline"
 	"github.com/sigscope/sigscope/exporter/sink"
 	"github.com/sigscope/sigscope/internal/textsafe"
-	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // Event reasons.
@@ -236,13 +235,7 @@ func (r *Recorder) ObserveEpisode(ep *timeline.Episode) {
 }
 
 // killedAfterGrace: a stop signal, then the SIGKILL that ends a grace period.
-func killedAfterGrace(ep *timeline.Episode) bool {
-	switch ep.Outcome {
-	case timeline.OutcomeIgnoredByInit, timeline.OutcomeIgnored, timeline.OutcomeHandlerTimeout:
-		return !ep.KillAt.IsZero() || ep.ExitSignal == sigvocab.SIGKILL
-	}
-	return false
-}
+func killedAfterGrace(ep *timeline.Episode) bool { return ep.Outcome.KilledAfterGrace() }
 
 func containerPrefix(ep *timeline.Episode) string {
 	if ep.Container.Name == "" {
