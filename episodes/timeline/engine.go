@@ -143,13 +143,13 @@ func New(opts Options) *Engine {
 		opts.MaxSteps = DefaultMaxSteps
 	}
 	return &Engine{opts: opts, open: make(map[epKey]*episode), byMain: make(map[uint32]*episode), byNS: make(map[uint32]*episode),
-		execs: execs{max: opts.MaxOpen}, since: opts.Since, starts: starts{max: opts.MaxOpen}}
+		execs: newExecs(opts.MaxOpen), since: opts.Since, starts: newStarts(opts.MaxOpen)}
 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	s := e.stats
-	s.Open, s.ExecLogs = e.order.Len(), len(e.execs.logs)
+	s.Open, s.ExecLogs = e.order.Len(), e.execs.logs.Len()
 	return s
 }
 

@@ -1,8 +1,9 @@
 package timeline
 
 import (
-	"container/list"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
@@ -30,52 +31,28 @@ type execSession struct {
 	signal sigvocab.Signal
 }
 
-// execLog is the recent sessions of a container with no open episode.
-type execLog struct {
-	key      epKey
-	sessions []execSession // oldest first, at most execsPerContainer
-	elem     *list.Element
+// execs keeps the recent sessions of containers with no open episode (at
+// most execsPerContainer each, oldest first), least recently used out
+// first past Options.MaxOpen containers.
+type execs struct {
+	logs *simplelru.LRU[epKey, []execSession]
 }
 
-// execs keeps the exec logs of containers with no open episode, least
-// recently used first, bounded by Options.MaxOpen.
-type execs struct {
-	logs  map[epKey]*execLog
-	order list.List
-	max   int
-}
+func newExecs(max int) execs { return execs{logs: newLRU[epKey, []execSession](max)} }
 
 func (x *execs) add(key epKey, s execSession) {
-	if x.logs == nil {
-		x.logs = make(map[epKey]*execLog)
+	l, _ := x.logs.Get(key)
+	if len(l) == execsPerContainer {
+		l = append(l[:0], l[1:]...)
 	}
-	l := x.logs[key]
-	if l == nil {
-		if len(x.logs) >= x.max {
-			old := x.order.Front().Value.(*execLog)
-			x.order.Remove(old.elem)
-			delete(x.logs, old.key)
-		}
-		l = &execLog{key: key}
-		l.elem = x.order.PushBack(l)
-		x.logs[key] = l
-	} else {
-		x.order.MoveToBack(l.elem)
-	}
-	if len(l.sessions) == execsPerContainer {
-		l.sessions = append(l.sessions[:0], l.sessions[1:]...)
-	}
-	l.sessions = append(l.sessions, s)
+	x.logs.Add(key, append(l, s))
 }
 
 // ended records the end of a session; false when pid is none of key's.
 func (x *execs) ended(key epKey, ev *sigvocab.Event) bool {
-	l := x.logs[key]
-	if l == nil {
-		return false
-	}
-	for i := range l.sessions {
-		if s := &l.sessions[i]; s.proc.PID == ev.Target.PID && s.end.IsZero() {
+	l, _ := x.logs.Peek(key)
+	for i := range l {
+		if s := &l[i]; s.proc.PID == ev.Target.PID && s.end.IsZero() {
 			s.end, s.exit, s.signal = ev.Time, exitStatus(ev), ev.Signal
 			return true
 		}
@@ -86,14 +63,13 @@ func (x *execs) ended(key epKey, ev *sigvocab.Event) bool {
 // take removes key's sessions that belong to a stop beginning at t: still
 // running, or ended at most execWindow before.
 func (x *execs) take(key epKey, t time.Time) []execSession {
-	l := x.logs[key]
-	if l == nil {
+	l, ok := x.logs.Peek(key)
+	if !ok {
 		return nil
 	}
-	x.order.Remove(l.elem)
-	delete(x.logs, key)
+	x.logs.Remove(key)
 	var out []execSession
-	for _, s := range l.sessions {
+	for _, s := range l {
 		if s.end.IsZero() || !s.end.Before(t.Add(-execWindow)) {
 			out = append(out, s)
 		}

@@ -1,6 +1,6 @@
 package timeline
 
-import "container/list"
+import "github.com/hashicorp/golang-lru/v2/simplelru"
 
 // procKey names a process across pid reuse: its host pid and its pid
 // namespace.
@@ -12,36 +12,21 @@ type procKey struct{ pid, ns uint32 }
 // after tracing began. It is bounded by Options.MaxOpen, oldest out first:
 // a start forgotten only makes an early episode say it may be incomplete.
 type starts struct {
-	set   map[procKey]*list.Element
-	order list.List
-	max   int
+	set *simplelru.LRU[procKey, struct{}]
 }
 
-func (s *starts) add(k procKey) {
-	if s.set == nil {
-		s.set = make(map[procKey]*list.Element)
-	}
-	if el, ok := s.set[k]; ok {
-		s.order.MoveToBack(el)
-		return
-	}
-	if len(s.set) >= s.max {
-		old := s.order.Front()
-		s.order.Remove(old)
-		delete(s.set, old.Value.(procKey))
-	}
-	s.set[k] = s.order.PushBack(k)
-}
+func newStarts(max int) starts { return starts{set: newLRU[procKey, struct{}](max)} }
 
-func (s *starts) seen(k procKey) bool {
-	_, ok := s.set[k]
-	return ok
-}
+func (s *starts) add(k procKey) { s.set.Add(k, struct{}{}) }
+
+func (s *starts) seen(k procKey) bool { return s.set.Contains(k) }
 
 // forget drops a process that has ended: its pid may come back as another.
-func (s *starts) forget(k procKey) {
-	if el, ok := s.set[k]; ok {
-		s.order.Remove(el)
-		delete(s.set, k)
-	}
+func (s *starts) forget(k procKey) { s.set.Remove(k) }
+
+// newLRU is a bounded map that drops its least recently used entry past n
+// (at least 1): the engine's one kind of bounded record.
+func newLRU[K comparable, V any](n int) *simplelru.LRU[K, V] {
+	l, _ := simplelru.NewLRU[K, V](max(n, 1), nil) // its only error is a size below 1
+	return l
 }
