@@ -138,58 +138,6 @@ func (ep *episode) connections(ev *sigvocab.Event) bool {
 	return ep.counted()
 }
 
-// takeTraffic makes the counts the episode holds its traffic, at
-// completion, with a step for each moment the kernel recorded that tells
-// the stop: the listener's close, the first refused attempt, the first
-// connection cut. Nil when no stop signal was watched; the words write the
-// verdict and the hint.
-func (ep *episode) takeTraffic() {
-	if ep.netns == 0 {
-		if ep.netShared != 0 {
-			ep.Traffic, ep.unread = &Traffic{NetNS: ep.netShared}, unreadShared
-		}
-		return
-	}
-	t := &Traffic{NetNS: ep.netns}
-	ep.Traffic = t
-	if ep.unread != countsRead {
-		return
-	}
-	c := &ep.conns
-	t.Since, t.Until, t.Counts, t.SeesRefused = c.Since, ep.connsAt, c.Counts, c.SeesRefused
-	switch {
-	case !c.SeesCgroups:
-		ep.ownUnknown = ownNoSocketCgroup
-	case ep.mainCgroup <= 1:
-		ep.ownUnknown = ownRootCgroup
-	default:
-		var own, others [sigvocab.NumNetKinds]uint64
-		for _, g := range c.ByCgroup {
-			dst := &others
-			if g.CgroupID == ep.mainCgroup {
-				dst = &own
-			}
-			for k, n := range g.N {
-				dst[k] += n
-			}
-		}
-		t.Own, t.Others = &own, &others
-	}
-	if n := c.Counts[sigvocab.NetListenerClosed]; n.N > 0 {
-		ep.add(Step{Time: n.First, Kind: StepListenerClosed, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last}}, true)
-	}
-	if n := c.Counts[sigvocab.NetRefused]; n.N > 0 && c.SeesRefused {
-		ep.add(Step{Time: n.First, Kind: StepRefused, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last}}, true)
-	}
-	if n := c.Counts[sigvocab.NetCut]; n.N > 0 {
-		s := Step{Time: n.First, Kind: StepCut, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last, died: ep.exited}}
-		if ep.mainKnown {
-			s.Target = ep.Main
-		}
-		ep.add(s, true)
-	}
-}
-
 // stopSignal records a stop signal sent to the main process, and the
 // kernel's verdict on it; the first is the stop's.
 func (ep *episode) stopSignal(ev *sigvocab.Event) {

@@ -55,17 +55,20 @@ type TaskAt struct {
 // children each.
 const maxReadings = 24
 
-// reading is one blocked record, kept until completion.
+// reading is one blocked record, kept until completion: the task as the
+// words read it, read when the record came (all but its CPU time, which
+// completion works out from the two readings), and the kernel's record.
 type reading struct {
-	target sigvocab.Process
-	task   sigvocab.TaskReading
+	at   TaskAt
+	task sigvocab.TaskReading
 }
 
 // taskReading keeps a blocked record of the episode's main process: one of
 // the readings at its first stop signal, or at the SIGKILL that counted,
 // which it follows with that signal's time stamp.
 func (ep *episode) taskReading(ev *sigvocab.Event) {
-	r := reading{target: ev.Target, task: ev.Task}
+	r := reading{at: TaskAt{Proc: proc(&ev.Target), TID: ev.Target.TID, Syscall: sigvocab.SyscallName(ev.Task.Syscall),
+		Fd: ev.Task.FdKind.String(), Arg: int64(int32(uint32(ev.Task.Arg))), Unread: ev.Task.Syscall == -2}, task: ev.Task}
 	switch {
 	case !ep.KillAt.IsZero() && ev.Time.Equal(ep.KillAt):
 		if len(ep.atKill) < maxReadings {
@@ -76,89 +79,6 @@ func (ep *episode) taskReading(ev *sigvocab.Event) {
 			ep.atStop = append(ep.atStop, r)
 		}
 	}
-}
-
-// takeAtKill makes the readings the episode's AtKill at completion, with a
-// step at the SIGKILL; the words write its verdict.
-func (ep *episode) takeAtKill() {
-	if len(ep.atKill) == 0 {
-		return
-	}
-	a := &AtKill{}
-	before := map[uint32]uint64{}
-	for _, r := range ep.atStop {
-		before[r.target.TID] = r.task.CPUNs
-	}
-	if len(ep.atStop) > 0 {
-		a.Since = ep.KillAt.Sub(ep.StopAt)
-	}
-	stop := ep.StopSignal
-	if stop == 0 {
-		stop = sigvocab.SIGTERM
-	}
-	for _, r := range ep.atKill {
-		t := ep.taskAt(&r, before)
-		switch r.task.Role {
-		case sigvocab.RoleMainThread:
-			if r.task.MoreThreads || r.task.MoreChildren {
-				a.MoreThreads = a.MoreThreads || r.task.MoreThreads
-				a.MoreChildren = a.MoreChildren || r.task.MoreChildren
-				continue // the truncation's own record
-			}
-			a.Main, a.ThreadCount = t, int(r.task.Threads)
-		case sigvocab.RoleThread:
-			a.Threads = append(a.Threads, t)
-		case sigvocab.RoleChild:
-			d := r.task.Disposition(stop)
-			t.Ignores, t.Handles = d == sigvocab.DispIgnore, d == sigvocab.DispHandler
-			a.Children = append(a.Children, t)
-		}
-	}
-	ep.AtKill = a
-	ep.add(Step{Time: ep.KillAt, Kind: StepAtKill, Target: a.Main.Proc, facts: stepFacts{event: sigvocab.KindBlocked}}, true)
-	ep.takeHookAt(before)
-}
-
-// takeHookAt keeps the reading of the exec preStop hook's process, when it
-// still ran at the SIGKILL, and of its child, with a step; before are the
-// stop signal's readings' CPU times by thread.
-func (ep *episode) takeHookAt(before map[uint32]uint64) {
-	s := ep.hookSession()
-	if s == nil || !s.end.IsZero() && s.end.Before(ep.KillAt) {
-		return
-	}
-	var h *HookAt
-	slot := -1
-	for _, r := range ep.atKill {
-		if r.task.Role == sigvocab.RoleExec && r.target.PID == s.proc.PID {
-			h, slot = &HookAt{Process: ep.taskAt(&r, before)}, int(r.task.Slot)
-		}
-	}
-	if h == nil {
-		return
-	}
-	for _, r := range ep.atKill {
-		if r.task.Role == sigvocab.RoleExecChild && int(r.task.Slot) == slot {
-			c := ep.taskAt(&r, before)
-			if h.Child == nil || h.Process.Arg > 0 && uint32(h.Process.Arg) == c.PID {
-				h.Child = &c
-			}
-		}
-	}
-	ep.hookAt = h
-	ep.add(Step{Time: ep.KillAt, Kind: StepHookAtKill, Target: h.Process.Proc, facts: stepFacts{event: sigvocab.KindBlocked, hook: true}}, true)
-}
-
-// taskAt is a reading as a TaskAt, with the CPU time it used since the
-// stop signal's reading of the same thread when there was one.
-func (ep *episode) taskAt(r *reading, before map[uint32]uint64) TaskAt {
-	t := TaskAt{Proc: proc(&r.target), TID: r.target.TID, Syscall: sigvocab.SyscallName(r.task.Syscall), Fd: r.task.FdKind.String(),
-		Arg: int64(int32(uint32(r.task.Arg))), Unread: r.task.Syscall == -2}
-	if was, ok := before[r.target.TID]; ok && r.task.CPUNs >= was {
-		d := time.Duration(r.task.CPUNs - was)
-		t.CPU = &d
-	}
-	return t
 }
 
 // progress is the CPU time the busiest of the process's tasks used between

@@ -2,7 +2,6 @@ package timeline
 
 import (
 	"container/list"
-	"slices"
 	"time"
 
 	"github.com/sigscope/sigscope/containers/identity"
@@ -126,30 +125,6 @@ func (ep *episode) mainRuntime() langrt.Runtime {
 	return langrt.Unknown
 }
 
-// order puts the steps in time order and starts the episode at the first.
-// Events reach the ring buffer from several CPUs and can arrive a few
-// microseconds out of order (a SIGKILL's generate after the exit it caused);
-// the steps are told in the order they happened. A traffic step does not
-// move the start: it is the namespace's, which another container of the
-// pod may have begun to stop earlier.
-func (ep *episode) order() {
-	slices.SortStableFunc(ep.Steps, func(a, b Step) int { return a.Time.Compare(b.Time) })
-	for _, s := range ep.Steps {
-		if s.Kind.traffic() {
-			continue
-		}
-		if s.Time.Before(ep.Start) {
-			ep.Start = s.Time
-		}
-		break
-	}
-	for i := range ep.Steps {
-		ep.Steps[i].At = ep.Steps[i].Time.Sub(ep.Start)
-	}
-}
-
-// finish decides the outcome of an ordered episode from its facts, then
-// has the words write what it says.
 // settle sets what the kernel's record alone says of a completed
 // episode: its main process's language runtime, its preStop hook, the
 // grace the stopper applied as the record shows it. The rest is Finish's.
@@ -176,7 +151,7 @@ const (
 // used it up. 0 otherwise: a stop given less (`docker stop -t 3`, a pod
 // deleted with --grace-period) or more, or one that ended before any
 // SIGKILL, does not show the grace it had. The API server's word (the
-// deletion's grace) is set later by the caller and wins.
+// deletion's grace), when Finish has it, wins.
 func (ep *episode) appliedGrace() time.Duration {
 	c := ep.StopTimeout
 	if _, killed := ep.KillAfter(); c <= 0 || !killed {

@@ -40,6 +40,16 @@ type execs struct {
 
 func newExecs(max int) execs { return execs{logs: newLRU[epKey, []execSession](max)} }
 
+// note records an exec into key's container (a session begins) or the
+// exit of one of its processes (the session it was, if any, ends).
+func (x *execs) note(key epKey, ev *sigvocab.Event) {
+	if ev.Kind == sigvocab.KindExec {
+		x.add(key, sessionOf(ev))
+	} else {
+		x.ended(key, ev)
+	}
+}
+
 func (x *execs) add(key epKey, s execSession) {
 	l, _ := x.logs.Get(key)
 	if len(l) == execsPerContainer {
@@ -48,9 +58,15 @@ func (x *execs) add(key epKey, s execSession) {
 	x.logs.Add(key, append(l, s))
 }
 
-// ended records the end of a session; false when pid is none of key's.
-func (x *execs) ended(key epKey, ev *sigvocab.Event) bool {
+// ended records the end of a session, when ev's process was one of key's.
+func (x *execs) ended(key epKey, ev *sigvocab.Event) {
 	l, _ := x.logs.Peek(key)
+	endSession(l, ev)
+}
+
+// endSession records ev, an exit, as the end of the running session of
+// its process among l; false when it is none of them.
+func endSession(l []execSession, ev *sigvocab.Event) bool {
 	for i := range l {
 		if s := &l[i]; s.proc.PID == ev.Target.PID && s.end.IsZero() {
 			s.end, s.exit, s.signal = ev.Time, exitStatus(ev), ev.Signal
@@ -135,15 +151,7 @@ func (ep *episode) isHookSession(s execSession) bool {
 
 // execEnded records the end of one of the episode's exec sessions; false
 // when pid is none of them.
-func (ep *episode) execEnded(ev *sigvocab.Event) bool {
-	for i := range ep.execs {
-		if s := &ep.execs[i]; s.proc.PID == ev.Target.PID && s.end.IsZero() {
-			s.end, s.exit, s.signal = ev.Time, exitStatus(ev), ev.Signal
-			return true
-		}
-	}
-	return false
-}
+func (ep *episode) execEnded(ev *sigvocab.Event) bool { return endSession(ep.execs, ev) }
 
 // hookSeen is the least time between a count's beginning and the stop
 // signal that is taken for a sleep or httpGet hook's run: a pod's other

@@ -86,6 +86,12 @@ func (e *Engine) route(ev *sigvocab.Event, c *identity.Info, out *[]Episode) []r
 		return nil
 	}
 	ep := e.episodeOf(t, c, r.main, out)
+	if ep == nil && (ev.Kind == sigvocab.KindExec || ev.Kind == sigvocab.KindExit && !r.main) {
+		// A process of a container with no stop under way: its exec log
+		// keeps the session (a preStop hook's, before the stop signal).
+		e.execs.note(keyOf(c, t), ev)
+		return nil
+	}
 	switch ev.Kind {
 	case sigvocab.KindGenerate:
 		// A stop comes from outside: for an init, from outside its
@@ -105,17 +111,8 @@ func (e *Engine) route(ev *sigvocab.Event, c *identity.Info, out *[]Episode) []r
 		if ep != nil && !r.main && ep.mainKnown && ep.Main.PID == t.PID {
 			r.main = true // its container is no longer resolvable, its episode knows it
 		}
-		switch {
-		case ep == nil && !r.main:
-			e.execs.ended(keyOf(c, t), ev)
-			return nil
-		case ep != nil && r.main && ep.exited:
+		if ep != nil && r.main && ep.exited {
 			return nil // the same main process's exit twice: nothing new
-		}
-	case sigvocab.KindExec:
-		if ep == nil {
-			e.execs.add(keyOf(c, t), sessionOf(ev))
-			return nil
 		}
 	}
 	if ep == nil {

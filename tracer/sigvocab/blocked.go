@@ -1,5 +1,7 @@
 package sigvocab
 
+import "time"
+
 // TaskReading is what a blocked record (KindBlocked) read of one task when a
 // stop signal or SIGKILL came to its namespace's init from outside: the
 // kernel writes one for the process's main thread, for a few of its other
@@ -106,4 +108,14 @@ func (t *TaskReading) Disposition(sig Signal) Disposition {
 		return DispDefault
 	}
 	return Disposition(t.Dispositions >> s & 3)
+}
+
+// CPUSince is the CPU time the task used since an earlier reading of it
+// (that reading's CPUNs); false when that reading shows more, as one of
+// another task that had the same TID would.
+func (t *TaskReading) CPUSince(was uint64) (time.Duration, bool) {
+	if t.CPUNs < was {
+		return 0, false
+	}
+	return time.Duration(t.CPUNs - was), true
 }
