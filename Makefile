@@ -77,7 +77,7 @@ CGROUP2_TESTS := ^(TestCgroup2Daemon|TestStopTrafficSidecar|TestDockerStopShellF
 
 .PHONY: test-cgroup2
 test-cgroup2: ## Run the cgroup v2 suite (root, about 1.5 min): stops, shared pid namespaces, audit, cgroup-parent and v2 cgroup id resolution on a cgroup2-only Docker with runc 1.5 (make cluster's, built the first time); SIGSCOPE_ENGINES=host make test then runs the rest once
-	SIGSCOPE_ENGINES=cgroup2 $(GO) test -p 1 -count=1 -timeout 15m $(TESTFLAGS) -run '$(CGROUP2_TESTS)' ./internal/dockertest/ ./containers/container/ ./test/e2e/
+	SIGSCOPE_ENGINES=cgroup2 $(GO) test -p 1 -count=1 -timeout 15m $(TESTFLAGS) -run '$(CGROUP2_TESTS)' ./test/dockertest/ ./containers/container/ ./test/e2e/
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no root

@@ -4,7 +4,7 @@
 # worktrees): the local cluster's binaries (test/cluster/build.sh:
 # cluster/bin), CRI-O's (test/crio/build.sh: crio/bin) and the kernels
 # test/kernels/run.sh boots (kernels/). Its one place for the scripts;
-# internal/testutil.BuildCache is the Go tests' (same rule).
+# test/testutil.BuildCache is the Go tests' (same rule).
 #   SIGSCOPE_CACHE  an absolute path; /var/cache/sigscope when unset
 # Each part is a directory with a lock (PART/.lock, flock) that its
 # builder holds while it checks and builds: a second run waits, then finds

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 

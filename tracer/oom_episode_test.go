@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )

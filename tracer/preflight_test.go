@@ -9,7 +9,7 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 func TestNoBTFIsNamed(t *testing.T) {

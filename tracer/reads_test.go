@@ -6,7 +6,7 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 

@@ -34,7 +34,7 @@ func TestLinkedPackages(t *testing.T) {
 		"k8s.io/client-go/informers",
 		"k8s.io/client-go/applyconfigurations",
 		"k8s.io/api",
-		"github.com/sigscope/sigscope/internal/testutil",
+		"github.com/sigscope/sigscope/test/testutil",
 		"testing",
 		"net/http/httptest",
 		// The agent's OpenTelemetry logs (exporter/otlplog).

@@ -19,7 +19,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )

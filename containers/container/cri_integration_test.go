@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/internal/critest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/critest"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer/procsig"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )

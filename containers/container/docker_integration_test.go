@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/internal/dockertest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/dockertest"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer/procsig"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/internal/critest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/critest"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // The runtimes' own files, as the real runtimes write them: what they say

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/dockertest"
+	"github.com/sigscope/sigscope/test/dockertest"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 

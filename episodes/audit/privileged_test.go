@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer"
 	"github.com/sigscope/sigscope/tracer/procsig"
 	"github.com/sigscope/sigscope/tracer/sigvocab"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/containers/langrt"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )

@@ -23,7 +23,7 @@ import (
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/containers/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // endpoint is a pod's endpoint with its three conditions.

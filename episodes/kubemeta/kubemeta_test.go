@@ -13,7 +13,7 @@ import (
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/containers/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 func pod(name string, mutate func(*corev1.Pod)) *corev1.Pod {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sigscope/sigscope/containers/identity"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )

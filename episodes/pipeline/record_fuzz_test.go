@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sigscope/sigscope/containers/identity"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sigscope/sigscope/episodes/pipeline/pipelinetest"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // numbered returns n episodes taken in turn from eps, numbered from first.

@@ -30,7 +30,7 @@ import (
 	"github.com/sigscope/sigscope/containers/kubeclient"
 	"github.com/sigscope/sigscope/containers/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // fast retries, so that the tests' outages take milliseconds.

@@ -25,9 +25,10 @@
 //
 // internal/ is the ground under all of them: escaping of untrusted strings
 // (textsafe) and the retry backoff (retry), which import nothing of the
-// product. The test harnesses under it (testutil, dockertest, critest) are
-// not ground: like test/ and deploy/ they stand on top and may use anything,
-// and no stage imports them outside its tests.
+// product. test/ (the end-to-end tests, the harnesses they and the
+// packages' own tests share: testutil, dockertest, critest; the scripts
+// that build the cluster, CRI-O and the kernels) and deploy/ stand on top:
+// they may use anything, and no stage imports them outside its tests.
 //
 // The rule (layers_test.go): a package imports only packages of its own
 // folder or of a folder earlier in the list, so no import runs up from a

@@ -23,23 +23,11 @@ var rank = map[string]int{
 	"cmd":        7,
 	"deploy":     8,
 	"test":       8,
-	// The test harnesses under internal/ stand on top with the tests
-	// (doc.go): they may use any stage, and no stage imports them.
-	"internal/testutil":   8,
-	"internal/dockertest": 8,
-	"internal/critest":    8,
 }
 
-// folder is the place of a package in rank: its top-level folder, or the
-// harness under internal/ it belongs to.
+// folder is the top-level folder of a package.
 func folder(path string) string {
-	rel := strings.TrimPrefix(path, module)
-	for f := range rank {
-		if strings.Contains(f, "/") && (rel == f || strings.HasPrefix(rel, f+"/")) {
-			return f
-		}
-	}
-	f, _, _ := strings.Cut(rel, "/")
+	f, _, _ := strings.Cut(strings.TrimPrefix(path, module), "/")
 	return f
 }
 

@@ -468,7 +468,7 @@ EOF
 	# the pods' namespaces that pinns pins, runc's state), STATE (this
 	# configuration, an empty drop-in directory, the CNI configuration).
 	# vfs storage, cgroupfs (as the kubelet) with conmon in the pod's cgroup
-	# (cgroupfs allows only that), as internal/critest's CRI-O. NRI and
+	# (cgroupfs allows only that), as test/critest's CRI-O. NRI and
 	# the metrics server off (NRI's socket would be shared with any other
 	# runtime's). drop_infra_ctr at its default: a pod that shares no pid
 	# namespace runs no pause process.

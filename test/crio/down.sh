@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stops the tests' CRI-O (internal/critest.EnsureCRIO leaves it running for
+# Stops the tests' CRI-O (test/critest.EnsureCRIO leaves it running for
 # the next test binary), by its pid file and only while that pid is still
 # test/crio/build.sh's crio (in the pinned builds' cache, test/cache.sh; or
 # a checkout's .cache/crio/bin, where it was built before). Its storage

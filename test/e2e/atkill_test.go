@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // atKillJSON is the episode's "at_kill" object, as the tests check it.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/dockertest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/dockertest"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // removeCgroupParent removes, at cleanup, the cgroup parent the runtime

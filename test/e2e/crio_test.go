@@ -10,8 +10,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/sigscope/sigscope/internal/critest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/critest"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // criRuntimes are the CRI runtimes the end-to-end tests play kubelet

@@ -1,7 +1,7 @@
 // Package e2e holds sigscope's end-to-end tests: the real sigscope binary,
 // the real kernel and a real Docker engine (installed and started by
-// internal/dockertest when missing; containerd's CRI and CRI-O by
-// internal/critest), driven by real docker stop, docker kill and docker rm
+// test/dockertest when missing; containerd's CRI and CRI-O by
+// test/critest), driven by real docker stop, docker kill and docker rm
 // -f, and faults (faults_test.go: a ring buffer too small for a
 // burst, dockerd stopped and crashed under the agent, the agent SIGKILLed in
 // the middle of a stop). It has no code outside its tests.

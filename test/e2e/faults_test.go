@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/internal/dockertest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/dockertest"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // Faults (issue 12): the tracer's ring made too small for a burst, Docker

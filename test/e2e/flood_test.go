@@ -13,7 +13,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // The flood's signals: real-time signals no program on the node sends, so

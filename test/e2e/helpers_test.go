@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/sigscope/sigscope/internal/dockertest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/dockertest"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // mainPID is the host pid of a running container's main process.

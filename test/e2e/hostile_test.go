@@ -15,7 +15,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // A container whose pod and container names (Kubernetes labels), PID 1's

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // Stops whose verdict depends on how PID 1 handles the stop signal: real

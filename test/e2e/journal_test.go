@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // journalAgent is a `sigscope serve --journal-dir` the test stops itself.

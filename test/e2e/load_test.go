@@ -23,7 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	apiv1 "github.com/sigscope/sigscope/api/v1"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/dockertest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/dockertest"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // TestManyContainers' workloads (pid namespaces, Docker batches) and how their episodes are checked.

@@ -19,8 +19,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	apiv1 "github.com/sigscope/sigscope/api/v1"
-	"github.com/sigscope/sigscope/internal/dockertest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/dockertest"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // The many-containers test's scale: SIGSCOPE_MANY_CONTAINERS Docker

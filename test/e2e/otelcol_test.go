@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // The real OpenTelemetry Collector of test/otelcol (OTLP receiver, file and

@@ -12,7 +12,7 @@ import (
 
 	apiv1 "github.com/sigscope/sigscope/api/v1"
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // Every feature run with exactly the capabilities the chart grants (setpriv

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/dockertest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/dockertest"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // trafficImage is the busybox image with testdata/traffic/server.go built

@@ -25,7 +25,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // startAgent runs an agent on a random loopback port until the test ends

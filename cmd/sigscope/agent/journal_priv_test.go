@@ -13,7 +13,7 @@ import (
 
 	"github.com/sigscope/sigscope/episodes/timeline"
 	"github.com/sigscope/sigscope/exporter/journal"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // A journal on a full disk never stops tracing: on a 64 KiB tmpfs filled

@@ -22,7 +22,7 @@ import (
 	"github.com/sigscope/sigscope/containers/kubeclient"
 	"github.com/sigscope/sigscope/containers/kubeclient/kubeclienttest"
 	"github.com/sigscope/sigscope/exporter/otlplog"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // lifecycleCycles is how many times TestAgentLifecycleLeavesNothing starts

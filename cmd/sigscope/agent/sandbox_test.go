@@ -11,8 +11,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/sigscope/sigscope/episodes/timeline"
-	"github.com/sigscope/sigscope/internal/critest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/critest"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // A pod deleted as the kubelet does it through CRI (containerd): its

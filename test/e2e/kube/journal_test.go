@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/exporter/journal"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // agentPod returns the name of the agent's one pod that runs and is not

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // installAgent runs `make cluster-agent`'s script for namespace ns: the

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // otelcolManifest is an OpenTelemetry Collector Deployment (the image of

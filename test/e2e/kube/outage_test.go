@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // relay stops or starts the cluster's apiserver-relay (test/cluster/relay.sh),

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/containers/container"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // episode is what these tests read of `sigscope timeline -o json`.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // trafficServer builds test/e2e/testdata/traffic/server.go static into a

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // Where dockerd writes its pid (its --pidfile default), and where the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // StartPrivateDaemon starts a Docker daemon of the test's own beside the

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/sigscope/sigscope/internal/dockertest"
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/dockertest"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // A private CRI-O beside the tests' containerd: its own root, run root,

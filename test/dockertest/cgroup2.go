@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // Cgroup2Name is the name of the cgroup2-only daemon (see

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // Socket is where the tests expect, and start, the Docker daemon.

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sigscope/sigscope/internal/testutil"
+	"github.com/sigscope/sigscope/test/testutil"
 )
 
 // HostRuntime is a language runtime installed on the host from a Debian

@@ -1,5 +1,5 @@
 // Package dockertest runs the Docker engines sigscope's tests need, and
-// the images those run. Its sibling internal/critest runs the CRI runtimes
+// the images those run. Its sibling test/critest runs the CRI runtimes
 // (containerd's CRI, CRI-O) and plays kubelet on them.
 //
 // The shared engine: EnsureDaemon finds a daemon answering on
@@ -34,7 +34,7 @@
 // programs they run in /app.
 //
 // Tests only. It follows the project's privileged-test rule
-// (internal/testutil.RequirePrivileged): it skips when not root and fails
+// (test/testutil.RequirePrivileged): it skips when not root and fails
 // when SIGSCOPE_REQUIRE_PRIVILEGED=1. The daemons it starts are left running
 // on purpose, so that the next test binary reuses them instead of paying
 // for the start again; Lock serialises starting them, and critest's, across

@@ -15,8 +15,8 @@
 // ImportImage gives the runtime an image built by Docker.
 //
 // Tests only, privileged: it skips when not root and fails when
-// SIGSCOPE_REQUIRE_PRIVILEGED=1 (internal/testutil.RequirePrivileged). The
-// images come from internal/dockertest's Docker daemon, whose lock also
+// SIGSCOPE_REQUIRE_PRIVILEGED=1 (test/testutil.RequirePrivileged). The
+// images come from test/dockertest's Docker daemon, whose lock also
 // serialises starting these runtimes across test binaries; the runtimes
 // are left running for the next test binary.
 package critest
