@@ -35,7 +35,7 @@
 // state, records the step's facts, and says what the engine must do next
 // (settle, wait for the main process, complete), which the engine does
 // (engine.go). When an episode completes, it is settled from the kernel's
-// record alone (the engine's completion, then build.go's settle, which
+// record alone (complete.go's completion, then build.go's settle, which
 // Finish runs first): its steps in time order, the traffic's counts and
 // the readings at the SIGKILL taken, its main process's runtime, its
 // preStop hook, the grace the record shows. [Finish] finishes it, once
