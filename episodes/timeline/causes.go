@@ -3,6 +3,7 @@ package timeline
 import (
 	"time"
 
+	"github.com/sigscope/sigscope/containers/langrt"
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
@@ -89,10 +90,6 @@ var (
 	peerCalls = map[string]bool{"connect": true, "recvfrom": true, "recvmsg": true}
 )
 
-// shells run a trap only between commands: a trapped signal that comes
-// while a foreground command runs waits for its end.
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "ksh": true, "zsh": true, "mksh": true, "busybox": true}
-
 // peerWait reports whether a task waits for a network peer.
 func peerWait(t *TaskAt) bool { return peerCalls[t.Syscall] || t.Syscall == "read" && t.Fd == "socket" }
 
@@ -153,7 +150,9 @@ func (ep *episode) atKillCause() atKillCause {
 			c.kind = atKillAnyChild
 		case c.child.Ignores:
 			c.kind = atKillChildIgnores
-		case shells[m.Comm] && waitCalls[m.Syscall] && ep.StopVerdict == sigvocab.FateHandler:
+		case langrt.IsShell(m.Comm) && waitCalls[m.Syscall] && ep.StopVerdict == sigvocab.FateHandler:
+			// A shell runs a trap only between commands: a trapped signal
+			// that comes while a foreground command runs waits for its end.
 			c.kind = atKillShellTrap
 		default:
 			c.kind = atKillChild
