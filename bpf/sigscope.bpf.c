@@ -189,6 +189,28 @@ struct {
 	__type(value, struct exec_slots);
 } ns_execs SEC(".maps");
 
+/* The inbound connections of watched namespaces that their container's
+ * side closed (struct conn_key, struct conn_closed): a request that comes
+ * on one later moves its count to NET_AFTER_CLOSE, once. LRU: the oldest
+ * closes go first, and a request after one that went is not counted (the
+ * count is short, never wrong). Deleted with nothing: each entry carries
+ * its watch's beginning. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct conn_key);
+	__type(value, struct conn_closed);
+} closed_conns SEC(".maps");
+
+/* Per CPU: where watch_net builds a namespace's first entry (struct
+ * net_stats is too large for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct net_stats);
+} net_stats_scratch SEC(".maps");
+
 /* Per CPU: the socket whose received RST is being handled, so that the
  * state change that follows (to TCP_CLOSE) is not counted a second time. */
 struct {
@@ -622,13 +644,17 @@ static __always_inline __u32 watch_net(int sig, struct task_struct *cur, struct 
 		if (st && st->net_gen && gen && st->net_gen != gen)
 			st = NULL; /* a dead namespace's, of the same inode: begin anew */
 		if (!st) {
-			struct net_stats init = {};
+			__u32 zero = 0;
+			struct net_stats *init = bpf_map_lookup_elem(&net_stats_scratch, &zero);
 
-			init.begin_ns = now; /* the signal's own time: the count begins at it */
-			init.net_gen = gen;
-			/* BPF_ANY replaces a dead namespace's entry; two CPUs
-			 * beginning at once leave one of two equal beginnings. */
-			bpf_map_update_elem(&stopping_nets, &netns, &init, BPF_ANY);
+			if (init) {
+				__builtin_memset(init, 0, sizeof(*init));
+				init->begin_ns = now; /* the signal's own time: the count begins at it */
+				init->net_gen = gen;
+				/* BPF_ANY replaces a dead namespace's entry; two CPUs
+				 * beginning at once leave one of two equal beginnings. */
+				bpf_map_update_elem(&stopping_nets, &netns, init, BPF_ANY);
+			}
 		}
 		if (watched_net(bpf_map_lookup_elem(&stopping_nets, &netns), gen))
 			*facts |= FACT_NET_WATCHED;
@@ -653,6 +679,7 @@ static __always_inline void net_count(struct net_stats *st, __u32 kind, __u64 no
 #define TCP_LAST_ACK 9
 #define TCP_LISTEN 10
 #define IPPROTO_TCP 6
+#define AF_INET6 10
 
 /* Direct loads through the tracepoint's BTF pointer (a fault reads 0): on
  * the path of every TCP state change of the node, no helper call. */
@@ -692,15 +719,14 @@ static __always_inline __u64 sock_cgroup_id(const struct sock *sk)
 	return BPF_CORE_READ(cg, kn, id);
 }
 
-/* Counts kind for sk's namespace (st), and for its cgroup in it. */
-static __always_inline void net_count_sock(struct net_stats *st, const struct sock *sk, __u32 netns, __u32 kind, __u64 now)
+/* Adds delta to kind's count of the cgroup cgroup_id in a watched
+ * namespace. */
+static __always_inline void net_count_cg(struct net_stats *st, __u32 netns, __u64 cgroup_id, __u32 kind, __s64 delta)
 {
-	struct net_cg_key key = {.netns = netns, .begin_ns = st->begin_ns};
+	struct net_cg_key key = {.netns = netns, .begin_ns = st->begin_ns, .cgroup_id = cgroup_id};
 	struct net_cg_counts *cc;
 
-	net_count(st, kind, now);
-	key.cgroup_id = sock_cgroup_id(sk);
-	if (key.cgroup_id <= 1)
+	if (cgroup_id <= 1)
 		return;
 	cc = bpf_map_lookup_elem(&stopping_conns, &key);
 	if (!cc) {
@@ -711,7 +737,61 @@ static __always_inline void net_count_sock(struct net_stats *st, const struct so
 		if (!cc)
 			return; /* full: user space finds the split short */
 	}
-	__sync_fetch_and_add(&cc->count[kind & (NET_KINDS - 1)], 1);
+	__sync_fetch_and_add(&cc->count[kind & (NET_KINDS - 1)], delta);
+}
+
+/* Counts kind for sk's namespace (st), and for its cgroup in it; returns
+ * the cgroup. */
+static __always_inline __u64 net_count_sock(struct net_stats *st, const struct sock *sk, __u32 netns, __u32 kind, __u64 now)
+{
+	__u64 cgroup_id = sock_cgroup_id(sk);
+
+	net_count(st, kind, now);
+	net_count_cg(st, netns, cgroup_id, kind, 1);
+	return cgroup_id;
+}
+
+/* The connection's addresses, as closed_conns keys it: the same for the
+ * socket that closed it and for the timewait socket that may answer it
+ * later (both begin with a sock_common). */
+static __always_inline void conn_key_of(struct conn_key *k, const struct sock *sk, __u32 netns)
+{
+	const struct sock_common *c = &sk->__sk_common;
+
+	k->netns = netns;
+	k->family = BPF_CORE_READ(c, skc_family);
+	k->lport = BPF_CORE_READ(c, skc_num);
+	k->rport = BPF_CORE_READ(c, skc_dport);
+	if (k->family == AF_INET6 && bpf_core_field_exists(c->skc_v6_daddr)) {
+		BPF_CORE_READ_INTO(&k->laddr, c, skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&k->raddr, c, skc_v6_daddr);
+	} else {
+		BPF_CORE_READ_INTO((__u32 *)k->laddr, c, skc_rcv_saddr);
+		BPF_CORE_READ_INTO((__u32 *)k->raddr, c, skc_daddr);
+	}
+}
+
+/* A short write still unacknowledged at a FIN may be a TLS close_notify
+ * (24 to 31 bytes) or an HTTP/2 GOAWAY with it, sent after a request that
+ * was never answered: who spoke last cannot be told (NET_UNDECIDED). An
+ * HTTP answer with its headers is longer. */
+#define SHORT_WRITE 100
+
+/* What an inbound connection that its container's side closes with a FIN
+ * (a FIN by a dying process too) leaves its client: who spoke last, from
+ * the socket's sequence numbers. peer_fin: the peer had closed its side
+ * first (CLOSE_WAIT), and rcv_nxt counts its FIN. */
+static __always_inline __u32 fin_kind(const struct sock *sk, bool peer_fin, bool dying)
+{
+	const struct tcp_sock *tp = (const void *)sk;
+	__u32 rcv_nxt = BPF_CORE_READ(tp, rcv_nxt) - (peer_fin ? 1 : 0);
+	__u32 pending = BPF_CORE_READ(tp, write_seq) - BPF_CORE_READ(tp, snd_una);
+
+	if (pending > 0) /* its last write not acknowledged yet */
+		return dying || pending <= SHORT_WRITE ? NET_UNDECIDED : NET_CLOSED;
+	if (rcv_nxt != BPF_CORE_READ(tp, snd_wl1)) /* the peer's data came after it last acknowledged ours */
+		return dying ? NET_CUT : NET_UNANSWERED;
+	return dying ? NET_IDLE_AT_EXIT : NET_CLOSED;
 }
 
 /* An inbound connection: a listener's child. sk_clone_lock() copies the
@@ -731,8 +811,11 @@ static __always_inline bool inbound(const struct sock *sk)
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const int newstate)
 {
+	struct conn_closed closed = {};
+	struct conn_key key = {};
 	struct net_stats *st;
-	__u32 netns;
+	__u32 netns, kind;
+	bool dying;
 	__u64 now;
 
 	st = stopping_net_of(sk, &netns);
@@ -762,12 +845,17 @@ int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const 
 			return 0;
 		}
 	}
-	if (cur_read(current_task(), flags) & PF_EXITING)
-		net_count_sock(st, sk, netns, NET_CUT, now);
-	else if (newstate == TCP_CLOSE)
-		net_count_sock(st, sk, netns, NET_RESET_SENT, now);
-	else
-		net_count_sock(st, sk, netns, NET_CLOSED, now);
+	dying = cur_read(current_task(), flags) & PF_EXITING;
+	if (newstate == TCP_CLOSE) { /* a RST: a request unread (or SO_LINGER 0) */
+		net_count_sock(st, sk, netns, dying ? NET_CUT : NET_RESET_SENT, now);
+		return 0;
+	}
+	kind = fin_kind(sk, oldstate == TCP_CLOSE_WAIT, dying);
+	closed.cgroup_id = net_count_sock(st, sk, netns, kind, now);
+	closed.begin_ns = st->begin_ns;
+	closed.kind = kind;
+	conn_key_of(&key, sk, netns);
+	bpf_map_update_elem(&closed_conns, &key, &closed, BPF_ANY);
 	return 0;
 }
 
@@ -797,7 +885,41 @@ int BPF_PROG(handle_tcp_rst_received, struct sock *sk)
 #define TCPHDR_SYN 0x02
 #define TCPHDR_ACK 0x10
 
-/* A RST sent where no socket matched (sk NULL): since Linux 6.10 the
+/* A RST that answers a request on a connection the container's side had
+ * closed: the socket is the closed one, orphaned (TCP_ABORT_ON_DATA), or
+ * the timewait socket that took its place (TCP_TIMEWAIT_SOCKET), on every
+ * kernel. Counted once per connection, and moved from the kind its close
+ * was counted as when that one lost nothing. */
+static __always_inline void after_close(const struct sock *sk)
+{
+	struct conn_closed *closed;
+	struct conn_key key = {};
+	unsigned char state = sk->__sk_common.skc_state;
+	struct net_stats *st;
+	__u32 netns;
+
+	/* Closed on this side: orphaned, or a timewait socket. A RST of an
+	 * open connection (an out-of-window segment) is none of these. */
+	if (state == TCP_ESTABLISHED || state == TCP_CLOSE_WAIT || state == TCP_LISTEN || state == TCP_SYN_RECV)
+		return;
+	st = stopping_net_of(sk, &netns);
+	if (!st)
+		return;
+	conn_key_of(&key, sk, netns);
+	closed = bpf_map_lookup_elem(&closed_conns, &key);
+	if (!closed || closed->begin_ns != st->begin_ns || closed->late)
+		return;
+	closed->late = 1;
+	if (closed->kind == NET_UNANSWERED || closed->kind == NET_CUT)
+		return; /* its loss is counted already: the client failed once */
+	__sync_fetch_and_add(&st->count[closed->kind & (NET_KINDS - 1)], -1);
+	net_count_cg(st, netns, closed->cgroup_id, closed->kind, -1);
+	net_count(st, NET_AFTER_CLOSE, bpf_ktime_get_boot_ns());
+	net_count_cg(st, netns, closed->cgroup_id, NET_AFTER_CLOSE, 1);
+}
+
+/* A RST the kernel sends. With a socket: a request after a close
+ * (after_close). Where no socket matched (sk NULL): since Linux 6.10 the
  * tracepoint fires for it too. A SYN so answered is a refused connection
  * attempt; its namespace is that of the device it came in on. Earlier
  * kernels never call this with a NULL sk: refused stays 0 there, and user
@@ -812,7 +934,11 @@ int BPF_PROG(handle_tcp_rst_sent, const struct sock *sk, const struct sk_buff *s
 	__u32 netns;
 	__u16 th;
 
-	if (sk || !skb)
+	if (sk) {
+		after_close(sk);
+		return 0;
+	}
+	if (!skb)
 		return 0;
 	net = skb->dev->nd_net.net;
 	netns = net->ns.inum;

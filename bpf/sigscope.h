@@ -46,19 +46,26 @@ enum fact {
 
 /*
  * What the kernel counts of a stopping container's TCP connections, per
- * network namespace (the value of the stopping_nets map). A connection is
- * counted once, when it ends: closed cleanly by the container's side, reset
- * (sent or received), or cut (closed by a dying process of the namespace).
+ * network namespace (the value of the stopping_nets map). An inbound
+ * connection is counted once, when it ends on the container's side, by who
+ * spoke last on it (the socket's sequence numbers: docs/kernel.md); a
+ * request that arrives after the container closed it moves it to
+ * NET_AFTER_CLOSE. Values are never renumbered: user space, the journal
+ * and the metrics name them.
  */
 enum net_kind {
 	NET_ACCEPTED = 0,       /* a handshake completed on a listening socket of the namespace */
-	NET_CLOSED = 1,         /* a connection the namespace's side closed with a FIN */
-	NET_RESET_SENT = 2,     /* a connection the namespace's side aborted (RST), a process alive */
-	NET_RESET_RECEIVED = 3, /* a connection the peer reset */
-	NET_CUT = 4,            /* a connection still open when its process died (SIGKILL, exit): closed by the kernel */
+	NET_CLOSED = 1,         /* closed with a FIN by the container's side, its process alive, after it spoke last (an answer, or an idle keep-alive connection): no request lost */
+	NET_RESET_SENT = 2,     /* aborted (RST) by the container's side, its process alive: a request unread (abort on close), or SO_LINGER 0 */
+	NET_RESET_RECEIVED = 3, /* reset by the peer: the client's choice */
+	NET_CUT = 4,            /* open at its process's death with a request in it, unread or read and unanswered: the kernel closed it */
 	NET_REFUSED = 5,        /* a SYN answered with a RST: nothing listened (Linux 6.10 and later) */
 	NET_LISTENER_CLOSED = 6, /* a listening socket closed: the application stopped accepting */
-	NET_KINDS = 8,
+	NET_UNANSWERED = 7,     /* closed with a FIN, its process alive, after the client spoke last: a request read and never answered (the keep-alive race) */
+	NET_AFTER_CLOSE = 8,    /* a request that arrived after the container's side had closed the connection, answered with a RST (the keep-alive race) */
+	NET_IDLE_AT_EXIT = 9,   /* open at its process's death, idle (the container had spoken last, all of it acknowledged): no request lost */
+	NET_UNDECIDED = 10,     /* who spoke last cannot be told: a FIN right after a short write not yet acknowledged (a TLS close_notify, an HTTP/2 GOAWAY), or any write in flight at the death */
+	NET_KINDS = 16,
 };
 
 struct net_stats {
@@ -87,6 +94,27 @@ struct net_cg_key {
 
 struct net_cg_counts {
 	__u64 count[NET_KINDS];
+};
+
+/* An inbound connection of a watched namespace that its container's side
+ * closed (key and value of the closed_conns map): the socket that answers
+ * a later request is another object (a timewait socket) or the same one
+ * orphaned, so the connection is known again by its addresses. */
+struct conn_key {
+	__u32 netns;
+	__u16 family;
+	__u16 lport;   /* host order */
+	__u16 rport;   /* network order, as the socket keeps it */
+	__u16 _pad;
+	__u8 laddr[16]; /* IPv4: the first 4 bytes */
+	__u8 raddr[16];
+};
+
+struct conn_closed {
+	__u64 cgroup_id; /* the socket's, as counted */
+	__u64 begin_ns;  /* the watch's: a later watch's request is not this one's */
+	__u32 kind;      /* the kind its close was counted as */
+	__u32 late;      /* a request after the close was counted */
 };
 
 struct proc {

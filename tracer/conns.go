@@ -74,7 +74,7 @@ func (t *Tracer) Connections(netns uint32) (*sigvocab.Connections, error) {
 		return nil, fmt.Errorf("reading the connections of network namespace %d: %w", netns, err)
 	}
 	clk := NewClock()
-	c := &sigvocab.Connections{Since: clk.Wall(st.BeginNs), SeesRefused: t.seesRefused}
+	c := &sigvocab.Connections{Since: clk.Wall(st.BeginNs), SeesRefused: t.seesRefused, SeesLastSpeaker: true}
 	for k := range c.Counts {
 		n := &c.Counts[k]
 		if n.N = st.Count[k]; n.N == 0 {

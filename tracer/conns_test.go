@@ -67,6 +67,15 @@ func tcpServer() {
 			conns[n].Close()
 		case "unlisten":
 			ln.Close()
+		case "read": // a request
+			buf := make([]byte, 512)
+			if _, err := conns[n].Read(buf); err != nil {
+				fmt.Fprintln(os.Stderr, "read:", err)
+			}
+		case "answer":
+			if _, err := conns[n].Write(make([]byte, 300)); err != nil {
+				fmt.Fprintln(os.Stderr, "answer:", err)
+			}
 		}
 		fmt.Println("ok")
 	}
@@ -188,6 +197,21 @@ func TestConnectionFates(t *testing.T) {
 		return refused
 	}
 
+	// The client's side of a request and its answer.
+	request := func(i int) {
+		t.Helper()
+		if _, err := clients[i].Write([]byte("GET")); err != nil {
+			t.Fatalf("request on %d: %v", i, err)
+		}
+	}
+	answered := func(i int) {
+		t.Helper()
+		clients[i].SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(clients[i], make([]byte, 300)); err != nil {
+			t.Fatalf("answer on %d: %v", i, err)
+		}
+	}
+
 	// Three connections before the stop: open, not counted as accepted.
 	dial(3)
 	say("count 3")
@@ -197,19 +221,49 @@ func TestConnectionFates(t *testing.T) {
 	if term.NetNS != netns {
 		t.Fatalf("SIGTERM from the host: netns %d, want the server's %d", term.NetNS, netns)
 	}
-	dial(2) // accepted after the stop began
-	say("count 5")
-	say("close 0") // closed cleanly by the server
+	dial(5) // accepted after the stop began
+	say("count 8")
+	say("close 0") // closed by the server, nothing said on it: closed
 	say("reset 1") // reset by the server
 	clients[3].(*net.TCPConn).SetLinger(0)
 	clients[3].Close() // reset by the client
+	// 5: a request answered, then another read and never answered before
+	// the server closes: the keep-alive race, unanswered.
+	request(5)
+	say("read 5")
+	say("answer 5")
+	answered(5)
+	request(5)
+	say("read 5")
+	say("close 5")
+	// 6: a request answered, the connection idle (the client's ACK of
+	// the answer arrives), closed by the server, then the client's next
+	// request: after_close, and no longer closed.
+	request(6)
+	say("read 6")
+	say("answer 6")
+	answered(6)
+	time.Sleep(100 * time.Millisecond)
+	say("close 6")
+	time.Sleep(50 * time.Millisecond)
+	request(6)
+	// 7: answered and idle at the SIGKILL: idle_at_exit. 2: a request
+	// read, not answered at the SIGKILL, and 4: a request never read:
+	// both cut.
+	request(7)
+	say("read 7")
+	say("answer 7")
+	answered(7)
+	request(2)
+	say("read 2")
+	request(4)
 	time.Sleep(100 * time.Millisecond)
 	say("unlisten")
 	refused := dial(2)
 	if refused != 2 {
 		t.Fatalf("%d of 2 connection attempts refused after the listener closed", refused)
 	}
-	// Connections 2 and 4 are still open: the SIGKILL cuts them.
+	// Connections 2, 4 and 7 are still open at the SIGKILL.
 	testutil.Run(t, "kill", "-KILL", strconv.Itoa(pid))
 	_ = wait()
 	kill := c.waitFor(t, "SIGKILL", isGenerate(sigvocab.SIGKILL, pid))
@@ -222,8 +276,12 @@ func TestConnectionFates(t *testing.T) {
 		t.Fatalf("Connections(%d) = %v, %v", netns, got, err)
 	}
 	want := map[sigvocab.NetKind]uint64{
-		sigvocab.NetAccepted: 2, sigvocab.NetClosed: 1, sigvocab.NetResetSent: 1, sigvocab.NetResetReceived: 1,
+		sigvocab.NetAccepted: 5, sigvocab.NetClosed: 1, sigvocab.NetResetSent: 1, sigvocab.NetResetReceived: 1,
 		sigvocab.NetCut: 2, sigvocab.NetListenerClosed: 1, sigvocab.NetRefused: 2,
+		sigvocab.NetUnanswered: 1, sigvocab.NetAfterClose: 1, sigvocab.NetIdleAtExit: 1,
+	}
+	if !got.SeesLastSpeaker {
+		t.Errorf("the counts do not tell who spoke last")
 	}
 	if !got.SeesRefused {
 		want[sigvocab.NetRefused] = 0

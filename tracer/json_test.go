@@ -66,26 +66,7 @@ func referenceJSON(e *sigvocab.Event) ([]byte, error) {
 		j.Task = sigvocab.TaskToJSON(&e.Task)
 	}
 	if c := e.Conns; c != nil {
-		cj := sigvocab.ConnectionsJSON{Since: c.Since.Format(sigvocab.TimeFormat), SeesRefused: c.SeesRefused}
-		for k, n := range []*sigvocab.NetCountJSON{&cj.Accepted, &cj.Closed, &cj.ResetSent, &cj.ResetReceived,
-			&cj.Cut, &cj.Refused, &cj.ListenerClosed} {
-			got := c.Counts[k]
-			n.N = got.N
-			if !got.First.IsZero() {
-				n.First = got.First.Format(sigvocab.TimeFormat)
-			}
-			if !got.Last.IsZero() {
-				n.Last = got.Last.Format(sigvocab.TimeFormat)
-			}
-		}
-		if c.SeesCgroups {
-			by := []sigvocab.CgroupCountsJSON{}
-			for _, g := range c.ByCgroup {
-				by = append(by, sigvocab.CgroupCountsJSON(g))
-			}
-			cj.ByCgroup = &by
-		}
-		j.Connections = &cj
+		j.Connections = sigvocab.ConnectionsToJSON(c)
 	}
 	return json.Marshal(&j)
 }
@@ -192,6 +173,14 @@ func jsonCases() []sigvocab.Event {
 		c := &sigvocab.Connections{Since: e.Time.Add(-time.Second), SeesCgroups: true}
 		c.Counts[sigvocab.NetAccepted] = sigvocab.NetCount{N: 5, First: c.Since, Last: e.Time}
 		c.ByCgroup = []sigvocab.CgroupCounts{{CgroupID: 9001, N: [sigvocab.NumNetKinds]uint64{2}}, {CgroupID: 1 << 40, N: [sigvocab.NumNetKinds]uint64{3, 0, 0, 0, 1}}}
+		e.Conns = c
+	})
+	add(func(e *sigvocab.Event) { // counts that tell who spoke last
+		e.Kind, e.Signal, e.NetNS = sigvocab.KindNet, 0, 4026532771
+		c := &sigvocab.Connections{Since: e.Time.Add(-time.Second), SeesCgroups: true, SeesLastSpeaker: true}
+		c.Counts[sigvocab.NetUnanswered] = sigvocab.NetCount{N: 9, First: c.Since, Last: e.Time}
+		c.Counts[sigvocab.NetIdleAtExit] = sigvocab.NetCount{N: 2, First: e.Time, Last: e.Time}
+		c.ByCgroup = []sigvocab.CgroupCounts{{CgroupID: 9001, N: [sigvocab.NumNetKinds]uint64{sigvocab.NetUnanswered: 9, sigvocab.NetIdleAtExit: 2}}}
 		e.Conns = c
 	})
 	for _, z := range []*time.Location{time.UTC, time.Local, time.FixedZone("IST", 5*3600+1800),

@@ -30,6 +30,25 @@ const (
 	sigscopeBlockedRoleBLOCKED_EXEC_CHILD sigscopeBlockedRole = 4
 )
 
+type sigscopeConnClosed struct {
+	_        structs.HostLayout
+	CgroupId uint64
+	BeginNs  uint64
+	Kind     uint32
+	Late     uint32
+}
+
+type sigscopeConnKey struct {
+	_      structs.HostLayout
+	Netns  uint32
+	Family uint16
+	Lport  uint16
+	Rport  uint16
+	Pad    uint16
+	Laddr  [16]uint8
+	Raddr  [16]uint8
+}
+
 type sigscopeCounters struct {
 	_       structs.HostLayout
 	Seen    [8]uint64
@@ -103,7 +122,7 @@ const (
 
 type sigscopeNetCgCounts struct {
 	_     structs.HostLayout
-	Count [8]uint64
+	Count [16]uint64
 }
 
 type sigscopeNetCgKey struct {
@@ -124,15 +143,19 @@ const (
 	sigscopeNetKindNET_CUT             sigscopeNetKind = 4
 	sigscopeNetKindNET_REFUSED         sigscopeNetKind = 5
 	sigscopeNetKindNET_LISTENER_CLOSED sigscopeNetKind = 6
-	sigscopeNetKindNET_KINDS           sigscopeNetKind = 8
+	sigscopeNetKindNET_UNANSWERED      sigscopeNetKind = 7
+	sigscopeNetKindNET_AFTER_CLOSE     sigscopeNetKind = 8
+	sigscopeNetKindNET_IDLE_AT_EXIT    sigscopeNetKind = 9
+	sigscopeNetKindNET_UNDECIDED       sigscopeNetKind = 10
+	sigscopeNetKindNET_KINDS           sigscopeNetKind = 16
 )
 
 type sigscopeNetStats struct {
 	_       structs.HostLayout
 	BeginNs uint64
-	Count   [8]uint64
-	FirstNs [8]uint64
-	LastNs  [8]uint64
+	Count   [16]uint64
+	FirstNs [16]uint64
+	LastNs  [16]uint64
 	NetGen  uint32
 	Pad     uint32
 }
@@ -159,11 +182,13 @@ type sigscopeTargetKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sigscopeMapClosedConns           = "closed_conns"
 	sigscopeMapDoorbell              = "doorbell"
 	sigscopeMapEventCounters         = "event_counters"
 	sigscopeMapEvents                = "events"
 	sigscopeMapExited                = "exited"
 	sigscopeMapLastTarget            = "last_target"
+	sigscopeMapNetStatsScratch       = "net_stats_scratch"
 	sigscopeMapNsExecs               = "ns_execs"
 	sigscopeMapReaderState           = "reader_state"
 	sigscopeMapRstReceived           = "rst_received"
@@ -253,17 +278,19 @@ type sigscopeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeMapSpecs struct {
-	Doorbell      *ebpf.MapSpec `ebpf:"doorbell"`
-	EventCounters *ebpf.MapSpec `ebpf:"event_counters"`
-	Events        *ebpf.MapSpec `ebpf:"events"`
-	Exited        *ebpf.MapSpec `ebpf:"exited"`
-	LastTarget    *ebpf.MapSpec `ebpf:"last_target"`
-	NsExecs       *ebpf.MapSpec `ebpf:"ns_execs"`
-	ReaderState   *ebpf.MapSpec `ebpf:"reader_state"`
-	RstReceived   *ebpf.MapSpec `ebpf:"rst_received"`
-	StoppingConns *ebpf.MapSpec `ebpf:"stopping_conns"`
-	StoppingNets  *ebpf.MapSpec `ebpf:"stopping_nets"`
-	Targeted      *ebpf.MapSpec `ebpf:"targeted"`
+	ClosedConns     *ebpf.MapSpec `ebpf:"closed_conns"`
+	Doorbell        *ebpf.MapSpec `ebpf:"doorbell"`
+	EventCounters   *ebpf.MapSpec `ebpf:"event_counters"`
+	Events          *ebpf.MapSpec `ebpf:"events"`
+	Exited          *ebpf.MapSpec `ebpf:"exited"`
+	LastTarget      *ebpf.MapSpec `ebpf:"last_target"`
+	NetStatsScratch *ebpf.MapSpec `ebpf:"net_stats_scratch"`
+	NsExecs         *ebpf.MapSpec `ebpf:"ns_execs"`
+	ReaderState     *ebpf.MapSpec `ebpf:"reader_state"`
+	RstReceived     *ebpf.MapSpec `ebpf:"rst_received"`
+	StoppingConns   *ebpf.MapSpec `ebpf:"stopping_conns"`
+	StoppingNets    *ebpf.MapSpec `ebpf:"stopping_nets"`
+	Targeted        *ebpf.MapSpec `ebpf:"targeted"`
 }
 
 // sigscopeVariableSpecs contains global variables before they are loaded into the kernel.
@@ -305,26 +332,30 @@ func (o *sigscopeObjects) Close() error {
 //
 // It can be passed to loadSigscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopeMaps struct {
-	Doorbell      *ebpf.Map `ebpf:"doorbell"`
-	EventCounters *ebpf.Map `ebpf:"event_counters"`
-	Events        *ebpf.Map `ebpf:"events"`
-	Exited        *ebpf.Map `ebpf:"exited"`
-	LastTarget    *ebpf.Map `ebpf:"last_target"`
-	NsExecs       *ebpf.Map `ebpf:"ns_execs"`
-	ReaderState   *ebpf.Map `ebpf:"reader_state"`
-	RstReceived   *ebpf.Map `ebpf:"rst_received"`
-	StoppingConns *ebpf.Map `ebpf:"stopping_conns"`
-	StoppingNets  *ebpf.Map `ebpf:"stopping_nets"`
-	Targeted      *ebpf.Map `ebpf:"targeted"`
+	ClosedConns     *ebpf.Map `ebpf:"closed_conns"`
+	Doorbell        *ebpf.Map `ebpf:"doorbell"`
+	EventCounters   *ebpf.Map `ebpf:"event_counters"`
+	Events          *ebpf.Map `ebpf:"events"`
+	Exited          *ebpf.Map `ebpf:"exited"`
+	LastTarget      *ebpf.Map `ebpf:"last_target"`
+	NetStatsScratch *ebpf.Map `ebpf:"net_stats_scratch"`
+	NsExecs         *ebpf.Map `ebpf:"ns_execs"`
+	ReaderState     *ebpf.Map `ebpf:"reader_state"`
+	RstReceived     *ebpf.Map `ebpf:"rst_received"`
+	StoppingConns   *ebpf.Map `ebpf:"stopping_conns"`
+	StoppingNets    *ebpf.Map `ebpf:"stopping_nets"`
+	Targeted        *ebpf.Map `ebpf:"targeted"`
 }
 
 func (m *sigscopeMaps) Close() error {
 	return _SigscopeClose(
+		m.ClosedConns,
 		m.Doorbell,
 		m.EventCounters,
 		m.Events,
 		m.Exited,
 		m.LastTarget,
+		m.NetStatsScratch,
 		m.NsExecs,
 		m.ReaderState,
 		m.RstReceived,

@@ -13,6 +13,25 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type sigscopeCompatConnClosed struct {
+	_        structs.HostLayout
+	CgroupId uint64
+	BeginNs  uint64
+	Kind     uint32
+	Late     uint32
+}
+
+type sigscopeCompatConnKey struct {
+	_      structs.HostLayout
+	Netns  uint32
+	Family uint16
+	Lport  uint16
+	Rport  uint16
+	Pad    uint16
+	Laddr  [16]uint8
+	Raddr  [16]uint8
+}
+
 type sigscopeCompatCounters struct {
 	_       structs.HostLayout
 	Seen    [8]uint64
@@ -31,7 +50,7 @@ type sigscopeCompatExecSlots struct {
 
 type sigscopeCompatNetCgCounts struct {
 	_     structs.HostLayout
-	Count [8]uint64
+	Count [16]uint64
 }
 
 type sigscopeCompatNetCgKey struct {
@@ -45,9 +64,9 @@ type sigscopeCompatNetCgKey struct {
 type sigscopeCompatNetStats struct {
 	_       structs.HostLayout
 	BeginNs uint64
-	Count   [8]uint64
-	FirstNs [8]uint64
-	LastNs  [8]uint64
+	Count   [16]uint64
+	FirstNs [16]uint64
+	LastNs  [16]uint64
 	NetGen  uint32
 	Pad     uint32
 }
@@ -63,11 +82,13 @@ type sigscopeCompatTargetKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sigscopeCompatMapClosedConns           = "closed_conns"
 	sigscopeCompatMapDoorbell              = "doorbell"
 	sigscopeCompatMapEventCounters         = "event_counters"
 	sigscopeCompatMapEvents                = "events"
 	sigscopeCompatMapExited                = "exited"
 	sigscopeCompatMapLastTarget            = "last_target"
+	sigscopeCompatMapNetStatsScratch       = "net_stats_scratch"
 	sigscopeCompatMapNsExecs               = "ns_execs"
 	sigscopeCompatMapReaderState           = "reader_state"
 	sigscopeCompatMapRstReceived           = "rst_received"
@@ -157,17 +178,19 @@ type sigscopeCompatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeCompatMapSpecs struct {
-	Doorbell      *ebpf.MapSpec `ebpf:"doorbell"`
-	EventCounters *ebpf.MapSpec `ebpf:"event_counters"`
-	Events        *ebpf.MapSpec `ebpf:"events"`
-	Exited        *ebpf.MapSpec `ebpf:"exited"`
-	LastTarget    *ebpf.MapSpec `ebpf:"last_target"`
-	NsExecs       *ebpf.MapSpec `ebpf:"ns_execs"`
-	ReaderState   *ebpf.MapSpec `ebpf:"reader_state"`
-	RstReceived   *ebpf.MapSpec `ebpf:"rst_received"`
-	StoppingConns *ebpf.MapSpec `ebpf:"stopping_conns"`
-	StoppingNets  *ebpf.MapSpec `ebpf:"stopping_nets"`
-	Targeted      *ebpf.MapSpec `ebpf:"targeted"`
+	ClosedConns     *ebpf.MapSpec `ebpf:"closed_conns"`
+	Doorbell        *ebpf.MapSpec `ebpf:"doorbell"`
+	EventCounters   *ebpf.MapSpec `ebpf:"event_counters"`
+	Events          *ebpf.MapSpec `ebpf:"events"`
+	Exited          *ebpf.MapSpec `ebpf:"exited"`
+	LastTarget      *ebpf.MapSpec `ebpf:"last_target"`
+	NetStatsScratch *ebpf.MapSpec `ebpf:"net_stats_scratch"`
+	NsExecs         *ebpf.MapSpec `ebpf:"ns_execs"`
+	ReaderState     *ebpf.MapSpec `ebpf:"reader_state"`
+	RstReceived     *ebpf.MapSpec `ebpf:"rst_received"`
+	StoppingConns   *ebpf.MapSpec `ebpf:"stopping_conns"`
+	StoppingNets    *ebpf.MapSpec `ebpf:"stopping_nets"`
+	Targeted        *ebpf.MapSpec `ebpf:"targeted"`
 }
 
 // sigscopeCompatVariableSpecs contains global variables before they are loaded into the kernel.
@@ -209,26 +232,30 @@ func (o *sigscopeCompatObjects) Close() error {
 //
 // It can be passed to loadSigscopeCompatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopeCompatMaps struct {
-	Doorbell      *ebpf.Map `ebpf:"doorbell"`
-	EventCounters *ebpf.Map `ebpf:"event_counters"`
-	Events        *ebpf.Map `ebpf:"events"`
-	Exited        *ebpf.Map `ebpf:"exited"`
-	LastTarget    *ebpf.Map `ebpf:"last_target"`
-	NsExecs       *ebpf.Map `ebpf:"ns_execs"`
-	ReaderState   *ebpf.Map `ebpf:"reader_state"`
-	RstReceived   *ebpf.Map `ebpf:"rst_received"`
-	StoppingConns *ebpf.Map `ebpf:"stopping_conns"`
-	StoppingNets  *ebpf.Map `ebpf:"stopping_nets"`
-	Targeted      *ebpf.Map `ebpf:"targeted"`
+	ClosedConns     *ebpf.Map `ebpf:"closed_conns"`
+	Doorbell        *ebpf.Map `ebpf:"doorbell"`
+	EventCounters   *ebpf.Map `ebpf:"event_counters"`
+	Events          *ebpf.Map `ebpf:"events"`
+	Exited          *ebpf.Map `ebpf:"exited"`
+	LastTarget      *ebpf.Map `ebpf:"last_target"`
+	NetStatsScratch *ebpf.Map `ebpf:"net_stats_scratch"`
+	NsExecs         *ebpf.Map `ebpf:"ns_execs"`
+	ReaderState     *ebpf.Map `ebpf:"reader_state"`
+	RstReceived     *ebpf.Map `ebpf:"rst_received"`
+	StoppingConns   *ebpf.Map `ebpf:"stopping_conns"`
+	StoppingNets    *ebpf.Map `ebpf:"stopping_nets"`
+	Targeted        *ebpf.Map `ebpf:"targeted"`
 }
 
 func (m *sigscopeCompatMaps) Close() error {
 	return _SigscopeCompatClose(
+		m.ClosedConns,
 		m.Doorbell,
 		m.EventCounters,
 		m.Events,
 		m.Exited,
 		m.LastTarget,
+		m.NetStatsScratch,
 		m.NsExecs,
 		m.ReaderState,
 		m.RstReceived,

@@ -94,6 +94,10 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 		sigscopeNetKindNET_CUT:             sigvocab.NetCut,
 		sigscopeNetKindNET_REFUSED:         sigvocab.NetRefused,
 		sigscopeNetKindNET_LISTENER_CLOSED: sigvocab.NetListenerClosed,
+		sigscopeNetKindNET_UNANSWERED:      sigvocab.NetUnanswered,
+		sigscopeNetKindNET_AFTER_CLOSE:     sigvocab.NetAfterClose,
+		sigscopeNetKindNET_IDLE_AT_EXIT:    sigvocab.NetIdleAtExit,
+		sigscopeNetKindNET_UNDECIDED:       sigvocab.NetUndecided,
 	}
 	for c, k := range netKinds {
 		if uint32(c) != uint32(k) {

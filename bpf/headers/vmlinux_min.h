@@ -208,11 +208,23 @@ struct nsproxy {
 	struct net *net_ns;
 } __attribute__((preserve_access_index));
 
+struct in6_addr {
+	u8 s6_addr[16];
+} __attribute__((preserve_access_index));
+
+/* A timewait socket (inet_timewait_sock) begins with the same sock_common:
+ * only these fields are read from a socket that may be one. The addresses
+ * and ports sit in anonymous unions in the kernel's: CO-RE finds them. */
 struct sock_common {
+	__be32 skc_daddr;
+	__be32 skc_rcv_saddr;
+	__be16 skc_dport;
+	__u16 skc_num;
 	unsigned short skc_family;
 	volatile unsigned char skc_state;
-	__u16 skc_num;
 	possible_net_t skc_net;
+	struct in6_addr skc_v6_daddr;
+	struct in6_addr skc_v6_rcv_saddr;
 } __attribute__((preserve_access_index));
 
 /* The socket's cgroup v2 (its creator's): a pointer since Linux 5.15; before,
@@ -233,6 +245,19 @@ struct sock {
 	u32 sk_max_ack_backlog;
 	u16 sk_protocol;
 	struct sock_cgroup_data sk_cgrp_data;
+} __attribute__((preserve_access_index));
+
+/* Who spoke last on a connection: the sequence numbers of what it
+ * received (rcv_nxt), what the application read of it (copied_seq), the
+ * received segment that last moved the send window (snd_wl1: a pure ACK
+ * after the peer's data leaves it at rcv_nxt, data leaves it behind), what
+ * it wrote (write_seq) and what the peer acknowledged of that (snd_una). */
+struct tcp_sock {
+	u32 rcv_nxt;
+	u32 copied_seq;
+	u32 snd_wl1;
+	u32 snd_una;
+	u32 write_seq;
 } __attribute__((preserve_access_index));
 
 struct net_device {

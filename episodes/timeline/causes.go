@@ -264,8 +264,9 @@ const (
 	trafficNone      trafficState = iota // no traffic was watched (Episode.Traffic nil)
 	trafficUncounted                     // the container shares the node's network namespace: nothing was counted
 	trafficUnread                        // the counts were not read (unreadReason)
-	trafficLost                          // connections were lost
-	trafficUnhurt                        // no connection lost that the kernel reports
+	trafficLost                          // requests were lost (Traffic.Lost)
+	trafficMaybe                         // none surely lost, some possibly (Traffic.MaybeLost): never clean
+	trafficUnhurt                        // no request lost that the kernel reports
 )
 
 // refusedKind is why connection attempts were refused.
@@ -297,6 +298,9 @@ type trafficCause struct {
 	state   trafficState
 	refused refusedKind
 	cut     cutKind
+	// keepAlive: the application closed connections its clients were
+	// still sending requests on (Traffic.keepAliveRace).
+	keepAlive bool
 	// With refusedAfterStop: covering is the delay, in whole seconds, that
 	// would have covered the refused attempts (Episode.CoveringDelay), and
 	// stillComing says they were refused until the counts were read, so
@@ -315,10 +319,12 @@ func (ep *episode) trafficCause() trafficCause {
 		return trafficCause{state: trafficUncounted}
 	case ep.unread != countsRead:
 		return trafficCause{state: trafficUnread}
+	case t.Lost() == 0 && t.MaybeLost() > 0:
+		return trafficCause{state: trafficMaybe}
 	case t.Lost() == 0:
 		return trafficCause{state: trafficUnhurt}
 	}
-	c := trafficCause{state: trafficLost}
+	c := trafficCause{state: trafficLost, keepAlive: t.keepAliveRace() > 0}
 	if t.N(sigvocab.NetRefused) > 0 {
 		switch {
 		case !t.refusedAfterClose():

@@ -146,7 +146,7 @@ func (ep *episode) takeTraffic() {
 		return
 	}
 	c := &ep.conns
-	t.Since, t.Until, t.Counts, t.SeesRefused = c.Since, ep.connsAt, c.Counts, c.SeesRefused
+	t.Since, t.Until, t.Counts, t.SeesRefused, t.SeesLastSpeaker = c.Since, ep.connsAt, c.Counts, c.SeesRefused, c.SeesLastSpeaker
 	switch {
 	case !c.SeesCgroups:
 		ep.ownUnknown = ownNoSocketCgroup
@@ -170,6 +170,14 @@ func (ep *episode) takeTraffic() {
 	}
 	if n := c.Counts[sigvocab.NetRefused]; n.N > 0 && c.SeesRefused {
 		ep.add(Step{Time: n.First, Kind: StepRefused, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last}}, true)
+	}
+	for _, k := range []struct {
+		kind sigvocab.NetKind
+		step StepKind
+	}{{sigvocab.NetUnanswered, StepUnanswered}, {sigvocab.NetAfterClose, StepAfterClose}} {
+		if n := c.Counts[k.kind]; n.N > 0 && c.SeesLastSpeaker {
+			ep.add(Step{Time: n.First, Kind: k.step, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last}}, true)
+		}
 	}
 	if n := c.Counts[sigvocab.NetCut]; n.N > 0 {
 		s := Step{Time: n.First, Kind: StepCut, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last, died: ep.exited}}

@@ -104,13 +104,15 @@ const (
 	// connections (Episode.Traffic), at the times it recorded.
 	StepListenerClosed StepKind = "listener_closed" // the first listening socket of the namespace closed: the application stopped accepting
 	StepRefused        StepKind = "refused"         // the first connection attempt answered with a reset: nothing listened
-	StepCut            StepKind = "cut"             // the first connection still open when its process died
+	StepCut            StepKind = "cut"             // the first connection still open when its process died (with a request in it, where the kernel tells who spoke last)
+	StepUnanswered     StepKind = "unanswered"      // the first connection the application closed after its client spoke last: a request read and never answered
+	StepAfterClose     StepKind = "after_close"     // the first request that came on a connection after the application had closed it
 	StepEndpoint       StepKind = "endpoint"        // the pod's endpoint first changed in a Service's EndpointSlices (not ready, not serving, terminating or removed), as the agent saw it
 )
 
 // traffic reports whether k is a traffic step.
 func (k StepKind) traffic() bool {
-	return k == StepListenerClosed || k == StepRefused || k == StepCut
+	return k == StepListenerClosed || k == StepRefused || k == StepCut || k == StepUnanswered || k == StepAfterClose
 }
 
 // Container names an episode's container. Without a resolved identity.Info

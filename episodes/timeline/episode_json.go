@@ -162,10 +162,18 @@ type jsonTraffic struct {
 	Cut            *sigvocab.NetCountJSON `json:"cut"`
 	Refused        *sigvocab.NetCountJSON `json:"refused"`
 	ListenerClosed *sigvocab.NetCountJSON `json:"listener_closed"`
-	Lost           *uint64                `json:"lost"`
-	Verdict        string                 `json:"verdict"`
-	Hint           string                 `json:"hint,omitempty"`
-	Unread         string                 `json:"unread,omitempty"`
+	// The kinds that tell who spoke last: null where the counts do not
+	// (Traffic.SeesLastSpeaker), as in a journal line written before them.
+	Unanswered *sigvocab.NetCountJSON `json:"unanswered"`
+	AfterClose *sigvocab.NetCountJSON `json:"after_close"`
+	IdleAtExit *sigvocab.NetCountJSON `json:"idle_at_exit"`
+	Undecided  *sigvocab.NetCountJSON `json:"undecided"`
+	Lost       *uint64                `json:"lost"`
+	// MaybeLost is derived (Traffic.MaybeLost) like lost; omitted when 0.
+	MaybeLost uint64 `json:"maybe_lost,omitempty"`
+	Verdict   string `json:"verdict"`
+	Hint      string `json:"hint,omitempty"`
+	Unread    string `json:"unread,omitempty"`
 	// Scope is derived (the episode's container is a pod's), not read
 	// back: "pod" when the counts are the pod's network namespace's,
 	// shared by its containers (a sidecar's connections among them);
@@ -188,6 +196,11 @@ type jsonSplit struct {
 	ResetReceived  uint64 `json:"reset_received"`
 	Cut            uint64 `json:"cut"`
 	ListenerClosed uint64 `json:"listener_closed"`
+	// Where the counts tell who spoke last; omitted where they do not.
+	Unanswered *uint64 `json:"unanswered,omitempty"`
+	AfterClose *uint64 `json:"after_close,omitempty"`
+	IdleAtExit *uint64 `json:"idle_at_exit,omitempty"`
+	Undecided  *uint64 `json:"undecided,omitempty"`
 }
 
 func (j *jsonSplit) kinds() map[sigvocab.NetKind]*uint64 {
@@ -195,7 +208,12 @@ func (j *jsonSplit) kinds() map[sigvocab.NetKind]*uint64 {
 		sigvocab.NetResetReceived: &j.ResetReceived, sigvocab.NetCut: &j.Cut, sigvocab.NetListenerClosed: &j.ListenerClosed}
 }
 
-func splitJSON(n *[sigvocab.NumNetKinds]uint64) *jsonSplit {
+func (j *jsonSplit) lastSpeakerKinds() map[sigvocab.NetKind]**uint64 {
+	return map[sigvocab.NetKind]**uint64{sigvocab.NetUnanswered: &j.Unanswered, sigvocab.NetAfterClose: &j.AfterClose,
+		sigvocab.NetIdleAtExit: &j.IdleAtExit, sigvocab.NetUndecided: &j.Undecided}
+}
+
+func splitJSON(n *[sigvocab.NumNetKinds]uint64, lastSpeaker bool) *jsonSplit {
 	if n == nil {
 		return nil
 	}
@@ -203,12 +221,18 @@ func splitJSON(n *[sigvocab.NumNetKinds]uint64) *jsonSplit {
 	for k, dst := range j.kinds() {
 		*dst = n[k]
 	}
+	if lastSpeaker {
+		for k, dst := range j.lastSpeakerKinds() {
+			*dst = &n[k]
+		}
+	}
 	return j
 }
 
 // counts are j's kinds in NetKind order.
 func (j *jsonTraffic) counts() [sigvocab.NumNetKinds]**sigvocab.NetCountJSON {
-	return [sigvocab.NumNetKinds]**sigvocab.NetCountJSON{&j.Accepted, &j.Closed, &j.ResetSent, &j.ResetReceived, &j.Cut, &j.Refused, &j.ListenerClosed}
+	return [sigvocab.NumNetKinds]**sigvocab.NetCountJSON{&j.Accepted, &j.Closed, &j.ResetSent, &j.ResetReceived, &j.Cut, &j.Refused, &j.ListenerClosed,
+		&j.Unanswered, &j.AfterClose, &j.IdleAtExit, &j.Undecided}
 }
 
 func trafficJSON(t *Traffic) *jsonTraffic {
@@ -217,7 +241,7 @@ func trafficJSON(t *Traffic) *jsonTraffic {
 	if t.Unread != "" {
 		return j
 	}
-	j.Own, j.Others, j.OwnUnknown = splitJSON(t.Own), splitJSON(t.Others), textsafe.UTF8(t.OwnUnknown)
+	j.Own, j.Others, j.OwnUnknown = splitJSON(t.Own, t.SeesLastSpeaker), splitJSON(t.Others, t.SeesLastSpeaker), textsafe.UTF8(t.OwnUnknown)
 	for k, dst := range j.counts() {
 		if !t.Known(sigvocab.NetKind(k)) {
 			continue
@@ -226,7 +250,7 @@ func trafficJSON(t *Traffic) *jsonTraffic {
 		*dst = &sigvocab.NetCountJSON{N: c.N, First: jsonTime(c.First), Last: jsonTime(c.Last)}
 	}
 	lost := t.Lost()
-	j.Lost = &lost
+	j.Lost, j.MaybeLost = &lost, t.MaybeLost()
 	return j
 }
 

@@ -160,11 +160,16 @@ func splitFromJSON(j *jsonSplit) *[sigvocab.NumNetKinds]uint64 {
 	for k, src := range j.kinds() {
 		n[k] = *src
 	}
+	for k, src := range j.lastSpeakerKinds() {
+		if *src != nil {
+			n[k] = **src
+		}
+	}
 	return &n
 }
 
 func trafficFromJSON(j *jsonTraffic) (*Traffic, error) {
-	t := &Traffic{NetNS: j.NetNS, Verdict: j.Verdict, Hint: j.Hint, Unread: j.Unread, SeesRefused: j.Refused != nil,
+	t := &Traffic{NetNS: j.NetNS, Verdict: j.Verdict, Hint: j.Hint, Unread: j.Unread, SeesRefused: j.Refused != nil, SeesLastSpeaker: j.Unanswered != nil,
 		Own: splitFromJSON(j.Own), Others: splitFromJSON(j.Others), OwnUnknown: j.OwnUnknown}
 	var err error
 	if t.Since, err = parseTime(j.Since); err != nil {

@@ -23,6 +23,11 @@ type Traffic struct {
 	// (SeesRefused false).
 	Counts      [sigvocab.NumNetKinds]sigvocab.NetCount
 	SeesRefused bool // the kernel reports refused attempts (Linux 6.10 and later)
+	// SeesLastSpeaker: the counts tell who spoke last on each connection
+	// (sigvocab.Connections.SeesLastSpeaker); false in an episode from a
+	// recording or a journal line made before, whose closed and cut keep
+	// the wider meaning they had then.
+	SeesLastSpeaker bool
 	// Unread says why the counts are missing ("the trace ended", "no counts
 	// arrived in time"); "" when they were read.
 	Unread  string
@@ -58,7 +63,7 @@ func (t *Traffic) Split(pod bool) bool {
 // Known reports whether the count of kind k is known: read, and for
 // refused attempts, reported by this kernel.
 func (t *Traffic) Known(k sigvocab.NetKind) bool {
-	return t.Unread == "" && (k != sigvocab.NetRefused || t.SeesRefused)
+	return t.Unread == "" && (k != sigvocab.NetRefused || t.SeesRefused) && (!sigvocab.LastSpeakerKind(k) || t.SeesLastSpeaker)
 }
 
 // N is the count of kind k; 0 when it is not known.
@@ -73,12 +78,28 @@ func (t *Traffic) N(k sigvocab.NetKind) uint64 {
 // the runtime (the node's): nothing was counted, and nothing could be.
 func (t *Traffic) Shared() bool { return t.Unread == unreadShared.words() }
 
-// Lost counts the connections the stop cost the clients, of those known:
-// attempts refused, connections the application reset, and connections cut
-// when their process died. A connection the client reset is not lost: the
-// client chose it.
+// Lost counts the requests the stop cost the clients, of those known, a
+// connection at most one: attempts refused, connections the application
+// reset with a request unread, requests read and never answered
+// (unanswered), requests sent after the application closed the connection
+// (after_close), and connections cut with a request in them when their
+// process died. A connection the client reset is not lost (the client
+// chose it), nor an idle one closed (closed, idle_at_exit); one where who
+// spoke last cannot be told is MaybeLost. The one rule of "lost".
 func (t *Traffic) Lost() uint64 {
-	return t.N(sigvocab.NetRefused) + t.N(sigvocab.NetResetSent) + t.N(sigvocab.NetCut)
+	return t.N(sigvocab.NetRefused) + t.N(sigvocab.NetResetSent) + t.N(sigvocab.NetCut) +
+		t.N(sigvocab.NetUnanswered) + t.N(sigvocab.NetAfterClose)
+}
+
+// MaybeLost counts the connections that may have lost a request: closed
+// right after a short write (a TLS close_notify, an HTTP/2 GOAWAY) or with
+// a write in flight at the death, where who spoke last cannot be told.
+func (t *Traffic) MaybeLost() uint64 { return t.N(sigvocab.NetUndecided) }
+
+// keepAliveRace counts the requests lost because the application closed
+// connections its clients were still sending on.
+func (t *Traffic) keepAliveRace() uint64 {
+	return t.N(sigvocab.NetUnanswered) + t.N(sigvocab.NetAfterClose)
 }
 
 // refusedAfterClose reports whether connection attempts were refused

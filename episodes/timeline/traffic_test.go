@@ -45,6 +45,14 @@ func conns(seesRefused bool, counts ...netCount) *sigvocab.Connections {
 	return c
 }
 
+// spoke is conns of a kernel that tells who spoke last on a connection
+// (today's).
+func spoke(counts ...netCount) *sigvocab.Connections {
+	c := conns(true, counts...)
+	c.SeesLastSpeaker = true
+	return c
+}
+
 // netEvent is the pipeline's read of netns's counts at base+at.
 func netEvent(at time.Duration, netns uint32, c *sigvocab.Connections) *sigvocab.Event {
 	return &sigvocab.Event{Kind: sigvocab.KindNet, Time: base.Add(at), NetNS: netns, Conns: c}
@@ -356,7 +364,7 @@ func TestTrafficVerdicts(t *testing.T) {
 				netCount{sigvocab.NetResetReceived, 1, 40 * ms, 40 * ms}),
 			verdict:  "no connection lost that this kernel reports: 2 connections accepted after the stop began, all closed cleanly (1 reset by the client); refused attempts unknown: this kernel (before Linux 6.10) does not report them",
 			outcome:  OutcomeGraceful,
-			jsonPart: `"refused":null,"listener_closed":{"n":0},"lost":0,`,
+			jsonPart: `"refused":null,"listener_closed":{"n":0},"unanswered":null,"after_close":null,"idle_at_exit":null,"undecided":null,"lost":0,`,
 		},
 		{
 			name: "old kernel, cut by a handler-less PID 1's SIGKILL",
@@ -379,6 +387,41 @@ func TestTrafficVerdicts(t *testing.T) {
 			verdict: "3 connections lost: 3 cut",
 			hint:    "3 connections were still open at the SIGKILL, which came with no stop signal before it: a request in flight on any of them was lost. Stop it with its stop signal first (docker stop, a normal pod deletion), so that it can finish them.",
 			outcome: OutcomeKilled, lost: 3,
+		},
+		{
+			name: "the keep-alive race: idle connections closed under their clients",
+			build: func(s *sim) {
+				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+					initExit(2*time.Second, 0, 0).nsEmpty(2*time.Second + ms)
+			},
+			conns: spoke(netCount{sigvocab.NetAccepted, 8, 10 * ms, 900 * ms}, netCount{sigvocab.NetClosed, 12, 5 * ms, 1900 * ms},
+				netCount{sigvocab.NetUnanswered, 9, 5 * ms, 6 * ms}, netCount{sigvocab.NetAfterClose, 2, 7 * ms, 9 * ms}),
+			verdict: "11 requests lost: 9 read and never answered, 2 sent after the close; the keep-alive race: the application closed connections its clients were still sending requests on",
+			hint:    "The application closed keep-alive connections while their clients were still sending requests on them (9 read and never answered, 2 sent after the close): a proxy turns each into a 502. Drain them instead: answer the next request on each with `Connection: close` (HTTP/2: send GOAWAY) and keep serving until the clients have moved, rather than closing idle connections under them.",
+			outcome: OutcomeGraceful, lost: 11,
+			jsonPart: `"unanswered":{"n":9,`,
+		},
+		{
+			name: "idle keep-alive connections at the exit: nobody hurt",
+			build: func(s *sim) {
+				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+					initExit(300*ms, 0, 0).nsEmpty(301 * ms)
+			},
+			conns:    spoke(netCount{sigvocab.NetAccepted, 2, 10 * ms, 20 * ms}, netCount{sigvocab.NetClosed, 2, 30 * ms, 40 * ms}, netCount{sigvocab.NetIdleAtExit, 3, 300 * ms, 300 * ms}),
+			verdict:  "no client was hurt: 2 connections accepted after the stop began, all closed cleanly; 3 keep-alive connections open but idle when the process ended, and not sent on after",
+			outcome:  OutcomeGraceful,
+			jsonPart: `"idle_at_exit":{"n":3,`,
+		},
+		{
+			name: "who spoke last cannot be told: possibly lost, never clean",
+			build: func(s *sim) {
+				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+					initExit(300*ms, 0, 0).nsEmpty(301 * ms)
+			},
+			conns:    spoke(netCount{sigvocab.NetUndecided, 2, 30 * ms, 40 * ms}),
+			verdict:  "possibly 2 requests lost: " + undecidedWhy,
+			outcome:  OutcomeGraceful,
+			jsonPart: `"lost":0,"maybe_lost":2,`,
 		},
 		{
 			name: "exited at the stop signal with connections open",

@@ -74,6 +74,10 @@ func stepText(s *Step) string {
 			who = procText(s.Target)
 		}
 		return fmt.Sprintf("%s cut: still open when %s died", count(f.n, "connection"), who)
+	case StepUnanswered:
+		return fmt.Sprintf("first connection closed under its client: its request was read and never answered (%d in all, the last at %s)", f.n, offset(s.At+f.last.Sub(s.Time)))
+	case StepAfterClose:
+		return fmt.Sprintf("first request sent on a connection the application had closed, answered with a reset (%d in all, the last at %s)", f.n, offset(s.At+f.last.Sub(s.Time)))
 	case StepEndpoint:
 		if f.endpoint != nil {
 			return endpointStepText(f.endpoint, s.Time)

@@ -41,6 +41,18 @@ func (r ownReason) words() string {
 
 const refusedUnknown = "refused attempts unknown: this kernel (before Linux 6.10) does not report them"
 
+// undecidedWhy is why a connection counts as possibly lost (NetUndecided).
+const undecidedWhy = "closed right after a short write, a TLS close_notify or an HTTP/2 GOAWAY perhaps, or with a write in flight when the process died: who spoke last cannot be told"
+
+// lostUnit is what Lost counts: requests where the kernel tells who spoke
+// last, connections in counts made before it did.
+func lostUnit(t *Traffic) string {
+	if t.SeesLastSpeaker {
+		return "request"
+	}
+	return "connection"
+}
+
 // trafficVerdict says what the clients suffered.
 func trafficVerdict(t *Traffic, c trafficCause) string {
 	switch c.state {
@@ -56,10 +68,28 @@ func trafficVerdict(t *Traffic, c trafficCause) string {
 		if n := t.N(sigvocab.NetResetSent); n > 0 {
 			kinds = append(kinds, fmt.Sprintf("%d reset by the application", n))
 		}
+		if n := t.N(sigvocab.NetUnanswered); n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d read and never answered", n))
+		}
+		if n := t.N(sigvocab.NetAfterClose); n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d sent after the close", n))
+		}
 		if n := t.N(sigvocab.NetCut); n > 0 {
 			kinds = append(kinds, fmt.Sprintf("%d cut", n))
 		}
-		v := count(t.Lost(), "connection") + " lost: " + strings.Join(kinds, ", ")
+		v := count(t.Lost(), lostUnit(t)) + " lost: " + strings.Join(kinds, ", ")
+		if c.keepAlive {
+			v += "; the keep-alive race: the application closed connections its clients were still sending requests on"
+		}
+		if n := t.MaybeLost(); n > 0 {
+			v += fmt.Sprintf("; %s possibly more (%s)", count(n, "connection"), undecidedWhy)
+		}
+		if !t.SeesRefused {
+			v += "; " + refusedUnknown
+		}
+		return v
+	case trafficMaybe:
+		v := fmt.Sprintf("possibly %s lost: %s", count(t.MaybeLost(), "request"), undecidedWhy)
 		if !t.SeesRefused {
 			v += "; " + refusedUnknown
 		}
@@ -78,6 +108,9 @@ func trafficVerdict(t *Traffic, c trafficCause) string {
 	if reset > 0 {
 		v += fmt.Sprintf(" (%d reset by the client)", reset)
 	}
+	if n := t.N(sigvocab.NetIdleAtExit); n > 0 {
+		v += fmt.Sprintf("; %s open but idle when the process ended, and not sent on after", count(n, "keep-alive connection"))
+	}
 	if !t.SeesRefused {
 		return "no connection lost that this kernel reports: " + v + "; " + refusedUnknown
 	}
@@ -94,6 +127,9 @@ func (ep *episode) trafficHint(c trafficCause) string {
 	var parts []string
 	if c.refused != refusedNone {
 		parts = append(parts, ep.refusedHint(c))
+	}
+	if c.keepAlive {
+		parts = append(parts, ep.keepAliveHint())
 	}
 	if c.cut != cutNone {
 		parts = append(parts, ep.cutHint(c.cut))
@@ -139,6 +175,22 @@ func (ep *episode) refusedHint(c trafficCause) string {
 	}
 	return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: a preStop sleep of %s%d s (lifecycle.preStop) delays %s that long; keep terminationGracePeriodSeconds above the sleep plus the shutdown.",
 		least, secs, ep.StopSignal)
+}
+
+// keepAliveHint: requests lost to the keep-alive race, with the numbers
+// measured. The fix is the same whatever closed the connections: drain
+// them, do not close them under the clients.
+func (ep *episode) keepAliveHint() string {
+	t := ep.Traffic
+	var how []string
+	if n := t.N(sigvocab.NetUnanswered); n > 0 {
+		how = append(how, fmt.Sprintf("%d read and never answered", n))
+	}
+	if n := t.N(sigvocab.NetAfterClose); n > 0 {
+		how = append(how, fmt.Sprintf("%d sent after the close", n))
+	}
+	return fmt.Sprintf("The application closed keep-alive connections while their clients were still sending requests on them (%s): a proxy turns each into a 502. Drain them instead: answer the next request on each with `Connection: close` (HTTP/2: send GOAWAY) and keep serving until the clients have moved, rather than closing idle connections under them.",
+		strings.Join(how, ", "))
 }
 
 // cutHint: requests lost with the process that held their connections. The
@@ -192,6 +244,10 @@ func trafficCounts(t *Traffic, start time.Time, pod bool) string {
 		s += fmt.Sprintf("%d refused", t.N(sigvocab.NetRefused))
 	} else {
 		s += "refused unknown"
+	}
+	if t.SeesLastSpeaker {
+		s += fmt.Sprintf(", %d read and never answered, %d sent after the close, %d idle at the exit, %d undecided",
+			t.N(sigvocab.NetUnanswered), t.N(sigvocab.NetAfterClose), t.N(sigvocab.NetIdleAtExit), t.N(sigvocab.NetUndecided))
 	}
 	if lc := t.Counts[sigvocab.NetListenerClosed]; lc.N > 0 {
 		s += "; listener closed at " + offset(lc.First.Sub(start))

@@ -3,18 +3,25 @@ package sigvocab
 import "time"
 
 // NetKind is one fate of a stopping container's TCP connections that the
-// kernel counts (enum net_kind in bpf/sigscope.h, value for value).
-// A connection is counted once, when it ends on the container's side.
+// kernel counts (enum net_kind in bpf/sigscope.h, value for value). An
+// inbound connection is counted once, when it ends on the container's
+// side, by who spoke last on it; a request that comes on it after the
+// container closed it moves it to NetAfterClose. Kinds are added, never
+// renumbered or renamed: the journal, the API and the metrics name them.
 type NetKind uint8
 
 const (
-	NetAccepted       NetKind = 0 // a handshake completed on one of the namespace's listening sockets: a client still routed to it
-	NetClosed         NetKind = 1 // an inbound connection the container closed with a FIN, its process alive
-	NetResetSent      NetKind = 2 // an inbound connection the container aborted with a RST, its process alive
-	NetResetReceived  NetKind = 3 // an inbound connection the client reset
-	NetCut            NetKind = 4 // an inbound connection still open when its process died (SIGKILL, exit): the kernel closed it
-	NetRefused        NetKind = 5 // a connection attempt answered with a RST: nothing listened (Linux 6.10 and later)
-	NetListenerClosed NetKind = 6 // a listening socket closed: the application stopped accepting
+	NetAccepted       NetKind = 0  // a handshake completed on one of the namespace's listening sockets: a client still routed to it
+	NetClosed         NetKind = 1  // closed with a FIN, its process alive, after the container spoke last (an answer, an idle keep-alive connection): nothing lost. Before NetUnanswered existed, every FIN close
+	NetResetSent      NetKind = 2  // aborted with a RST, its process alive: a request unread (abort on close)
+	NetResetReceived  NetKind = 3  // reset by the client: its choice
+	NetCut            NetKind = 4  // open at its process's death with a request in it, unread or read and unanswered. Before NetIdleAtExit existed, every connection open at the death
+	NetRefused        NetKind = 5  // a connection attempt answered with a RST: nothing listened (Linux 6.10 and later)
+	NetListenerClosed NetKind = 6  // a listening socket closed: the application stopped accepting
+	NetUnanswered     NetKind = 7  // closed with a FIN, its process alive, after the client spoke last: a request read and never answered (the keep-alive race)
+	NetAfterClose     NetKind = 8  // a request that came after the container closed the connection, answered with a RST (the keep-alive race)
+	NetIdleAtExit     NetKind = 9  // open at its process's death but idle (the container had spoken last, all of it acknowledged): nothing lost
+	NetUndecided      NetKind = 10 // who spoke last cannot be told (a short write right before a FIN: a TLS close_notify, an HTTP/2 GOAWAY; a write in flight at the death): possibly lost
 )
 
 var netKindNames = [...]string{
@@ -25,6 +32,10 @@ var netKindNames = [...]string{
 	NetCut:            "cut",
 	NetRefused:        "refused",
 	NetListenerClosed: "listener_closed",
+	NetUnanswered:     "unanswered",
+	NetAfterClose:     "after_close",
+	NetIdleAtExit:     "idle_at_exit",
+	NetUndecided:      "undecided",
 }
 
 // NumNetKinds is the number of net kinds: every NetKind below it is one.
@@ -36,6 +47,10 @@ func (k NetKind) String() string {
 	}
 	return "unknown"
 }
+
+// LastSpeakerKind reports whether k is one of the kinds that only a count
+// that tells who spoke last has (Connections.SeesLastSpeaker).
+func LastSpeakerKind(k NetKind) bool { return k >= NetUnanswered && int(k) < NumNetKinds }
 
 // NetCount is what the kernel counted of one kind: how many, and the first
 // and last (zero when N is 0).
@@ -54,6 +69,13 @@ type Connections struct {
 	// answered with a RST because nothing listened: Linux 6.10 and
 	// later). Without it Counts[NetRefused] is unknown, not zero.
 	SeesRefused bool
+	// SeesLastSpeaker is whether the counts tell who spoke last on a
+	// connection: NetUnanswered, NetAfterClose, NetIdleAtExit and
+	// NetUndecided are counted, and NetClosed and NetCut hold only what
+	// their comments say. Every tracer since those kinds does; a recording
+	// made before them has it false, and its NetClosed counts every FIN
+	// close and its NetCut every connection open at the death.
+	SeesLastSpeaker bool
 	// SeesCgroups is whether the kernel records each socket's cgroup v2,
 	// so that ByCgroup splits the counts.
 	SeesCgroups bool
@@ -63,6 +85,15 @@ type Connections struct {
 	// cgroup; refused attempts (no socket) are never here, and sockets of
 	// the root cgroup (every process of a cgroup v1 node) neither.
 	ByCgroup []CgroupCounts
+}
+
+// numKinds is how many kinds the counts have: the kinds that tell who
+// spoke last come last, and a recording made before them has none.
+func (c *Connections) numKinds() int {
+	if c.SeesLastSpeaker {
+		return NumNetKinds
+	}
+	return int(NetUnanswered)
 }
 
 // CgroupCounts is the part of a namespace's counts whose sockets processes

@@ -290,7 +290,13 @@ func appendExit(b []byte, e *Event) []byte {
 		b = appendTime(b, c.Since)
 		b = append(b, `","sees_refused":`...)
 		b = strconv.AppendBool(b, c.SeesRefused)
+		if c.SeesLastSpeaker {
+			b = append(b, `,"sees_last_speaker":true`...)
+		}
 		for k := range c.Counts {
+			if !c.SeesLastSpeaker && LastSpeakerKind(NetKind(k)) {
+				continue // a recording's, read back: not counted then
+			}
 			n := &c.Counts[k]
 			b = append(b, `,"`...)
 			b = append(b, NetKind(k).String()...)
@@ -315,7 +321,7 @@ func appendExit(b []byte, e *Event) []byte {
 				b = append(b, `{"cgroup_id":`...)
 				b = strconv.AppendUint(b, g.CgroupID, 10)
 				b = append(b, `,"n":[`...)
-				for k, n := range g.N {
+				for k, n := range g.N[:c.numKinds()] {
 					if k > 0 {
 						b = append(b, ',')
 					}

@@ -80,29 +80,67 @@ func taskFromJSON(j *TaskJSON) (TaskReading, error) {
 // ConnectionsJSON is a net event's counts, a key for each [NetKind] in its
 // order.
 type ConnectionsJSON struct {
-	Since          string       `json:"since"`
-	SeesRefused    bool         `json:"sees_refused"`
-	Accepted       NetCountJSON `json:"accepted"`
-	Closed         NetCountJSON `json:"closed"`
-	ResetSent      NetCountJSON `json:"reset_sent"`
-	ResetReceived  NetCountJSON `json:"reset_received"`
-	Cut            NetCountJSON `json:"cut"`
-	Refused        NetCountJSON `json:"refused"`
-	ListenerClosed NetCountJSON `json:"listener_closed"`
+	Since           string       `json:"since"`
+	SeesRefused     bool         `json:"sees_refused"`
+	SeesLastSpeaker bool         `json:"sees_last_speaker,omitempty"`
+	Accepted        NetCountJSON `json:"accepted"`
+	Closed          NetCountJSON `json:"closed"`
+	ResetSent       NetCountJSON `json:"reset_sent"`
+	ResetReceived   NetCountJSON `json:"reset_received"`
+	Cut             NetCountJSON `json:"cut"`
+	Refused         NetCountJSON `json:"refused"`
+	ListenerClosed  NetCountJSON `json:"listener_closed"`
+	// The kinds that tell who spoke last: absent from recordings made
+	// before them (SeesLastSpeaker false).
+	Unanswered *NetCountJSON `json:"unanswered,omitempty"`
+	AfterClose *NetCountJSON `json:"after_close,omitempty"`
+	IdleAtExit *NetCountJSON `json:"idle_at_exit,omitempty"`
+	Undecided  *NetCountJSON `json:"undecided,omitempty"`
 	// ByCgroup is present (a list, maybe empty) when the kernel records
 	// sockets' cgroups (Connections.SeesCgroups).
 	ByCgroup *[]CgroupCountsJSON `json:"by_cgroup,omitempty"`
 }
 
-// CgroupCountsJSON is one cgroup's part of the counts: n in NetKind order.
+// CgroupCountsJSON is one cgroup's part of the counts: n in NetKind order,
+// as many as the counts have (Connections.SeesLastSpeaker).
 type CgroupCountsJSON struct {
-	CgroupID uint64              `json:"cgroup_id"`
-	N        [NumNetKinds]uint64 `json:"n"`
+	CgroupID uint64   `json:"cgroup_id"`
+	N        []uint64 `json:"n"`
 }
 
-// counts are c's kinds in NetKind order.
+// counts are c's kinds in NetKind order; nil for a kind it does not have.
 func (c *ConnectionsJSON) counts() [NumNetKinds]*NetCountJSON {
-	return [NumNetKinds]*NetCountJSON{&c.Accepted, &c.Closed, &c.ResetSent, &c.ResetReceived, &c.Cut, &c.Refused, &c.ListenerClosed}
+	return [NumNetKinds]*NetCountJSON{&c.Accepted, &c.Closed, &c.ResetSent, &c.ResetReceived, &c.Cut, &c.Refused, &c.ListenerClosed,
+		c.Unanswered, c.AfterClose, c.IdleAtExit, c.Undecided}
+}
+
+// ConnectionsToJSON is c as ConnectionsJSON: what AppendJSON writes.
+func ConnectionsToJSON(c *Connections) *ConnectionsJSON {
+	cj := &ConnectionsJSON{Since: c.Since.Format(TimeFormat), SeesRefused: c.SeesRefused, SeesLastSpeaker: c.SeesLastSpeaker}
+	if c.SeesLastSpeaker {
+		cj.Unanswered, cj.AfterClose, cj.IdleAtExit, cj.Undecided = &NetCountJSON{}, &NetCountJSON{}, &NetCountJSON{}, &NetCountJSON{}
+	}
+	for k, n := range cj.counts() {
+		if n == nil {
+			continue
+		}
+		got := c.Counts[k]
+		n.N = got.N
+		if !got.First.IsZero() {
+			n.First = got.First.Format(TimeFormat)
+		}
+		if !got.Last.IsZero() {
+			n.Last = got.Last.Format(TimeFormat)
+		}
+	}
+	if c.SeesCgroups {
+		by := []CgroupCountsJSON{}
+		for _, g := range c.ByCgroup {
+			by = append(by, CgroupCountsJSON{CgroupID: g.CgroupID, N: g.N[:c.numKinds()]})
+		}
+		cj.ByCgroup = &by
+	}
+	return cj
 }
 
 // NetCountJSON is one kind's count; the times only when N is not 0.
@@ -217,12 +255,15 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 }
 
 func connsFromJSON(j *ConnectionsJSON) (*Connections, error) {
-	c := &Connections{SeesRefused: j.SeesRefused}
+	c := &Connections{SeesRefused: j.SeesRefused, SeesLastSpeaker: j.SeesLastSpeaker}
 	var err error
 	if c.Since, err = time.Parse(time.RFC3339Nano, j.Since); err != nil {
 		return nil, fmt.Errorf("connections since: %w", err)
 	}
 	for k, n := range j.counts() {
+		if n == nil {
+			continue
+		}
 		c.Counts[k].N = n.N
 		for _, t := range []struct {
 			s   string
@@ -239,7 +280,12 @@ func connsFromJSON(j *ConnectionsJSON) (*Connections, error) {
 	if j.ByCgroup != nil {
 		c.SeesCgroups = true
 		for _, g := range *j.ByCgroup {
-			c.ByCgroup = append(c.ByCgroup, CgroupCounts(g))
+			if len(g.N) > NumNetKinds {
+				return nil, fmt.Errorf("connections of cgroup %d: %d kinds, this sigscope knows %d", g.CgroupID, len(g.N), NumNetKinds)
+			}
+			cc := CgroupCounts{CgroupID: g.CgroupID}
+			copy(cc.N[:], g.N)
+			c.ByCgroup = append(c.ByCgroup, cc)
 		}
 	}
 	return c, nil
