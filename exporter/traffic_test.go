@@ -7,7 +7,7 @@ import (
 	"github.com/sigscope/sigscope/episodes/timeline"
 )
 
-const helpConnections = `# HELP sigscope_stop_connections_total TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.
+const helpConnections = `# HELP sigscope_stop_connections_total TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused, unanswered, after_close, idle_at_exit, undecided; lost requests: refused, reset_sent, cut, unanswered, after_close) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.
 # TYPE sigscope_stop_connections_total counter`
 
 // An episode's connection counts are added by kind and outcome; the same
@@ -24,7 +24,8 @@ func TestStopConnections(t *testing.T) {
 		}
 		return tr
 	}
-	// accepted, closed, reset_sent, reset_received, cut, refused, listener_closed
+	// accepted, closed, reset_sent, reset_received, cut, refused, listener_closed,
+	// unanswered, after_close, idle_at_exit, undecided
 	a := episode(timeline.OutcomeHandlerTimeout, 0, 30*time.Second)
 	a.Traffic = traffic(7, read, true, 12, 9, 1, 2, 3, 40, 1)
 	e.ObserveEpisode(a)
@@ -34,21 +35,31 @@ func TestStopConnections(t *testing.T) {
 	old := episode(timeline.OutcomeGraceful, 0, time.Second)
 	old.Traffic = traffic(8, read, false, 5, 5, 0, 0, 0, 0, 0) // refused unknown
 	e.ObserveEpisode(old)
+	// A kernel that tells who spoke last: its kinds too.
+	race := episode(timeline.OutcomeGraceful, 0, time.Second)
+	race.Traffic = traffic(10, read, true, 3, 1, 0, 0, 0, 0, 1, 9, 2, 4, 1)
+	race.Traffic.SeesLastSpeaker = true
+	e.ObserveEpisode(race)
 	unread := episode(timeline.OutcomeKilled, 0, time.Second)
 	unread.Traffic = &timeline.Traffic{NetNS: 9, Unread: "the trace ended"}
 	e.ObserveEpisode(unread)
 	compare(t, reg, helpConnections+`
-sigscope_stop_connections_total{kind="accepted",outcome="graceful"} 5
+sigscope_stop_connections_total{kind="accepted",outcome="graceful"} 8
 sigscope_stop_connections_total{kind="accepted",outcome="handler_timeout"} 12
-sigscope_stop_connections_total{kind="closed",outcome="graceful"} 5
+sigscope_stop_connections_total{kind="after_close",outcome="graceful"} 2
+sigscope_stop_connections_total{kind="closed",outcome="graceful"} 6
 sigscope_stop_connections_total{kind="closed",outcome="handler_timeout"} 9
 sigscope_stop_connections_total{kind="cut",outcome="graceful"} 0
 sigscope_stop_connections_total{kind="cut",outcome="handler_timeout"} 3
+sigscope_stop_connections_total{kind="idle_at_exit",outcome="graceful"} 4
+sigscope_stop_connections_total{kind="refused",outcome="graceful"} 0
 sigscope_stop_connections_total{kind="refused",outcome="handler_timeout"} 40
 sigscope_stop_connections_total{kind="reset_received",outcome="graceful"} 0
 sigscope_stop_connections_total{kind="reset_received",outcome="handler_timeout"} 2
 sigscope_stop_connections_total{kind="reset_sent",outcome="graceful"} 0
 sigscope_stop_connections_total{kind="reset_sent",outcome="handler_timeout"} 1
+sigscope_stop_connections_total{kind="unanswered",outcome="graceful"} 9
+sigscope_stop_connections_total{kind="undecided",outcome="graceful"} 1
 `, "sigscope_stop_connections_total")
 }
 

@@ -315,6 +315,11 @@ func netCell(e *sigvocab.Event) string {
 	if c.SeesRefused {
 		refused = strconv.FormatUint(c.Counts[sigvocab.NetRefused].N, 10)
 	}
-	return fmt.Sprintf("acc=%d closed=%d rst=%d/%d cut=%d refused=%s", c.Counts[sigvocab.NetAccepted].N, c.Counts[sigvocab.NetClosed].N,
+	s := fmt.Sprintf("acc=%d closed=%d rst=%d/%d cut=%d refused=%s", c.Counts[sigvocab.NetAccepted].N, c.Counts[sigvocab.NetClosed].N,
 		c.Counts[sigvocab.NetResetSent].N, c.Counts[sigvocab.NetResetReceived].N, c.Counts[sigvocab.NetCut].N, refused)
+	if c.SeesLastSpeaker {
+		s += fmt.Sprintf(" unanswered=%d after_close=%d idle_at_exit=%d undecided=%d", c.Counts[sigvocab.NetUnanswered].N,
+			c.Counts[sigvocab.NetAfterClose].N, c.Counts[sigvocab.NetIdleAtExit].N, c.Counts[sigvocab.NetUndecided].N)
+	}
+	return s
 }
