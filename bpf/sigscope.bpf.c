@@ -44,6 +44,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
 #include "sigscope.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -885,27 +886,34 @@ int BPF_PROG(handle_tcp_rst_received, struct sock *sk)
 #define TCPHDR_SYN 0x02
 #define TCPHDR_ACK 0x10
 
+/* The destination port of the TCP segment skb carries, network order. */
+static __always_inline __u16 tcp_dest(const struct sk_buff *skb)
+{
+	__u16 dest = 0;
+
+	bpf_probe_read_kernel(&dest, sizeof(dest), skb->head + skb->transport_header + 2);
+	return dest;
+}
+
 /* A RST that answers a request on a connection the container's side had
  * closed: the socket is the closed one, orphaned (TCP_ABORT_ON_DATA), or
  * the timewait socket that took its place (TCP_TIMEWAIT_SOCKET), on every
  * kernel. Counted once per connection, and moved from the kind its close
  * was counted as when that one lost nothing. */
-static __always_inline void after_close(const struct sock *sk)
+static __always_inline void after_close(const struct sock *sk, const struct sk_buff *skb, struct net_stats *st, __u32 netns)
 {
+	unsigned char state = sk->__sk_common.skc_state;
 	struct conn_closed *closed;
 	struct conn_key key = {};
-	unsigned char state = sk->__sk_common.skc_state;
-	struct net_stats *st;
-	__u32 netns;
 
 	/* Closed on this side: orphaned, or a timewait socket. A RST of an
 	 * open connection (an out-of-window segment) is none of these. */
 	if (state == TCP_ESTABLISHED || state == TCP_CLOSE_WAIT || state == TCP_LISTEN || state == TCP_SYN_RECV)
 		return;
-	st = stopping_net_of(sk, &netns);
-	if (!st)
-		return;
 	conn_key_of(&key, sk, netns);
+	/* An orphan the abort destroyed has given its port back (inet_num is
+	 * 0 then): the request's own destination port is the local one. */
+	key.lport = bpf_ntohs(tcp_dest(skb));
 	closed = bpf_map_lookup_elem(&closed_conns, &key);
 	if (!closed || closed->begin_ns != st->begin_ns || closed->late)
 		return;
@@ -918,38 +926,41 @@ static __always_inline void after_close(const struct sock *sk)
 	net_count_cg(st, netns, closed->cgroup_id, NET_AFTER_CLOSE, 1);
 }
 
-/* A RST the kernel sends. With a socket: a request after a close
- * (after_close). Where no socket matched (sk NULL): since Linux 6.10 the
- * tracepoint fires for it too. A SYN so answered is a refused connection
- * attempt; its namespace is that of the device it came in on. Earlier
- * kernels never call this with a NULL sk: refused stays 0 there, and user
- * space says the kernel cannot tell. */
+/* A RST the kernel sends, in a watched namespace (the socket's, else that
+ * of the device the segment it answers came in on). A SYN so answered is a refused
+ * connection attempt: nothing listened. Where no socket matched (sk NULL),
+ * since Linux 6.10 only: earlier kernels never call this with a NULL sk,
+ * and user space says the kernel cannot tell refused attempts there. A SYN
+ * that finds the timewait socket of an earlier connection of the same
+ * addresses (a client that reuses its port) is answered by that socket,
+ * on every kernel: refused too. Any other segment answered by a socket: a
+ * request after a close (after_close). */
 SEC("tp_btf/tcp_send_reset")
 int BPF_PROG(handle_tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 {
 	struct net_stats *st;
 	struct net *net;
-	unsigned char *head;
 	__u8 flags = 0;
 	__u32 netns;
-	__u16 th;
 
-	if (sk) {
-		after_close(sk);
-		return 0;
-	}
 	if (!skb)
 		return 0;
-	net = skb->dev->nd_net.net;
-	netns = net->ns.inum;
-	st = watched_net(bpf_map_lookup_elem(&stopping_nets, &netns), net_gen(net));
+	if (sk) {
+		/* tcp_v4_rcv clears skb->dev before it hands the segment
+		 * to a full socket: the socket's namespace. */
+		st = stopping_net_of(sk, &netns);
+	} else {
+		net = skb->dev->nd_net.net;
+		netns = net->ns.inum;
+		st = watched_net(bpf_map_lookup_elem(&stopping_nets, &netns), net_gen(net));
+	}
 	if (!st)
-		return 0;
-	head = skb->head;
-	th = skb->transport_header;
-	bpf_probe_read_kernel(&flags, 1, head + th + 13);
+		return 0; /* outside a stop: this one look-up */
+	bpf_probe_read_kernel(&flags, 1, skb->head + skb->transport_header + 13);
 	if ((flags & (TCPHDR_SYN | TCPHDR_ACK)) == TCPHDR_SYN)
 		net_count(st, NET_REFUSED, bpf_ktime_get_boot_ns());
+	else if (sk)
+		after_close(sk, skb, st, netns);
 	return 0;
 }
 

@@ -47,17 +47,9 @@ func StartHTTPLoad(addr string, workers int, dialTimeout time.Duration, netnsOf 
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			if netnsOf != 0 {
-				runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-				f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", netnsOf))
-				if err == nil {
-					err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
-					f.Close()
-				}
-				if err != nil {
-					entered <- fmt.Errorf("entering the network namespace of %d: %w", netnsOf, err)
-					return
-				}
+			if err := enterNetNS(netnsOf); err != nil {
+				entered <- err
+				return
 			}
 			entered <- nil
 			for {
@@ -121,24 +113,28 @@ func Outcomes(as []HTTPAttempt) map[string]int {
 	return m
 }
 
+// dialOutcome is a failed dial's outcome.
+func dialOutcome(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		// Established in the kernel (the server's accept queue), then
+		// reset before connect() returned: the server died.
+		return "reset"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return "other: " + err.Error()
+}
+
 func httpRequest(addr string, dialTimeout time.Duration) (a HTTPAttempt) {
 	a.Dialed = time.Now()
 	defer func() { a.Ended = time.Now() }()
 	conn, err := net.DialTimeout("tcp", addr, dialTimeout)
 	if err != nil {
-		var ne net.Error
-		switch {
-		case errors.Is(err, syscall.ECONNREFUSED):
-			a.Outcome = "refused"
-		case errors.Is(err, syscall.ECONNRESET):
-			// Established in the kernel (the server's accept queue),
-			// then reset before connect() returned: the server died.
-			a.Outcome = "reset"
-		case errors.As(err, &ne) && ne.Timeout():
-			a.Outcome = "timeout"
-		default:
-			a.Outcome = "other: " + err.Error()
-		}
+		a.Outcome = dialOutcome(err)
 		return a
 	}
 	a.Connected = time.Now()
@@ -161,4 +157,154 @@ func httpRequest(addr string, dialTimeout time.Duration) (a HTTPAttempt) {
 		a.Outcome = fmt.Sprintf("other: %q %v", status, err)
 	}
 	return a
+}
+
+// StartKeepAliveLoad starts workers that each keep one HTTP/1.1 connection
+// to addr and send requests on it, think apart: what a proxy's or an HTTP
+// client's connection pool does. Each request is a POST, never retried: a
+// request that breaks is the client's failure ("reset": the connection
+// closed or reset before the answer came; a pool would turn it into a
+// 502), and the worker dials a new connection for the next one. An answer
+// with "Connection: close" ends the connection cleanly. Attempts record
+// each request: Dialed is when it was sent (or its connection dialled),
+// Connected when its connection was established, zero for one sent on a
+// connection kept from before. netnsOf as for StartHTTPLoad.
+func StartKeepAliveLoad(addr string, workers int, think time.Duration, netnsOf int) (*HTTPLoad, error) {
+	l := &HTTPLoad{stop: make(chan struct{})}
+	entered := make(chan error, workers)
+	for range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			if err := enterNetNS(netnsOf); err != nil {
+				entered <- err
+				return
+			}
+			entered <- nil
+			var c *keepAliveConn
+			defer func() {
+				if c != nil {
+					c.conn.Close()
+				}
+			}()
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				var a HTTPAttempt
+				c, a = keepAliveRequest(addr, c)
+				l.mu.Lock()
+				l.attempts = append(l.attempts, a)
+				l.mu.Unlock()
+				if a.Outcome != "ok" {
+					time.Sleep(5 * time.Millisecond) // a client retrying, not a flood
+					continue
+				}
+				time.Sleep(think)
+			}
+		}()
+	}
+	var err error
+	for range workers {
+		err = errors.Join(err, <-entered)
+	}
+	if err != nil {
+		l.Stop()
+		return nil, err
+	}
+	return l, nil
+}
+
+// enterNetNS moves the calling goroutine's thread, locked to it for good,
+// into the network namespace of pid; nothing when pid is 0.
+func enterNetNS(pid int) error {
+	if pid == 0 {
+		return nil
+	}
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err == nil {
+		err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
+		f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("entering the network namespace of %d: %w", pid, err)
+	}
+	return nil
+}
+
+// keepAliveConn is a worker's connection, kept between requests.
+type keepAliveConn struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+// keepAliveRequest sends one request on c, or on a new connection when c
+// is nil, and returns the connection to use next (nil when it ended).
+func keepAliveRequest(addr string, c *keepAliveConn) (next *keepAliveConn, a HTTPAttempt) {
+	a.Dialed = time.Now()
+	defer func() { a.Ended = time.Now() }()
+	if c == nil {
+		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			a.Outcome = dialOutcome(err)
+			return nil, a
+		}
+		a.Connected = time.Now()
+		c = &keepAliveConn{conn: conn, r: bufio.NewReader(conn)}
+	}
+	fail := func(err error) (*keepAliveConn, HTTPAttempt) {
+		c.conn.Close()
+		switch {
+		case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF):
+			a.Outcome = "reset"
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			a.Outcome = "timeout"
+		default:
+			a.Outcome = "other: " + err.Error()
+		}
+		return nil, a
+	}
+	c.conn.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := io.WriteString(c.conn, "POST / HTTP/1.1\r\nHost: sigscope-test\r\nContent-Length: 0\r\n\r\n"); err != nil {
+		return fail(err)
+	}
+	status, err := c.r.ReadString('\n')
+	if err != nil {
+		return fail(err)
+	}
+	if !strings.HasPrefix(status, "HTTP/1.1 200") {
+		c.conn.Close()
+		a.Outcome = fmt.Sprintf("other: %q", status)
+		return nil, a
+	}
+	length, closing := 0, false
+	for {
+		h, err := c.r.ReadString('\n')
+		if err != nil {
+			return fail(err)
+		}
+		h = strings.TrimRight(h, "\r\n")
+		if h == "" {
+			break
+		}
+		name, value, _ := strings.Cut(h, ":")
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "content-length":
+			fmt.Sscan(strings.TrimSpace(value), &length)
+		case "connection":
+			closing = strings.EqualFold(strings.TrimSpace(value), "close")
+		}
+	}
+	if _, err := io.CopyN(io.Discard, c.r, int64(length)); err != nil {
+		return fail(err)
+	}
+	a.Outcome = "ok"
+	if closing {
+		c.conn.Close()
+		return nil, a
+	}
+	return c, a
 }

@@ -9,14 +9,28 @@
 //	slow    each request takes 10 s; on SIGTERM it stops accepting and waits
 //	        for those in flight (a short grace cuts them)
 //	ignore  ignores SIGTERM: serves until the SIGKILL
+//
+// The keep-alive shapes (HTTP/1.1, connections kept between requests):
+//
+//	ka-closeidle  on SIGTERM keeps listening and serving for a second, but
+//	              closes every idle keep-alive connection every 20 ms, under
+//	              its clients (what many graceful shutdowns do), then exits
+//	ka-drain      on SIGTERM answers each next request with Connection:
+//	              close for a second (the clients move), then stops
+//	              accepting, finishes what is in flight and exits 0
+//	ka-exit       exits at once on SIGTERM, keep-alive connections open
 package main
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -26,9 +40,13 @@ func main() {
 	if len(os.Args) > 1 {
 		mode = os.Args[1]
 	}
+	var draining atomic.Bool
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if mode == "slow" {
 			time.Sleep(10 * time.Second)
+		}
+		if draining.Load() {
+			w.Header().Set("Connection", "close")
 		}
 		fmt.Fprintln(w, "ok")
 	})
@@ -36,8 +54,20 @@ func main() {
 	if len(os.Args) > 2 {
 		addr = os.Args[2]
 	}
-	srv := &http.Server{Addr: addr, Handler: handler}
-	srv.SetKeepAlivesEnabled(false)
+	// The connections idle between two requests, for ka-closeidle.
+	var mu sync.Mutex
+	idle := map[net.Conn]bool{}
+	srv := &http.Server{Addr: addr, Handler: handler, ConnState: func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		if st == http.StateIdle {
+			idle[c] = true
+		} else {
+			delete(idle, c)
+		}
+	}}
+	keepAlive := strings.HasPrefix(mode, "ka-")
+	srv.SetKeepAlivesEnabled(keepAlive)
 	if mode == "ignore" {
 		signal.Ignore(syscall.SIGTERM)
 	}
@@ -48,10 +78,22 @@ func main() {
 	go func() {
 		<-term
 		switch mode {
-		case "exit":
+		case "exit", "ka-exit":
 			os.Exit(0)
 		case "drain":
 			time.Sleep(time.Second)
+		case "ka-drain":
+			draining.Store(true)
+			time.Sleep(time.Second)
+		case "ka-closeidle":
+			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				mu.Lock()
+				for c := range idle {
+					c.Close()
+					delete(idle, c)
+				}
+				mu.Unlock()
+			}
 		}
 		_ = srv.Shutdown(context.Background())
 		os.Exit(0)

@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/test/testutil"
+)
+
+// kaTally is the keep-alive clients' count of their requests' outcomes
+// within the episode's counting window: a request sent after the counts
+// were read (until) is not the stop's, and one that spans the read may be
+// counted either way (atUntil).
+type kaTally struct {
+	ok, reset, refused int
+	atUntil            int // failures whose request spans until, give or take slack
+	after              int // failures sent after until+slack: not counted
+	other              map[string]int
+}
+
+func kaTallyOf(attempts []testutil.HTTPAttempt, until time.Time, slack time.Duration) kaTally {
+	tl := kaTally{other: map[string]int{}}
+	for _, a := range attempts {
+		if a.Outcome != "ok" {
+			if a.Dialed.After(until.Add(slack)) {
+				tl.after++
+				continue
+			}
+			if a.Ended.After(until.Add(-slack)) {
+				tl.atUntil++
+			}
+		}
+		switch a.Outcome {
+		case "ok":
+			tl.ok++
+		case "reset":
+			tl.reset++
+		case "refused":
+			tl.refused++
+		default:
+			tl.other[a.Outcome]++
+		}
+	}
+	return tl
+}
+
+// TestStopTrafficKeepAlive stops an HTTP/1.1 server whose clients keep
+// their connections alive between requests (a pool: what every proxy,
+// load balancer and HTTP client does), each request a POST never retried,
+// so that the clients' count of broken requests is the truth. The
+// episode's lost requests equal the clients' failures, kind by kind: a
+// server that closes idle connections under its clients (the keep-alive
+// race: requests read and never answered, or sent after the close) is
+// hurting them and the episode says so, with the drain as the fix; a
+// server that drains with Connection: close hurts nobody; one that exits
+// at once loses the requests in flight and those sent after on its dead
+// connections, not the idle connections nobody used again.
+func TestStopTrafficKeepAlive(t *testing.T) {
+	img := trafficImage(t)
+	for _, tc := range []struct {
+		mode string
+		// clientFor: how long after docker stop began the clients stop (the
+		// load balancer moved); 0: until a second after the container is
+		// gone.
+		clientFor time.Duration
+		hurt      bool
+		race      bool // the verdict names the keep-alive race
+	}{
+		{mode: "ka-closeidle", hurt: true, race: true},
+		{mode: "ka-drain", clientFor: 500 * time.Millisecond},
+		{mode: "ka-exit", hurt: true},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			name := "e2e-traffic-" + tc.mode
+			id := runContainer(t, name, img, "/server", tc.mode)
+			l := startTimeline(t)
+			testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
+			pid := hostEngine.mainPID(t, name)
+			cl, err := testutil.StartKeepAliveLoad("127.0.0.1:8080", 8, 20*time.Millisecond, pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cl.Stop() })
+			cl.WaitAnswered(t)
+			time.Sleep(200 * time.Millisecond) // every worker's connection kept
+			stopped := make(chan error, 1)
+			go func() {
+				out, err := exec.Command("docker", "stop", "-t", "5", name).CombinedOutput()
+				if err != nil {
+					err = fmt.Errorf("%v: %s", err, out)
+				}
+				stopped <- err
+			}()
+			if tc.clientFor > 0 {
+				time.Sleep(tc.clientFor)
+				cl.Stop()
+			}
+			if err := <-stopped; err != nil {
+				t.Fatalf("docker stop: %v", err)
+			}
+			time.Sleep(time.Second)
+			attempts := cl.Stop()
+			ep := episodeOf(t, l.stop(t, id), id)
+			var with struct {
+				Traffic *trafficJSON `json:"traffic"`
+			}
+			if err := json.Unmarshal(ep.raw, &with); err != nil || with.Traffic == nil {
+				t.Fatalf("episode has no traffic (%v):\n%s", err, ep.raw)
+			}
+			tr := *with.Traffic
+			if tr.Unread != "" {
+				t.Fatalf("counts not read: %s", tr.Unread)
+			}
+			if tr.Unanswered == nil || tr.AfterClose == nil || tr.IdleAtExit == nil || tr.Undecided == nil || tr.Cut == nil || tr.ResetSent == nil || tr.Lost == nil {
+				t.Fatalf("a count that tells who spoke last is null:\n%s", ep.raw)
+			}
+			until, err := time.Parse(time.RFC3339Nano, tr.Until)
+			if err != nil {
+				t.Fatalf("traffic.until %q: %v", tr.Until, err)
+			}
+			got := kaTallyOf(attempts, until, 2*time.Millisecond)
+			t.Logf("clients: %d ok, %d broken, %d refused, other %v (%d at the read, %d after it); sigscope: unanswered %d, after_close %d, cut %d, reset_sent %d, refused %v, idle_at_exit %d, undecided %d, closed %d, lost %d: %s; hint: %s",
+				got.ok, got.reset, got.refused, got.other, got.atUntil, got.after, tr.Unanswered.N, tr.AfterClose.N, tr.Cut.N, tr.ResetSent.N, tr.Refused,
+				tr.IdleAtExit.N, tr.Undecided.N, tr.Closed.N, *tr.Lost, tr.Verdict, tr.Hint)
+			if len(got.other) > 0 {
+				t.Errorf("the clients saw %v: not a kind this test expects", got.other)
+			}
+			if got.ok == 0 {
+				t.Fatal("no request was answered")
+			}
+			// Every broken request is one lost (read and never answered,
+			// sent after the close, cut, reset) or, at most, undecided;
+			// none lost that a client had answered.
+			broken := tr.Unanswered.N + tr.AfterClose.N + tr.Cut.N + tr.ResetSent.N
+			if broken > got.reset+got.atUntil || broken+tr.Undecided.N < got.reset {
+				t.Errorf("sigscope: %d broken requests (%d unanswered, %d after the close, %d cut, %d reset) and %d undecided; the clients: %d broken (%d at the read)",
+					broken, tr.Unanswered.N, tr.AfterClose.N, tr.Cut.N, tr.ResetSent.N, tr.Undecided.N, got.reset, got.atUntil)
+			}
+			refused := 0
+			if tr.Refused != nil {
+				refused = tr.Refused.N
+				if refused > got.refused || refused+got.atUntil < got.refused {
+					t.Errorf("refused: sigscope %d, the clients %d (%d at the read)", refused, got.refused, got.atUntil)
+				}
+			}
+			if want := broken + refused; *tr.Lost != want {
+				t.Errorf("lost %d, want %d", *tr.Lost, want)
+			}
+			if tc.hurt != (got.reset+got.refused > 0) {
+				t.Fatalf("the clients saw %d broken and %d refused: the %s server should%s hurt them (the test's premise)",
+					got.reset, got.refused, tc.mode, map[bool]string{true: "", false: " not"}[tc.hurt])
+			}
+			if !tc.hurt && (*tr.Lost != 0 || !strings.HasPrefix(tr.Verdict, "no client was hurt") || tr.Hint != "") {
+				t.Errorf("a draining server: lost %d, verdict %q, hint %q", *tr.Lost, tr.Verdict, tr.Hint)
+			}
+			if tc.hurt && (*tr.Lost == 0 || strings.HasPrefix(tr.Verdict, "no client was hurt")) {
+				t.Errorf("the clients were hurt, the episode says %q", tr.Verdict)
+			}
+			if race := tr.Unanswered.N+tr.AfterClose.N > 0; tc.race && race != strings.Contains(tr.Verdict, "the keep-alive race") {
+				t.Errorf("keep-alive race %v, verdict %q", race, tr.Verdict)
+			}
+			if tc.race && tr.Unanswered.N+tr.AfterClose.N > 0 && !strings.Contains(tr.Hint, "Connection: close") {
+				t.Errorf("the keep-alive race without its fix: %q", tr.Hint)
+			}
+			if ep.Outcome != "graceful" {
+				t.Errorf("outcome %s, want graceful", ep.Outcome)
+			}
+		})
+	}
+}
