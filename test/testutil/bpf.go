@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // AttachedPrograms lists the programs a process has attached: those of
@@ -53,4 +55,18 @@ func WaitPrograms(t testing.TB, pid, n int) []uint32 {
 		t.Fatalf("process %d exited holding programs %v, want %d", pid, ids, n)
 	}
 	return ids
+}
+
+// KernelAtLeast reports whether the running kernel's release (uname -r)
+// is major.minor or later; false when the release cannot be read.
+func KernelAtLeast(major, minor int) bool {
+	var uts unix.Utsname
+	if unix.Uname(&uts) != nil {
+		return false
+	}
+	var maj, min int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(uts.Release[:]), "%d.%d", &maj, &min); err != nil {
+		return false
+	}
+	return maj > major || maj == major && min >= minor
 }
