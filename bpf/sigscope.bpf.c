@@ -78,6 +78,7 @@ const volatile __u32 filter_pid = 0;    /* 0: any; else sender or target tgid */
 const volatile char filter_comm[TASK_COMM_LEN] = {}; /* "": any */
 const volatile bool direct_reads = false; /* the kernel has bpf_rdonly_cast: see read_at */
 const volatile bool watch_nets = false;   /* the TCP programs are attached: count stopping namespaces' connections */
+const volatile bool every_reset = false;  /* tcp_send_reset fires for every RST (6.10+): a timewait socket's too, so after_close can be counted whole */
 
 /* Returns obj as an untrusted pointer to the kernel type btf_id: loads
  * through it are direct, fault-tolerant loads (a fault reads 0), like those
@@ -853,6 +854,8 @@ int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const 
 	}
 	kind = fin_kind(sk, oldstate == TCP_CLOSE_WAIT, dying);
 	closed.cgroup_id = net_count_sock(st, sk, netns, kind, now);
+	if (!every_reset)
+		return 0;
 	closed.begin_ns = st->begin_ns;
 	closed.kind = kind;
 	conn_key_of(&key, sk, netns);
@@ -959,8 +962,8 @@ int BPF_PROG(handle_tcp_rst_sent, const struct sock *sk, const struct sk_buff *s
 	bpf_probe_read_kernel(&flags, 1, skb->head + skb->transport_header + 13);
 	if ((flags & (TCPHDR_SYN | TCPHDR_ACK)) == TCPHDR_SYN)
 		net_count(st, NET_REFUSED, bpf_ktime_get_boot_ns());
-	else if (sk)
-		after_close(sk, skb, st, netns);
+	else if (sk && every_reset)
+		after_close(sk, skb, st, netns); /* before 6.10 a timewait socket's RST is not traced: none, rather than some */
 	return 0;
 }
 

@@ -206,6 +206,7 @@ const (
 	sigscopeProgHandleTcpRstSent     = "handle_tcp_rst_sent"
 	sigscopeProgHandleTcpState       = "handle_tcp_state"
 	sigscopeVarDirectReads           = "direct_reads"
+	sigscopeVarEveryReset            = "every_reset"
 	sigscopeVarFilterComm            = "filter_comm"
 	sigscopeVarFilterPid             = "filter_pid"
 	sigscopeVarSelfTgid              = "self_tgid"
@@ -298,6 +299,7 @@ type sigscopeMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeVariableSpecs struct {
 	DirectReads       *ebpf.VariableSpec `ebpf:"direct_reads"`
+	EveryReset        *ebpf.VariableSpec `ebpf:"every_reset"`
 	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterPid         *ebpf.VariableSpec `ebpf:"filter_pid"`
 	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
@@ -370,6 +372,7 @@ func (m *sigscopeMaps) Close() error {
 // It can be passed to loadSigscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopeVariables struct {
 	DirectReads       *ebpf.Variable `ebpf:"direct_reads"`
+	EveryReset        *ebpf.Variable `ebpf:"every_reset"`
 	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`
 	FilterPid         *ebpf.Variable `ebpf:"filter_pid"`
 	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`

@@ -106,6 +106,7 @@ const (
 	sigscopeCompatProgHandleTcpRstSent     = "handle_tcp_rst_sent"
 	sigscopeCompatProgHandleTcpState       = "handle_tcp_state"
 	sigscopeCompatVarDirectReads           = "direct_reads"
+	sigscopeCompatVarEveryReset            = "every_reset"
 	sigscopeCompatVarFilterComm            = "filter_comm"
 	sigscopeCompatVarFilterPid             = "filter_pid"
 	sigscopeCompatVarSelfTgid              = "self_tgid"
@@ -198,6 +199,7 @@ type sigscopeCompatMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeCompatVariableSpecs struct {
 	DirectReads       *ebpf.VariableSpec `ebpf:"direct_reads"`
+	EveryReset        *ebpf.VariableSpec `ebpf:"every_reset"`
 	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterPid         *ebpf.VariableSpec `ebpf:"filter_pid"`
 	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
@@ -270,6 +272,7 @@ func (m *sigscopeCompatMaps) Close() error {
 // It can be passed to loadSigscopeCompatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopeCompatVariables struct {
 	DirectReads       *ebpf.Variable `ebpf:"direct_reads"`
+	EveryReset        *ebpf.Variable `ebpf:"every_reset"`
 	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`
 	FilterPid         *ebpf.Variable `ebpf:"filter_pid"`
 	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`

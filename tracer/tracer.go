@@ -221,6 +221,7 @@ func New(opts Options) (*Tracer, error) {
 		sigscopeVarFilterComm:  commBytes,
 		sigscopeVarDirectReads: !opts.helperReads && hasKfunc(kspec, "bpf_rdonly_cast"),
 		sigscopeVarWatchNets:   !opts.NoConnections,
+		sigscopeVarEveryReset:  seesRefused,
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {

@@ -22,7 +22,7 @@ type Traffic struct {
 	// counts were not read, Counts[NetRefused] when it cannot tell
 	// (SeesRefused false).
 	Counts      [sigvocab.NumNetKinds]sigvocab.NetCount
-	SeesRefused bool // the kernel reports refused attempts (Linux 6.10 and later)
+	SeesRefused bool // the kernel reports every RST it sends (Linux 6.10 and later): refused attempts, requests after a close
 	// SeesLastSpeaker: the counts tell who spoke last on each connection
 	// (sigvocab.Connections.SeesLastSpeaker); false in an episode from a
 	// recording or a journal line made before, whose closed and cut keep
@@ -63,7 +63,7 @@ func (t *Traffic) Split(pod bool) bool {
 // Known reports whether the count of kind k is known: read, and for
 // refused attempts, reported by this kernel.
 func (t *Traffic) Known(k sigvocab.NetKind) bool {
-	return t.Unread == "" && (k != sigvocab.NetRefused || t.SeesRefused) && (!sigvocab.LastSpeakerKind(k) || t.SeesLastSpeaker)
+	return t.Unread == "" && (k != sigvocab.NetRefused && k != sigvocab.NetAfterClose || t.SeesRefused) && (!sigvocab.LastSpeakerKind(k) || t.SeesLastSpeaker)
 }
 
 // N is the count of kind k; 0 when it is not known.

@@ -413,6 +413,21 @@ func TestTrafficVerdicts(t *testing.T) {
 			jsonPart: `"idle_at_exit":{"n":3,`,
 		},
 		{
+			name: "a kernel before 6.10 tells who spoke last, not every reset",
+			build: func(s *sim) {
+				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+					initExit(300*ms, 0, 0).nsEmpty(301 * ms)
+			},
+			conns: func() *sigvocab.Connections {
+				c := spoke(netCount{sigvocab.NetClosed, 4, 30 * ms, 40 * ms})
+				c.SeesRefused = false
+				return c
+			}(),
+			verdict:  "no connection lost that this kernel reports: no connection was accepted after the stop began, and every one that ended was closed cleanly; refused attempts and requests sent after a close unknown: this kernel (before Linux 6.10) does not report them",
+			outcome:  OutcomeGraceful,
+			jsonPart: `"refused":null,"listener_closed":{"n":0},"unanswered":{"n":0},"after_close":null,`,
+		},
+		{
 			name: "who spoke last cannot be told: possibly lost, never clean",
 			build: func(s *sim) {
 				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).

@@ -41,6 +41,16 @@ func (r ownReason) words() string {
 
 const refusedUnknown = "refused attempts unknown: this kernel (before Linux 6.10) does not report them"
 
+// resetsUnknown says what a kernel that does not report every RST it sends
+// leaves unknown: refused attempts, and requests sent after a close where
+// the counts tell who spoke last.
+func resetsUnknown(t *Traffic) string {
+	if t.SeesLastSpeaker {
+		return "refused attempts and requests sent after a close unknown: this kernel (before Linux 6.10) does not report them"
+	}
+	return refusedUnknown
+}
+
 // undecidedWhy is why a connection counts as possibly lost (NetUndecided).
 const undecidedWhy = "closed right after a short write, a TLS close_notify or an HTTP/2 GOAWAY perhaps, or with a write in flight when the process died: who spoke last cannot be told"
 
@@ -85,13 +95,13 @@ func trafficVerdict(t *Traffic, c trafficCause) string {
 			v += fmt.Sprintf("; %s possibly more (%s)", count(n, "connection"), undecidedWhy)
 		}
 		if !t.SeesRefused {
-			v += "; " + refusedUnknown
+			v += "; " + resetsUnknown(t)
 		}
 		return v
 	case trafficMaybe:
 		v := fmt.Sprintf("possibly %s lost: %s", count(t.MaybeLost(), "request"), undecidedWhy)
 		if !t.SeesRefused {
-			v += "; " + refusedUnknown
+			v += "; " + resetsUnknown(t)
 		}
 		return v
 	}
@@ -112,7 +122,7 @@ func trafficVerdict(t *Traffic, c trafficCause) string {
 		v += fmt.Sprintf("; %s open but idle when the process ended, and not sent on after", count(n, "keep-alive connection"))
 	}
 	if !t.SeesRefused {
-		return "no connection lost that this kernel reports: " + v + "; " + refusedUnknown
+		return "no connection lost that this kernel reports: " + v + "; " + resetsUnknown(t)
 	}
 	return "no client was hurt: " + v
 }

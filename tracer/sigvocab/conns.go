@@ -65,9 +65,11 @@ type NetCount struct {
 type Connections struct {
 	Since  time.Time
 	Counts [NumNetKinds]NetCount
-	// SeesRefused is whether this kernel reports refused attempts (a SYN
-	// answered with a RST because nothing listened: Linux 6.10 and
-	// later). Without it Counts[NetRefused] is unknown, not zero.
+	// SeesRefused is whether this kernel reports every RST it sends
+	// (Linux 6.10 and later): refused attempts (a SYN answered with a RST
+	// because nothing listened) and the RST of a timewait socket that
+	// answers a request after a close. Without it Counts[NetRefused] and
+	// Counts[NetAfterClose] are unknown, not zero.
 	SeesRefused bool
 	// SeesLastSpeaker is whether the counts tell who spoke last on a
 	// connection: NetUnanswered, NetAfterClose, NetIdleAtExit and
