@@ -79,6 +79,7 @@ const volatile char filter_comm[TASK_COMM_LEN] = {}; /* "": any */
 const volatile bool direct_reads = false; /* the kernel has bpf_rdonly_cast: see read_at */
 const volatile bool watch_nets = false;   /* the TCP programs are attached: count stopping namespaces' connections */
 const volatile bool every_reset = false;  /* tcp_send_reset fires for every RST (6.10+): a timewait socket's too, so after_close can be counted whole */
+__u32 probers_on = 0; /* user space registered a prober (probers): only then do the TCP programs look for probes */
 
 /* Returns obj as an untrusted pointer to the kernel type btf_id: loads
  * through it are direct, fault-tolerant loads (a fault reads 0), like those
@@ -203,6 +204,60 @@ struct {
 	__type(key, struct conn_key);
 	__type(value, struct conn_closed);
 } closed_conns SEC(".maps");
+
+/* The processes whose connections are probes, not clients: the kubelet's
+ * (user space finds them by name and keeps this table). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} probers SEC(".maps");
+
+/* A prober's sockets between connect() (where the prober is the current
+ * task) and the handshake's end or failure (in softirq, where it is not),
+ * by address. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u8);
+} prober_socks SEC(".maps");
+
+/* A prober's connections as the server sees them (struct conn_key with
+ * netns 0: laddr, lport the server's; raddr, rport the prober's), from its
+ * handshake's end, so that the server's side of each is counted apart. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct conn_key);
+	__type(value, __u8);
+} probe_peers SEC(".maps");
+
+/* The server sockets of probes in watched namespaces, by address: their
+ * fates go to net_stats.probes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u8);
+} probe_socks SEC(".maps");
+
+/* Refused SYNs of watched namespaces by their source (struct conn_key with
+ * netns 0, as probe_peers), while probers are registered: a prober's
+ * failed connect() that follows moves its count to the probes. */
+struct conn_refused {
+	__u64 begin_ns;
+	__u32 netns;
+	__u32 moved;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct conn_key);
+	__type(value, struct conn_refused);
+} refused_from SEC(".maps");
 
 /* Per CPU: where watch_net builds a namespace's first entry (struct
  * net_stats is too large for the BPF stack). */
@@ -674,6 +729,7 @@ static __always_inline void net_count(struct net_stats *st, __u32 kind, __u64 no
 }
 
 #define TCP_ESTABLISHED 1
+#define TCP_SYN_SENT 2
 #define TCP_SYN_RECV 3
 #define TCP_FIN_WAIT1 4
 #define TCP_CLOSE 7
@@ -681,6 +737,7 @@ static __always_inline void net_count(struct net_stats *st, __u32 kind, __u64 no
 #define TCP_LAST_ACK 9
 #define TCP_LISTEN 10
 #define IPPROTO_TCP 6
+#define AF_INET 2
 #define AF_INET6 10
 
 /* Direct loads through the tracepoint's BTF pointer (a fault reads 0): on
@@ -805,6 +862,115 @@ static __always_inline bool inbound(const struct sock *sk)
 	return BPF_CORE_READ_BITFIELD_PROBED(sk, sk_max_ack_backlog) > 0;
 }
 
+/* The server's view of a prober's connection (struct conn_key, netns 0):
+ * the prober's socket's remote end is the server's local one. */
+static __always_inline void peer_key(struct conn_key *k, const struct sock *sk)
+{
+	const struct sock_common *c = &sk->__sk_common;
+
+	k->family = BPF_CORE_READ(c, skc_family);
+	k->lport = bpf_ntohs(BPF_CORE_READ(c, skc_dport));
+	k->rport = bpf_htons(BPF_CORE_READ(c, skc_num));
+	if (k->family == AF_INET6 && bpf_core_field_exists(c->skc_v6_daddr)) {
+		BPF_CORE_READ_INTO(&k->laddr, c, skc_v6_daddr);
+		BPF_CORE_READ_INTO(&k->raddr, c, skc_v6_rcv_saddr);
+	} else {
+		BPF_CORE_READ_INTO((__u32 *)k->laddr, c, skc_daddr);
+		BPF_CORE_READ_INTO((__u32 *)k->raddr, c, skc_rcv_saddr);
+	}
+}
+
+/* A prober's connect(), in any namespace: at SYN_SENT the prober is the
+ * current task, and its socket is remembered; at the handshake's end its
+ * connection is, as the server will see it (probe_peers); a connect()
+ * that fails on a refused SYN of a watched namespace moves that refusal
+ * to the probes. Only while probers are registered, and only for the
+ * state changes of a connect(). */
+static __always_inline void prober_state(const struct sock *sk, int oldstate, int newstate)
+{
+	struct conn_key key = {};
+	__u64 skp = (__u64)sk;
+	__u8 one = 1;
+
+	if (newstate == TCP_SYN_SENT) {
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+		if (bpf_map_lookup_elem(&probers, &tgid))
+			bpf_map_update_elem(&prober_socks, &skp, &one, BPF_ANY);
+		return;
+	}
+	if (!bpf_map_lookup_elem(&prober_socks, &skp))
+		return;
+	bpf_map_delete_elem(&prober_socks, &skp);
+	if (newstate != TCP_ESTABLISHED)
+		return; /* a refused one was seen at its RST (prober_refused) */
+	peer_key(&key, sk);
+	bpf_map_update_elem(&probe_peers, &key, &one, BPF_ANY);
+}
+
+/* A RST that a prober's connect() receives in SYN_SENT: if it answered a
+ * refused SYN of a watched namespace, that refusal is the probe's. Seen
+ * here, before the failed socket gives its port back (tcp_set_state
+ * unhashes it before the state-change tracepoint fires). */
+static __always_inline void prober_refused(const struct sock *sk)
+{
+	struct conn_refused *refused;
+	struct conn_key key = {};
+	__u64 skp = (__u64)sk;
+	struct net_stats *st;
+
+	if (!bpf_map_lookup_elem(&prober_socks, &skp))
+		return;
+	peer_key(&key, sk);
+	refused = bpf_map_lookup_elem(&refused_from, &key);
+	if (!refused || refused->moved)
+		return;
+	st = bpf_map_lookup_elem(&stopping_nets, &refused->netns);
+	if (!st || st->begin_ns != refused->begin_ns)
+		return;
+	refused->moved = 1;
+	__sync_fetch_and_add(&st->count[NET_REFUSED], -1);
+	__sync_fetch_and_add(&st->probes[NET_REFUSED], 1);
+}
+
+/* Whether sk, a socket of a watched namespace, is the server's side of a
+ * probe (net_stats.probes); final: its end, forgotten then. */
+static __always_inline bool is_probe(const struct sock *sk, bool final)
+{
+	__u64 skp = (__u64)sk;
+
+	if (!probers_on || !bpf_map_lookup_elem(&probe_socks, &skp))
+		return false;
+	if (final)
+		bpf_map_delete_elem(&probe_socks, &skp);
+	return true;
+}
+
+static __always_inline void probe_count(struct net_stats *st, __u32 kind)
+{
+	__sync_fetch_and_add(&st->probes[kind & (NET_KINDS - 1)], 1);
+}
+
+/* An accepted connection: a prober's (probe_peers), counted apart and its
+ * socket remembered, or a client's. */
+static __always_inline void accepted(struct net_stats *st, const struct sock *sk, __u32 netns, __u64 now)
+{
+	struct conn_key key = {};
+	__u64 skp = (__u64)sk;
+	__u8 one = 1;
+
+	if (probers_on) {
+		conn_key_of(&key, sk, 0);
+		if (bpf_map_lookup_elem(&probe_peers, &key)) {
+			bpf_map_delete_elem(&probe_peers, &key);
+			bpf_map_update_elem(&probe_socks, &skp, &one, BPF_ANY);
+			probe_count(st, NET_ACCEPTED);
+			return;
+		}
+	}
+	net_count_sock(st, sk, netns, NET_ACCEPTED, now);
+}
+
 /* Every TCP state change, IPv4 and IPv6. Accepted: SYN_RECV to ESTABLISHED
  * (in softirq: the namespace is the socket's, never the current task's).
  * An inbound connection ends when its side leaves ESTABLISHED or CLOSE_WAIT:
@@ -820,12 +986,14 @@ int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const 
 	bool dying;
 	__u64 now;
 
+	if (probers_on && (newstate == TCP_SYN_SENT || oldstate == TCP_SYN_SENT))
+		prober_state(sk, oldstate, newstate);
 	st = stopping_net_of(sk, &netns);
 	if (!st || sk->sk_protocol != IPPROTO_TCP)
 		return 0;
 	now = bpf_ktime_get_boot_ns();
 	if (oldstate == TCP_SYN_RECV && newstate == TCP_ESTABLISHED) {
-		net_count_sock(st, sk, netns, NET_ACCEPTED, now);
+		accepted(st, sk, netns, now);
 		return 0;
 	}
 	if (oldstate == TCP_LISTEN && newstate == TCP_CLOSE) {
@@ -848,11 +1016,18 @@ int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const 
 		}
 	}
 	dying = cur_read(current_task(), flags) & PF_EXITING;
-	if (newstate == TCP_CLOSE) { /* a RST: a request unread (or SO_LINGER 0) */
-		net_count_sock(st, sk, netns, dying ? NET_CUT : NET_RESET_SENT, now);
+	if (newstate == TCP_CLOSE) /* a RST: a request unread (or SO_LINGER 0) */
+		kind = dying ? NET_CUT : NET_RESET_SENT;
+	else
+		kind = fin_kind(sk, oldstate == TCP_CLOSE_WAIT, dying);
+	if (is_probe(sk, true)) {
+		probe_count(st, kind);
 		return 0;
 	}
-	kind = fin_kind(sk, oldstate == TCP_CLOSE_WAIT, dying);
+	if (newstate == TCP_CLOSE) {
+		net_count_sock(st, sk, netns, kind, now);
+		return 0;
+	}
 	closed.cgroup_id = net_count_sock(st, sk, netns, kind, now);
 	if (!every_reset)
 		return 0;
@@ -873,13 +1048,18 @@ int BPF_PROG(handle_tcp_rst_received, struct sock *sk)
 	__u32 zero = 0, netns;
 	__u64 *rst;
 
+	state = sk->__sk_common.skc_state;
+	if (probers_on && state == TCP_SYN_SENT)
+		prober_refused(sk);
 	st = stopping_net_of(sk, &netns);
 	if (!st)
 		return 0;
-	state = sk->__sk_common.skc_state;
 	if ((state != TCP_ESTABLISHED && state != TCP_CLOSE_WAIT) || !inbound(sk))
 		return 0;
-	net_count_sock(st, sk, netns, NET_RESET_RECEIVED, bpf_ktime_get_boot_ns());
+	if (is_probe(sk, true))
+		probe_count(st, NET_RESET_RECEIVED);
+	else
+		net_count_sock(st, sk, netns, NET_RESET_RECEIVED, bpf_ktime_get_boot_ns());
 	rst = bpf_map_lookup_elem(&rst_received, &zero);
 	if (rst)
 		*rst = (__u64)sk;
@@ -929,6 +1109,33 @@ static __always_inline void after_close(const struct sock *sk, const struct sk_b
 	net_count_cg(st, netns, closed->cgroup_id, NET_AFTER_CLOSE, 1);
 }
 
+/* A refused SYN's source, remembered while probers are registered: a
+ * prober's connect() that fails on it moves the count (prober_state). */
+static __always_inline void refused_syn(struct net_stats *st, const struct sk_buff *skb, __u32 netns)
+{
+	struct conn_refused r = {.begin_ns = st->begin_ns, .netns = netns};
+	unsigned char *head = skb->head;
+	struct conn_key key = {};
+	__u16 nh = skb->network_header, th = skb->transport_header;
+	__u8 version = 0;
+	__u16 port = 0;
+
+	bpf_probe_read_kernel(&version, 1, head + nh);
+	if (version >> 4 == 4) {
+		key.family = AF_INET;
+		bpf_probe_read_kernel(key.raddr, 4, head + nh + 12);
+		bpf_probe_read_kernel(key.laddr, 4, head + nh + 16);
+	} else {
+		key.family = AF_INET6;
+		bpf_probe_read_kernel(key.raddr, 16, head + nh + 8);
+		bpf_probe_read_kernel(key.laddr, 16, head + nh + 24);
+	}
+	bpf_probe_read_kernel(&key.rport, 2, head + th);
+	bpf_probe_read_kernel(&port, 2, head + th + 2);
+	key.lport = bpf_ntohs(port);
+	bpf_map_update_elem(&refused_from, &key, &r, BPF_ANY);
+}
+
 /* A RST the kernel sends, in a watched namespace (the socket's, else that
  * of the device the segment it answers came in on). A SYN so answered is a refused
  * connection attempt: nothing listened. Where no socket matched (sk NULL),
@@ -960,9 +1167,11 @@ int BPF_PROG(handle_tcp_rst_sent, const struct sock *sk, const struct sk_buff *s
 	if (!st)
 		return 0; /* outside a stop: this one look-up */
 	bpf_probe_read_kernel(&flags, 1, skb->head + skb->transport_header + 13);
-	if ((flags & (TCPHDR_SYN | TCPHDR_ACK)) == TCPHDR_SYN)
+	if ((flags & (TCPHDR_SYN | TCPHDR_ACK)) == TCPHDR_SYN) {
 		net_count(st, NET_REFUSED, bpf_ktime_get_boot_ns());
-	else if (sk && every_reset)
+		if (probers_on)
+			refused_syn(st, skb, netns);
+	} else if (sk && every_reset)
 		after_close(sk, skb, st, netns); /* before 6.10 a timewait socket's RST is not traced: none, rather than some */
 	return 0;
 }

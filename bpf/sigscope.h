@@ -70,7 +70,8 @@ enum net_kind {
 
 struct net_stats {
 	__u64 begin_ns;             /* CLOCK_BOOTTIME of the signal (or user space's request) that began the watch */
-	__u64 count[NET_KINDS];
+	__u64 count[NET_KINDS];     /* the clients' connections: a probe's are in probes */
+	__u64 probes[NET_KINDS];    /* the connections a prober (the kubelet's probes: user space names its processes) made, by the same kinds */
 	__u64 first_ns[NET_KINDS];  /* 0: none yet */
 	__u64 last_ns[NET_KINDS];
 	/* Which namespace of that inode: its struct net's hash_mix, random

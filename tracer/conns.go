@@ -74,7 +74,10 @@ func (t *Tracer) Connections(netns uint32) (*sigvocab.Connections, error) {
 		return nil, fmt.Errorf("reading the connections of network namespace %d: %w", netns, err)
 	}
 	clk := NewClock()
-	c := &sigvocab.Connections{Since: clk.Wall(st.BeginNs), SeesRefused: t.seesRefused, SeesLastSpeaker: true}
+	c := &sigvocab.Connections{Since: clk.Wall(st.BeginNs), SeesRefused: t.seesRefused, SeesLastSpeaker: true, SeesProbes: t.probersOn.Load()}
+	if c.SeesProbes {
+		copy(c.Probes[:], st.Probes[:])
+	}
 	for k := range c.Counts {
 		n := &c.Counts[k]
 		if n.N = st.Count[k]; n.N == 0 {
@@ -111,6 +114,46 @@ func (t *Tracer) eachCgroupCount(f func(sigscopeNetCgKey, *sigscopeNetCgCounts))
 		f(k, &v)
 	}
 	return it.Err()
+}
+
+// SetProbers makes the connections the processes pids open (the
+// kubelet's: its probes) count apart from the clients' in every watched
+// namespace (sigvocab.Connections.Probes), from now on; none undoes it.
+// The kernel then also looks at every connect() of the node's processes
+// for theirs: one look-up each.
+func (t *Tracer) SetProbers(pids []uint32) error {
+	if t.probers == nil {
+		return nil
+	}
+	var (
+		k    uint32
+		v    uint8
+		have []uint32
+	)
+	for it := t.probers.Iterate(); it.Next(&k, &v); {
+		have = append(have, k)
+	}
+	for _, pid := range have {
+		if !slices.Contains(pids, pid) {
+			if err := t.probers.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("forgetting prober %d: %w", pid, err)
+			}
+		}
+	}
+	for _, pid := range pids {
+		if err := t.probers.Put(pid, uint8(1)); err != nil {
+			return fmt.Errorf("naming prober %d: %w", pid, err)
+		}
+	}
+	on := uint32(0)
+	if len(pids) > 0 {
+		on = 1
+	}
+	if err := t.coll.Variables[sigscopeVarProbersOn].Set(on); err != nil {
+		return fmt.Errorf("turning probes on: %w", err)
+	}
+	t.probersOn.Store(len(pids) > 0)
+	return nil
 }
 
 // Watch makes the kernel count netns's connections from begin on, for a

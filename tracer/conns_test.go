@@ -82,6 +82,33 @@ func tcpServer() {
 	time.Sleep(time.Hour)
 }
 
+// dialer is a prober's stand-in (the kubelet's probes): a process of its
+// own, in the server's network namespace (nsenter), that dials
+// 127.0.0.1:8080 on "dial" and says "ok" or "refused", and closes what it
+// dialled on "close" ("ok").
+func dialer() {
+	var conns []net.Conn
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		switch in.Text() {
+		case "dial":
+			c, err := net.DialTimeout("tcp", "127.0.0.1:8080", 2*time.Second)
+			if err != nil {
+				fmt.Println("refused")
+				continue
+			}
+			conns = append(conns, c)
+		case "close":
+			for _, c := range conns {
+				c.Close()
+			}
+			conns = nil
+		}
+		fmt.Println("ok")
+	}
+}
+
 // inNetNS runs fn on a thread that entered the network namespace of pid;
 // the thread is thrown away after (it stays locked).
 func inNetNS(t *testing.T, pid int, fn func()) {
@@ -413,11 +440,123 @@ func TestRecycledNamespaceInode(t *testing.T) {
 	if err := c.t.Watch(netns, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if e := entry(); e.NetGen != 0 {
-		t.Fatalf("a watch user space began has generation %#x", e.NetGen)
+	// Unadopted until the namespace's next TCP event, which may already
+	// have come (the FINs of the connections just closed, handled late on
+	// a slow machine): never another namespace's generation.
+	if e := entry(); e.NetGen != 0 && e.NetGen != gen {
+		t.Fatalf("a watch user space began has generation %#x, the namespace's is %#x", e.NetGen, gen)
 	}
 	dial(1)
 	if e := entry(); e.NetGen != gen || e.Count[sigvocab.NetAccepted] != 1 {
 		t.Errorf("after a connection: generation %#x (the namespace's %#x), accepted %d", e.NetGen, gen, e.Count[sigvocab.NetAccepted])
+	}
+}
+
+// The connections of a prober (the kubelet's probes: a process the tracer
+// was told of) count apart from the clients', by the same kinds: its
+// accepted connections, their ends, its attempts refused after the
+// listener closed; a client's beside it count as clients'.
+func TestProbeConnections(t *testing.T) {
+	c := startCollector(t, Options{})
+	if !c.t.CountsConnections() {
+		t.Fatal("the tracer does not count connections on this kernel")
+	}
+	pid, netns, say, wait := startTCPServer(t, "")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-n", self)
+	pr.Env = append(os.Environ(), "SIGSCOPE_TEST_HELPER=dialer")
+	prIn, _ := pr.StdinPipe()
+	prOutPipe, _ := pr.StdoutPipe()
+	pr.Stderr = os.Stderr
+	if err := pr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pr.Process.Kill(); pr.Wait() })
+	prOut := bufio.NewReader(prOutPipe)
+	if line, err := prOut.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("dialer: %q, %v", line, err)
+	}
+	probe := func(cmd string) string {
+		t.Helper()
+		if _, err := io.WriteString(prIn, cmd+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := prOut.ReadString('\n')
+		if err != nil {
+			t.Fatalf("dialer after %q: %v", cmd, err)
+		}
+		return strings.TrimSpace(line)
+	}
+	// nsenter execs: the prober is pr's process.
+	if err := c.t.SetProbers([]uint32{uint32(pr.Process.Pid)}); err != nil {
+		t.Fatal(err)
+	}
+	var clients []net.Conn
+	dial := func() (refused bool) {
+		inNetNS(t, pid, func() {
+			conn, err := net.DialTimeout("tcp", "127.0.0.1:8080", 2*time.Second)
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				refused = true
+				return
+			}
+			if err != nil {
+				t.Errorf("dial: %v", err)
+				return
+			}
+			clients = append(clients, conn)
+		})
+		return refused
+	}
+
+	testutil.Run(t, "kill", "-TERM", strconv.Itoa(pid))
+	c.waitFor(t, "SIGTERM", isGenerate(sigvocab.SIGTERM, pid))
+	// Two probes and a client, accepted; the probes end, the server
+	// closing its side after the prober did (closed).
+	probe("dial")
+	probe("dial")
+	dial()
+	say("count 3")
+	probe("close")
+	time.Sleep(50 * time.Millisecond)
+	say("close 0")
+	say("close 1")
+	// The listener closes: a probe and two clients are refused.
+	say("unlisten")
+	if got := probe("dial"); got != "refused" {
+		t.Fatalf("the probe after the listener closed: %s", got)
+	}
+	if dial() != true || dial() != true {
+		t.Fatal("a client's attempt after the listener closed was not refused")
+	}
+	testutil.Run(t, "kill", "-KILL", strconv.Itoa(pid))
+	_ = wait()
+	c.waitFor(t, "SIGKILL", isGenerate(sigvocab.SIGKILL, pid))
+
+	got, err := c.t.Connections(netns)
+	if err != nil || got == nil {
+		t.Fatalf("Connections(%d) = %v, %v", netns, got, err)
+	}
+	if !got.SeesProbes {
+		t.Fatal("the counts do not say the probes were counted apart")
+	}
+	wantClients := map[sigvocab.NetKind]uint64{sigvocab.NetAccepted: 1, sigvocab.NetRefused: 2, sigvocab.NetListenerClosed: 1, sigvocab.NetIdleAtExit: 1}
+	wantProbes := map[sigvocab.NetKind]uint64{sigvocab.NetAccepted: 2, sigvocab.NetClosed: 2, sigvocab.NetRefused: 1}
+	if !got.SeesRefused {
+		wantClients[sigvocab.NetRefused], wantProbes[sigvocab.NetRefused] = 0, 0
+	}
+	for k := range sigvocab.NumNetKinds {
+		kind := sigvocab.NetKind(k)
+		if n := got.Counts[k].N; n != wantClients[kind] {
+			t.Errorf("clients' %s: %d, want %d", kind, n, wantClients[kind])
+		}
+		if n := got.Probes[k]; n != wantProbes[kind] {
+			t.Errorf("probes' %s: %d, want %d", kind, n, wantProbes[kind])
+		}
+	}
+	for _, cl := range clients {
+		cl.Close()
 	}
 }

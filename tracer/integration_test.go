@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 		allocate()
 	case "tcpserver":
 		tcpServer()
+	case "dialer":
+		dialer()
 	}
 	os.Exit(m.Run())
 }

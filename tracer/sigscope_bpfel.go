@@ -49,6 +49,13 @@ type sigscopeConnKey struct {
 	Raddr  [16]uint8
 }
 
+type sigscopeConnRefused struct {
+	_       structs.HostLayout
+	BeginNs uint64
+	Netns   uint32
+	Moved   uint32
+}
+
 type sigscopeCounters struct {
 	_       structs.HostLayout
 	Seen    [8]uint64
@@ -154,6 +161,7 @@ type sigscopeNetStats struct {
 	_       structs.HostLayout
 	BeginNs uint64
 	Count   [16]uint64
+	Probes  [16]uint64
 	FirstNs [16]uint64
 	LastNs  [16]uint64
 	NetGen  uint32
@@ -190,7 +198,12 @@ const (
 	sigscopeMapLastTarget            = "last_target"
 	sigscopeMapNetStatsScratch       = "net_stats_scratch"
 	sigscopeMapNsExecs               = "ns_execs"
+	sigscopeMapProbePeers            = "probe_peers"
+	sigscopeMapProbeSocks            = "probe_socks"
+	sigscopeMapProberSocks           = "prober_socks"
+	sigscopeMapProbers               = "probers"
 	sigscopeMapReaderState           = "reader_state"
+	sigscopeMapRefusedFrom           = "refused_from"
 	sigscopeMapRstReceived           = "rst_received"
 	sigscopeMapStoppingConns         = "stopping_conns"
 	sigscopeMapStoppingNets          = "stopping_nets"
@@ -209,6 +222,7 @@ const (
 	sigscopeVarEveryReset            = "every_reset"
 	sigscopeVarFilterComm            = "filter_comm"
 	sigscopeVarFilterPid             = "filter_pid"
+	sigscopeVarProbersOn             = "probers_on"
 	sigscopeVarSelfTgid              = "self_tgid"
 	sigscopeVarSignalMask            = "signal_mask"
 	sigscopeVarUnusedBlockedRole     = "unused_blocked_role"
@@ -287,7 +301,12 @@ type sigscopeMapSpecs struct {
 	LastTarget      *ebpf.MapSpec `ebpf:"last_target"`
 	NetStatsScratch *ebpf.MapSpec `ebpf:"net_stats_scratch"`
 	NsExecs         *ebpf.MapSpec `ebpf:"ns_execs"`
+	ProbePeers      *ebpf.MapSpec `ebpf:"probe_peers"`
+	ProbeSocks      *ebpf.MapSpec `ebpf:"probe_socks"`
+	ProberSocks     *ebpf.MapSpec `ebpf:"prober_socks"`
+	Probers         *ebpf.MapSpec `ebpf:"probers"`
 	ReaderState     *ebpf.MapSpec `ebpf:"reader_state"`
+	RefusedFrom     *ebpf.MapSpec `ebpf:"refused_from"`
 	RstReceived     *ebpf.MapSpec `ebpf:"rst_received"`
 	StoppingConns   *ebpf.MapSpec `ebpf:"stopping_conns"`
 	StoppingNets    *ebpf.MapSpec `ebpf:"stopping_nets"`
@@ -302,6 +321,7 @@ type sigscopeVariableSpecs struct {
 	EveryReset        *ebpf.VariableSpec `ebpf:"every_reset"`
 	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterPid         *ebpf.VariableSpec `ebpf:"filter_pid"`
+	ProbersOn         *ebpf.VariableSpec `ebpf:"probers_on"`
 	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SignalMask        *ebpf.VariableSpec `ebpf:"signal_mask"`
 	UnusedBlockedRole *ebpf.VariableSpec `ebpf:"unused_blocked_role"`
@@ -342,7 +362,12 @@ type sigscopeMaps struct {
 	LastTarget      *ebpf.Map `ebpf:"last_target"`
 	NetStatsScratch *ebpf.Map `ebpf:"net_stats_scratch"`
 	NsExecs         *ebpf.Map `ebpf:"ns_execs"`
+	ProbePeers      *ebpf.Map `ebpf:"probe_peers"`
+	ProbeSocks      *ebpf.Map `ebpf:"probe_socks"`
+	ProberSocks     *ebpf.Map `ebpf:"prober_socks"`
+	Probers         *ebpf.Map `ebpf:"probers"`
 	ReaderState     *ebpf.Map `ebpf:"reader_state"`
+	RefusedFrom     *ebpf.Map `ebpf:"refused_from"`
 	RstReceived     *ebpf.Map `ebpf:"rst_received"`
 	StoppingConns   *ebpf.Map `ebpf:"stopping_conns"`
 	StoppingNets    *ebpf.Map `ebpf:"stopping_nets"`
@@ -359,7 +384,12 @@ func (m *sigscopeMaps) Close() error {
 		m.LastTarget,
 		m.NetStatsScratch,
 		m.NsExecs,
+		m.ProbePeers,
+		m.ProbeSocks,
+		m.ProberSocks,
+		m.Probers,
 		m.ReaderState,
+		m.RefusedFrom,
 		m.RstReceived,
 		m.StoppingConns,
 		m.StoppingNets,
@@ -375,6 +405,7 @@ type sigscopeVariables struct {
 	EveryReset        *ebpf.Variable `ebpf:"every_reset"`
 	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`
 	FilterPid         *ebpf.Variable `ebpf:"filter_pid"`
+	ProbersOn         *ebpf.Variable `ebpf:"probers_on"`
 	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`
 	SignalMask        *ebpf.Variable `ebpf:"signal_mask"`
 	UnusedBlockedRole *ebpf.Variable `ebpf:"unused_blocked_role"`

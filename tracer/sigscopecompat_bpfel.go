@@ -32,6 +32,13 @@ type sigscopeCompatConnKey struct {
 	Raddr  [16]uint8
 }
 
+type sigscopeCompatConnRefused struct {
+	_       structs.HostLayout
+	BeginNs uint64
+	Netns   uint32
+	Moved   uint32
+}
+
 type sigscopeCompatCounters struct {
 	_       structs.HostLayout
 	Seen    [8]uint64
@@ -65,6 +72,7 @@ type sigscopeCompatNetStats struct {
 	_       structs.HostLayout
 	BeginNs uint64
 	Count   [16]uint64
+	Probes  [16]uint64
 	FirstNs [16]uint64
 	LastNs  [16]uint64
 	NetGen  uint32
@@ -90,7 +98,12 @@ const (
 	sigscopeCompatMapLastTarget            = "last_target"
 	sigscopeCompatMapNetStatsScratch       = "net_stats_scratch"
 	sigscopeCompatMapNsExecs               = "ns_execs"
+	sigscopeCompatMapProbePeers            = "probe_peers"
+	sigscopeCompatMapProbeSocks            = "probe_socks"
+	sigscopeCompatMapProberSocks           = "prober_socks"
+	sigscopeCompatMapProbers               = "probers"
 	sigscopeCompatMapReaderState           = "reader_state"
+	sigscopeCompatMapRefusedFrom           = "refused_from"
 	sigscopeCompatMapRstReceived           = "rst_received"
 	sigscopeCompatMapStoppingConns         = "stopping_conns"
 	sigscopeCompatMapStoppingNets          = "stopping_nets"
@@ -109,6 +122,7 @@ const (
 	sigscopeCompatVarEveryReset            = "every_reset"
 	sigscopeCompatVarFilterComm            = "filter_comm"
 	sigscopeCompatVarFilterPid             = "filter_pid"
+	sigscopeCompatVarProbersOn             = "probers_on"
 	sigscopeCompatVarSelfTgid              = "self_tgid"
 	sigscopeCompatVarSignalMask            = "signal_mask"
 	sigscopeCompatVarUnusedBlockedRole     = "unused_blocked_role"
@@ -187,7 +201,12 @@ type sigscopeCompatMapSpecs struct {
 	LastTarget      *ebpf.MapSpec `ebpf:"last_target"`
 	NetStatsScratch *ebpf.MapSpec `ebpf:"net_stats_scratch"`
 	NsExecs         *ebpf.MapSpec `ebpf:"ns_execs"`
+	ProbePeers      *ebpf.MapSpec `ebpf:"probe_peers"`
+	ProbeSocks      *ebpf.MapSpec `ebpf:"probe_socks"`
+	ProberSocks     *ebpf.MapSpec `ebpf:"prober_socks"`
+	Probers         *ebpf.MapSpec `ebpf:"probers"`
 	ReaderState     *ebpf.MapSpec `ebpf:"reader_state"`
+	RefusedFrom     *ebpf.MapSpec `ebpf:"refused_from"`
 	RstReceived     *ebpf.MapSpec `ebpf:"rst_received"`
 	StoppingConns   *ebpf.MapSpec `ebpf:"stopping_conns"`
 	StoppingNets    *ebpf.MapSpec `ebpf:"stopping_nets"`
@@ -202,6 +221,7 @@ type sigscopeCompatVariableSpecs struct {
 	EveryReset        *ebpf.VariableSpec `ebpf:"every_reset"`
 	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterPid         *ebpf.VariableSpec `ebpf:"filter_pid"`
+	ProbersOn         *ebpf.VariableSpec `ebpf:"probers_on"`
 	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SignalMask        *ebpf.VariableSpec `ebpf:"signal_mask"`
 	UnusedBlockedRole *ebpf.VariableSpec `ebpf:"unused_blocked_role"`
@@ -242,7 +262,12 @@ type sigscopeCompatMaps struct {
 	LastTarget      *ebpf.Map `ebpf:"last_target"`
 	NetStatsScratch *ebpf.Map `ebpf:"net_stats_scratch"`
 	NsExecs         *ebpf.Map `ebpf:"ns_execs"`
+	ProbePeers      *ebpf.Map `ebpf:"probe_peers"`
+	ProbeSocks      *ebpf.Map `ebpf:"probe_socks"`
+	ProberSocks     *ebpf.Map `ebpf:"prober_socks"`
+	Probers         *ebpf.Map `ebpf:"probers"`
 	ReaderState     *ebpf.Map `ebpf:"reader_state"`
+	RefusedFrom     *ebpf.Map `ebpf:"refused_from"`
 	RstReceived     *ebpf.Map `ebpf:"rst_received"`
 	StoppingConns   *ebpf.Map `ebpf:"stopping_conns"`
 	StoppingNets    *ebpf.Map `ebpf:"stopping_nets"`
@@ -259,7 +284,12 @@ func (m *sigscopeCompatMaps) Close() error {
 		m.LastTarget,
 		m.NetStatsScratch,
 		m.NsExecs,
+		m.ProbePeers,
+		m.ProbeSocks,
+		m.ProberSocks,
+		m.Probers,
 		m.ReaderState,
+		m.RefusedFrom,
 		m.RstReceived,
 		m.StoppingConns,
 		m.StoppingNets,
@@ -275,6 +305,7 @@ type sigscopeCompatVariables struct {
 	EveryReset        *ebpf.Variable `ebpf:"every_reset"`
 	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`
 	FilterPid         *ebpf.Variable `ebpf:"filter_pid"`
+	ProbersOn         *ebpf.Variable `ebpf:"probers_on"`
 	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`
 	SignalMask        *ebpf.Variable `ebpf:"signal_mask"`
 	UnusedBlockedRole *ebpf.Variable `ebpf:"unused_blocked_role"`

@@ -101,6 +101,8 @@ type Tracer struct {
 
 	nets        *ebpf.Map // stopping_nets; nil without the connection count
 	seesRefused bool      // see SeesRefused
+	probers     *ebpf.Map // see SetProbers; nil without connections
+	probersOn   atomic.Bool
 	// netCgroups is the count split by socket cgroup (stopping_conns);
 	// nil when the kernel's sockets have no cgroup to read.
 	netCgroups *ebpf.Map
@@ -236,7 +238,7 @@ func New(opts Options) (*Tracer, error) {
 	t := &Tracer{opts: opts, log: opts.Logger, coll: coll, exitProgram: keep, oomProgram: oomKeep, object: object,
 		counters: coll.Maps[sigscopeMapEventCounters]}
 	if !opts.NoConnections {
-		t.nets, t.seesRefused = coll.Maps[sigscopeMapStoppingNets], seesRefused
+		t.nets, t.seesRefused, t.probers = coll.Maps[sigscopeMapStoppingNets], seesRefused, coll.Maps[sigscopeMapProbers]
 		if sockHasCgroup(kspec) {
 			t.netCgroups = coll.Maps[sigscopeMapStoppingConns]
 		}

@@ -268,6 +268,7 @@ struct sk_buff {
 	struct net_device *dev;
 	unsigned char *head;
 	__u16 transport_header;
+	__u16 network_header;
 } __attribute__((preserve_access_index));
 
 struct kernel_siginfo {

@@ -521,6 +521,9 @@ func connFigures(r *connsResult, f figures) {
 	if x, ok := r.runRatio(connFiltered, connLookup); ok {
 		f[figConnFilteredOverLookup] = x
 	}
+	if x, ok := r.runRatio(connWatched, connLookup); ok {
+		f[figConnWatchedOverLookup] = x
+	}
 	f[figConnCountsExact] = boolFigure(r.exact)
 	f[figConnFloodDropped] = float64(r.floodDropped)
 	if r.sees {

@@ -78,6 +78,11 @@ type Connections struct {
 	// made before them has it false, and its NetClosed counts every FIN
 	// close and its NetCut every connection open at the death.
 	SeesLastSpeaker bool
+	// SeesProbes is whether the probers' connections (the kubelet's
+	// probes: the tracer was told its processes) are counted apart, in
+	// Probes, by the same kinds, and are in none of Counts.
+	SeesProbes bool
+	Probes     [NumNetKinds]uint64
 	// SeesCgroups is whether the kernel records each socket's cgroup v2,
 	// so that ByCgroup splits the counts.
 	SeesCgroups bool

@@ -312,6 +312,16 @@ func appendExit(b []byte, e *Event) []byte {
 			}
 			b = append(b, '}')
 		}
+		if c.SeesProbes {
+			b = append(b, `,"probes":[`...)
+			for k, n := range c.Probes[:c.numKinds()] {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendUint(b, n, 10)
+			}
+			b = append(b, ']')
+		}
 		if c.SeesCgroups {
 			b = append(b, `,"by_cgroup":[`...)
 			for i, g := range c.ByCgroup {

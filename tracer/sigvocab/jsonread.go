@@ -96,6 +96,9 @@ type ConnectionsJSON struct {
 	AfterClose *NetCountJSON `json:"after_close,omitempty"`
 	IdleAtExit *NetCountJSON `json:"idle_at_exit,omitempty"`
 	Undecided  *NetCountJSON `json:"undecided,omitempty"`
+	// Probes is present when the probers' connections are counted apart
+	// (Connections.SeesProbes): n in NetKind order.
+	Probes *[]uint64 `json:"probes,omitempty"`
 	// ByCgroup is present (a list, maybe empty) when the kernel records
 	// sockets' cgroups (Connections.SeesCgroups).
 	ByCgroup *[]CgroupCountsJSON `json:"by_cgroup,omitempty"`
@@ -132,6 +135,10 @@ func ConnectionsToJSON(c *Connections) *ConnectionsJSON {
 		if !got.Last.IsZero() {
 			n.Last = got.Last.Format(TimeFormat)
 		}
+	}
+	if c.SeesProbes {
+		p := append([]uint64(nil), c.Probes[:c.numKinds()]...)
+		cj.Probes = &p
 	}
 	if c.SeesCgroups {
 		by := []CgroupCountsJSON{}
@@ -276,6 +283,13 @@ func connsFromJSON(j *ConnectionsJSON) (*Connections, error) {
 				return nil, fmt.Errorf("connections %s: %w", NetKind(k), err)
 			}
 		}
+	}
+	if j.Probes != nil {
+		if len(*j.Probes) > NumNetKinds {
+			return nil, fmt.Errorf("probes: %d kinds, this sigscope knows %d", len(*j.Probes), NumNetKinds)
+		}
+		c.SeesProbes = true
+		copy(c.Probes[:], *j.Probes)
 	}
 	if j.ByCgroup != nil {
 		c.SeesCgroups = true
