@@ -65,6 +65,10 @@ type Pipeline struct {
 	// sweptAt is when the kernel's watched namespaces were last looked at
 	// (sweepWatched).
 	sweptAt time.Time
+	// probers are the processes whose connections count as probes, and
+	// probersAt when they were last looked for (noteProbers).
+	probers   []uint32
+	probersAt time.Time
 	// hooks are the counts begun from preStop hooks (timeline.HookCounts
 	// decides when they begin, are taken up and are let go).
 	hooks *timeline.HookCounts
@@ -182,6 +186,7 @@ func New(opts Options) (*Pipeline, error) {
 				p.lossAt = time.Time{}
 			}
 			p.noteLoss(now)
+			p.noteProbers(now)
 			p.takeHookStarts()
 			p.endHooks(now)
 			p.err = p.readConnections(now, p.engine.ConnectionsDue(now))
@@ -289,6 +294,7 @@ func (p *Pipeline) handOver(eps []timeline.Episode, final bool) error {
 // every open episode (they say what they lack: unfinished when only a stop
 // signal was seen). It returns the first callback error, except ErrStop.
 func (p *Pipeline) Run(ctx context.Context) error {
+	p.noteProbers(time.Now())
 	runErr := p.t.Run(ctx, p.Handle)
 	if runErr == nil {
 		runErr = p.err

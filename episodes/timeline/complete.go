@@ -147,6 +147,10 @@ func (ep *episode) takeTraffic() {
 	}
 	c := &ep.conns
 	t.Since, t.Until, t.Counts, t.SeesRefused, t.SeesLastSpeaker = c.Since, ep.connsAt, c.Counts, c.SeesRefused, c.SeesLastSpeaker
+	if c.SeesProbes {
+		p := c.Probes
+		t.Probes = &p
+	}
 	switch {
 	case !c.SeesCgroups:
 		ep.ownUnknown = ownNoSocketCgroup

@@ -171,6 +171,10 @@ type jsonTraffic struct {
 	Lost       *uint64                `json:"lost"`
 	// MaybeLost is derived (Traffic.MaybeLost) like lost; omitted when 0.
 	MaybeLost uint64 `json:"maybe_lost,omitempty"`
+	// Probes are the kubelet's probes' connections by kind, the kinds
+	// that are not 0 (Traffic.Probes); omitted when they were not told
+	// apart, {} when there were none.
+	Probes map[string]uint64 `json:"probes,omitempty"`
 	Verdict   string `json:"verdict"`
 	Hint      string `json:"hint,omitempty"`
 	Unread    string `json:"unread,omitempty"`
@@ -251,6 +255,14 @@ func trafficJSON(t *Traffic) *jsonTraffic {
 	}
 	lost := t.Lost()
 	j.Lost, j.MaybeLost = &lost, t.MaybeLost()
+	if t.Probes != nil {
+		j.Probes = map[string]uint64{}
+		for k, n := range t.Probes {
+			if n > 0 {
+				j.Probes[sigvocab.NetKind(k).String()] = n
+			}
+		}
+	}
 	return j
 }
 

@@ -178,6 +178,14 @@ func trafficFromJSON(j *jsonTraffic) (*Traffic, error) {
 	if t.Until, err = parseTime(j.Until); err != nil {
 		return nil, err
 	}
+	if j.Probes != nil {
+		t.Probes = &[sigvocab.NumNetKinds]uint64{}
+		for name, n := range j.Probes {
+			if k, ok := sigvocab.NetKindOf(name); ok {
+				t.Probes[k] = n
+			}
+		}
+	}
 	for k, src := range j.counts() {
 		if *src == nil {
 			continue

@@ -41,6 +41,11 @@ type Traffic struct {
 	// are the namespace's alone.
 	Own, Others *[sigvocab.NumNetKinds]uint64
 	OwnUnknown  string
+	// Probes are the kubelet's probes' connections, by the same kinds,
+	// counted apart and in none of Counts (the kubelet's processes make
+	// them: sigvocab.Connections.Probes); nil when they were not told
+	// apart (no kubelet found, an older count), and then Counts has them.
+	Probes *[sigvocab.NumNetKinds]uint64
 }
 
 // Split reports whether the counts are shown split by container: known,

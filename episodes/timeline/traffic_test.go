@@ -428,6 +428,22 @@ func TestTrafficVerdicts(t *testing.T) {
 			jsonPart: `"refused":null,"listener_closed":{"n":0},"unanswered":{"n":0},"after_close":null,`,
 		},
 		{
+			name: "the kubelet's readiness probe refused: no client hurt, no fix",
+			build: func(s *sim) {
+				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+					initExit(300*ms, 0, 0).nsEmpty(301 * ms)
+			},
+			conns: func() *sigvocab.Connections {
+				c := spoke(netCount{sigvocab.NetListenerClosed, 1, 100 * ms, 100 * ms})
+				c.SeesProbes = true
+				c.Probes[sigvocab.NetAccepted], c.Probes[sigvocab.NetClosed], c.Probes[sigvocab.NetRefused] = 3, 3, 1
+				return c
+			}(),
+			verdict:  "no client was hurt: no connection was accepted or ended after the stop began; the kubelet's probes, counted apart: 3 accepted, 3 closed, 1 refused",
+			outcome:  OutcomeGraceful,
+			jsonPart: `"lost":0,"probes":{"accepted":3,"closed":3,"refused":1},`,
+		},
+		{
 			name: "who spoke last cannot be told: possibly lost, never clean",
 			build: func(s *sim) {
 				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).

@@ -63,8 +63,36 @@ func lostUnit(t *Traffic) string {
 	return "connection"
 }
 
-// trafficVerdict says what the clients suffered.
+// trafficVerdict says what the clients suffered, and what the kubelet's
+// probes met, apart.
 func trafficVerdict(t *Traffic, c trafficCause) string {
+	v := clientsVerdict(t, c)
+	if c.state == trafficLost || c.state == trafficMaybe || c.state == trafficUnhurt {
+		v += probesClause(t)
+	}
+	return v
+}
+
+// probesClause is what the kubelet's probes met, counted apart: "" when
+// none were, or they were not told apart.
+func probesClause(t *Traffic) string {
+	if t.Probes == nil {
+		return ""
+	}
+	var kinds []string
+	for k, n := range t.Probes {
+		if n > 0 && sigvocab.NetKind(k) != sigvocab.NetListenerClosed {
+			kinds = append(kinds, fmt.Sprintf("%d %s", n, strings.ReplaceAll(sigvocab.NetKind(k).String(), "_", " ")))
+		}
+	}
+	if len(kinds) == 0 {
+		return ""
+	}
+	return "; the kubelet's probes, counted apart: " + strings.Join(kinds, ", ")
+}
+
+// clientsVerdict says what the clients suffered.
+func clientsVerdict(t *Traffic, c trafficCause) string {
 	switch c.state {
 	case trafficUncounted:
 		return "not counted: " + t.Unread

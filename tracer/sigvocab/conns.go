@@ -41,6 +41,16 @@ var netKindNames = [...]string{
 // NumNetKinds is the number of net kinds: every NetKind below it is one.
 const NumNetKinds = len(netKindNames)
 
+// NetKindOf is the kind named name (NetKind.String); false for none.
+func NetKindOf(name string) (NetKind, bool) {
+	for k, n := range netKindNames {
+		if n == name {
+			return NetKind(k), true
+		}
+	}
+	return 0, false
+}
+
 func (k NetKind) String() string {
 	if int(k) < NumNetKinds {
 		return netKindNames[k]
