@@ -174,10 +174,10 @@ type jsonTraffic struct {
 	// Probes are the kubelet's probes' connections by kind, the kinds
 	// that are not 0 (Traffic.Probes); omitted when they were not told
 	// apart, {} when there were none.
-	Probes map[string]uint64 `json:"probes,omitempty"`
-	Verdict   string `json:"verdict"`
-	Hint      string `json:"hint,omitempty"`
-	Unread    string `json:"unread,omitempty"`
+	Probes  map[string]uint64 `json:"probes,omitempty"`
+	Verdict string            `json:"verdict"`
+	Hint    string            `json:"hint,omitempty"`
+	Unread  string            `json:"unread,omitempty"`
 	// Scope is derived (the episode's container is a pod's), not read
 	// back: "pod" when the counts are the pod's network namespace's,
 	// shared by its containers (a sidecar's connections among them);
