@@ -174,10 +174,10 @@ type jsonTraffic struct {
 	// Probes are the kubelet's probes' connections by kind, the kinds
 	// that are not 0 (Traffic.Probes); omitted when they were not told
 	// apart, {} when there were none.
-	Probes  map[string]uint64 `json:"probes,omitempty"`
-	Verdict string            `json:"verdict"`
-	Hint    string            `json:"hint,omitempty"`
-	Unread  string            `json:"unread,omitempty"`
+	Probes  *map[string]uint64 `json:"probes,omitempty"`
+	Verdict string             `json:"verdict"`
+	Hint    string             `json:"hint,omitempty"`
+	Unread  string             `json:"unread,omitempty"`
 	// Scope is derived (the episode's container is a pod's), not read
 	// back: "pod" when the counts are the pod's network namespace's,
 	// shared by its containers (a sidecar's connections among them);
@@ -256,12 +256,13 @@ func trafficJSON(t *Traffic) *jsonTraffic {
 	lost := t.Lost()
 	j.Lost, j.MaybeLost = &lost, t.MaybeLost()
 	if t.Probes != nil {
-		j.Probes = map[string]uint64{}
+		m := map[string]uint64{}
 		for k, n := range t.Probes {
 			if n > 0 {
-				j.Probes[sigvocab.NetKind(k).String()] = n
+				m[sigvocab.NetKind(k).String()] = n
 			}
 		}
+		j.Probes = &m
 	}
 	return j
 }

@@ -180,7 +180,7 @@ func trafficFromJSON(j *jsonTraffic) (*Traffic, error) {
 	}
 	if j.Probes != nil {
 		t.Probes = &[sigvocab.NumNetKinds]uint64{}
-		for name, n := range j.Probes {
+		for name, n := range *j.Probes {
 			if k, ok := sigvocab.NetKindOf(name); ok {
 				t.Probes[k] = n
 			}

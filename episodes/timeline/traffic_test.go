@@ -444,6 +444,21 @@ func TestTrafficVerdicts(t *testing.T) {
 			jsonPart: `"lost":0,"probes":{"accepted":3,"closed":3,"refused":1},`,
 		},
 		{
+			name: "probes told apart, none came",
+			build: func(s *sim) {
+				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+					initExit(300*ms, 0, 0).nsEmpty(301 * ms)
+			},
+			conns: func() *sigvocab.Connections {
+				c := spoke()
+				c.SeesProbes = true
+				return c
+			}(),
+			verdict:  "no client was hurt: no connection was accepted or ended after the stop began",
+			outcome:  OutcomeGraceful,
+			jsonPart: `"lost":0,"probes":{},`,
+		},
+		{
 			name: "who spoke last cannot be told: possibly lost, never clean",
 			build: func(s *sim) {
 				s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
