@@ -817,6 +817,24 @@ static __always_inline __u64 net_count_sock(struct net_stats *st, const struct s
 	return cgroup_id;
 }
 
+/* An IPv4 connection of a dual-stack (AF_INET6) socket keeps v4-mapped
+ * addresses (::ffff:a.b.c.d): keyed as IPv4, so that it meets its peer's
+ * AF_INET socket (a prober's) and the IPv4 segments that answer it. */
+static __always_inline void conn_key_v4mapped(struct conn_key *k)
+{
+	const __u32 *r = (const __u32 *)k->raddr, *l = (const __u32 *)k->laddr;
+
+	if (k->family != AF_INET6 || r[0] || r[1] || r[2] != bpf_htonl(0xffff))
+		return;
+	k->family = AF_INET;
+	((__u32 *)k->raddr)[0] = r[3];
+	((__u32 *)k->laddr)[0] = l[3];
+	for (int i = 1; i < 4; i++) {
+		((__u32 *)k->raddr)[i] = 0;
+		((__u32 *)k->laddr)[i] = 0;
+	}
+}
+
 /* The connection's addresses, as closed_conns keys it: the same for the
  * socket that closed it and for the timewait socket that may answer it
  * later (both begin with a sock_common). */
@@ -835,6 +853,7 @@ static __always_inline void conn_key_of(struct conn_key *k, const struct sock *s
 		BPF_CORE_READ_INTO((__u32 *)k->laddr, c, skc_rcv_saddr);
 		BPF_CORE_READ_INTO((__u32 *)k->raddr, c, skc_daddr);
 	}
+	conn_key_v4mapped(k);
 }
 
 /* A short write still unacknowledged at a FIN may be a TLS close_notify
@@ -885,6 +904,7 @@ static __always_inline void peer_key(struct conn_key *k, const struct sock *sk)
 		BPF_CORE_READ_INTO((__u32 *)k->laddr, c, skc_daddr);
 		BPF_CORE_READ_INTO((__u32 *)k->raddr, c, skc_rcv_saddr);
 	}
+	conn_key_v4mapped(k);
 }
 
 /* A prober's connect(), in any namespace: at SYN_SENT the prober is the
