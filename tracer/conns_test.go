@@ -528,7 +528,7 @@ func TestProbeConnections(t *testing.T) {
 	if got := probe("dial"); got != "refused" {
 		t.Fatalf("the probe after the listener closed: %s", got)
 	}
-	if dial() != true || dial() != true {
+	if first, second := dial(), dial(); !first || !second {
 		t.Fatal("a client's attempt after the listener closed was not refused")
 	}
 	testutil.Run(t, "kill", "-KILL", strconv.Itoa(pid))
