@@ -1,7 +1,9 @@
 package timeline
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sigscope/sigscope/tracer/sigvocab"
@@ -146,4 +148,28 @@ func (ep *Episode) CoveringPreStopSleep() (secs int, ok bool) {
 	}
 	last := ep.Traffic.Counts[sigvocab.NetRefused].Last
 	return max(1, int(math.Ceil(last.Sub(begin).Seconds()))), true
+}
+
+// CoveringQuorum is how many stops must have measured a delay before the
+// figure over them is a high percentile rather than the longest.
+const CoveringQuorum = 20
+
+// CoveringOverStops is the one figure of a delay over many stops (the
+// preStop sleep that would have covered a workload's stops: kubectl
+// sigscope top's, a rollout's), from each stop's (CoveringPreStopSleep):
+// the longest while fewer than CoveringQuorum stops measured one, the 95th
+// percentile (nearest rank) from then on, so that one outlier in a large
+// sample does not set the advice and a small one is not guessed at. how
+// says which, in words ("the longest of 3 stops"); ok is false for none.
+func CoveringOverStops(secs []int) (figure int, how string, ok bool) {
+	if len(secs) == 0 {
+		return 0, "", false
+	}
+	s := slices.Clone(secs)
+	slices.Sort(s)
+	if len(s) < CoveringQuorum {
+		return s[len(s)-1], fmt.Sprintf("the longest of %s", count(uint64(len(s)), "stop")), true
+	}
+	rank := int(math.Ceil(0.95*float64(len(s)))) - 1
+	return s[rank], fmt.Sprintf("the 95th percentile of %d stops", len(s)), true
 }

@@ -501,3 +501,27 @@ func TestTrafficVerdicts(t *testing.T) {
 		})
 	}
 }
+
+// The figure over many stops: the longest of a few, the 95th percentile
+// of many, whatever their order.
+func TestCoveringOverStops(t *testing.T) {
+	if _, _, ok := CoveringOverStops(nil); ok {
+		t.Error("no stops: a figure")
+	}
+	if got, how, ok := CoveringOverStops([]int{2, 9, 3}); !ok || got != 9 || how != "the longest of 3 stops" {
+		t.Errorf("3 stops: %d %q %v", got, how, ok)
+	}
+	many := make([]int, 40)
+	for i := range many {
+		many[i] = 40 - i // 1..40, reversed
+	}
+	many[0] = 600 // one stop waited 10 minutes
+	// 39 stops of 1 to 39 s and one of 600 s: the 38th of the 40 sorted
+	// (the nearest rank of 0.95) is 38, not the outlier.
+	if got, how, ok := CoveringOverStops(many); !ok || got != 38 || how != "the 95th percentile of 40 stops" {
+		t.Errorf("40 stops: %d %q %v", got, how, ok)
+	}
+	if many[0] != 600 {
+		t.Error("the stops' slice was sorted in place")
+	}
+}
