@@ -935,11 +935,32 @@ static __always_inline void prober_state(const struct sock *sk, int oldstate, in
 	bpf_map_update_elem(&probe_peers, &key, &one, BPF_ANY);
 }
 
+/* A connect() of a watched namespace's socket refused: the namespace's
+ * own call, by a peer elsewhere (NET_OUT_REFUSED), or by the namespace
+ * itself (NET_SELF_REFUSED: its refused SYN was counted NET_REFUSED, and
+ * leaves it), under the socket's cgroup: user space tells the stopping
+ * container's own calls from a sidecar proxy's calls to it. */
+static __always_inline void out_refused(struct net_stats *st, const struct sock *sk, __u32 netns)
+{
+	struct conn_refused *refused;
+	struct conn_key key = {};
+
+	peer_key(&key, sk);
+	refused = bpf_map_lookup_elem(&refused_from, &key);
+	if (!refused || refused->moved || refused->netns != netns || refused->begin_ns != st->begin_ns) {
+		net_count_sock(st, sk, netns, NET_OUT_REFUSED, bpf_ktime_get_boot_ns());
+		return;
+	}
+	refused->moved = 1;
+	__sync_fetch_and_add(&st->count[NET_REFUSED], -1);
+	net_count_sock(st, sk, netns, NET_SELF_REFUSED, bpf_ktime_get_boot_ns());
+}
+
 /* A RST that a prober's connect() receives in SYN_SENT: if it answered a
  * refused SYN of a watched namespace, that refusal is the probe's. Seen
  * here, before the failed socket gives its port back (tcp_set_state
  * unhashes it before the state-change tracepoint fires). */
-static __always_inline void prober_refused(const struct sock *sk)
+static __always_inline bool prober_refused(const struct sock *sk)
 {
 	struct conn_refused *refused;
 	struct conn_key key = {};
@@ -947,17 +968,18 @@ static __always_inline void prober_refused(const struct sock *sk)
 	struct net_stats *st;
 
 	if (!bpf_map_lookup_elem(&prober_socks, &skp))
-		return;
+		return false;
 	peer_key(&key, sk);
 	refused = bpf_map_lookup_elem(&refused_from, &key);
 	if (!refused || refused->moved)
-		return;
+		return true;
 	st = bpf_map_lookup_elem(&stopping_nets, &refused->netns);
 	if (!st || st->begin_ns != refused->begin_ns)
-		return;
+		return true;
 	refused->moved = 1;
 	__sync_fetch_and_add(&st->count[NET_REFUSED], -1);
 	__sync_fetch_and_add(&st->probes[NET_REFUSED], 1);
+	return true;
 }
 
 /* Whether sk, a socket of a watched namespace, is the server's side of a
@@ -1076,13 +1098,23 @@ int BPF_PROG(handle_tcp_rst_received, struct sock *sk)
 	__u64 *rst;
 
 	state = sk->__sk_common.skc_state;
-	if (probers_on && state == TCP_SYN_SENT)
-		prober_refused(sk);
+	if (probers_on && state == TCP_SYN_SENT && prober_refused(sk))
+		return 0; /* a probe's, not the namespace's own call */
 	st = stopping_net_of(sk, &netns);
 	if (!st)
 		return 0;
-	if ((state != TCP_ESTABLISHED && state != TCP_CLOSE_WAIT) || !inbound(sk))
+	if (state == TCP_SYN_SENT) {
+		out_refused(st, sk, netns);
 		return 0;
+	}
+	if (state != TCP_ESTABLISHED && state != TCP_CLOSE_WAIT)
+		return 0;
+	if (!inbound(sk)) {
+		/* Its own call, reset by the peer it called; the CLOSE that
+		 * follows is no inbound connection's. */
+		net_count_sock(st, sk, netns, NET_OUT_RESET, bpf_ktime_get_boot_ns());
+		return 0;
+	}
 	if (is_probe(sk, true))
 		probe_count(st, NET_RESET_RECEIVED);
 	else
@@ -1196,8 +1228,7 @@ int BPF_PROG(handle_tcp_rst_sent, const struct sock *sk, const struct sk_buff *s
 	bpf_probe_read_kernel(&flags, 1, skb->head + skb->transport_header + 13);
 	if ((flags & (TCPHDR_SYN | TCPHDR_ACK)) == TCPHDR_SYN) {
 		net_count(st, NET_REFUSED, bpf_ktime_get_boot_ns());
-		if (probers_on)
-			refused_syn(st, skb, netns);
+		refused_syn(st, skb, netns);
 	} else if (sk && every_reset)
 		after_close(sk, skb, st, netns); /* before 6.10 a timewait socket's RST is not traced: none, rather than some */
 	return 0;

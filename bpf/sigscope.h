@@ -65,6 +65,9 @@ enum net_kind {
 	NET_AFTER_CLOSE = 8,    /* a request that arrived after the container's side had closed the connection, answered with a RST (the keep-alive race) */
 	NET_IDLE_AT_EXIT = 9,   /* open at its process's death, idle (the container had spoken last, all of it acknowledged): no request lost */
 	NET_UNDECIDED = 10,     /* who spoke last cannot be told: a FIN right after a short write not yet acknowledged (a TLS close_notify, an HTTP/2 GOAWAY), or any write in flight at the death */
+	NET_OUT_REFUSED = 11,   /* a connect() from a socket of the namespace refused by a peer elsewhere (its own call: a database, a service that stopped first) */
+	NET_OUT_RESET = 12,     /* a connection a socket of the namespace opened, reset by its peer */
+	NET_SELF_REFUSED = 13,  /* a connect() from a socket of the namespace refused by the namespace itself (localhost: a sidecar that stopped first, or a sidecar proxy's call to the application): taken off NET_REFUSED, split by cgroup so that user space tells whose call it was */
 	NET_KINDS = 16,
 };
 

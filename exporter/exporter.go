@@ -126,7 +126,7 @@ var (
 	netKindNames    [sigvocab.NumNetKinds]string
 	countedNetKinds = []sigvocab.NetKind{sigvocab.NetAccepted, sigvocab.NetClosed, sigvocab.NetResetSent,
 		sigvocab.NetResetReceived, sigvocab.NetCut, sigvocab.NetRefused, sigvocab.NetUnanswered, sigvocab.NetAfterClose,
-		sigvocab.NetIdleAtExit, sigvocab.NetUndecided}
+		sigvocab.NetIdleAtExit, sigvocab.NetUndecided, sigvocab.NetOutRefused, sigvocab.NetOutReset, sigvocab.NetSelfRefused}
 	signalNames  [sigvocab.MaxSignal + 1]string // 0: "unknown"
 	resultNames  []string                       // sigvocab.Result values, then "unknown"
 	outcomeNames = append(outcomeStrings(), "unknown")
@@ -236,7 +236,7 @@ func New(opts Options) *Exporter {
 		"Processes the kernel's OOM killer chose as victims.",
 		nil, none)
 	e.connections = newCounter("sigscope_stop_connections_total",
-		"TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused, unanswered, after_close, idle_at_exit, undecided; lost requests: refused, reset_sent, cut, unanswered, after_close) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.",
+		"TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused, unanswered, after_close, idle_at_exit, undecided; the namespace's own calls: out_refused, out_reset, self_refused; lost requests: refused, reset_sent, cut, unanswered, after_close) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.",
 		[]string{"kind", "outcome"},
 		func(a, b uint8) []string { return []string{netKindNames[a], outcomeNames[b]} })
 	e.stopDuration = &histFamily{

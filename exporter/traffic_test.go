@@ -7,7 +7,7 @@ import (
 	"github.com/sigscope/sigscope/episodes/timeline"
 )
 
-const helpConnections = `# HELP sigscope_stop_connections_total TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused, unanswered, after_close, idle_at_exit, undecided; lost requests: refused, reset_sent, cut, unanswered, after_close) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.
+const helpConnections = `# HELP sigscope_stop_connections_total TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused, unanswered, after_close, idle_at_exit, undecided; the namespace's own calls: out_refused, out_reset, self_refused; lost requests: refused, reset_sent, cut, unanswered, after_close) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.
 # TYPE sigscope_stop_connections_total counter`
 
 // An episode's connection counts are added by kind and outcome; the same
@@ -52,12 +52,15 @@ sigscope_stop_connections_total{kind="closed",outcome="handler_timeout"} 9
 sigscope_stop_connections_total{kind="cut",outcome="graceful"} 0
 sigscope_stop_connections_total{kind="cut",outcome="handler_timeout"} 3
 sigscope_stop_connections_total{kind="idle_at_exit",outcome="graceful"} 4
+sigscope_stop_connections_total{kind="out_refused",outcome="graceful"} 0
+sigscope_stop_connections_total{kind="out_reset",outcome="graceful"} 0
 sigscope_stop_connections_total{kind="refused",outcome="graceful"} 0
 sigscope_stop_connections_total{kind="refused",outcome="handler_timeout"} 40
 sigscope_stop_connections_total{kind="reset_received",outcome="graceful"} 0
 sigscope_stop_connections_total{kind="reset_received",outcome="handler_timeout"} 2
 sigscope_stop_connections_total{kind="reset_sent",outcome="graceful"} 0
 sigscope_stop_connections_total{kind="reset_sent",outcome="handler_timeout"} 1
+sigscope_stop_connections_total{kind="self_refused",outcome="graceful"} 0
 sigscope_stop_connections_total{kind="unanswered",outcome="graceful"} 9
 sigscope_stop_connections_total{kind="undecided",outcome="graceful"} 1
 `, "sigscope_stop_connections_total")

@@ -154,6 +154,9 @@ const (
 	sigscopeNetKindNET_AFTER_CLOSE     sigscopeNetKind = 8
 	sigscopeNetKindNET_IDLE_AT_EXIT    sigscopeNetKind = 9
 	sigscopeNetKindNET_UNDECIDED       sigscopeNetKind = 10
+	sigscopeNetKindNET_OUT_REFUSED     sigscopeNetKind = 11
+	sigscopeNetKindNET_OUT_RESET       sigscopeNetKind = 12
+	sigscopeNetKindNET_SELF_REFUSED    sigscopeNetKind = 13
 	sigscopeNetKindNET_KINDS           sigscopeNetKind = 16
 )
 

@@ -98,6 +98,9 @@ func TestVocabularyMatchesBPF(t *testing.T) {
 		sigscopeNetKindNET_AFTER_CLOSE:     sigvocab.NetAfterClose,
 		sigscopeNetKindNET_IDLE_AT_EXIT:    sigvocab.NetIdleAtExit,
 		sigscopeNetKindNET_UNDECIDED:       sigvocab.NetUndecided,
+		sigscopeNetKindNET_OUT_REFUSED:     sigvocab.NetOutRefused,
+		sigscopeNetKindNET_OUT_RESET:       sigvocab.NetOutReset,
+		sigscopeNetKindNET_SELF_REFUSED:    sigvocab.NetSelfRefused,
 	}
 	for c, k := range netKinds {
 		if uint32(c) != uint32(k) {

@@ -169,10 +169,11 @@ func (ep *episode) takeTraffic() {
 		}
 		t.Own, t.Others = &own, &others
 	}
+	t.selfRefusedBack()
 	if n := c.Counts[sigvocab.NetListenerClosed]; n.N > 0 {
 		ep.add(Step{Time: n.First, Kind: StepListenerClosed, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last}}, true)
 	}
-	if n := c.Counts[sigvocab.NetRefused]; n.N > 0 && c.SeesRefused {
+	if n := t.Counts[sigvocab.NetRefused]; n.N > 0 && c.SeesRefused {
 		ep.add(Step{Time: n.First, Kind: StepRefused, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last}}, true)
 	}
 	for _, k := range []struct {

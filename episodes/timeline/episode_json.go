@@ -168,7 +168,12 @@ type jsonTraffic struct {
 	AfterClose *sigvocab.NetCountJSON `json:"after_close"`
 	IdleAtExit *sigvocab.NetCountJSON `json:"idle_at_exit"`
 	Undecided  *sigvocab.NetCountJSON `json:"undecided"`
-	Lost       *uint64                `json:"lost"`
+	// The namespace's own calls (Traffic.Outbound says whose): null as
+	// the kinds above.
+	OutRefused  *sigvocab.NetCountJSON `json:"out_refused"`
+	OutReset    *sigvocab.NetCountJSON `json:"out_reset"`
+	SelfRefused *sigvocab.NetCountJSON `json:"self_refused"`
+	Lost        *uint64                `json:"lost"`
 	// MaybeLost is derived (Traffic.MaybeLost) like lost; omitted when 0.
 	MaybeLost uint64 `json:"maybe_lost,omitempty"`
 	// Probes are the kubelet's probes' connections by kind, the kinds
@@ -201,10 +206,13 @@ type jsonSplit struct {
 	Cut            uint64 `json:"cut"`
 	ListenerClosed uint64 `json:"listener_closed"`
 	// Where the counts tell who spoke last; omitted where they do not.
-	Unanswered *uint64 `json:"unanswered,omitempty"`
-	AfterClose *uint64 `json:"after_close,omitempty"`
-	IdleAtExit *uint64 `json:"idle_at_exit,omitempty"`
-	Undecided  *uint64 `json:"undecided,omitempty"`
+	Unanswered  *uint64 `json:"unanswered,omitempty"`
+	AfterClose  *uint64 `json:"after_close,omitempty"`
+	IdleAtExit  *uint64 `json:"idle_at_exit,omitempty"`
+	Undecided   *uint64 `json:"undecided,omitempty"`
+	OutRefused  *uint64 `json:"out_refused,omitempty"`
+	OutReset    *uint64 `json:"out_reset,omitempty"`
+	SelfRefused *uint64 `json:"self_refused,omitempty"`
 }
 
 func (j *jsonSplit) kinds() map[sigvocab.NetKind]*uint64 {
@@ -214,7 +222,8 @@ func (j *jsonSplit) kinds() map[sigvocab.NetKind]*uint64 {
 
 func (j *jsonSplit) lastSpeakerKinds() map[sigvocab.NetKind]**uint64 {
 	return map[sigvocab.NetKind]**uint64{sigvocab.NetUnanswered: &j.Unanswered, sigvocab.NetAfterClose: &j.AfterClose,
-		sigvocab.NetIdleAtExit: &j.IdleAtExit, sigvocab.NetUndecided: &j.Undecided}
+		sigvocab.NetIdleAtExit: &j.IdleAtExit, sigvocab.NetUndecided: &j.Undecided, sigvocab.NetOutRefused: &j.OutRefused,
+		sigvocab.NetOutReset: &j.OutReset, sigvocab.NetSelfRefused: &j.SelfRefused}
 }
 
 func splitJSON(n *[sigvocab.NumNetKinds]uint64, lastSpeaker bool) *jsonSplit {
@@ -236,7 +245,7 @@ func splitJSON(n *[sigvocab.NumNetKinds]uint64, lastSpeaker bool) *jsonSplit {
 // counts are j's kinds in NetKind order.
 func (j *jsonTraffic) counts() [sigvocab.NumNetKinds]**sigvocab.NetCountJSON {
 	return [sigvocab.NumNetKinds]**sigvocab.NetCountJSON{&j.Accepted, &j.Closed, &j.ResetSent, &j.ResetReceived, &j.Cut, &j.Refused, &j.ListenerClosed,
-		&j.Unanswered, &j.AfterClose, &j.IdleAtExit, &j.Undecided}
+		&j.Unanswered, &j.AfterClose, &j.IdleAtExit, &j.Undecided, &j.OutRefused, &j.OutReset, &j.SelfRefused}
 }
 
 func trafficJSON(t *Traffic) *jsonTraffic {

@@ -103,6 +103,44 @@ func (t *Traffic) Lost() uint64 {
 // a write in flight at the death, where who spoke last cannot be told.
 func (t *Traffic) MaybeLost() uint64 { return t.N(sigvocab.NetUndecided) }
 
+// selfRefusedBack gives the clients' refused attempts back those that a
+// socket of the namespace made and the namespace itself refused
+// (NetSelfRefused) but the container's own processes did not: a pod's
+// sidecar proxy calling the application on its behalf (the inbound path of
+// a service mesh) is its clients' request. Only the container's own calls
+// stay apart (OwnCalls); where the split cannot tell whose socket it was,
+// every one is given back: never "nobody was hurt" on a guess.
+func (t *Traffic) selfRefusedBack() {
+	self := t.Counts[sigvocab.NetSelfRefused]
+	back := self.N
+	if t.Own != nil {
+		back -= min(back, t.Own[sigvocab.NetSelfRefused])
+	}
+	if back == 0 {
+		return
+	}
+	r := &t.Counts[sigvocab.NetRefused]
+	if r.N == 0 || self.First.Before(r.First) {
+		r.First = self.First
+	}
+	if self.Last.After(r.Last) {
+		r.Last = self.Last
+	}
+	r.N += back
+}
+
+// OwnCalls are the container's own calls that failed during its stop:
+// connect()s refused (by a peer elsewhere, or on its own namespace's
+// localhost: a sidecar that stopped first) and connections its peer reset,
+// as the socket cgroup split tells them (Own); never a client's loss. ok is
+// false where the split cannot tell.
+func (t *Traffic) OwnCalls() (refused, reset uint64, ok bool) {
+	if t.Own == nil || !t.SeesLastSpeaker {
+		return 0, 0, false
+	}
+	return t.Own[sigvocab.NetOutRefused] + t.Own[sigvocab.NetSelfRefused], t.Own[sigvocab.NetOutReset], true
+}
+
 // keepAliveRace counts the requests lost because the application closed
 // connections its clients were still sending on.
 func (t *Traffic) keepAliveRace() uint64 {

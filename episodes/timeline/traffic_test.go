@@ -364,7 +364,7 @@ func TestTrafficVerdicts(t *testing.T) {
 				netCount{sigvocab.NetResetReceived, 1, 40 * ms, 40 * ms}),
 			verdict:  "no connection lost that this kernel reports: 2 connections accepted after the stop began, all closed cleanly (1 reset by the client); refused attempts unknown: this kernel (before Linux 6.10) does not report them",
 			outcome:  OutcomeGraceful,
-			jsonPart: `"refused":null,"listener_closed":{"n":0},"unanswered":null,"after_close":null,"idle_at_exit":null,"undecided":null,"lost":0,`,
+			jsonPart: `"refused":null,"listener_closed":{"n":0},"unanswered":null,"after_close":null,"idle_at_exit":null,"undecided":null,"out_refused":null,"out_reset":null,"self_refused":null,"lost":0,`,
 		},
 		{
 			name: "old kernel, cut by a handler-less PID 1's SIGKILL",

@@ -45,7 +45,7 @@ func TestTrafficUnread(t *testing.T) {
 	}
 	sameStop(t, ep, twin(t, stop().in))
 	b, _ := json.Marshal(ep)
-	if want := `"traffic":{"netns":4026532500,"accepted":null,"closed":null,"reset_sent":null,"reset_received":null,"cut":null,"refused":null,"listener_closed":null,"unanswered":null,"after_close":null,"idle_at_exit":null,"undecided":null,"lost":null,"verdict":"not known: the connection counts were not read (no counts arrived in time)","unread":"no counts arrived in time"}`; !strings.Contains(string(b), want) {
+	if want := `"traffic":{"netns":4026532500,"accepted":null,"closed":null,"reset_sent":null,"reset_received":null,"cut":null,"refused":null,"listener_closed":null,"unanswered":null,"after_close":null,"idle_at_exit":null,"undecided":null,"out_refused":null,"out_reset":null,"self_refused":null,"lost":null,"verdict":"not known: the connection counts were not read (no counts arrived in time)","unread":"no counts arrived in time"}`; !strings.Contains(string(b), want) {
 		t.Errorf("JSON %s\nlacks %s", b, want)
 	}
 	if got := e.Add(netEvent(5*time.Second, netA, conns(true)), nil); len(got) != 0 || e.Stats().NetIgnored != 1 {
@@ -294,7 +294,7 @@ func TestTrafficJSONRoundTrip(t *testing.T) {
 		// A pod's stop: its counts are the pod's (scope).
 		// Counts of a kernel before who spoke last was told (conns):
 		// those kinds null.
-		wantKeys := []string{"accepted", "after_close", "closed", "cut", "hint", "idle_at_exit", "listener_closed", "lost", "netns", "own_unknown", "refused", "reset_received", "reset_sent", "scope", "since", "unanswered", "undecided", "until", "verdict"}
+		wantKeys := []string{"accepted", "after_close", "closed", "cut", "hint", "idle_at_exit", "listener_closed", "lost", "netns", "out_refused", "out_reset", "own_unknown", "refused", "reset_received", "reset_sent", "scope", "self_refused", "since", "unanswered", "undecided", "until", "verdict"}
 		if got := keys(tj); !slices.Equal(got, wantKeys) {
 			t.Errorf("traffic keys %v, want %v", got, wantKeys)
 		}
@@ -455,5 +455,47 @@ func TestTrafficSharedHookStart(t *testing.T) {
 	}
 	if p := ep.PreStop; p == nil || p.StartAt.IsZero() && !p.EndAt.IsZero() {
 		t.Errorf("preStop %+v: a start of zero from no count", p)
+	}
+}
+
+// The namespace's own calls refused on its localhost: the container's own
+// (its sidecar stopped first) are apart from its clients, a sidecar
+// proxy's calls to it are its clients' requests, and where the split
+// cannot tell they count as the clients' (never "nobody hurt" on a guess).
+func TestTrafficOwnCalls(t *testing.T) {
+	run := func(split bool, byCgroup ...sigvocab.CgroupCounts) Episode {
+		s := newSim(t, nsA, 5151, "app", podInfo(2, nil))
+		s.stop(0, sigvocab.SIGTERM, sigvocab.DispHandler, false).watched(netA).
+			deliver(ms, sigvocab.SIGTERM, sigvocab.DispHandler).
+			initExit(time.Second, 0, 0)
+		for i := range s.in {
+			if s.in[i].ev.Target.PID == 5151 {
+				s.in[i].ev.Target.CgroupID = 777
+			}
+		}
+		c := spoke(netCount{sigvocab.NetSelfRefused, 20, 100 * ms, 900 * ms}, netCount{sigvocab.NetOutReset, 2, 200 * ms, 300 * ms})
+		c.SeesCgroups = split
+		c.ByCgroup = byCgroup
+		return readWhenDue(t, newEngine(Options{}), s.in, netA, c, 0)[0]
+	}
+	var ownN, proxyN [sigvocab.NumNetKinds]uint64
+	ownN[sigvocab.NetSelfRefused], ownN[sigvocab.NetOutReset] = 20, 2
+	proxyN[sigvocab.NetSelfRefused] = 20
+
+	// The application's SIGTERM handler called its sidecar, which had
+	// stopped: no client at all.
+	tr := run(true, sigvocab.CgroupCounts{CgroupID: 777, N: ownN}).Traffic
+	if tr.Lost() != 0 || tr.Hint != "" || tr.Verdict != "no client was hurt: no connection was accepted or ended after the stop began; its own calls failed, apart from its clients: 20 refused, 2 reset by the peer (a peer it called, a sidecar perhaps, had stopped first)" {
+		t.Errorf("own calls: lost %d, verdict %q, hint %q", tr.Lost(), tr.Verdict, tr.Hint)
+	}
+	// A sidecar proxy's calls to the stopped application: its clients'.
+	tr = run(true, sigvocab.CgroupCounts{CgroupID: 888, N: proxyN}).Traffic
+	if tr.Lost() != 20 || tr.N(sigvocab.NetRefused) != 20 || !strings.HasPrefix(tr.Verdict, "20 requests lost: 20 refused") {
+		t.Errorf("a proxy's calls: lost %d, verdict %q", tr.Lost(), tr.Verdict)
+	}
+	// Whose they were cannot be told: the clients'.
+	tr = run(false).Traffic
+	if tr.Lost() != 20 || strings.Contains(tr.Verdict, "its own calls") {
+		t.Errorf("unknown split: lost %d, verdict %q", tr.Lost(), tr.Verdict)
 	}
 }

@@ -68,9 +68,27 @@ func lostUnit(t *Traffic) string {
 func trafficVerdict(t *Traffic, c trafficCause) string {
 	v := clientsVerdict(t, c)
 	if c.state == trafficLost || c.state == trafficMaybe || c.state == trafficUnhurt {
-		v += probesClause(t)
+		v += probesClause(t) + ownCallsClause(t)
 	}
 	return v
+}
+
+// ownCallsClause is what the container's own calls met during its stop,
+// apart from its clients: "" when none failed, or whose they were cannot be
+// told.
+func ownCallsClause(t *Traffic) string {
+	refused, reset, ok := t.OwnCalls()
+	if !ok || refused+reset == 0 {
+		return ""
+	}
+	var kinds []string
+	if refused > 0 {
+		kinds = append(kinds, fmt.Sprintf("%d refused", refused))
+	}
+	if reset > 0 {
+		kinds = append(kinds, fmt.Sprintf("%d reset by the peer", reset))
+	}
+	return "; its own calls failed, apart from its clients: " + strings.Join(kinds, ", ") + " (a peer it called, a sidecar perhaps, had stopped first)"
 }
 
 // probesClause is what the kubelet's probes met, counted apart: "" when

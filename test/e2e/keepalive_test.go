@@ -172,3 +172,80 @@ func TestStopTrafficKeepAlive(t *testing.T) {
 		})
 	}
 }
+
+// TestStopOwnCalls stops a server with no clients at all whose SIGTERM
+// handler calls its sidecar, which had stopped first (its own namespace's
+// localhost, nothing listening), and a peer elsewhere (the host, through
+// Docker's bridge, nothing listening): its own calls refused are named
+// apart from its clients, and no client is counted lost. Where the socket
+// cgroup split cannot tell whose calls they were, the namespace's own
+// refusals count as its clients' (never "nobody hurt" on a guess).
+func TestStopOwnCalls(t *testing.T) {
+	img := trafficImage(t)
+	args := []string{img, "/server", "call-out", ":8080"}
+	elsewhere := "no peer elsewhere"
+	if gw, err := exec.Command("docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}}").Output(); err == nil {
+		elsewhere = strings.TrimSpace(string(gw)) + ":9"
+		args = append(args, elsewhere)
+	} else {
+		// This machine's Docker runs without its bridge (containers have
+		// loopback only): a peer elsewhere cannot be reached from them.
+		t.Logf("Docker has no bridge network (%v): only the calls to the sidecar are checked", err)
+	}
+	const name = "e2e-traffic-callout"
+	id := runContainer(t, name, args...)
+	l := startTimeline(t)
+	testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
+	if out, err := exec.Command("docker", "stop", "-t", "10", name).CombinedOutput(); err != nil {
+		t.Fatalf("docker stop: %v: %s", err, out)
+	}
+	logs, _ := exec.Command("docker", "logs", name).CombinedOutput()
+	var refused int
+	for _, line := range strings.Split(string(logs), "\n") {
+		if _, err := fmt.Sscanf(line, "refused %d", &refused); err == nil {
+			break
+		}
+	}
+	ep := episodeOf(t, l.stop(t, id), id)
+	var with struct {
+		Traffic *struct {
+			trafficJSON
+			Own *struct {
+				SelfRefused *int `json:"self_refused"`
+				OutRefused  *int `json:"out_refused"`
+			} `json:"own"`
+			OwnUnknown  string           `json:"own_unknown"`
+			SelfRefused *struct{ N int } `json:"self_refused"`
+			OutRefused  *struct{ N int } `json:"out_refused"`
+		} `json:"traffic"`
+	}
+	if err := json.Unmarshal(ep.raw, &with); err != nil || with.Traffic == nil {
+		t.Fatalf("episode has no traffic (%v):\n%s", err, ep.raw)
+	}
+	tr := with.Traffic
+	t.Logf("the server's own calls refused: %d (to 127.0.0.1:9090, and %s); sigscope: %s", refused, elsewhere, ep.raw)
+	if refused < 10 {
+		t.Fatalf("the server saw %d of its calls refused: want at least its sidecar's 10 (the test's premise): %s", refused, logs)
+	}
+	if tr.Lost == nil || tr.SelfRefused == nil || tr.OutRefused == nil {
+		t.Fatalf("counts not read, or without the namespace's own calls:\n%s", ep.raw)
+	}
+	if got := tr.SelfRefused.N + tr.OutRefused.N; got != refused {
+		t.Errorf("the namespace's own calls refused: %d (self %d, elsewhere %d), the server counted %d", got, tr.SelfRefused.N, tr.OutRefused.N, refused)
+	}
+	if tr.Own == nil {
+		// Whose calls they were cannot be told: its own namespace's
+		// refusals count as its clients'.
+		if *tr.Lost != tr.SelfRefused.N {
+			t.Errorf("split unknown (%s): lost %d, want the %d refused on its localhost", tr.OwnUnknown, *tr.Lost, tr.SelfRefused.N)
+		}
+		return
+	}
+	if own := *tr.Own.SelfRefused + *tr.Own.OutRefused; own != refused {
+		t.Errorf("its own calls refused: %d, the server counted %d", own, refused)
+	}
+	if *tr.Lost != 0 || !strings.HasPrefix(tr.Verdict, "no client was hurt") || tr.Hint != "" ||
+		!strings.Contains(tr.Verdict, fmt.Sprintf("its own calls failed, apart from its clients: %d refused", refused)) {
+		t.Errorf("lost %d, verdict %q, hint %q: want no client hurt and its own %d calls named", *tr.Lost, tr.Verdict, tr.Hint, refused)
+	}
+}

@@ -22,6 +22,10 @@ const (
 	NetAfterClose     NetKind = 8  // a request that came after the container closed the connection, answered with a RST (the keep-alive race)
 	NetIdleAtExit     NetKind = 9  // open at its process's death but idle (the container had spoken last, all of it acknowledged): nothing lost
 	NetUndecided      NetKind = 10 // who spoke last cannot be told (a short write right before a FIN: a TLS close_notify, an HTTP/2 GOAWAY; a write in flight at the death): possibly lost
+	// The namespace's own calls (outbound connections), not its clients'.
+	NetOutRefused  NetKind = 11 // a connect() of the namespace refused by a peer elsewhere
+	NetOutReset    NetKind = 12 // a connection the namespace opened, reset by its peer
+	NetSelfRefused NetKind = 13 // a connect() of the namespace refused by the namespace itself (localhost): not in NetRefused
 )
 
 var netKindNames = [...]string{
@@ -36,6 +40,9 @@ var netKindNames = [...]string{
 	NetAfterClose:     "after_close",
 	NetIdleAtExit:     "idle_at_exit",
 	NetUndecided:      "undecided",
+	NetOutRefused:     "out_refused",
+	NetOutReset:       "out_reset",
+	NetSelfRefused:    "self_refused",
 }
 
 // NumNetKinds is the number of net kinds: every NetKind below it is one.
@@ -59,8 +66,13 @@ func (k NetKind) String() string {
 }
 
 // LastSpeakerKind reports whether k is one of the kinds that only a count
-// that tells who spoke last has (Connections.SeesLastSpeaker).
+// that tells who spoke last has (Connections.SeesLastSpeaker): the kinds
+// added with it, the namespace's own calls among them.
 func LastSpeakerKind(k NetKind) bool { return k >= NetUnanswered && int(k) < NumNetKinds }
+
+// OutboundKind reports whether k counts the namespace's own calls, not its
+// clients' connections.
+func OutboundKind(k NetKind) bool { return k >= NetOutRefused && k <= NetSelfRefused }
 
 // NetCount is what the kernel counted of one kind: how many, and the first
 // and last (zero when N is 0).

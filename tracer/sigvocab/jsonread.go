@@ -96,6 +96,10 @@ type ConnectionsJSON struct {
 	AfterClose *NetCountJSON `json:"after_close,omitempty"`
 	IdleAtExit *NetCountJSON `json:"idle_at_exit,omitempty"`
 	Undecided  *NetCountJSON `json:"undecided,omitempty"`
+	// The namespace's own calls, with the kinds above.
+	OutRefused  *NetCountJSON `json:"out_refused,omitempty"`
+	OutReset    *NetCountJSON `json:"out_reset,omitempty"`
+	SelfRefused *NetCountJSON `json:"self_refused,omitempty"`
 	// Probes is present when the probers' connections are counted apart
 	// (Connections.SeesProbes): n in NetKind order.
 	Probes *[]uint64 `json:"probes,omitempty"`
@@ -114,7 +118,7 @@ type CgroupCountsJSON struct {
 // counts are c's kinds in NetKind order; nil for a kind it does not have.
 func (c *ConnectionsJSON) counts() [NumNetKinds]*NetCountJSON {
 	return [NumNetKinds]*NetCountJSON{&c.Accepted, &c.Closed, &c.ResetSent, &c.ResetReceived, &c.Cut, &c.Refused, &c.ListenerClosed,
-		c.Unanswered, c.AfterClose, c.IdleAtExit, c.Undecided}
+		c.Unanswered, c.AfterClose, c.IdleAtExit, c.Undecided, c.OutRefused, c.OutReset, c.SelfRefused}
 }
 
 // ConnectionsToJSON is c as ConnectionsJSON: what AppendJSON writes.
@@ -122,6 +126,7 @@ func ConnectionsToJSON(c *Connections) *ConnectionsJSON {
 	cj := &ConnectionsJSON{Since: c.Since.Format(TimeFormat), SeesRefused: c.SeesRefused, SeesLastSpeaker: c.SeesLastSpeaker}
 	if c.SeesLastSpeaker {
 		cj.Unanswered, cj.AfterClose, cj.IdleAtExit, cj.Undecided = &NetCountJSON{}, &NetCountJSON{}, &NetCountJSON{}, &NetCountJSON{}
+		cj.OutRefused, cj.OutReset, cj.SelfRefused = &NetCountJSON{}, &NetCountJSON{}, &NetCountJSON{}
 	}
 	for k, n := range cj.counts() {
 		if n == nil {

@@ -19,10 +19,16 @@
 //	              close for a second (the clients move), then stops
 //	              accepting, finishes what is in flight and exits 0
 //	ka-exit       exits at once on SIGTERM, keep-alive connections open
+//
+//	call-out      on SIGTERM calls its sidecar, which stopped first
+//	              (127.0.0.1:9090, nothing listens) ten times, and each
+//	              further argument's address ten times, prints how many of
+//	              its calls were refused ("refused N") and exits 0
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -85,6 +91,21 @@ func main() {
 		case "ka-drain":
 			draining.Store(true)
 			time.Sleep(time.Second)
+		case "call-out":
+			refused := 0
+			for _, to := range append([]string{"127.0.0.1:9090"}, os.Args[min(3, len(os.Args)):]...) {
+				for range 10 {
+					c, err := net.DialTimeout("tcp", to, 500*time.Millisecond)
+					if err == nil {
+						c.Close()
+					} else if errors.Is(err, syscall.ECONNREFUSED) {
+						refused++
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			fmt.Println("refused", refused)
+			os.Exit(0)
 		case "ka-closeidle":
 			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 				mu.Lock()
