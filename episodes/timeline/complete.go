@@ -275,3 +275,29 @@ func taskAt(r *reading, before map[uint32]uint64) TaskAt {
 	}
 	return t
 }
+
+// selfRefusedBack gives the clients' refused attempts back those that a
+// socket of the namespace made and the namespace itself refused
+// (NetSelfRefused) but the container's own processes did not: a pod's
+// sidecar proxy calling the application on its behalf (the inbound path of
+// a service mesh) is its clients' request. Only the container's own calls
+// stay apart (OwnCalls); where the split cannot tell whose socket it was,
+// every one is given back: never "nobody was hurt" on a guess.
+func (t *Traffic) selfRefusedBack() {
+	self := t.Counts[sigvocab.NetSelfRefused]
+	back := self.N
+	if t.Own != nil {
+		back -= min(back, t.Own[sigvocab.NetSelfRefused])
+	}
+	if back == 0 {
+		return
+	}
+	r := &t.Counts[sigvocab.NetRefused]
+	if r.N == 0 || self.First.Before(r.First) {
+		r.First = self.First
+	}
+	if self.Last.After(r.Last) {
+		r.Last = self.Last
+	}
+	r.N += back
+}

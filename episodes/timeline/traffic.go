@@ -103,32 +103,6 @@ func (t *Traffic) Lost() uint64 {
 // a write in flight at the death, where who spoke last cannot be told.
 func (t *Traffic) MaybeLost() uint64 { return t.N(sigvocab.NetUndecided) }
 
-// selfRefusedBack gives the clients' refused attempts back those that a
-// socket of the namespace made and the namespace itself refused
-// (NetSelfRefused) but the container's own processes did not: a pod's
-// sidecar proxy calling the application on its behalf (the inbound path of
-// a service mesh) is its clients' request. Only the container's own calls
-// stay apart (OwnCalls); where the split cannot tell whose socket it was,
-// every one is given back: never "nobody was hurt" on a guess.
-func (t *Traffic) selfRefusedBack() {
-	self := t.Counts[sigvocab.NetSelfRefused]
-	back := self.N
-	if t.Own != nil {
-		back -= min(back, t.Own[sigvocab.NetSelfRefused])
-	}
-	if back == 0 {
-		return
-	}
-	r := &t.Counts[sigvocab.NetRefused]
-	if r.N == 0 || self.First.Before(r.First) {
-		r.First = self.First
-	}
-	if self.Last.After(r.Last) {
-		r.Last = self.Last
-	}
-	r.N += back
-}
-
 // OwnCalls are the container's own calls that failed during its stop:
 // connect()s refused (by a peer elsewhere, or on its own namespace's
 // localhost: a sidecar that stopped first) and connections its peer reset,
