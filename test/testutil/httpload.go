@@ -41,6 +41,17 @@ type HTTPLoad struct {
 // process whose network namespace each worker's thread enters first (a
 // client beside the server, as a pod's neighbour or a sidecar is).
 func StartHTTPLoad(addr string, workers int, dialTimeout time.Duration, netnsOf int) (*HTTPLoad, error) {
+	return startLoad(workers, netnsOf, 0, func() (func() HTTPAttempt, func()) {
+		return func() HTTPAttempt { return httpRequest(addr, dialTimeout) }, func() {}
+	})
+}
+
+// startLoad starts workers that each enter netnsOf's network namespace
+// (none when 0) and call the request newWorker gives it until Stop,
+// keeping every attempt: a failed one is followed by a short pause (a
+// client retrying, not a flood), an answered one by think. done runs when
+// the worker ends.
+func startLoad(workers, netnsOf int, think time.Duration, newWorker func() (request func() HTTPAttempt, done func())) (*HTTPLoad, error) {
 	l := &HTTPLoad{stop: make(chan struct{})}
 	entered := make(chan error, workers)
 	for range workers {
@@ -52,18 +63,22 @@ func StartHTTPLoad(addr string, workers int, dialTimeout time.Duration, netnsOf 
 				return
 			}
 			entered <- nil
+			request, done := newWorker()
+			defer done()
 			for {
 				select {
 				case <-l.stop:
 					return
 				default:
 				}
-				a := httpRequest(addr, dialTimeout)
+				a := request()
 				l.mu.Lock()
 				l.attempts = append(l.attempts, a)
 				l.mu.Unlock()
 				if a.Outcome != "ok" {
-					time.Sleep(5 * time.Millisecond) // a client retrying, not a flood
+					time.Sleep(5 * time.Millisecond)
+				} else if think > 0 {
+					time.Sleep(think)
 				}
 			}
 		}()
@@ -170,51 +185,18 @@ func httpRequest(addr string, dialTimeout time.Duration) (a HTTPAttempt) {
 // Connected when its connection was established, zero for one sent on a
 // connection kept from before. netnsOf as for StartHTTPLoad.
 func StartKeepAliveLoad(addr string, workers int, think time.Duration, netnsOf int) (*HTTPLoad, error) {
-	l := &HTTPLoad{stop: make(chan struct{})}
-	entered := make(chan error, workers)
-	for range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			if err := enterNetNS(netnsOf); err != nil {
-				entered <- err
-				return
+	return startLoad(workers, netnsOf, think, func() (func() HTTPAttempt, func()) {
+		var c *keepAliveConn
+		request := func() (a HTTPAttempt) {
+			c, a = keepAliveRequest(addr, c)
+			return a
+		}
+		return request, func() {
+			if c != nil {
+				c.conn.Close()
 			}
-			entered <- nil
-			var c *keepAliveConn
-			defer func() {
-				if c != nil {
-					c.conn.Close()
-				}
-			}()
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				var a HTTPAttempt
-				c, a = keepAliveRequest(addr, c)
-				l.mu.Lock()
-				l.attempts = append(l.attempts, a)
-				l.mu.Unlock()
-				if a.Outcome != "ok" {
-					time.Sleep(5 * time.Millisecond) // a client retrying, not a flood
-					continue
-				}
-				time.Sleep(think)
-			}
-		}()
-	}
-	var err error
-	for range workers {
-		err = errors.Join(err, <-entered)
-	}
-	if err != nil {
-		l.Stop()
-		return nil, err
-	}
-	return l, nil
+		}
+	})
 }
 
 // enterNetNS moves the calling goroutine's thread, locked to it for good,
