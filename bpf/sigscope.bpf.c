@@ -80,6 +80,7 @@ const volatile bool direct_reads = false; /* the kernel has bpf_rdonly_cast: see
 const volatile bool watch_nets = false;   /* the TCP programs are attached: count stopping namespaces' connections */
 const volatile bool every_reset = false;  /* tcp_send_reset fires for every RST (6.10+): a timewait socket's too, so after_close can be counted whole */
 __u32 probers_on = 0; /* user space registered a prober (probers): only then do the TCP programs look for probes */
+const volatile __u64 ns_per_jiffy = 0;   /* the kernel's tick (1e9 / CONFIG_HZ), found by user space; 0: a client's last data is not timed */
 
 /* Returns obj as an untrusted pointer to the kernel type btf_id: loads
  * through it are direct, fault-tolerant loads (a fault reads 0), like those
@@ -248,6 +249,8 @@ struct {
  * failed connect() that follows moves its count to the probes. */
 struct conn_refused {
 	__u64 begin_ns;
+	__u64 at_ns;   /* when it was refused */
+	__u64 prev_ns; /* the namespace's last refused attempt before it: given back when this one moves off NET_REFUSED and was the last */
 	__u32 netns;
 	__u32 moved;
 };
@@ -856,6 +859,38 @@ static __always_inline void conn_key_of(struct conn_key *k, const struct sock *s
 	conn_key_v4mapped(k);
 }
 
+/* A refused attempt moved off NET_REFUSED (a prober's, or the namespace's
+ * own call): if it was the last one counted, the last refused attempt is
+ * again the one before it, so that the clients' last attempt stays theirs. */
+static __always_inline void refused_moved(struct net_stats *st, struct conn_refused *r)
+{
+	r->moved = 1;
+	__sync_fetch_and_add(&st->count[NET_REFUSED], -1);
+	if (st->last_ns[NET_REFUSED] == r->at_ns)
+		st->last_ns[NET_REFUSED] = r->prev_ns;
+}
+
+/* When a client's data last arrived on an inbound connection that ends
+ * now: the socket's icsk_ack.lrcvtime (the jiffy of its last data segment,
+ * set at the handshake too), turned into boot time at a tick's resolution;
+ * the namespace keeps the latest (net_stats.last_data_ns). Data from
+ * before the watch began is none of the stop's. */
+static __always_inline void client_data(struct net_stats *st, const struct sock *sk, __u64 now)
+{
+	const struct inet_connection_sock *icsk = (const void *)sk;
+	__u32 age;
+	__u64 at;
+
+	if (!ns_per_jiffy)
+		return;
+	age = (__u32)bpf_jiffies64() - BPF_CORE_READ(icsk, icsk_ack.lrcvtime);
+	if ((__u64)age * ns_per_jiffy > now)
+		return;
+	at = now - (__u64)age * ns_per_jiffy;
+	if (at >= st->begin_ns && at > st->last_data_ns)
+		st->last_data_ns = at; /* a race between CPUs keeps one of two close times */
+}
+
 /* A short write still unacknowledged at a FIN may be a TLS close_notify
  * (24 to 31 bytes) or an HTTP/2 GOAWAY with it, sent after a request that
  * was never answered: who spoke last cannot be told (NET_UNDECIDED). An
@@ -951,8 +986,7 @@ static __always_inline void out_refused(struct net_stats *st, const struct sock 
 		net_count_sock(st, sk, netns, NET_OUT_REFUSED, bpf_ktime_get_boot_ns());
 		return;
 	}
-	refused->moved = 1;
-	__sync_fetch_and_add(&st->count[NET_REFUSED], -1);
+	refused_moved(st, refused);
 	net_count_sock(st, sk, netns, NET_SELF_REFUSED, bpf_ktime_get_boot_ns());
 }
 
@@ -976,8 +1010,7 @@ static __always_inline bool prober_refused(const struct sock *sk)
 	st = bpf_map_lookup_elem(&stopping_nets, &refused->netns);
 	if (!st || st->begin_ns != refused->begin_ns)
 		return true;
-	refused->moved = 1;
-	__sync_fetch_and_add(&st->count[NET_REFUSED], -1);
+	refused_moved(st, refused);
 	__sync_fetch_and_add(&st->probes[NET_REFUSED], 1);
 	return true;
 }
@@ -1073,6 +1106,7 @@ int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const 
 		probe_count(st, kind);
 		return 0;
 	}
+	client_data(st, sk, now);
 	if (newstate == TCP_CLOSE) {
 		net_count_sock(st, sk, netns, kind, now);
 		return 0;
@@ -1117,8 +1151,12 @@ int BPF_PROG(handle_tcp_rst_received, struct sock *sk)
 	}
 	if (is_probe(sk, true))
 		probe_count(st, NET_RESET_RECEIVED);
-	else
-		net_count_sock(st, sk, netns, NET_RESET_RECEIVED, bpf_ktime_get_boot_ns());
+	else {
+		__u64 now = bpf_ktime_get_boot_ns();
+
+		client_data(st, sk, now);
+		net_count_sock(st, sk, netns, NET_RESET_RECEIVED, now);
+	}
 	rst = bpf_map_lookup_elem(&rst_received, &zero);
 	if (rst)
 		*rst = (__u64)sk;
@@ -1170,9 +1208,9 @@ static __always_inline void after_close(const struct sock *sk, const struct sk_b
 
 /* A refused SYN's source, remembered while probers are registered: a
  * prober's connect() that fails on it moves the count (prober_state). */
-static __always_inline void refused_syn(struct net_stats *st, const struct sk_buff *skb, __u32 netns)
+static __always_inline void refused_syn(struct net_stats *st, const struct sk_buff *skb, __u32 netns, __u64 now, __u64 prev)
 {
-	struct conn_refused r = {.begin_ns = st->begin_ns, .netns = netns};
+	struct conn_refused r = {.begin_ns = st->begin_ns, .netns = netns, .at_ns = now, .prev_ns = prev};
 	unsigned char *head = skb->head;
 	struct conn_key key = {};
 	__u16 nh = skb->network_header, th = skb->transport_header;
@@ -1227,8 +1265,10 @@ int BPF_PROG(handle_tcp_rst_sent, const struct sock *sk, const struct sk_buff *s
 		return 0; /* outside a stop: this one look-up */
 	bpf_probe_read_kernel(&flags, 1, skb->head + skb->transport_header + 13);
 	if ((flags & (TCPHDR_SYN | TCPHDR_ACK)) == TCPHDR_SYN) {
-		net_count(st, NET_REFUSED, bpf_ktime_get_boot_ns());
-		refused_syn(st, skb, netns);
+		__u64 now = bpf_ktime_get_boot_ns(), prev = st->last_ns[NET_REFUSED];
+
+		net_count(st, NET_REFUSED, now);
+		refused_syn(st, skb, netns, now, prev);
 	} else if (sk && every_reset)
 		after_close(sk, skb, st, netns); /* before 6.10 a timewait socket's RST is not traced: none, rather than some */
 	return 0;

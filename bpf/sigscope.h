@@ -77,6 +77,11 @@ struct net_stats {
 	__u64 probes[NET_KINDS];    /* the connections a prober (the kubelet's probes: user space names its processes) made, by the same kinds */
 	__u64 first_ns[NET_KINDS];  /* 0: none yet */
 	__u64 last_ns[NET_KINDS];
+	/* When a client's data last arrived on an inbound connection (the
+	 * latest of the connections that ended, a probe's never): the last
+	 * request, new connection or pooled; 0 when none did or user space
+	 * gave no tick (ns_per_jiffy). */
+	__u64 last_data_ns;
 	/* Which namespace of that inode: its struct net's hash_mix, random
 	 * per namespace; 0 until the first event adopts it (a watch user space
 	 * began). Inodes are recycled at once (the lowest free number), so an

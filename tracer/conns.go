@@ -74,7 +74,11 @@ func (t *Tracer) Connections(netns uint32) (*sigvocab.Connections, error) {
 		return nil, fmt.Errorf("reading the connections of network namespace %d: %w", netns, err)
 	}
 	clk := NewClock()
-	c := &sigvocab.Connections{Since: clk.Wall(st.BeginNs), SeesRefused: t.seesRefused, SeesLastSpeaker: true, SeesProbes: t.probersOn.Load()}
+	c := &sigvocab.Connections{Since: clk.Wall(st.BeginNs), SeesRefused: t.seesRefused, SeesLastSpeaker: true, SeesProbes: t.probersOn.Load(),
+		SeesData: t.seesData}
+	if st.LastDataNs != 0 {
+		c.LastData = clk.Wall(st.LastDataNs)
+	}
 	if c.SeesProbes {
 		copy(c.Probes[:], st.Probes[:])
 	}

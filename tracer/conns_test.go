@@ -281,9 +281,14 @@ func TestConnectionFates(t *testing.T) {
 	say("read 7")
 	say("answer 7")
 	answered(7)
+	firstLate := time.Now()
 	request(2)
 	say("read 2")
 	request(4)
+	// The clients' last data: connection 4's request, the kernel's time
+	// of it taken when its connection ends at the SIGKILL, more than
+	// 100 ms later.
+	lastSent := time.Now()
 	time.Sleep(100 * time.Millisecond)
 	say("unlisten")
 	refused := dial(2)
@@ -337,6 +342,14 @@ func TestConnectionFates(t *testing.T) {
 		if n.N > 0 && (n.First.Before(got.Since) || n.Last.Before(n.First)) {
 			t.Errorf("%s: first %v, last %v, since %v", sigvocab.NetKind(k), n.First, n.Last, got.Since)
 		}
+	}
+	// When the clients' data last came: connection 4's request (2's a
+	// moment before it), not the close at the SIGKILL, nor 6's request
+	// after its close (a RST's, counted apart); at a tick's resolution.
+	if tick, err := kernelTick(); err != nil || !got.SeesData {
+		t.Errorf("the clients' data is not timed: tick %v, %v", tick, err)
+	} else if got.LastData.Before(firstLate.Add(-tick)) || got.LastData.After(lastSent.Add(tick+5*time.Millisecond)) {
+		t.Errorf("the clients' last data at %v, want between %v and %v (its tick %v)", got.LastData, firstLate, lastSent, tick)
 	}
 	// Split by the socket's cgroup: every socket is the server's.
 	if !got.SeesCgroups {

@@ -177,7 +177,8 @@ func jsonCases() []sigvocab.Event {
 	})
 	add(func(e *sigvocab.Event) { // counts that tell who spoke last
 		e.Kind, e.Signal, e.NetNS = sigvocab.KindNet, 0, 4026532771
-		c := &sigvocab.Connections{Since: e.Time.Add(-time.Second), SeesCgroups: true, SeesLastSpeaker: true, SeesProbes: true}
+		c := &sigvocab.Connections{Since: e.Time.Add(-time.Second), SeesCgroups: true, SeesLastSpeaker: true, SeesProbes: true,
+			SeesData: true, LastData: e.Time.Add(-time.Millisecond)}
 		c.Probes[sigvocab.NetAccepted], c.Probes[sigvocab.NetRefused] = 12, 1
 		c.Counts[sigvocab.NetUnanswered] = sigvocab.NetCount{N: 9, First: c.Since, Last: e.Time}
 		c.Counts[sigvocab.NetIdleAtExit] = sigvocab.NetCount{N: 2, First: e.Time, Last: e.Time}

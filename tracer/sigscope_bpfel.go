@@ -52,6 +52,8 @@ type sigscopeConnKey struct {
 type sigscopeConnRefused struct {
 	_       structs.HostLayout
 	BeginNs uint64
+	AtNs    uint64
+	PrevNs  uint64
 	Netns   uint32
 	Moved   uint32
 }
@@ -161,14 +163,15 @@ const (
 )
 
 type sigscopeNetStats struct {
-	_       structs.HostLayout
-	BeginNs uint64
-	Count   [16]uint64
-	Probes  [16]uint64
-	FirstNs [16]uint64
-	LastNs  [16]uint64
-	NetGen  uint32
-	Pad     uint32
+	_          structs.HostLayout
+	BeginNs    uint64
+	Count      [16]uint64
+	Probes     [16]uint64
+	FirstNs    [16]uint64
+	LastNs     [16]uint64
+	LastDataNs uint64
+	NetGen     uint32
+	Pad        uint32
 }
 
 type sigscopeProc struct {
@@ -225,6 +228,7 @@ const (
 	sigscopeVarEveryReset            = "every_reset"
 	sigscopeVarFilterComm            = "filter_comm"
 	sigscopeVarFilterPid             = "filter_pid"
+	sigscopeVarNsPerJiffy            = "ns_per_jiffy"
 	sigscopeVarProbersOn             = "probers_on"
 	sigscopeVarSelfTgid              = "self_tgid"
 	sigscopeVarSignalMask            = "signal_mask"
@@ -324,6 +328,7 @@ type sigscopeVariableSpecs struct {
 	EveryReset        *ebpf.VariableSpec `ebpf:"every_reset"`
 	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterPid         *ebpf.VariableSpec `ebpf:"filter_pid"`
+	NsPerJiffy        *ebpf.VariableSpec `ebpf:"ns_per_jiffy"`
 	ProbersOn         *ebpf.VariableSpec `ebpf:"probers_on"`
 	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SignalMask        *ebpf.VariableSpec `ebpf:"signal_mask"`
@@ -408,6 +413,7 @@ type sigscopeVariables struct {
 	EveryReset        *ebpf.Variable `ebpf:"every_reset"`
 	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`
 	FilterPid         *ebpf.Variable `ebpf:"filter_pid"`
+	NsPerJiffy        *ebpf.Variable `ebpf:"ns_per_jiffy"`
 	ProbersOn         *ebpf.Variable `ebpf:"probers_on"`
 	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`
 	SignalMask        *ebpf.Variable `ebpf:"signal_mask"`

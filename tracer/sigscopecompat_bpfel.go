@@ -35,6 +35,8 @@ type sigscopeCompatConnKey struct {
 type sigscopeCompatConnRefused struct {
 	_       structs.HostLayout
 	BeginNs uint64
+	AtNs    uint64
+	PrevNs  uint64
 	Netns   uint32
 	Moved   uint32
 }
@@ -69,14 +71,15 @@ type sigscopeCompatNetCgKey struct {
 }
 
 type sigscopeCompatNetStats struct {
-	_       structs.HostLayout
-	BeginNs uint64
-	Count   [16]uint64
-	Probes  [16]uint64
-	FirstNs [16]uint64
-	LastNs  [16]uint64
-	NetGen  uint32
-	Pad     uint32
+	_          structs.HostLayout
+	BeginNs    uint64
+	Count      [16]uint64
+	Probes     [16]uint64
+	FirstNs    [16]uint64
+	LastNs     [16]uint64
+	LastDataNs uint64
+	NetGen     uint32
+	Pad        uint32
 }
 
 type sigscopeCompatTargetKey struct {
@@ -122,6 +125,7 @@ const (
 	sigscopeCompatVarEveryReset            = "every_reset"
 	sigscopeCompatVarFilterComm            = "filter_comm"
 	sigscopeCompatVarFilterPid             = "filter_pid"
+	sigscopeCompatVarNsPerJiffy            = "ns_per_jiffy"
 	sigscopeCompatVarProbersOn             = "probers_on"
 	sigscopeCompatVarSelfTgid              = "self_tgid"
 	sigscopeCompatVarSignalMask            = "signal_mask"
@@ -221,6 +225,7 @@ type sigscopeCompatVariableSpecs struct {
 	EveryReset        *ebpf.VariableSpec `ebpf:"every_reset"`
 	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterPid         *ebpf.VariableSpec `ebpf:"filter_pid"`
+	NsPerJiffy        *ebpf.VariableSpec `ebpf:"ns_per_jiffy"`
 	ProbersOn         *ebpf.VariableSpec `ebpf:"probers_on"`
 	SelfTgid          *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SignalMask        *ebpf.VariableSpec `ebpf:"signal_mask"`
@@ -305,6 +310,7 @@ type sigscopeCompatVariables struct {
 	EveryReset        *ebpf.Variable `ebpf:"every_reset"`
 	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`
 	FilterPid         *ebpf.Variable `ebpf:"filter_pid"`
+	NsPerJiffy        *ebpf.Variable `ebpf:"ns_per_jiffy"`
 	ProbersOn         *ebpf.Variable `ebpf:"probers_on"`
 	SelfTgid          *ebpf.Variable `ebpf:"self_tgid"`
 	SignalMask        *ebpf.Variable `ebpf:"signal_mask"`

@@ -101,6 +101,7 @@ type Tracer struct {
 
 	nets        *ebpf.Map // stopping_nets; nil without the connection count
 	seesRefused bool      // see SeesRefused
+	seesData    bool      // the kernel times a client's last data on a connection (its tick is known)
 	probers     *ebpf.Map // see SetProbers; nil without connections
 	probersOn   atomic.Bool
 	// netCgroups is the count split by socket cgroup (stopping_conns);
@@ -206,6 +207,14 @@ func New(opts Options) (*Tracer, error) {
 			opts.NoConnections = true
 		}
 	}
+	var tickNS uint64
+	if !opts.NoConnections {
+		if d, err := kernelTick(); err != nil {
+			opts.Logger.Warn("not timing clients' last requests on pooled connections", "error", err)
+		} else {
+			tickNS = uint64(d.Nanoseconds())
+		}
+	}
 	if opts.NoConnections {
 		for _, p := range allConnectionPrograms {
 			delete(spec.Programs, p)
@@ -224,6 +233,7 @@ func New(opts Options) (*Tracer, error) {
 		sigscopeVarDirectReads: !opts.helperReads && hasKfunc(kspec, "bpf_rdonly_cast"),
 		sigscopeVarWatchNets:   !opts.NoConnections,
 		sigscopeVarEveryReset:  seesRefused,
+		sigscopeVarNsPerJiffy:  tickNS,
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -239,6 +249,7 @@ func New(opts Options) (*Tracer, error) {
 		counters: coll.Maps[sigscopeMapEventCounters]}
 	if !opts.NoConnections {
 		t.nets, t.seesRefused, t.probers = coll.Maps[sigscopeMapStoppingNets], seesRefused, coll.Maps[sigscopeMapProbers]
+		t.seesData = tickNS > 0
 		if sockHasCgroup(kspec) {
 			t.netCgroups = coll.Maps[sigscopeMapStoppingConns]
 		}

@@ -252,6 +252,12 @@ struct sock {
  * received segment that last moved the send window (snd_wl1: a pure ACK
  * after the peer's data leaves it at rcv_nxt, data leaves it behind), what
  * it wrote (write_seq) and what the peer acknowledged of that (snd_una). */
+struct inet_connection_sock {
+	struct {
+		u32 lrcvtime; /* the jiffy of the last data segment received */
+	} icsk_ack;
+} __attribute__((preserve_access_index));
+
 struct tcp_sock {
 	u32 rcv_nxt;
 	u32 copied_seq;

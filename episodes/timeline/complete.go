@@ -147,6 +147,7 @@ func (ep *episode) takeTraffic() {
 	}
 	c := &ep.conns
 	t.Since, t.Until, t.Counts, t.SeesRefused, t.SeesLastSpeaker = c.Since, ep.connsAt, c.Counts, c.SeesRefused, c.SeesLastSpeaker
+	t.SeesData, t.LastData = c.SeesData, c.LastData
 	if c.SeesProbes {
 		p := c.Probes
 		t.Probes = &p

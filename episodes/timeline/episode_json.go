@@ -179,10 +179,16 @@ type jsonTraffic struct {
 	// Probes are the kubelet's probes' connections by kind, the kinds
 	// that are not 0 (Traffic.Probes); omitted when they were not told
 	// apart, {} when there were none.
-	Probes  *map[string]uint64 `json:"probes,omitempty"`
-	Verdict string             `json:"verdict"`
-	Hint    string             `json:"hint,omitempty"`
-	Unread  string             `json:"unread,omitempty"`
+	Probes *map[string]uint64 `json:"probes,omitempty"`
+	// SeesData and LastData are Traffic's (last_data omitted when zero).
+	SeesData bool   `json:"sees_data,omitempty"`
+	LastData string `json:"last_data,omitempty"`
+	// LastRequest is derived (Episode.Lag), not read back; omitted when
+	// no client request was counted.
+	LastRequest *jsonLag `json:"last_request,omitempty"`
+	Verdict     string   `json:"verdict"`
+	Hint        string   `json:"hint,omitempty"`
+	Unread      string   `json:"unread,omitempty"`
 	// Scope is derived (the episode's container is a pod's), not read
 	// back: "pod" when the counts are the pod's network namespace's,
 	// shared by its containers (a sidecar's connections among them);
@@ -272,6 +278,38 @@ func trafficJSON(t *Traffic) *jsonTraffic {
 			}
 		}
 		j.Probes = &m
+	}
+	j.SeesData, j.LastData = t.SeesData, jsonTime(t.LastData)
+	return j
+}
+
+// jsonLag is Episode.Lag with the preStop sleep that would have covered
+// it (Episode.CoveringPreStopSleep).
+type jsonLag struct {
+	At               string   `json:"at"`
+	Kind             string   `json:"kind"`  // ArrivalKind
+	Whole            bool     `json:"whole"` // every way a request comes was seen
+	AfterBeginS      float64  `json:"after_begin_s"`
+	AfterStopS       *float64 `json:"after_stop_s,omitempty"`
+	AfterEndpointS   *float64 `json:"after_endpoint_left_s,omitempty"`
+	Service          string   `json:"service,omitempty"`
+	StillComing      bool     `json:"still_coming,omitempty"`
+	CoveringPreStopS int      `json:"covering_prestop_sleep_s"`
+}
+
+func lagJSON(ep *Episode) *jsonLag {
+	l, ok := ep.Lag()
+	if !ok {
+		return nil
+	}
+	secs, _ := ep.CoveringPreStopSleep()
+	j := &jsonLag{At: jsonTime(l.At), Kind: l.Kind.String(), Whole: l.Whole, AfterBeginS: l.AfterBegin.Seconds(),
+		Service: textsafe.UTF8(l.Service), StillComing: l.StillComing, CoveringPreStopS: secs}
+	if l.AfterStop != nil {
+		j.AfterStopS = seconds(*l.AfterStop)
+	}
+	if l.AfterLeft != nil {
+		j.AfterEndpointS = seconds(*l.AfterLeft)
 	}
 	return j
 }
@@ -375,6 +413,7 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 	}
 	if ep.Traffic != nil {
 		j.Traffic = trafficJSON(ep.Traffic)
+		j.Traffic.LastRequest = lagJSON(&ep)
 		switch {
 		case ep.Traffic.Shared():
 			j.Traffic.Scope = "node"

@@ -170,8 +170,11 @@ func splitFromJSON(j *jsonSplit) *[sigvocab.NumNetKinds]uint64 {
 
 func trafficFromJSON(j *jsonTraffic) (*Traffic, error) {
 	t := &Traffic{NetNS: j.NetNS, Verdict: j.Verdict, Hint: j.Hint, Unread: j.Unread, SeesRefused: j.Refused != nil, SeesLastSpeaker: j.Unanswered != nil,
-		Own: splitFromJSON(j.Own), Others: splitFromJSON(j.Others), OwnUnknown: j.OwnUnknown}
+		Own: splitFromJSON(j.Own), Others: splitFromJSON(j.Others), OwnUnknown: j.OwnUnknown, SeesData: j.SeesData}
 	var err error
+	if t.LastData, err = parseTime(j.LastData); err != nil {
+		return nil, err
+	}
 	if t.Since, err = parseTime(j.Since); err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ func TestEndpointRace(t *testing.T) {
 			Steps: []Step{{At: 0, Time: stop, Kind: StepStopSignal}, {At: 3 * time.Second, Time: stop.Add(3 * time.Second), Kind: StepMainExit}}}
 		tr := &Traffic{NetNS: 9, Since: stop, Until: stop.Add(4 * time.Second), SeesRefused: true}
 		tr.Counts[sigvocab.NetListenerClosed] = sigvocab.NetCount{N: 1, First: stop.Add(listenerClosed), Last: stop.Add(listenerClosed)}
-		tr.Counts[sigvocab.NetRefused].N = 7
+		tr.Counts[sigvocab.NetRefused] = sigvocab.NetCount{N: 7, First: stop.Add(500 * ms), Last: stop.Add(700 * ms)}
 		e.Traffic = tr
 		c := EndpointChange{Service: "shop/web", NotReadyAt: stop.Add(left), TerminatingAt: stop.Add(left)}
 		c.SetLags(stop.Add(-time.Second), stop)
@@ -26,12 +26,38 @@ func TestEndpointRace(t *testing.T) {
 		return e
 	}
 	lost := ep(10*ms, 800*ms)
-	if got := lost.EndpointRace(); !strings.HasPrefix(got, "race lost: the application stopped accepting (+0.010s from SIGTERM) 0.790s before the endpoint left shop/web (+0.800s from SIGTERM): 7 connection attempts were refused") {
+	// The race is against the last sender: lost, though the agent saw
+	// the endpoint leave after the refusals.
+	if got := lost.EndpointRace(); !strings.HasPrefix(got, "race lost: clients still sent after the application stopped accepting (+0.010s from SIGTERM), the last at +0.700s from SIGTERM (7 connection attempts were refused); the endpoint left shop/web (+0.800s from SIGTERM), 0.790s after the application stopped accepting") {
 		t.Errorf("lost race: %q", got)
 	}
 	won := ep(2*time.Second, 0)
-	if got := won.EndpointRace(); !strings.HasPrefix(got, "race won: the endpoint left shop/web (+0.000s from SIGTERM) 2.000s before the application stopped accepting (+2.000s from SIGTERM)") {
+	if got := won.EndpointRace(); !strings.HasPrefix(got, "race won: no client request came after the application stopped accepting (+2.000s from SIGTERM); the endpoint left shop/web (+0.000s from SIGTERM)") {
 		t.Errorf("won race: %q", got)
+	}
+	// Nothing seen after, on a kernel that cannot see refused attempts.
+	unknown := ep(2*time.Second, 0)
+	unknown.Traffic.SeesRefused = false
+	if got := unknown.EndpointRace(); !strings.HasPrefix(got, "race unknown: no client request was seen after the application stopped accepting (+2.000s from SIGTERM), but this kernel cannot see refused attempts") {
+		t.Errorf("unknown race: %q", got)
+	}
+	// A request on an open connection after the application stopped
+	// accepting loses the race too, though nothing was lost: the sender
+	// had not moved.
+	pooled := ep(2*time.Second, 0)
+	pooled.Traffic.SeesData, pooled.Traffic.LastData = true, stop.Add(2500*ms)
+	if got := pooled.EndpointRace(); !strings.HasPrefix(got, "race lost: clients still sent after the application stopped accepting (+2.000s from SIGTERM), the last at +2.500s from SIGTERM; the endpoint left") {
+		t.Errorf("pooled race: %q", got)
+	}
+	pooled.Container.Pod = "web-0"
+	if got := pooled.LagText(); got != "+2.500s from SIGTERM (a request on an open connection), 2.500s after the endpoint left shop/web; a preStop sleep of 3 s would have covered it" {
+		t.Errorf("lag %q", got)
+	}
+	if got := lost.LagText(); got != "+0.700s from SIGTERM (a refused attempt), 0.100s before the endpoint left shop/web, of the requests this kernel sees (requests on open connections not)" {
+		t.Errorf("lag %q", got)
+	}
+	if secs, ok := pooled.CoveringPreStopSleep(); !ok || secs != 3 {
+		t.Errorf("covering sleep %d %v, want 3 (the last request at +2.5 s)", secs, ok)
 	}
 	// The API server's endpoints finish the episode (kubemeta's facts).
 	lost.Container.Pod, lost.Container.Namespace = "web-0", "shop"

@@ -51,6 +51,9 @@ func (ep *Episode) writeTraffic(b *strings.Builder, start time.Time) {
 	if t.Hint != "" {
 		fmt.Fprintf(b, "traffic hint: %s\n", textsafe.Terminal(t.Hint))
 	}
+	if l := ep.LagText(); l != "" {
+		fmt.Fprintf(b, "last request: %s\n", textsafe.Terminal(l))
+	}
 }
 
 // offset formats a step's offset: "+0.000s", "+10.003s".

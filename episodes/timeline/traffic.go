@@ -48,6 +48,12 @@ type Traffic struct {
 	// them: sigvocab.Connections.Probes); nil when they were not told
 	// apart (no kubelet found, an older count), and then Counts has them.
 	Probes *[sigvocab.NumNetKinds]uint64
+	// SeesData: the kernel timed the clients' data on their connections;
+	// LastData is when a client's data last came on one (a request on a
+	// pooled connection, a new connection's handshake), zero when none
+	// came (sigvocab.Connections.LastData). LastArrival reads them.
+	SeesData bool
+	LastData time.Time
 }
 
 // Split reports whether the counts are shown split by container: known,
@@ -143,23 +149,6 @@ func (ep *Episode) CoveringDelay() (secs int, ok bool) {
 		return 0, false
 	}
 	return max(1, int(math.Ceil(t.Counts[sigvocab.NetRefused].Last.Sub(ep.StopAt).Seconds()))), true
-}
-
-// CoveringPreStopSleep is the preStop sleep, in whole seconds, that would
-// have covered every refused attempt counted: from the stop's beginning
-// (the preStop hook's start when there was one, else the stop signal) to
-// the last refused attempt, at least 1; an existing hook is part of it, not
-// added to it. ok as for CoveringDelay.
-func (ep *Episode) CoveringPreStopSleep() (secs int, ok bool) {
-	if _, ok := ep.CoveringDelay(); !ok {
-		return 0, false
-	}
-	begin := ep.StopAt
-	if p := ep.PreStop; p != nil && !p.StartAt.IsZero() && p.StartAt.Before(begin) {
-		begin = p.StartAt
-	}
-	last := ep.Traffic.Counts[sigvocab.NetRefused].Last
-	return max(1, int(math.Ceil(last.Sub(begin).Seconds()))), true
 }
 
 // CoveringQuorum is how many stops must have measured a delay before the

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 // The pod's endpoints: each first change's step, and how the stop's two
@@ -30,10 +28,13 @@ func endpointStepText(c *EndpointChange, first time.Time) string {
 	return s
 }
 
-// EndpointRace says how the stop's two timelines met: when the application
-// stopped accepting (its first listening socket closed, from the kernel's
-// count) against when its endpoint first left a Service (from the API
-// server, as the agent saw it). "" when either was not measured.
+// EndpointRace says how the stop's two timelines met: when the
+// application stopped accepting (its first listening socket closed, from
+// the kernel's count) against when its endpoint first left a Service
+// (from the API server, as the agent saw it), and the verdict, which is
+// against the last sender: won only if no client request came after the
+// application stopped accepting (raceCause). "" when either was not
+// measured.
 func (ep *Episode) EndpointRace() string {
 	if ep.race != "" {
 		return ep.race
@@ -43,40 +44,79 @@ func (ep *Episode) EndpointRace() string {
 
 // raceText is the race, from the finished episode's fields.
 func (ep *Episode) raceText() string {
-	t := ep.Traffic
-	if t == nil || t.Unread != "" || len(ep.Endpoints) == 0 {
-		return ""
-	}
-	var left time.Time
-	var svc string
-	for _, c := range ep.Endpoints {
-		if f := c.First(); !f.IsZero() && (left.IsZero() || f.Before(left)) {
-			left, svc = f, c.Service
-		}
-	}
-	if left.IsZero() {
-		return ""
-	}
+	c := ep.raceCause()
 	at := func(x time.Time) string {
 		if ep.StopAt.IsZero() {
 			return x.UTC().Format(time.RFC3339Nano)
 		}
 		return fmt.Sprintf("%+.3fs from %s", x.Sub(ep.StopAt).Seconds(), ep.StopSignal)
 	}
-	lc := t.Counts[sigvocab.NetListenerClosed]
-	if lc.N == 0 {
-		return fmt.Sprintf("the endpoint left %s at %s; the application did not stop accepting while the kernel counted", svc, at(left))
+	left := fmt.Sprintf("the endpoint left %s (%s)", c.svc, at(c.left))
+	var s string
+	switch c.state {
+	case raceNone:
+		return ""
+	case raceOpen:
+		return fmt.Sprintf("the endpoint left %s at %s; the application did not stop accepting while the kernel counted", c.svc, at(c.left))
+	case raceWon:
+		s = fmt.Sprintf("race won: no client request came after the application stopped accepting (%s); %s", at(c.stopped), left)
+	case raceUnknown:
+		s = fmt.Sprintf("race unknown: no client request was seen after the application stopped accepting (%s), but this kernel cannot see refused attempts (Linux 6.10 and later do); %s", at(c.stopped), left)
+	case raceLost:
+		var what []string
+		if c.refused > 0 {
+			what = append(what, countWas(c.refused, "connection attempt")+" refused")
+		}
+		if c.lost > 0 {
+			what = append(what, count(c.lost, "request")+" lost on connections it closed")
+		}
+		s = fmt.Sprintf("race lost: clients still sent after the application stopped accepting (%s), the last at %s", at(c.stopped), at(c.lastLate))
+		if len(what) > 0 {
+			s += " (" + strings.Join(what, ", ") + ")"
+		}
+		s += "; " + left
 	}
-	if !lc.First.Before(left) {
-		return fmt.Sprintf("race won: the endpoint left %s (%s) %.3fs before the application stopped accepting (%s)",
-			svc, at(left), lc.First.Sub(left).Seconds(), at(lc.First)) + seenBy
-	}
-	s := fmt.Sprintf("race lost: the application stopped accepting (%s) %.3fs before the endpoint left %s (%s)",
-		at(lc.First), left.Sub(lc.First).Seconds(), svc, at(left))
-	if t.Known(sigvocab.NetRefused) {
-		s += fmt.Sprintf(": %s refused while the kernel counted", countWas(t.N(sigvocab.NetRefused), "connection attempt"))
+	if !c.stopped.IsZero() && c.stopped.Before(c.left) {
+		s += fmt.Sprintf(", %.3fs after the application stopped accepting", c.left.Sub(c.stopped).Seconds())
 	}
 	return s + seenBy
+}
+
+// LagText says when the last client request came, against the stop and
+// the endpoint's leaving, and for a pod the preStop sleep that would have
+// covered it: "+2.104s from SIGTERM (a new connection), 1.900s after the
+// endpoint left shop/web; a preStop sleep of 3 s would have covered it".
+// "" when none was counted.
+func (ep *Episode) LagText() string {
+	l, ok := ep.Lag()
+	if !ok {
+		return ""
+	}
+	kind := map[ArrivalKind]string{ArrivalNew: "a new connection", ArrivalData: "a request on an open connection",
+		ArrivalRefused: "a refused attempt", ArrivalAfterClose: "a request on a connection it had closed"}[l.Kind]
+	var s string
+	if l.AfterStop != nil {
+		s = fmt.Sprintf("%+.3fs from %s (%s)", l.AfterStop.Seconds(), ep.StopSignal, kind)
+	} else {
+		s = fmt.Sprintf("%.3fs after the preStop hook began (%s)", l.AfterBegin.Seconds(), kind)
+	}
+	if l.AfterLeft != nil {
+		if *l.AfterLeft >= 0 {
+			s += fmt.Sprintf(", %.3fs after the endpoint left %s", l.AfterLeft.Seconds(), l.Service)
+		} else {
+			s += fmt.Sprintf(", %.3fs before the endpoint left %s", -l.AfterLeft.Seconds(), l.Service)
+		}
+	}
+	if !l.Whole {
+		s += ", of the requests this kernel sees (" + ep.Traffic.unseenArrivals() + " not)"
+	}
+	if l.StillComing {
+		s += "; requests were still coming when the counts were read"
+	}
+	if secs, ok := ep.CoveringPreStopSleep(); ok && ep.Container.Pod != "" {
+		s += fmt.Sprintf("; a preStop sleep of %d s would have covered it", secs)
+	}
+	return s
 }
 
 // seenBy qualifies a race's endpoint time: the agent's observation of the

@@ -105,6 +105,13 @@ type Connections struct {
 	// Probes, by the same kinds, and are in none of Counts.
 	SeesProbes bool
 	Probes     [NumNetKinds]uint64
+	// SeesData is whether the kernel timed the clients' data (its tick
+	// was known): LastData is when a client's data last arrived on an
+	// inbound connection that ended (a request on a pooled connection, or
+	// a new connection's first), at the kernel tick's resolution, zero
+	// when none did after Since; a probe's never counts.
+	SeesData bool
+	LastData time.Time
 	// SeesCgroups is whether the kernel records each socket's cgroup v2,
 	// so that ByCgroup splits the counts.
 	SeesCgroups bool

@@ -322,6 +322,13 @@ func appendExit(b []byte, e *Event) []byte {
 			}
 			b = append(b, ']')
 		}
+		if c.SeesData {
+			b = append(b, `,"sees_data":true`...)
+		}
+		if !c.LastData.IsZero() {
+			b = appendTime(append(b, `,"last_data":"`...), c.LastData)
+			b = append(b, '"')
+		}
 		if c.SeesCgroups {
 			b = append(b, `,"by_cgroup":[`...)
 			for i, g := range c.ByCgroup {

@@ -103,6 +103,9 @@ type ConnectionsJSON struct {
 	// Probes is present when the probers' connections are counted apart
 	// (Connections.SeesProbes): n in NetKind order.
 	Probes *[]uint64 `json:"probes,omitempty"`
+	// SeesData and LastData: Connections' (LastData absent when zero).
+	SeesData bool   `json:"sees_data,omitempty"`
+	LastData string `json:"last_data,omitempty"`
 	// ByCgroup is present (a list, maybe empty) when the kernel records
 	// sockets' cgroups (Connections.SeesCgroups).
 	ByCgroup *[]CgroupCountsJSON `json:"by_cgroup,omitempty"`
@@ -144,6 +147,10 @@ func ConnectionsToJSON(c *Connections) *ConnectionsJSON {
 	if c.SeesProbes {
 		p := append([]uint64(nil), c.Probes[:c.numKinds()]...)
 		cj.Probes = &p
+	}
+	cj.SeesData = c.SeesData
+	if !c.LastData.IsZero() {
+		cj.LastData = c.LastData.Format(TimeFormat)
 	}
 	if c.SeesCgroups {
 		by := []CgroupCountsJSON{}
@@ -295,6 +302,12 @@ func connsFromJSON(j *ConnectionsJSON) (*Connections, error) {
 		}
 		c.SeesProbes = true
 		copy(c.Probes[:], *j.Probes)
+	}
+	c.SeesData = j.SeesData
+	if j.LastData != "" {
+		if c.LastData, err = time.Parse(time.RFC3339Nano, j.LastData); err != nil {
+			return nil, fmt.Errorf("connections last data: %w", err)
+		}
 	}
 	if j.ByCgroup != nil {
 		c.SeesCgroups = true
