@@ -44,5 +44,6 @@ sigscope_cache_entries{cache="series:sigscope_process_exits_total"} 0
 sigscope_cache_entries{cache="series:sigscope_signals_total"} 0
 sigscope_cache_entries{cache="series:sigscope_stop_connections_total"} 0
 sigscope_cache_entries{cache="series:sigscope_stop_endpoint_lag_seconds"} 0
+sigscope_cache_entries{cache="series:sigscope_stop_probe_connections_total"} 0
 `, "sigscope_cache_entries")
 }

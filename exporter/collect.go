@@ -21,7 +21,7 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (e *Exporter) counterFamilies() []*counterFamily {
-	return []*counterFamily{e.signals, e.pid1Ignored, e.cascade, e.stops, e.runningOOM, e.exits, e.oom, e.connections}
+	return []*counterFamily{e.signals, e.pid1Ignored, e.cascade, e.stops, e.runningOOM, e.exits, e.oom, e.connections, e.probeConns}
 }
 
 // histFamilies are the histogram metrics.

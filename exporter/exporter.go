@@ -91,6 +91,7 @@ type Exporter struct {
 	stopDuration *histFamily
 	endpointLag  *histFamily
 	connections  *counterFamily
+	probeConns   *counterFamily // the kubelet's probes' connections, apart from connections
 
 	// countedNets are the last connection counts observed, by network
 	// namespace and read time: a pod's containers share one namespace,
@@ -239,6 +240,10 @@ func New(opts Options) *Exporter {
 		"TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused, unanswered, after_close, idle_at_exit, undecided; the namespace's own calls: out_refused, out_reset, self_refused; lost requests: refused, reset_sent, cut, unanswered, after_close) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.",
 		[]string{"kind", "outcome"},
 		func(a, b uint8) []string { return []string{netKindNames[a], outcomeNames[b]} })
+	e.probeConns = newCounter("sigscope_stop_probe_connections_total",
+		"TCP connections the kubelet's probes made to stopping containers, by fate (the kinds of sigscope_stop_connections_total) and the stop's outcome: counted apart from the clients' and in none of sigscope_stop_connections_total, where the agent told them apart; a pod's namespace is counted once per read.",
+		[]string{"kind", "outcome"},
+		func(a, b uint8) []string { return []string{netKindNames[a], outcomeNames[b]} })
 	e.stopDuration = &histFamily{
 		name: "sigscope_container_stop_duration_seconds",
 		desc: prometheus.NewDesc("sigscope_container_stop_duration_seconds",
@@ -383,7 +388,8 @@ func endpointLag(ep *timeline.Episode) (time.Duration, bool) {
 }
 
 // observeTraffic adds an episode's connection counts, each kind the kernel
-// counted, once per namespace and read.
+// counted, once per namespace and read; and by the same rules the kubelet's
+// probes' connections, apart, when they were told apart (Traffic.Probes).
 func (e *Exporter) observeTraffic(ep *timeline.Episode, k seriesKey) {
 	t := ep.Traffic
 	if t == nil || t.Unread != "" {
@@ -406,6 +412,9 @@ func (e *Exporter) observeTraffic(ep *timeline.Episode, k seriesKey) {
 		ck := k
 		ck.a, ck.b = uint8(kind), k.a
 		e.connections.add(ck, t.N(kind))
+		if t.Probes != nil {
+			e.probeConns.add(ck, t.Probes[kind])
+		}
 	}
 }
 

@@ -447,6 +447,7 @@ sigscope_series_overflow_total{metric="sigscope_process_exits_total"} 0
 sigscope_series_overflow_total{metric="sigscope_signals_total"} 0
 sigscope_series_overflow_total{metric="sigscope_stop_connections_total"} 0
 sigscope_series_overflow_total{metric="sigscope_stop_endpoint_lag_seconds"} 0
+sigscope_series_overflow_total{metric="sigscope_stop_probe_connections_total"} 0
 `, "sigscope_signals_total", "sigscope_pid1_ignored_signals_total", "sigscope_pidns_cascade_kills_total",
 		"sigscope_process_exits_total", "sigscope_oom_kills_total", "sigscope_container_stops_total",
 		"sigscope_series_overflow_total")
@@ -489,6 +490,7 @@ sigscope_series_overflow_total{metric="sigscope_process_exits_total"} 0
 sigscope_series_overflow_total{metric="sigscope_signals_total"} 7
 sigscope_series_overflow_total{metric="sigscope_stop_connections_total"} 0
 sigscope_series_overflow_total{metric="sigscope_stop_endpoint_lag_seconds"} 0
+sigscope_series_overflow_total{metric="sigscope_stop_probe_connections_total"} 0
 `, "sigscope_pid1_ignored_signals_total", "sigscope_series_overflow_total")
 	for _, name := range []string{"sigscope_signals_total", "sigscope_pid1_ignored_signals_total", "sigscope_container_stops_total", "sigscope_container_stop_duration_seconds"} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != 4 {

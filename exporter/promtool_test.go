@@ -73,6 +73,12 @@ func exposition(t *testing.T, podLabels bool) []byte {
 	}
 	e.ObserveEpisode(episode(timeline.OutcomeIgnoredByInit, 0, 10*time.Second))
 	e.ObserveEpisode(episode(timeline.OutcomeGraceful, 0, time.Second))
+	lost := episode(timeline.OutcomeHandlerTimeout, 0, 30*time.Second)
+	lost.Container = timeline.Container{Identity: evil.Identity}
+	lost.Traffic = &timeline.Traffic{NetNS: 7, Until: time.Unix(1700000000, 0), SeesRefused: true, SeesLastSpeaker: true,
+		Probes: &[sigvocab.NumNetKinds]uint64{sigvocab.NetAccepted: 2, sigvocab.NetRefused: 1}}
+	lost.Traffic.Counts[sigvocab.NetRefused].N = 3
+	e.ObserveEpisode(lost)
 	e.SetAudit([]audit.Result{{Container: identity.Summary{Identity: identity.Identity{Name: "web"}}, Prediction: audit.IgnoredByInit}})
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -28,6 +28,8 @@ func TestInvalidUTF8(t *testing.T) {
 	e.ObserveEvent(oom(), &identity.Info{Identity: identity.Identity{Name: strings.Repeat("é", 1000)}}) // long: cut at a rune boundary
 	ep := episode(timeline.OutcomeGraceful, 0, time.Second)
 	ep.Container = timeline.Container{Identity: identity.Identity{Name: "\x80"}}
+	ep.Traffic = &timeline.Traffic{NetNS: 7, Until: time.Unix(1700000000, 0), SeesRefused: true, SeesLastSpeaker: true,
+		Probes: &[sigvocab.NumNetKinds]uint64{sigvocab.NetAccepted: 1}}
 	e.ObserveEpisode(ep)
 	e.SetAudit([]audit.Result{{Container: identity.Summary{Identity: identity.Identity{Name: "z\xff"}}, Prediction: audit.Graceful}})
 
@@ -36,9 +38,11 @@ func TestInvalidUTF8(t *testing.T) {
 		t.Fatalf("Gather: %v", err)
 	}
 	var seen []string
+	probes := false
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
+				probes = probes || mf.GetName() == "sigscope_stop_probe_connections_total" && l.GetName() == "container" && l.GetValue() == `\x80`
 				if !utf8.ValidString(l.GetValue()) {
 					t.Errorf("%s: label %s=%q is not valid UTF-8", mf.GetName(), l.GetName(), l.GetValue())
 				}
@@ -48,6 +52,9 @@ func TestInvalidUTF8(t *testing.T) {
 				seen = append(seen, l.GetValue())
 			}
 		}
+	}
+	if !probes {
+		t.Errorf("no sigscope_stop_probe_connections_total series for container %q", `\x80`)
 	}
 	for _, want := range []string{`app\xff\xfe`, `p\xc3(`, `n\xe2\x82`, `\x80`, `z\xff`, `v1\xff`, `\xc3`, `dock\xe9r`, strings.Repeat("é", maxLabelLen/2)} {
 		if !containsAll(seen, []string{want}) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
 const helpConnections = `# HELP sigscope_stop_connections_total TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused, unanswered, after_close, idle_at_exit, undecided; the namespace's own calls: out_refused, out_reset, self_refused; lost requests: refused, reset_sent, cut, unanswered, after_close) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.
@@ -91,4 +92,85 @@ sigscope_stop_endpoint_lag_seconds_bucket{le="+Inf"} 1
 sigscope_stop_endpoint_lag_seconds_sum 0.08
 sigscope_stop_endpoint_lag_seconds_count 1
 `, "sigscope_stop_endpoint_lag_seconds")
+}
+
+const helpProbeConnections = `# HELP sigscope_stop_probe_connections_total TCP connections the kubelet's probes made to stopping containers, by fate (the kinds of sigscope_stop_connections_total) and the stop's outcome: counted apart from the clients' and in none of sigscope_stop_connections_total, where the agent told them apart; a pod's namespace is counted once per read.
+# TYPE sigscope_stop_probe_connections_total counter`
+
+// The kubelet's probes' connections are added apart, by kind and outcome,
+// by the clients' counter's rules: once per namespace and read (the pod's
+// second container adds nothing), only the kinds the kernel could count,
+// nothing when the counts were not read; and nothing at all when they were
+// not told apart (Probes nil). The clients' counter never has them.
+func TestStopProbeConnections(t *testing.T) {
+	e := New(Options{})
+	reg := register(t, e)
+	read := time.Unix(1700000000, 0)
+	probes := func(n ...uint64) *[sigvocab.NumNetKinds]uint64 {
+		var p [sigvocab.NumNetKinds]uint64
+		copy(p[:], n)
+		return &p
+	}
+	// A pod's two containers, one read: the clients reset, the probes
+	// refused (accepted, closed, reset_sent, reset_received, cut, refused).
+	app := episode(timeline.OutcomeHandlerTimeout, 0, 30*time.Second)
+	app.Traffic = &timeline.Traffic{NetNS: 7, Since: read.Add(-3 * time.Second), Until: read, SeesRefused: true, SeesLastSpeaker: true,
+		Probes: probes(4, 3, 0, 0, 0, 2)}
+	app.Traffic.Counts[sigvocab.NetAccepted].N = 10
+	app.Traffic.Counts[sigvocab.NetResetSent].N = 1
+	e.ObserveEpisode(app)
+	side := episode(timeline.OutcomeHandlerTimeout, 0, time.Second)
+	side.Traffic = &timeline.Traffic{NetNS: 7, Since: read.Add(-3 * time.Second), Until: read, SeesRefused: true, SeesLastSpeaker: true,
+		Probes: probes(4, 3, 0, 0, 0, 2)}
+	e.ObserveEpisode(side)
+	// Not told apart: the clients' counter only.
+	noKubelet := episode(timeline.OutcomeKilled, 0, time.Second)
+	noKubelet.Traffic = &timeline.Traffic{NetNS: 8, Until: read, SeesRefused: true, SeesLastSpeaker: true}
+	noKubelet.Traffic.Counts[sigvocab.NetAccepted].N = 5
+	e.ObserveEpisode(noKubelet)
+	// A kernel that reports no refused attempt and no last speaker: those
+	// kinds are not added, whatever the array holds.
+	old := episode(timeline.OutcomeIgnoredByInit, 0, time.Second)
+	old.Traffic = &timeline.Traffic{NetNS: 9, Until: read, Probes: probes(1, 1, 0, 0, 0, 6, 0, 7)}
+	e.ObserveEpisode(old)
+	// Counts never read.
+	unread := episode(timeline.OutcomeGraceful, 0, time.Second)
+	unread.Traffic = &timeline.Traffic{NetNS: 10, Unread: "the trace ended", Probes: probes(9)}
+	e.ObserveEpisode(unread)
+	compare(t, reg, helpProbeConnections+`
+sigscope_stop_probe_connections_total{kind="accepted",outcome="handler_timeout"} 4
+sigscope_stop_probe_connections_total{kind="accepted",outcome="ignored_by_init"} 1
+sigscope_stop_probe_connections_total{kind="after_close",outcome="handler_timeout"} 0
+sigscope_stop_probe_connections_total{kind="closed",outcome="handler_timeout"} 3
+sigscope_stop_probe_connections_total{kind="closed",outcome="ignored_by_init"} 1
+sigscope_stop_probe_connections_total{kind="cut",outcome="handler_timeout"} 0
+sigscope_stop_probe_connections_total{kind="cut",outcome="ignored_by_init"} 0
+sigscope_stop_probe_connections_total{kind="idle_at_exit",outcome="handler_timeout"} 0
+sigscope_stop_probe_connections_total{kind="out_refused",outcome="handler_timeout"} 0
+sigscope_stop_probe_connections_total{kind="out_reset",outcome="handler_timeout"} 0
+sigscope_stop_probe_connections_total{kind="refused",outcome="handler_timeout"} 2
+sigscope_stop_probe_connections_total{kind="reset_received",outcome="handler_timeout"} 0
+sigscope_stop_probe_connections_total{kind="reset_received",outcome="ignored_by_init"} 0
+sigscope_stop_probe_connections_total{kind="reset_sent",outcome="handler_timeout"} 0
+sigscope_stop_probe_connections_total{kind="reset_sent",outcome="ignored_by_init"} 0
+sigscope_stop_probe_connections_total{kind="self_refused",outcome="handler_timeout"} 0
+sigscope_stop_probe_connections_total{kind="unanswered",outcome="handler_timeout"} 0
+sigscope_stop_probe_connections_total{kind="undecided",outcome="handler_timeout"} 0
+`, "sigscope_stop_probe_connections_total")
+	// The clients' counter holds the clients alone: 10 + 1 + 5, no probe.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clients float64
+	for _, mf := range mfs {
+		if mf.GetName() == "sigscope_stop_connections_total" {
+			for _, m := range mf.GetMetric() {
+				clients += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if clients != 16 {
+		t.Errorf("sigscope_stop_connections_total sums to %v, want 16: the clients' alone", clients)
+	}
 }

@@ -42,8 +42,11 @@ const (
 	AttrHint            attribute.Key = "sigscope.hint"
 	// The stop's traffic (timeline.Traffic), when its counts were read:
 	// sigscope.connections.<kind> per kind the kernel counted, then the
-	// lost total, the verdict and its hint.
+	// lost total, the kubelet's probes' connections apart as
+	// sigscope.probes.<kind> (the same kinds, only when they were told
+	// apart: Traffic.Probes), the verdict and its hint.
 	AttrConnectionsPrefix               = "sigscope.connections."
+	AttrProbesPrefix                    = "sigscope.probes."
 	AttrConnectionsLost   attribute.Key = "sigscope.connections.lost"
 	AttrTrafficVerdict    attribute.Key = "sigscope.traffic.verdict"
 	AttrTrafficHint       attribute.Key = "sigscope.traffic.hint"
@@ -179,6 +182,14 @@ func Attributes(ep *timeline.Episode) []attribute.KeyValue {
 			}
 		}
 		kv = append(kv, AttrConnectionsLost.Int64(int64(min(t.Lost(), 1<<63-1))))
+		if t.Probes != nil {
+			for k, n := range t.Probes {
+				kind := sigvocab.NetKind(k)
+				if kind != sigvocab.NetListenerClosed && t.Known(kind) {
+					kv = append(kv, attribute.Key(AttrProbesPrefix+kind.String()).Int64(int64(min(n, 1<<63-1))))
+				}
+			}
+		}
 		str(AttrTrafficVerdict, t.Verdict)
 		str(AttrTrafficHint, t.Hint)
 	}

@@ -244,4 +244,63 @@ func TestRecordTraffic(t *testing.T) {
 	}
 }
 
+// The kubelet's probes' connections, counted apart: one
+// sigscope.probes.<kind> per kind the kernel counted, zeros included (told
+// apart and none is not "not told apart"), never in sigscope.connections.*;
+// absent when they were not told apart, or the counts were not read.
+func TestRecordProbes(t *testing.T) {
+	ep := &timeline.Episode{
+		Container: timeline.Container{PidNS: 1, Identity: identity.Identity{ID: "abc", Name: "web", Pod: "web-1", Namespace: "shop", Runtime: "containerd"}},
+		Outcome:   timeline.OutcomeGraceful, Start: time.Unix(1, 0),
+		Traffic: &timeline.Traffic{NetNS: 7, Since: time.Unix(1, 0), Until: time.Unix(3, 0), SeesRefused: true, SeesLastSpeaker: true,
+			Probes: &[sigvocab.NumNetKinds]uint64{sigvocab.NetAccepted: 3, sigvocab.NetClosed: 2, sigvocab.NetRefused: 1, sigvocab.NetListenerClosed: 1}},
+	}
+	ep.Traffic.Counts[sigvocab.NetAccepted].N = 10
+	got := attrs(ptr(Record(ep, time.Unix(4, 0))))
+	for k := range sigvocab.NumNetKinds {
+		kind := sigvocab.NetKind(k)
+		key := "sigscope.probes." + kind.String()
+		v, ok := got[key]
+		switch {
+		case kind == sigvocab.NetListenerClosed:
+			if ok {
+				t.Errorf("%s: the listener's close is a moment, not a count of connections", key)
+			}
+		case !ok:
+			t.Errorf("%s missing", key)
+		case v.Type() != attribute.INT64 || v.AsInt64() != int64(ep.Traffic.Probes[k]):
+			t.Errorf("%s = %v, want %d", key, v.String(), ep.Traffic.Probes[k])
+		}
+	}
+	if got["sigscope.connections.accepted"].AsInt64() != 10 || got["sigscope.connections.refused"].AsInt64() != 0 || got["sigscope.connections.lost"].AsInt64() != 0 {
+		t.Errorf("the clients' counts took the probes': accepted %v, refused %v, lost %v", got["sigscope.connections.accepted"].String(),
+			got["sigscope.connections.refused"].String(), got["sigscope.connections.lost"].String())
+	}
+
+	// A kernel that cannot count refused attempts nor tell who spoke last:
+	// those kinds are absent for the probes as for the clients.
+	ep.Traffic.SeesRefused, ep.Traffic.SeesLastSpeaker = false, false
+	got = attrs(ptr(Record(ep, time.Unix(4, 0))))
+	for _, kind := range []sigvocab.NetKind{sigvocab.NetRefused, sigvocab.NetAfterClose, sigvocab.NetUnanswered} {
+		if _, ok := got["sigscope.probes."+kind.String()]; ok {
+			t.Errorf("sigscope.probes.%s from a kernel that cannot count it", kind)
+		}
+	}
+	if got["sigscope.probes.accepted"].AsInt64() != 3 {
+		t.Errorf("sigscope.probes.accepted = %v, want 3", got["sigscope.probes.accepted"].String())
+	}
+
+	for name, tr := range map[string]*timeline.Traffic{
+		"not told apart": {NetNS: 7, Until: time.Unix(3, 0), SeesRefused: true, SeesLastSpeaker: true},
+		"not read":       {NetNS: 7, Unread: "the trace ended", Probes: &[sigvocab.NumNetKinds]uint64{5}},
+	} {
+		ep.Traffic = tr
+		for k := range attrs(ptr(Record(ep, time.Unix(4, 0)))) {
+			if strings.HasPrefix(k, "sigscope.probes.") {
+				t.Errorf("%s, yet %s", name, k)
+			}
+		}
+	}
+}
+
 func ptr[T any](v T) *T { return &v }

@@ -305,6 +305,15 @@ func checkRecord(t *testing.T, r testutil.OTLPRecord, ep timeline.Episode, node 
 			}
 		}
 		want["sigscope.connections.lost"] = int64(tr.Lost())
+		if tr.Probes != nil {
+			// The kubelet's probes, apart, where the agent found a
+			// kubelet on the node: the same kinds.
+			for k, n := range tr.Probes {
+				if kind := sigvocab.NetKind(k); kind != sigvocab.NetListenerClosed && tr.Known(kind) {
+					want["sigscope.probes."+kind.String()] = int64(n)
+				}
+			}
+		}
 		want["sigscope.traffic.verdict"] = tr.Verdict
 		if tr.Hint != "" {
 			want["sigscope.traffic.hint"] = tr.Hint
