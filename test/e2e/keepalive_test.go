@@ -48,6 +48,27 @@ func kaTallyOf(attempts []testutil.HTTPAttempt, until time.Time, slack time.Dura
 	return tl
 }
 
+// lastArrivalBounds is where the last request the server's kernel saw
+// while it counted (until) must lie, from the clients' own log: no earlier
+// than the last one sent of those that surely arrived (ended before until:
+// answered, broken, refused), no later than the last end of any sent
+// before until. ok is false when none was sent.
+func lastArrivalBounds(attempts []testutil.HTTPAttempt, until time.Time) (lo, hi time.Time, ok bool) {
+	for _, a := range attempts {
+		if a.Outcome != "ok" && a.Outcome != "reset" && a.Outcome != "refused" || a.Dialed.After(until) {
+			continue
+		}
+		ok = true
+		if a.Ended.Before(until) && a.Dialed.After(lo) {
+			lo = a.Dialed
+		}
+		if a.Ended.After(hi) {
+			hi = a.Ended
+		}
+	}
+	return lo, hi, ok
+}
+
 // TestStopTrafficKeepAlive stops an HTTP/1.1 server whose clients keep
 // their connections alive between requests (a pool: what every proxy,
 // load balancer and HTTP client does), each request a POST never retried,
@@ -168,6 +189,23 @@ func TestStopTrafficKeepAlive(t *testing.T) {
 			}
 			if ep.Outcome != "graceful" {
 				t.Errorf("outcome %s, want graceful", ep.Outcome)
+			}
+			// The last request the kernel saw is the clients' last, by
+			// their own log, at the kernel tick's resolution (10 ms at
+			// HZ=100, the coarsest).
+			lo, hi, sent := lastArrivalBounds(attempts, until)
+			switch {
+			case !sent:
+				t.Fatal("the clients sent nothing while the kernel counted")
+			case tr.LastRequest == nil:
+				t.Errorf("no last request, the clients' last was sent at %s", lo.Format(time.RFC3339Nano))
+			default:
+				at, err := time.Parse(time.RFC3339Nano, tr.LastRequest.At)
+				const tick = 10 * time.Millisecond
+				if err != nil || at.Before(lo.Add(-tick)) || at.After(hi.Add(tick)) {
+					t.Errorf("last request at %s (%v), the clients' last between %s and %s", tr.LastRequest.At, err, lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano))
+				}
+				t.Logf("last request at %s; the clients' last sent %s, ended by %s", tr.LastRequest.At, lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano))
 			}
 		})
 	}

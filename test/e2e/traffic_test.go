@@ -105,6 +105,9 @@ type trafficJSON struct {
 	Hint           string           `json:"hint"`
 	Unread         string           `json:"unread"`
 	Until          string           `json:"until"`
+	LastRequest    *struct {
+		At string `json:"at"`
+	} `json:"last_request"`
 }
 
 // TestStopTraffic stops an HTTP server in each shape users run, with a
