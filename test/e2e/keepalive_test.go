@@ -48,27 +48,6 @@ func kaTallyOf(attempts []testutil.HTTPAttempt, until time.Time, slack time.Dura
 	return tl
 }
 
-// lastArrivalBounds is where the last request the server's kernel saw
-// while it counted (until) must lie, from the clients' own log: no earlier
-// than the last one sent of those that surely arrived (ended before until:
-// answered, broken, refused), no later than the last end of any sent
-// before until. ok is false when none was sent.
-func lastArrivalBounds(attempts []testutil.HTTPAttempt, until time.Time) (lo, hi time.Time, ok bool) {
-	for _, a := range attempts {
-		if a.Outcome != "ok" && a.Outcome != "reset" && a.Outcome != "refused" || a.Dialed.After(until) {
-			continue
-		}
-		ok = true
-		if a.Ended.Before(until) && a.Dialed.After(lo) {
-			lo = a.Dialed
-		}
-		if a.Ended.After(hi) {
-			hi = a.Ended
-		}
-	}
-	return lo, hi, ok
-}
-
 // TestStopTrafficKeepAlive stops an HTTP/1.1 server whose clients keep
 // their connections alive between requests (a pool: what every proxy,
 // load balancer and HTTP client does), each request a POST never retried,
@@ -193,7 +172,7 @@ func TestStopTrafficKeepAlive(t *testing.T) {
 			// The last request the kernel saw is the clients' last, by
 			// their own log, at the kernel tick's resolution (10 ms at
 			// HZ=100, the coarsest).
-			lo, hi, sent := lastArrivalBounds(attempts, until)
+			lo, hi, sent := testutil.LastArrivalBounds(attempts, until)
 			switch {
 			case !sent:
 				t.Fatal("the clients sent nothing while the kernel counted")

@@ -128,6 +128,27 @@ func Outcomes(as []HTTPAttempt) map[string]int {
 	return m
 }
 
+// LastArrivalBounds is where the last request a server's kernel saw
+// while it counted (until) must lie, from the clients' own log: no earlier
+// than the last one sent of those that surely arrived (ended before until:
+// answered, broken, refused), no later than the last end of any sent
+// before until. ok is false when none was sent.
+func LastArrivalBounds(attempts []HTTPAttempt, until time.Time) (lo, hi time.Time, ok bool) {
+	for _, a := range attempts {
+		if a.Outcome != "ok" && a.Outcome != "reset" && a.Outcome != "refused" || a.Dialed.After(until) {
+			continue
+		}
+		ok = true
+		if a.Ended.Before(until) && a.Dialed.After(lo) {
+			lo = a.Dialed
+		}
+		if a.Ended.After(hi) {
+			hi = a.Ended
+		}
+	}
+	return lo, hi, ok
+}
+
 // dialOutcome is a failed dial's outcome.
 func dialOutcome(err error) string {
 	var ne net.Error

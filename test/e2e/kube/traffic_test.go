@@ -161,10 +161,18 @@ type trafficEpisode struct {
 			N     int    `json:"n"`
 			First string `json:"first"`
 		} `json:"listener_closed"`
-		Verdict string            `json:"verdict"`
-		Hint    string            `json:"hint"`
-		Unread  string            `json:"unread"`
-		Probes  map[string]uint64 `json:"probes"`
+		Verdict     string            `json:"verdict"`
+		Hint        string            `json:"hint"`
+		Unread      string            `json:"unread"`
+		Until       string            `json:"until"`
+		Probes      map[string]uint64 `json:"probes"`
+		LastRequest *struct {
+			At               string   `json:"at"`
+			Kind             string   `json:"kind"`
+			AfterBeginS      float64  `json:"after_begin_s"`
+			AfterEndpointS   *float64 `json:"after_endpoint_left_s"`
+			CoveringPreStopS int      `json:"covering_prestop_sleep_s"`
+		} `json:"last_request"`
 	} `json:"traffic"`
 	Endpoints []struct {
 		Service       string   `json:"service"`
@@ -176,11 +184,16 @@ type trafficEpisode struct {
 }
 
 // A Deployment's pod behind a Service, with a client dialling its IP across
-// the CNI bridge while the pod is deleted: the episode's endpoint times
-// agree with an independent watch of the EndpointSlice within 0.5 s, the
-// race verdict agrees with what the two clocks say happened first, and
-// with a preStop sleep the endpoint left well before the listener closed.
+// the CNI bridge while the pod is deleted, which follows the EndpointSlice
+// as a load balancer does: it stops a known delay (followDelay) after an
+// independent watch saw the endpoint leave. The episode's endpoint times
+// agree with that watch within 0.5 s; its last request agrees with the
+// client's own log of its last request, which came about followDelay after
+// the endpoint left, and the preStop sleep it suggests covers it; the race
+// is won only when nothing came after the listener closed (a preStop sleep
+// longer than the client's delay), and lost when the client was refused.
 func TestPodDeletionTraffic(t *testing.T) {
+	const followDelay = 300 * time.Millisecond
 	c := requireCluster(t)
 	dir := trafficServer(t)
 	for _, tc := range []struct {
@@ -214,19 +227,34 @@ func TestPodDeletionTraffic(t *testing.T) {
 			l := startTimeline(t, c)
 			// The signal programs and the three that count connections.
 			testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
-			// The client dials the pod's IP across the CNI bridge.
+			// The client dials the pod's IP across the CNI bridge, until
+			// followDelay after the endpoint left.
 			cl, err := testutil.StartHTTPLoad(net.JoinHostPort(ip, "8080"), 1, 500*time.Millisecond, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cl.Stop() })
 			cl.WaitAnswered(t)
+			followed := make(chan []testutil.HTTPAttempt, 1)
+			go func() {
+				for w.firstChange().IsZero() {
+					time.Sleep(5 * time.Millisecond)
+				}
+				time.Sleep(followDelay)
+				followed <- cl.Stop()
+			}()
 			time.Sleep(time.Second) // a second of load before the deletion
 			deleted := time.Now()
 			if _, err := c.run(t, "-n", "default", "delete", "pod", pod, "--wait=true", "--timeout=60s"); err != nil {
 				t.Fatal(err)
 			}
-			outcomes := testutil.Outcomes(cl.Stop())
+			var attempts []testutil.HTTPAttempt
+			select {
+			case attempts = <-followed:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the independent watch never saw the endpoint leave")
+			}
+			outcomes := testutil.Outcomes(attempts)
 			eps := podEpisodes(l.stop(t, pod, 1), pod)
 			if len(eps) != 1 {
 				t.Fatalf("%d episodes of %s, want 1", len(eps), pod)
@@ -288,13 +316,47 @@ func TestPodDeletionTraffic(t *testing.T) {
 				t.Fatalf("the listener never closed: %+v", lc)
 			}
 			closed, _ := time.Parse(time.RFC3339Nano, lc.First)
-			wantWon := indep.Before(closed)
-			if tc.won && !wantWon {
-				t.Errorf("with a preStop sleep the endpoint should leave first: independent %v, listener closed %v", indep, closed)
+			until, _ := time.Parse(time.RFC3339Nano, ep.Traffic.Until)
+			lo, hi, sent := testutil.LastArrivalBounds(attempts, until)
+			if !sent {
+				t.Fatal("the client sent nothing while the kernel counted")
 			}
-			if got := strings.HasPrefix(ep.EndpointRace, "race won"); got != wantWon || (!got && !strings.HasPrefix(ep.EndpointRace, "race lost")) {
-				t.Errorf("race %q; the independent watch saw the endpoint leave at %v, the listener closed at %v", ep.EndpointRace, indep, closed)
+			// The race, against the last sender: the client's own log says
+			// whether it sent after the listener closed.
+			switch {
+			case outcomes["refused"] > 0:
+				if !strings.HasPrefix(ep.EndpointRace, "race lost") {
+					t.Errorf("race %q; the client was refused %d times after the listener closed at %v", ep.EndpointRace, outcomes["refused"], closed)
+				}
+			case hi.Before(closed):
+				if !strings.HasPrefix(ep.EndpointRace, "race won") {
+					t.Errorf("race %q; the client's last request ended at %v, before the listener closed at %v", ep.EndpointRace, hi, closed)
+				}
 			}
+			if tc.won && outcomes["refused"] > 0 {
+				t.Errorf("a preStop sleep of 2 s against a client %v behind: %d refused", followDelay, outcomes["refused"])
+			}
+			// The last request, against the client's log (at a tick's
+			// resolution, 10 ms at the coarsest), about followDelay after
+			// the endpoint left (the agent's view of it within 0.5 s of
+			// the independent watch's), and the sleep that covers it.
+			lr := ep.Traffic.LastRequest
+			if lr == nil {
+				t.Fatalf("no last request; the client's last was sent at %v", lo)
+			}
+			at, err := time.Parse(time.RFC3339Nano, lr.At)
+			const tick = 10 * time.Millisecond
+			if err != nil || at.Before(lo.Add(-tick)) || at.After(hi.Add(tick)) {
+				t.Errorf("last request at %s (%v); the client's last between %v and %v", lr.At, err, lo, hi)
+			}
+			if lr.AfterEndpointS == nil || *lr.AfterEndpointS < (followDelay-700*time.Millisecond).Seconds() || *lr.AfterEndpointS > (followDelay+700*time.Millisecond).Seconds() {
+				t.Errorf("last request %v s after the endpoint left; the client followed it %v later", lr.AfterEndpointS, followDelay)
+			}
+			if float64(lr.CoveringPreStopS) < lr.AfterBeginS || lr.CoveringPreStopS < 1 {
+				t.Errorf("a preStop sleep of %d s does not cover the last request, %.3f s after the stop began", lr.CoveringPreStopS, lr.AfterBeginS)
+			}
+			t.Logf("last request %s (%s), %.3f s after the stop began, %v s after the endpoint left; covering preStop sleep %d s; the client's last %v..%v",
+				lr.At, lr.Kind, lr.AfterBeginS, *lr.AfterEndpointS, lr.CoveringPreStopS, lo, hi)
 		})
 	}
 }
