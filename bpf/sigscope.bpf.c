@@ -262,6 +262,13 @@ struct {
 	__type(value, struct conn_refused);
 } refused_from SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct peer_key);
+	__type(value, struct peer_counts);
+} stopping_peers SEC(".maps");
+
 /* Per CPU: where watch_net builds a namespace's first entry (struct
  * net_stats is too large for the BPF stack). */
 struct {
@@ -859,13 +866,36 @@ static __always_inline void conn_key_of(struct conn_key *k, const struct sock *s
 	conn_key_v4mapped(k);
 }
 
+/* Adds delta to kind's count of the client at addr (family; IPv4 in the
+ * first 4 bytes), for a watched namespace's stop (st). */
+static __always_inline void peer_count(struct net_stats *st, __u32 netns, __u16 family, const __u8 *addr, __u32 kind, __s64 delta)
+{
+	struct peer_key key = {.netns = netns, .family = family, .begin_ns = st->begin_ns};
+	struct peer_counts *pc;
+
+	__builtin_memcpy(key.addr, addr, sizeof(key.addr));
+	pc = bpf_map_lookup_elem(&stopping_peers, &key);
+	if (!pc) {
+		struct peer_counts zero = {};
+
+		if (delta < 0)
+			return; /* evicted: nothing to take back */
+		bpf_map_update_elem(&stopping_peers, &key, &zero, BPF_NOEXIST);
+		pc = bpf_map_lookup_elem(&stopping_peers, &key);
+		if (!pc)
+			return;
+	}
+	__sync_fetch_and_add(&pc->count[kind & (NET_KINDS - 1)], delta);
+}
+
 /* A refused attempt moved off NET_REFUSED (a prober's, or the namespace's
  * own call): if it was the last one counted, the last refused attempt is
  * again the one before it, so that the clients' last attempt stays theirs. */
-static __always_inline void refused_moved(struct net_stats *st, struct conn_refused *r)
+static __always_inline void refused_moved(struct net_stats *st, struct conn_refused *r, const struct conn_key *key)
 {
 	r->moved = 1;
 	__sync_fetch_and_add(&st->count[NET_REFUSED], -1);
+	peer_count(st, r->netns, key->family, key->raddr, NET_REFUSED, -1);
 	if (st->last_ns[NET_REFUSED] == r->at_ns)
 		st->last_ns[NET_REFUSED] = r->prev_ns;
 }
@@ -986,7 +1016,7 @@ static __always_inline void out_refused(struct net_stats *st, const struct sock 
 		net_count_sock(st, sk, netns, NET_OUT_REFUSED, bpf_ktime_get_boot_ns());
 		return;
 	}
-	refused_moved(st, refused);
+	refused_moved(st, refused, &key);
 	net_count_sock(st, sk, netns, NET_SELF_REFUSED, bpf_ktime_get_boot_ns());
 }
 
@@ -1010,7 +1040,7 @@ static __always_inline bool prober_refused(const struct sock *sk)
 	st = bpf_map_lookup_elem(&stopping_nets, &refused->netns);
 	if (!st || st->begin_ns != refused->begin_ns)
 		return true;
-	refused_moved(st, refused);
+	refused_moved(st, refused, &key);
 	__sync_fetch_and_add(&st->probes[NET_REFUSED], 1);
 	return true;
 }
@@ -1065,7 +1095,7 @@ int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const 
 	struct conn_key key = {};
 	struct net_stats *st;
 	__u32 netns, kind;
-	bool dying;
+	bool dying, lost;
 	__u64 now;
 
 	if (probers_on && (newstate == TCP_SYN_SENT || oldstate == TCP_SYN_SENT))
@@ -1107,16 +1137,17 @@ int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const 
 		return 0;
 	}
 	client_data(st, sk, now);
-	if (newstate == TCP_CLOSE) {
-		net_count_sock(st, sk, netns, kind, now);
-		return 0;
-	}
 	closed.cgroup_id = net_count_sock(st, sk, netns, kind, now);
-	if (!every_reset)
+	lost = kind != NET_CLOSED && kind != NET_IDLE_AT_EXIT; /* and possibly lost: undecided */
+	if (!lost && (newstate == TCP_CLOSE || !every_reset))
+		return 0;
+	conn_key_of(&key, sk, netns);
+	if (lost)
+		peer_count(st, netns, key.family, key.raddr, kind, 1);
+	if (newstate == TCP_CLOSE || !every_reset)
 		return 0;
 	closed.begin_ns = st->begin_ns;
 	closed.kind = kind;
-	conn_key_of(&key, sk, netns);
 	bpf_map_update_elem(&closed_conns, &key, &closed, BPF_ANY);
 	return 0;
 }
@@ -1204,6 +1235,9 @@ static __always_inline void after_close(const struct sock *sk, const struct sk_b
 	net_count_cg(st, netns, closed->cgroup_id, closed->kind, -1);
 	net_count(st, NET_AFTER_CLOSE, bpf_ktime_get_boot_ns());
 	net_count_cg(st, netns, closed->cgroup_id, NET_AFTER_CLOSE, 1);
+	if (closed->kind == NET_UNDECIDED)
+		peer_count(st, netns, key.family, key.raddr, NET_UNDECIDED, -1);
+	peer_count(st, netns, key.family, key.raddr, NET_AFTER_CLOSE, 1);
 }
 
 /* A refused SYN's source, remembered while probers are registered: a
@@ -1231,6 +1265,7 @@ static __always_inline void refused_syn(struct net_stats *st, const struct sk_bu
 	bpf_probe_read_kernel(&port, 2, head + th + 2);
 	key.lport = bpf_ntohs(port);
 	bpf_map_update_elem(&refused_from, &key, &r, BPF_ANY);
+	peer_count(st, netns, key.family, key.raddr, NET_REFUSED, 1);
 }
 
 /* A RST the kernel sends, in a watched namespace (the socket's, else that

@@ -105,6 +105,23 @@ struct net_cg_counts {
 	__u64 count[NET_KINDS];
 };
 
+/* Who lost requests: a stopping namespace's lost and possibly lost
+ * connections (refused, reset_sent, cut, unanswered, after_close,
+ * undecided) by the client's address. Key and value of the stopping_peers
+ * map, an LRU: user space says when the peers kept hold fewer than the
+ * namespace's count. A probe's never. */
+struct peer_key {
+	__u32 netns;
+	__u16 family;
+	__u16 _pad;
+	__u8 addr[16];  /* IPv4: the first 4 bytes; an IPv4 client of a dual-stack socket as IPv4 */
+	__u64 begin_ns; /* the watch's */
+};
+
+struct peer_counts {
+	__u64 count[NET_KINDS]; /* the kinds above only */
+};
+
 /* An inbound connection of a watched namespace that its container's side
  * closed (key and value of the closed_conns map): the socket that answers
  * a later request is another object (a timewait socket) or the same one

@@ -89,6 +89,10 @@ func (t *Tracer) Connections(netns uint32) (*sigvocab.Connections, error) {
 		}
 		n.First, n.Last = clk.Wall(st.FirstNs[k]), clk.Wall(st.LastNs[k])
 	}
+	var err error
+	if c.Peers, c.SeesPeers, err = t.peers(netns, st.BeginNs); err != nil {
+		return nil, err
+	}
 	if t.netCgroups != nil {
 		c.SeesCgroups = true
 		err := t.eachCgroupCount(func(k sigscopeNetCgKey, v *sigscopeNetCgCounts) {
@@ -184,21 +188,22 @@ func (t *Tracer) Unwatch(netns uint32) error {
 	if err := t.nets.Delete(netns); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unwatching network namespace %d: %w", netns, err)
 	}
+	err := t.dropPeers(func(k *sigscopePeerKey) bool { return k.Netns == netns })
 	if t.netCgroups == nil {
-		return nil
+		return err
 	}
 	// Its split by cgroup goes too. A program that found the namespace
 	// watched just before may add an entry back: keyed by the watch's
 	// beginning, it never counts for a later watch, and SweepSplit takes
 	// it.
-	return t.dropSplit(func(k sigscopeNetCgKey) bool { return k.Netns == netns })
+	return errors.Join(err, t.dropSplit(func(k sigscopeNetCgKey) bool { return k.Netns == netns }))
 }
 
 // SweepSplit deletes the entries of the split by cgroup whose watch is
 // over (a race with Unwatch can leave one); the pipeline calls it with its
 // sweep of watched namespaces.
 func (t *Tracer) SweepSplit() error {
-	if t.netCgroups == nil {
+	if t.nets == nil {
 		return nil
 	}
 	live := make(map[[2]uint64]bool)
@@ -213,7 +218,8 @@ func (t *Tracer) SweepSplit() error {
 	if err := it.Err(); err != nil {
 		return err
 	}
-	return t.dropSplit(func(k sigscopeNetCgKey) bool { return !live[[2]uint64{uint64(k.Netns), k.BeginNs}] })
+	return errors.Join(t.dropPeers(func(k *sigscopePeerKey) bool { return !live[[2]uint64{uint64(k.Netns), k.BeginNs}] }),
+		t.dropSplit(func(k sigscopeNetCgKey) bool { return !live[[2]uint64{uint64(k.Netns), k.BeginNs}] }))
 }
 
 // dropSplit deletes the split's entries that drop says to.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -350,6 +351,23 @@ func TestConnectionFates(t *testing.T) {
 		t.Errorf("the clients' data is not timed: tick %v, %v", tick, err)
 	} else if got.LastData.Before(firstLate.Add(-tick)) || got.LastData.After(lastSent.Add(tick+5*time.Millisecond)) {
 		t.Errorf("the clients' last data at %v, want between %v and %v (its tick %v)", got.LastData, firstLate, lastSent, tick)
+	}
+	// Who lost requests: every client is 127.0.0.1, with the namespace's
+	// lost kinds; its refused attempts moved to its own calls, and off
+	// the client's count.
+	if !got.SeesPeers || len(got.Peers) != 1 || got.Peers[0].Addr != netip.MustParseAddr("127.0.0.1") {
+		t.Errorf("peers %+v (kept: %v), want 127.0.0.1 alone", got.Peers, got.SeesPeers)
+	} else {
+		for k := range sigvocab.NumNetKinds {
+			kind, w := sigvocab.NetKind(k), uint64(0)
+			switch kind {
+			case sigvocab.NetResetSent, sigvocab.NetCut, sigvocab.NetUnanswered, sigvocab.NetAfterClose, sigvocab.NetRefused, sigvocab.NetUndecided:
+				w = want[kind]
+			}
+			if got.Peers[0].N[k] != w {
+				t.Errorf("peer 127.0.0.1's %s: %d, want %d", kind, got.Peers[0].N[k], w)
+			}
+		}
 	}
 	// Split by the socket's cgroup: every socket is the server's.
 	if !got.SeesCgroups {

@@ -3,6 +3,7 @@ package tracer
 import (
 	"bytes"
 	"encoding/json"
+	"net/netip"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -178,7 +179,9 @@ func jsonCases() []sigvocab.Event {
 	add(func(e *sigvocab.Event) { // counts that tell who spoke last
 		e.Kind, e.Signal, e.NetNS = sigvocab.KindNet, 0, 4026532771
 		c := &sigvocab.Connections{Since: e.Time.Add(-time.Second), SeesCgroups: true, SeesLastSpeaker: true, SeesProbes: true,
-			SeesData: true, LastData: e.Time.Add(-time.Millisecond)}
+			SeesData: true, LastData: e.Time.Add(-time.Millisecond), SeesPeers: true,
+			Peers: []sigvocab.PeerCounts{{Addr: netip.MustParseAddr("10.1.2.3"), N: [sigvocab.NumNetKinds]uint64{sigvocab.NetUnanswered: 9}},
+				{Addr: netip.MustParseAddr("fd00::7"), N: [sigvocab.NumNetKinds]uint64{sigvocab.NetRefused: 3}}}}
 		c.Probes[sigvocab.NetAccepted], c.Probes[sigvocab.NetRefused] = 12, 1
 		c.Counts[sigvocab.NetUnanswered] = sigvocab.NetCount{N: 9, First: c.Since, Last: e.Time}
 		c.Counts[sigvocab.NetIdleAtExit] = sigvocab.NetCount{N: 2, First: e.Time, Last: e.Time}

@@ -174,6 +174,20 @@ type sigscopeNetStats struct {
 	Pad        uint32
 }
 
+type sigscopePeerCounts struct {
+	_     structs.HostLayout
+	Count [16]uint64
+}
+
+type sigscopePeerKey struct {
+	_       structs.HostLayout
+	Netns   uint32
+	Family  uint16
+	Pad     uint16
+	Addr    [16]uint8
+	BeginNs uint64
+}
+
 type sigscopeProc struct {
 	_          structs.HostLayout
 	Pid        uint32
@@ -213,6 +227,7 @@ const (
 	sigscopeMapRstReceived           = "rst_received"
 	sigscopeMapStoppingConns         = "stopping_conns"
 	sigscopeMapStoppingNets          = "stopping_nets"
+	sigscopeMapStoppingPeers         = "stopping_peers"
 	sigscopeMapTargeted              = "targeted"
 	sigscopeProgHandleDeliver        = "handle_deliver"
 	sigscopeProgHandleExec           = "handle_exec"
@@ -317,6 +332,7 @@ type sigscopeMapSpecs struct {
 	RstReceived     *ebpf.MapSpec `ebpf:"rst_received"`
 	StoppingConns   *ebpf.MapSpec `ebpf:"stopping_conns"`
 	StoppingNets    *ebpf.MapSpec `ebpf:"stopping_nets"`
+	StoppingPeers   *ebpf.MapSpec `ebpf:"stopping_peers"`
 	Targeted        *ebpf.MapSpec `ebpf:"targeted"`
 }
 
@@ -379,6 +395,7 @@ type sigscopeMaps struct {
 	RstReceived     *ebpf.Map `ebpf:"rst_received"`
 	StoppingConns   *ebpf.Map `ebpf:"stopping_conns"`
 	StoppingNets    *ebpf.Map `ebpf:"stopping_nets"`
+	StoppingPeers   *ebpf.Map `ebpf:"stopping_peers"`
 	Targeted        *ebpf.Map `ebpf:"targeted"`
 }
 
@@ -401,6 +418,7 @@ func (m *sigscopeMaps) Close() error {
 		m.RstReceived,
 		m.StoppingConns,
 		m.StoppingNets,
+		m.StoppingPeers,
 		m.Targeted,
 	)
 }

@@ -82,6 +82,20 @@ type sigscopeCompatNetStats struct {
 	Pad        uint32
 }
 
+type sigscopeCompatPeerCounts struct {
+	_     structs.HostLayout
+	Count [16]uint64
+}
+
+type sigscopeCompatPeerKey struct {
+	_       structs.HostLayout
+	Netns   uint32
+	Family  uint16
+	Pad     uint16
+	Addr    [16]uint8
+	BeginNs uint64
+}
+
 type sigscopeCompatTargetKey struct {
 	_         structs.HostLayout
 	Tgid      uint32
@@ -110,6 +124,7 @@ const (
 	sigscopeCompatMapRstReceived           = "rst_received"
 	sigscopeCompatMapStoppingConns         = "stopping_conns"
 	sigscopeCompatMapStoppingNets          = "stopping_nets"
+	sigscopeCompatMapStoppingPeers         = "stopping_peers"
 	sigscopeCompatMapTargeted              = "targeted"
 	sigscopeCompatProgHandleDeliver        = "handle_deliver"
 	sigscopeCompatProgHandleExec           = "handle_exec"
@@ -214,6 +229,7 @@ type sigscopeCompatMapSpecs struct {
 	RstReceived     *ebpf.MapSpec `ebpf:"rst_received"`
 	StoppingConns   *ebpf.MapSpec `ebpf:"stopping_conns"`
 	StoppingNets    *ebpf.MapSpec `ebpf:"stopping_nets"`
+	StoppingPeers   *ebpf.MapSpec `ebpf:"stopping_peers"`
 	Targeted        *ebpf.MapSpec `ebpf:"targeted"`
 }
 
@@ -276,6 +292,7 @@ type sigscopeCompatMaps struct {
 	RstReceived     *ebpf.Map `ebpf:"rst_received"`
 	StoppingConns   *ebpf.Map `ebpf:"stopping_conns"`
 	StoppingNets    *ebpf.Map `ebpf:"stopping_nets"`
+	StoppingPeers   *ebpf.Map `ebpf:"stopping_peers"`
 	Targeted        *ebpf.Map `ebpf:"targeted"`
 }
 
@@ -298,6 +315,7 @@ func (m *sigscopeCompatMaps) Close() error {
 		m.RstReceived,
 		m.StoppingConns,
 		m.StoppingNets,
+		m.StoppingPeers,
 		m.Targeted,
 	)
 }

@@ -107,6 +107,7 @@ type Tracer struct {
 	// netCgroups is the count split by socket cgroup (stopping_conns);
 	// nil when the kernel's sockets have no cgroup to read.
 	netCgroups *ebpf.Map
+	netPeers   *ebpf.Map // stopping_peers: who lost requests
 }
 
 // The two builds of bpf/sigscope.bpf.c; see [Tracer.Object].
@@ -250,6 +251,7 @@ func New(opts Options) (*Tracer, error) {
 	if !opts.NoConnections {
 		t.nets, t.seesRefused, t.probers = coll.Maps[sigscopeMapStoppingNets], seesRefused, coll.Maps[sigscopeMapProbers]
 		t.seesData = tickNS > 0
+		t.netPeers = coll.Maps[sigscopeMapStoppingPeers]
 		if sockHasCgroup(kspec) {
 			t.netCgroups = coll.Maps[sigscopeMapStoppingConns]
 		}

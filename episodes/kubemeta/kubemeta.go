@@ -3,6 +3,7 @@ package kubemeta
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -49,9 +50,15 @@ const kubeletMinGrace = 2 * time.Second
 const maxPods = 4096
 
 type podState struct {
-	deletedAt   time.Time // the deletionTimestamp first seen
-	deleteGrace *int64    // the deletionGracePeriodSeconds first seen
-	disruption  string    // the DisruptionTarget condition's reason, when true
+	// ips are the pod's addresses (status.podIPs; none for a host-network
+	// pod, whose are the node's), from created until gone (its object's
+	// deletion, as the informer saw it; zero while it is there): who was
+	// hurt is named by the pod that held the address at the stop.
+	ips           []netip.Addr
+	created, gone time.Time
+	deletedAt     time.Time // the deletionTimestamp first seen
+	deleteGrace   *int64    // the deletionGracePeriodSeconds first seen
+	disruption    string    // the DisruptionTarget condition's reason, when true
 	// deleteSeen is when the deletion was made, for the endpoints' lags:
 	// when this agent saw the deletionTimestamp appear (its informer's
 	// time, on the clock of the endpoints' times), or, for a pod first
@@ -146,6 +153,7 @@ func (p *Pods) Run(ctx context.Context) {
 				o = t.Obj
 			}
 			p.pod(o)
+			p.podGone(o)
 		},
 	})
 	evInf := cache.NewSharedIndexInformer(p.client.ListWatch("events", "reason=Killing"), &corev1.Event{}, 0, cache.Indexers{})
@@ -232,6 +240,17 @@ func (p *Pods) pod(o any) {
 	}
 	if o := WorkloadOf(pod); o != nil {
 		st.owner = o
+	}
+	st.created = pod.CreationTimestamp.Time
+	if !pod.Spec.HostNetwork && len(pod.Status.PodIPs) > 0 {
+		// A status without addresses (a pod not started yet, or one the
+		// kubelet has finished with) leaves those it had.
+		st.ips = st.ips[:0]
+		for _, ip := range pod.Status.PodIPs {
+			if a, err := netip.ParseAddr(ip.IP); err == nil {
+				st.ips = append(st.ips, a.Unmap())
+			}
+		}
 	}
 	st.specGrace = pod.Spec.TerminationGracePeriodSeconds
 	if pod.Status.Reason != "" {

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -40,6 +41,10 @@ type Options struct {
 	// not read), which finishes its episode with the resolver's name
 	// before OnEpisodes sees it (timeline.Finish).
 	Kube func(c identity.Identity, stopAt, start time.Time) *timeline.KubeFacts
+	// PeerNames, with Kube, names the addresses of the clients that lost
+	// requests in a stop at at (kubemeta.Pods.PeerNames): node holds this
+	// node's own addresses. Without it only those are named.
+	PeerNames func(addrs []netip.Addr, at time.Time, node map[netip.Addr]bool) map[netip.Addr]timeline.PeerName
 	// Connections, without a Timeline, has the kernel count the
 	// connections of each stopping container's network namespace and
 	// hands OnEvent a net event when its counts change and when its stop
@@ -69,6 +74,9 @@ type Pipeline struct {
 	// probersAt when they were last looked for (noteProbers).
 	probers   []uint32
 	probersAt time.Time
+	// nodeAddrs are this node's addresses, read at nodeAddrsAt (peerNames).
+	nodeAddrs   map[netip.Addr]bool
+	nodeAddrsAt time.Time
 	// hooks are the counts begun from preStop hooks (timeline.HookCounts
 	// decides when they begin, are taken up and are let go).
 	hooks *timeline.HookCounts
@@ -285,6 +293,7 @@ func (p *Pipeline) handOver(eps []timeline.Episode, final bool) error {
 		if p.opts.Kube != nil {
 			f.Kube = p.opts.Kube(id, ep.StopAt, ep.Start)
 		}
+		f.PeerNames = p.peerNames(ep, now)
 		timeline.Finish(ep, f)
 	}
 	return p.opts.OnEpisodes(eps)

@@ -170,7 +170,10 @@ func (ep *episode) takeTraffic() {
 		}
 		t.Own, t.Others = &own, &others
 	}
-	t.selfRefusedBack()
+	back := t.selfRefusedBack()
+	if c.SeesPeers {
+		t.takePeers(c.Peers, back)
+	}
 	if n := c.Counts[sigvocab.NetListenerClosed]; n.N > 0 {
 		ep.add(Step{Time: n.First, Kind: StepListenerClosed, facts: stepFacts{event: sigvocab.KindNet, n: n.N, last: n.Last}}, true)
 	}
@@ -284,14 +287,14 @@ func taskAt(r *reading, before map[uint32]uint64) TaskAt {
 // a service mesh) is its clients' request. Only the container's own calls
 // stay apart (OwnCalls); where the split cannot tell whose socket it was,
 // every one is given back: never "nobody was hurt" on a guess.
-func (t *Traffic) selfRefusedBack() {
+func (t *Traffic) selfRefusedBack() (back uint64) {
 	self := t.Counts[sigvocab.NetSelfRefused]
-	back := self.N
+	back = self.N
 	if t.Own != nil {
 		back -= min(back, t.Own[sigvocab.NetSelfRefused])
 	}
 	if back == 0 {
-		return
+		return 0
 	}
 	r := &t.Counts[sigvocab.NetRefused]
 	if r.N == 0 || self.First.Before(r.First) {
@@ -301,4 +304,5 @@ func (t *Traffic) selfRefusedBack() {
 		r.Last = self.Last
 	}
 	r.N += back
+	return back
 }

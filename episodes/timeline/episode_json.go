@@ -186,6 +186,9 @@ type jsonTraffic struct {
 	// LastRequest is derived (Episode.Lag), not read back; omitted when
 	// no client request was counted.
 	LastRequest *jsonLag `json:"last_request,omitempty"`
+	// Peers is who was hurt (Traffic.Peers); omitted when the kernel kept
+	// none.
+	Peers *jsonPeers `json:"peers,omitempty"`
 	Verdict     string   `json:"verdict"`
 	Hint        string   `json:"hint,omitempty"`
 	Unread      string   `json:"unread,omitempty"`
@@ -280,6 +283,7 @@ func trafficJSON(t *Traffic) *jsonTraffic {
 		j.Probes = &m
 	}
 	j.SeesData, j.LastData = t.SeesData, jsonTime(t.LastData)
+	j.Peers = peersJSON(t.Peers)
 	return j
 }
 

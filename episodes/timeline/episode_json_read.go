@@ -175,6 +175,9 @@ func trafficFromJSON(j *jsonTraffic) (*Traffic, error) {
 	if t.LastData, err = parseTime(j.LastData); err != nil {
 		return nil, err
 	}
+	if t.Peers, err = peersFromJSON(j.Peers); err != nil {
+		return nil, err
+	}
 	if t.Since, err = parseTime(j.Since); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/sigscope/sigscope/containers/identity"
@@ -28,6 +29,10 @@ type Facts struct {
 	// Kube is what the API server's records say of the pod of a pod's
 	// container; nil for any other container.
 	Kube *KubeFacts
+	// PeerNames is what the agent knew, at the stop, of the addresses of
+	// the clients that lost requests (Episode.PeerAddrs); an address it
+	// did not know is absent.
+	PeerNames map[netip.Addr]PeerName
 }
 
 // KubeFacts are the API server's records of a pod's container's stop:
@@ -126,6 +131,9 @@ func (ep *Episode) learn(f Facts) {
 		*c = ContainerOf(f.Container, c.PidNS)
 	} else if c.ID != "" && c.Name == "" && f.NameUnknown != "" {
 		c.NameUnknown = f.NameUnknown
+	}
+	if ep.Traffic != nil {
+		ep.Traffic.namePeers(f.PeerNames)
 	}
 	k := f.Kube
 	if k == nil || c.Pod == "" {

@@ -51,6 +51,9 @@ func (ep *Episode) writeTraffic(b *strings.Builder, start time.Time) {
 	if t.Hint != "" {
 		fmt.Fprintf(b, "traffic hint: %s\n", textsafe.Terminal(t.Hint))
 	}
+	if h := t.PeersText(); h != "" {
+		fmt.Fprintf(b, "hurt: %s\n", textsafe.Terminal(h))
+	}
 	if l := ep.LagText(); l != "" {
 		fmt.Fprintf(b, "last request: %s\n", textsafe.Terminal(l))
 	}

@@ -54,6 +54,9 @@ type Traffic struct {
 	// came (sigvocab.Connections.LastData). LastArrival reads them.
 	SeesData bool
 	LastData time.Time
+	// Peers is who was hurt: the clients that lost requests, by address
+	// (peers.go); nil when the kernel kept none (an older count).
+	Peers *Peers
 }
 
 // Split reports whether the counts are shown split by container: known,

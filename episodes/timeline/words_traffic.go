@@ -318,3 +318,70 @@ func trafficCounts(t *Traffic, start time.Time, pod bool) string {
 	}
 	return s
 }
+
+// PeersText says who was hurt: "10.0.0.5 (pod shop/ingress-7c9,
+// Deployment/ingress): 12 lost (10 refused, 2 read and never answered);
+// 4 more clients: 6 lost". "" when the kernel kept no peers or none lost.
+func (t *Traffic) PeersText() string {
+	ps := t.Peers
+	if ps == nil || len(ps.Top) == 0 && ps.Unattributed == 0 {
+		return ""
+	}
+	var parts []string
+	for _, p := range ps.Top {
+		s := fmt.Sprintf("%s: %d lost", peerWho(&p), p.Lost)
+		var kinds []string
+		for _, k := range lostKinds {
+			if n := p.Kinds[k]; n > 0 {
+				kinds = append(kinds, fmt.Sprintf("%d %s", n, peerKindWords[k]))
+			}
+		}
+		if len(kinds) > 1 {
+			s += " (" + strings.Join(kinds, ", ") + ")"
+		} else if len(kinds) == 1 {
+			s += " (" + strings.SplitN(kinds[0], " ", 2)[1] + ")"
+		}
+		if p.MaybeLost > 0 {
+			s += fmt.Sprintf(", %d possibly", p.MaybeLost)
+		}
+		parts = append(parts, s)
+	}
+	if ps.More > 0 {
+		more := "1 more client"
+		if ps.More > 1 {
+			more = fmt.Sprintf("%d more clients", ps.More)
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d lost", more, ps.MoreLost))
+	}
+	if ps.Unattributed > 0 {
+		parts = append(parts, fmt.Sprintf("%d lost by clients the kernel's table (4096) did not keep", ps.Unattributed))
+	}
+	return strings.Join(parts, "; ")
+}
+
+var peerKindWords = map[sigvocab.NetKind]string{sigvocab.NetRefused: "refused", sigvocab.NetResetSent: "reset by the application",
+	sigvocab.NetCut: "cut", sigvocab.NetUnanswered: "read and never answered", sigvocab.NetAfterClose: "sent after the close"}
+
+// peerWho names a peer: its address and what the agent knew of it.
+func peerWho(p *Peer) string {
+	switch p.Who.Kind {
+	case PeerNamespace:
+		if p.Addr.IsValid() {
+			return p.Addr.String() + " (the container's own network namespace: a sidecar, or a process beside it)"
+		}
+		return "the pod's own namespace (a sidecar's calls for its clients)"
+	case PeerPod:
+		s := p.Addr.String() + " (pod " + p.Who.Namespace + "/" + p.Who.Name
+		if p.Who.Workload != "" {
+			s += ", " + p.Who.Workload
+		}
+		return s + ")"
+	case PeerNode:
+		s := p.Addr.String() + " (this node"
+		if p.Who.Name != "" {
+			s += " " + p.Who.Name
+		}
+		return s + ": a process on it, a host-network pod, or traffic kube-proxy masqueraded)"
+	}
+	return p.Addr.String()
+}

@@ -50,6 +50,25 @@ const (
 	AttrConnectionsLost   attribute.Key = "sigscope.connections.lost"
 	AttrTrafficVerdict    attribute.Key = "sigscope.traffic.verdict"
 	AttrTrafficHint       attribute.Key = "sigscope.traffic.hint"
+	// Who was hurt (Traffic.Peers): parallel arrays, index i one client
+	// of the few that lost most, most first, under the semantic
+	// conventions' names (the record's own k8s.pod.name is the stopping
+	// pod's); "" where not known. The rest are summed.
+	AttrPeerAddress      attribute.Key = "sigscope.peers.network.peer.address"
+	AttrPeerLost         attribute.Key = "sigscope.peers.lost"
+	AttrPeerMaybeLost    attribute.Key = "sigscope.peers.maybe_lost"
+	AttrPeerKind         attribute.Key = "sigscope.peers.kind" // pod, node, namespace, ""
+	AttrPeerPodName      attribute.Key = "sigscope.peers.k8s.pod.name"
+	AttrPeerPodNamespace attribute.Key = "sigscope.peers.k8s.namespace.name"
+	AttrPeerWorkload     attribute.Key = "sigscope.peers.workload"
+	AttrPeersMore        attribute.Key = "sigscope.peers.more"
+	AttrPeersMoreLost    attribute.Key = "sigscope.peers.more_lost"
+	// The last client request (Episode.Lag): seconds after the stop
+	// signal and after the endpoint left, and the preStop sleep that
+	// would have covered it.
+	AttrLastRequestAfterStop     attribute.Key = "sigscope.last_request.after_stop_s"
+	AttrLastRequestAfterEndpoint attribute.Key = "sigscope.last_request.after_endpoint_left_s"
+	AttrCoveringPreStopSleep     attribute.Key = "sigscope.last_request.covering_prestop_sleep_s"
 )
 
 // Severity is a record's severity: WARN for the outcomes that need a fix
@@ -192,6 +211,45 @@ func Attributes(ep *timeline.Episode) []attribute.KeyValue {
 		}
 		str(AttrTrafficVerdict, t.Verdict)
 		str(AttrTrafficHint, t.Hint)
+		kv = append(kv, peerAttributes(t.Peers)...)
+		if l, ok := ep.Lag(); ok {
+			if l.AfterStop != nil {
+				kv = append(kv, AttrLastRequestAfterStop.Float64(l.AfterStop.Seconds()))
+			}
+			if l.AfterLeft != nil {
+				kv = append(kv, AttrLastRequestAfterEndpoint.Float64(l.AfterLeft.Seconds()))
+			}
+			if secs, ok := ep.CoveringPreStopSleep(); ok {
+				kv = append(kv, AttrCoveringPreStopSleep.Int(secs))
+			}
+		}
+	}
+	return kv
+}
+
+// peerAttributes are who was hurt, as parallel arrays; none when the
+// kernel kept no peers or none lost anything.
+func peerAttributes(ps *timeline.Peers) []attribute.KeyValue {
+	if ps == nil || len(ps.Top) == 0 {
+		return nil
+	}
+	n := len(ps.Top)
+	addr, kind, pod, ns, wl := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	lost, maybe := make([]int64, n), make([]int64, n)
+	for i, p := range ps.Top {
+		if p.Addr.IsValid() {
+			addr[i] = p.Addr.String()
+		}
+		kind[i], wl[i] = textsafe.UTF8(string(p.Who.Kind)), textsafe.UTF8(p.Who.Workload)
+		if p.Who.Kind == timeline.PeerPod {
+			pod[i], ns[i] = textsafe.UTF8(p.Who.Name), textsafe.UTF8(p.Who.Namespace)
+		}
+		lost[i], maybe[i] = int64(min(p.Lost, 1<<63-1)), int64(min(p.MaybeLost, 1<<63-1))
+	}
+	kv := []attribute.KeyValue{AttrPeerAddress.StringSlice(addr), AttrPeerLost.Int64Slice(lost), AttrPeerMaybeLost.Int64Slice(maybe),
+		AttrPeerKind.StringSlice(kind), AttrPeerPodName.StringSlice(pod), AttrPeerPodNamespace.StringSlice(ns), AttrPeerWorkload.StringSlice(wl)}
+	if ps.More > 0 {
+		kv = append(kv, AttrPeersMore.Int(ps.More), AttrPeersMoreLost.Int64(int64(min(ps.MoreLost, 1<<63-1))))
 	}
 	return kv
 }

@@ -1,6 +1,7 @@
 package otlplog
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -304,3 +305,39 @@ func TestRecordProbes(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Who was hurt, as parallel arrays under the semantic conventions' names,
+// and the last request's figures; none without peers.
+func TestRecordPeers(t *testing.T) {
+	stop := time.Unix(10, 0)
+	ep := &timeline.Episode{
+		Container: timeline.Container{PidNS: 1, Identity: identity.Identity{ID: "abc", Name: "web", Pod: "web-1", Namespace: "shop", Runtime: "containerd"}},
+		Outcome:   timeline.OutcomeGraceful, Start: stop, StopAt: stop, StopSignal: sigvocab.SIGTERM,
+		Traffic: &timeline.Traffic{NetNS: 7, Since: stop, Until: stop.Add(5 * time.Second), SeesRefused: true, SeesLastSpeaker: true,
+			Peers: &timeline.Peers{Top: []timeline.Peer{
+				{Addr: netip.MustParseAddr("10.88.0.7"), Lost: 12, Who: timeline.PeerName{Kind: timeline.PeerPod, Namespace: "shop", Name: "ingress-a", Workload: "Deployment/ingress"}},
+				{Addr: netip.MustParseAddr("10.88.0.1"), Lost: 3, MaybeLost: 1, Who: timeline.PeerName{Kind: timeline.PeerNode, Name: "node-1"}},
+			}, More: 2, MoreLost: 2}},
+	}
+	ep.Traffic.Counts[sigvocab.NetRefused] = sigvocab.NetCount{N: 17, First: stop.Add(time.Second), Last: stop.Add(2500 * time.Millisecond)}
+	got := attrs(ptr(Record(ep, time.Unix(20, 0))))
+	for k, want := range map[string]string{
+		"sigscope.peers.network.peer.address": `["10.88.0.7","10.88.0.1"]`, "sigscope.peers.lost": "[12,3]", "sigscope.peers.maybe_lost": "[0,1]",
+		"sigscope.peers.kind": `["pod","node"]`, "sigscope.peers.k8s.pod.name": `["ingress-a",""]`, "sigscope.peers.k8s.namespace.name": `["shop",""]`,
+		"sigscope.peers.workload": `["Deployment/ingress",""]`, "sigscope.peers.more": "2", "sigscope.peers.more_lost": "2",
+		"sigscope.last_request.after_stop_s": "2.5", "sigscope.last_request.covering_prestop_sleep_s": "3",
+	} {
+		if v, ok := got[k]; !ok || v.Emit() != want {
+			t.Errorf("%s = %q, want %q", k, v.Emit(), want)
+		}
+	}
+	if _, ok := got["sigscope.last_request.after_endpoint_left_s"]; ok {
+		t.Errorf("a lag after the endpoint left, with no endpoints")
+	}
+	ep.Traffic.Peers = nil
+	for k := range attrs(ptr(Record(ep, time.Unix(20, 0)))) {
+		if strings.HasPrefix(k, "sigscope.peers.") {
+			t.Errorf("no peers, yet %s", k)
+		}
+	}
+}

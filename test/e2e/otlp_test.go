@@ -318,6 +318,40 @@ func checkRecord(t *testing.T, r testutil.OTLPRecord, ep timeline.Episode, node 
 		if tr.Hint != "" {
 			want["sigscope.traffic.hint"] = tr.Hint
 		}
+		if ps := tr.Peers; ps != nil && len(ps.Top) > 0 {
+			// Who was hurt, parallel arrays (docs/otlp.md).
+			var addr, kind, pod, ns, wl []string
+			var lost, maybe []int64
+			for _, p := range ps.Top {
+				a := ""
+				if p.Addr.IsValid() {
+					a = p.Addr.String()
+				}
+				name, space := "", ""
+				if p.Who.Kind == timeline.PeerPod {
+					name, space = p.Who.Name, p.Who.Namespace
+				}
+				addr, kind, pod, ns, wl = append(addr, a), append(kind, string(p.Who.Kind)), append(pod, name), append(ns, space), append(wl, p.Who.Workload)
+				lost, maybe = append(lost, int64(p.Lost)), append(maybe, int64(p.MaybeLost))
+			}
+			want["sigscope.peers.network.peer.address"], want["sigscope.peers.kind"] = addr, kind
+			want["sigscope.peers.k8s.pod.name"], want["sigscope.peers.k8s.namespace.name"], want["sigscope.peers.workload"] = pod, ns, wl
+			want["sigscope.peers.lost"], want["sigscope.peers.maybe_lost"] = lost, maybe
+			if ps.More > 0 {
+				want["sigscope.peers.more"], want["sigscope.peers.more_lost"] = int64(ps.More), int64(ps.MoreLost)
+			}
+		}
+		if l, ok := ep.Lag(); ok {
+			if l.AfterStop != nil {
+				want["sigscope.last_request.after_stop_s"] = l.AfterStop.Seconds()
+			}
+			if l.AfterLeft != nil {
+				want["sigscope.last_request.after_endpoint_left_s"] = l.AfterLeft.Seconds()
+			}
+			if secs, ok := ep.CoveringPreStopSleep(); ok {
+				want["sigscope.last_request.covering_prestop_sleep_s"] = int64(secs)
+			}
+		}
 	}
 	for k, w := range want {
 		g, ok := r.Attrs[k]

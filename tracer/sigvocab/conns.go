@@ -1,6 +1,9 @@
 package sigvocab
 
-import "time"
+import (
+	"net/netip"
+	"time"
+)
 
 // NetKind is one fate of a stopping container's TCP connections that the
 // kernel counts (enum net_kind in bpf/sigscope.h, value for value). An
@@ -112,6 +115,13 @@ type Connections struct {
 	// when none did after Since; a probe's never counts.
 	SeesData bool
 	LastData time.Time
+	// SeesPeers is whether the kernel kept who lost requests: Peers are
+	// the clients that lost or may have lost one, by address (the lost
+	// kinds and NetUndecided only), sorted by address; an LRU of 4096
+	// keeps them, so their sum may fall short of Counts on a stop with
+	// more (a probe's never).
+	SeesPeers bool
+	Peers     []PeerCounts
 	// SeesCgroups is whether the kernel records each socket's cgroup v2,
 	// so that ByCgroup splits the counts.
 	SeesCgroups bool
@@ -121,6 +131,12 @@ type Connections struct {
 	// cgroup; refused attempts (no socket) are never here, and sockets of
 	// the root cgroup (every process of a cgroup v1 node) neither.
 	ByCgroup []CgroupCounts
+}
+
+// PeerCounts is one client's part of a stop's lost connections, by kind.
+type PeerCounts struct {
+	Addr netip.Addr
+	N    [NumNetKinds]uint64
 }
 
 // numKinds is how many kinds the counts have: the kinds that tell who

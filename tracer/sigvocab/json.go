@@ -329,6 +329,25 @@ func appendExit(b []byte, e *Event) []byte {
 			b = appendTime(append(b, `,"last_data":"`...), c.LastData)
 			b = append(b, '"')
 		}
+		if c.SeesPeers {
+			b = append(b, `,"peers":[`...)
+			for i, p := range c.Peers {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"addr":"`...)
+				b = p.Addr.AppendTo(b)
+				b = append(b, `","n":[`...)
+				for k, n := range p.N[:c.numKinds()] {
+					if k > 0 {
+						b = append(b, ',')
+					}
+					b = strconv.AppendUint(b, n, 10)
+				}
+				b = append(b, "]}"...)
+			}
+			b = append(b, ']')
+		}
 		if c.SeesCgroups {
 			b = append(b, `,"by_cgroup":[`...)
 			for i, g := range c.ByCgroup {

@@ -3,6 +3,7 @@ package sigvocab
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -106,6 +107,9 @@ type ConnectionsJSON struct {
 	// SeesData and LastData: Connections' (LastData absent when zero).
 	SeesData bool   `json:"sees_data,omitempty"`
 	LastData string `json:"last_data,omitempty"`
+	// Peers is present (a list, maybe empty) when the kernel kept who lost
+	// requests (Connections.SeesPeers).
+	Peers *[]PeerCountsJSON `json:"peers,omitempty"`
 	// ByCgroup is present (a list, maybe empty) when the kernel records
 	// sockets' cgroups (Connections.SeesCgroups).
 	ByCgroup *[]CgroupCountsJSON `json:"by_cgroup,omitempty"`
@@ -152,6 +156,13 @@ func ConnectionsToJSON(c *Connections) *ConnectionsJSON {
 	if !c.LastData.IsZero() {
 		cj.LastData = c.LastData.Format(TimeFormat)
 	}
+	if c.SeesPeers {
+		ps := []PeerCountsJSON{}
+		for _, p := range c.Peers {
+			ps = append(ps, PeerCountsJSON{Addr: p.Addr.String(), N: p.N[:c.numKinds()]})
+		}
+		cj.Peers = &ps
+	}
 	if c.SeesCgroups {
 		by := []CgroupCountsJSON{}
 		for _, g := range c.ByCgroup {
@@ -160,6 +171,13 @@ func ConnectionsToJSON(c *Connections) *ConnectionsJSON {
 		cj.ByCgroup = &by
 	}
 	return cj
+}
+
+// PeerCountsJSON is one client's part of the lost connections: n in
+// NetKind order, as many as the counts have.
+type PeerCountsJSON struct {
+	Addr string   `json:"addr"`
+	N    []uint64 `json:"n"`
 }
 
 // NetCountJSON is one kind's count; the times only when N is not 0.
@@ -302,6 +320,21 @@ func connsFromJSON(j *ConnectionsJSON) (*Connections, error) {
 		}
 		c.SeesProbes = true
 		copy(c.Probes[:], *j.Probes)
+	}
+	if j.Peers != nil {
+		c.SeesPeers = true
+		for _, p := range *j.Peers {
+			a, err := netip.ParseAddr(p.Addr)
+			if err != nil {
+				return nil, fmt.Errorf("connections peer: %w", err)
+			}
+			if len(p.N) > NumNetKinds {
+				return nil, fmt.Errorf("peer %s: %d kinds, this sigscope knows %d", p.Addr, len(p.N), NumNetKinds)
+			}
+			pc := PeerCounts{Addr: a}
+			copy(pc.N[:], p.N)
+			c.Peers = append(c.Peers, pc)
+		}
 	}
 	c.SeesData = j.SeesData
 	if j.LastData != "" {

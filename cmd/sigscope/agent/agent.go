@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -330,7 +331,8 @@ func (a *Agent) newPipeline() (*pipeline.Pipeline, error) {
 			}
 			return nil
 		},
-		Kube: a.kubeFacts,
+		Kube:      a.kubeFacts,
+		PeerNames: a.peerNames,
 		OnEpisodes: func(eps []timeline.Episode) error {
 			a.complete(eps)
 			a.snapshotEngine(p.Engine())
@@ -392,6 +394,22 @@ func (a *Agent) kubeFacts(c identity.Identity, stopAt, start time.Time) *timelin
 		return &timeline.KubeFacts{Unread: timeline.KubeNoClient}
 	}
 	return a.pods.Facts(c, stopAt, start)
+}
+
+// peerNames names the clients that lost requests: this node by its
+// addresses, its pods by the API server's records (other nodes' pods are
+// named by the plugin, which sees the cluster).
+func (a *Agent) peerNames(addrs []netip.Addr, at time.Time, node map[netip.Addr]bool) map[netip.Addr]timeline.PeerName {
+	if a.pods == nil {
+		out := map[netip.Addr]timeline.PeerName{}
+		for _, ad := range addrs {
+			if node[ad] {
+				out[ad] = timeline.PeerName{Kind: timeline.PeerNode, Name: a.opts.NodeName}
+			}
+		}
+		return out
+	}
+	return a.pods.PeerNames(addrs, at, node, a.opts.NodeName)
 }
 
 // complete records finished episodes: the API's ring numbers them, then
