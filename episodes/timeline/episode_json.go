@@ -188,10 +188,10 @@ type jsonTraffic struct {
 	LastRequest *jsonLag `json:"last_request,omitempty"`
 	// Peers is who was hurt (Traffic.Peers); omitted when the kernel kept
 	// none.
-	Peers *jsonPeers `json:"peers,omitempty"`
-	Verdict     string   `json:"verdict"`
-	Hint        string   `json:"hint,omitempty"`
-	Unread      string   `json:"unread,omitempty"`
+	Peers   *jsonPeers `json:"peers,omitempty"`
+	Verdict string     `json:"verdict"`
+	Hint    string     `json:"hint,omitempty"`
+	Unread  string     `json:"unread,omitempty"`
 	// Scope is derived (the episode's container is a pod's), not read
 	// back: "pod" when the counts are the pod's network namespace's,
 	// shared by its containers (a sidecar's connections among them);
