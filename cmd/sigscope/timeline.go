@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -181,6 +182,9 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		}
 		return &timeline.KubeFacts{Unread: timeline.KubeNoAPIServer}
 	}
+	// Without the API server, only this node's own addresses are named
+	// among who was hurt (the pipeline's rule).
+	var peerNames func(addrs []netip.Addr, at time.Time, node map[netip.Addr]bool) map[netip.Addr]timeline.PeerName
 	var pipe atomic.Pointer[pipeline.Pipeline]
 	if f.kubeconfig != "" {
 		client, err := kubeClient(f.kubeconfig)
@@ -205,6 +209,9 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		defer cancel()
 		informers.Go(func() { pods.Run(ctx) })
 		kube = pods.Facts
+		peerNames = func(addrs []netip.Addr, at time.Time, node map[netip.Addr]bool) map[netip.Addr]timeline.PeerName {
+			return pods.PeerNames(addrs, at, node, "")
+		}
 	}
 	p, err := pipeline.New(pipeline.Options{
 		Tracer: tracer.Options{
@@ -216,6 +223,7 @@ func runTimeline(ctx context.Context, f timelineFlags, stdin io.Reader, stdout, 
 		Resolver:   resolver,
 		Timeline:   &topts,
 		Kube:       kube,
+		PeerNames:  peerNames,
 		OnEpisodes: print,
 	})
 	if err != nil {

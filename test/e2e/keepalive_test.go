@@ -11,41 +11,9 @@ import (
 	"github.com/sigscope/sigscope/test/testutil"
 )
 
-// kaTally is the keep-alive clients' count of their requests' outcomes
-// within the episode's counting window: a request sent after the counts
-// were read (until) is not the stop's, and one that spans the read may be
-// counted either way (atUntil).
-type kaTally struct {
-	ok, reset, refused int
-	atUntil            int // failures whose request spans until, give or take slack
-	after              int // failures sent after until+slack: not counted
-	other              map[string]int
-}
-
-func kaTallyOf(attempts []testutil.HTTPAttempt, until time.Time, slack time.Duration) kaTally {
-	tl := kaTally{other: map[string]int{}}
-	for _, a := range attempts {
-		if a.Outcome != "ok" {
-			if a.Dialed.After(until.Add(slack)) {
-				tl.after++
-				continue
-			}
-			if a.Ended.After(until.Add(-slack)) {
-				tl.atUntil++
-			}
-		}
-		switch a.Outcome {
-		case "ok":
-			tl.ok++
-		case "reset":
-			tl.reset++
-		case "refused":
-			tl.refused++
-		default:
-			tl.other[a.Outcome]++
-		}
-	}
-	return tl
+// kaTallyOf is the clients' own count (testutil.TallyWindow).
+func kaTallyOf(attempts []testutil.HTTPAttempt, until time.Time, slack time.Duration) testutil.Tally {
+	return testutil.TallyWindow(attempts, until, slack)
 }
 
 // TestStopTrafficKeepAlive stops an HTTP/1.1 server whose clients keep
@@ -124,35 +92,35 @@ func TestStopTrafficKeepAlive(t *testing.T) {
 			}
 			got := kaTallyOf(attempts, until, 2*time.Millisecond)
 			t.Logf("clients: %d ok, %d broken, %d refused, other %v (%d at the read, %d after it); sigscope: unanswered %d, after_close %d, cut %d, reset_sent %d, refused %v, idle_at_exit %d, undecided %d, closed %d, lost %d: %s; hint: %s",
-				got.ok, got.reset, got.refused, got.other, got.atUntil, got.after, tr.Unanswered.N, tr.AfterClose.N, tr.Cut.N, tr.ResetSent.N, tr.Refused,
+				got.OK, got.Reset, got.Refused, got.Other, got.AtUntil, got.After, tr.Unanswered.N, tr.AfterClose.N, tr.Cut.N, tr.ResetSent.N, tr.Refused,
 				tr.IdleAtExit.N, tr.Undecided.N, tr.Closed.N, *tr.Lost, tr.Verdict, tr.Hint)
-			if len(got.other) > 0 {
-				t.Errorf("the clients saw %v: not a kind this test expects", got.other)
+			if len(got.Other) > 0 {
+				t.Errorf("the clients saw %v: not a kind this test expects", got.Other)
 			}
-			if got.ok == 0 {
+			if got.OK == 0 {
 				t.Fatal("no request was answered")
 			}
 			// Every broken request is one lost (read and never answered,
 			// sent after the close, cut, reset) or, at most, undecided;
 			// none lost that a client had answered.
 			broken := tr.Unanswered.N + tr.AfterClose.N + tr.Cut.N + tr.ResetSent.N
-			if broken > got.reset+got.atUntil || broken+tr.Undecided.N < got.reset {
+			if broken > got.Reset+got.AtUntil || broken+tr.Undecided.N < got.Reset {
 				t.Errorf("sigscope: %d broken requests (%d unanswered, %d after the close, %d cut, %d reset) and %d undecided; the clients: %d broken (%d at the read)",
-					broken, tr.Unanswered.N, tr.AfterClose.N, tr.Cut.N, tr.ResetSent.N, tr.Undecided.N, got.reset, got.atUntil)
+					broken, tr.Unanswered.N, tr.AfterClose.N, tr.Cut.N, tr.ResetSent.N, tr.Undecided.N, got.Reset, got.AtUntil)
 			}
 			refused := 0
 			if tr.Refused != nil {
 				refused = tr.Refused.N
-				if refused > got.refused || refused+got.atUntil < got.refused {
-					t.Errorf("refused: sigscope %d, the clients %d (%d at the read)", refused, got.refused, got.atUntil)
+				if refused > got.Refused || refused+got.AtUntil < got.Refused {
+					t.Errorf("refused: sigscope %d, the clients %d (%d at the read)", refused, got.Refused, got.AtUntil)
 				}
 			}
 			if want := broken + refused; *tr.Lost != want {
 				t.Errorf("lost %d, want %d", *tr.Lost, want)
 			}
-			if tc.hurt != (got.reset+got.refused > 0) {
+			if tc.hurt != (got.Reset+got.Refused > 0) {
 				t.Fatalf("the clients saw %d broken and %d refused: the %s server should%s hurt them (the test's premise)",
-					got.reset, got.refused, tc.mode, map[bool]string{true: "", false: " not"}[tc.hurt])
+					got.Reset, got.Refused, tc.mode, map[bool]string{true: "", false: " not"}[tc.hurt])
 			}
 			if !tc.hurt && (*tr.Lost != 0 || !strings.HasPrefix(tr.Verdict, "no client was hurt") || tr.Hint != "") {
 				t.Errorf("a draining server: lost %d, verdict %q, hint %q", *tr.Lost, tr.Verdict, tr.Hint)
@@ -192,27 +160,23 @@ func TestStopTrafficKeepAlive(t *testing.T) {
 
 // TestStopOwnCalls stops a server with no clients at all whose SIGTERM
 // handler calls its sidecar, which had stopped first (its own namespace's
-// localhost, nothing listening), and a peer elsewhere (the host, through
-// Docker's bridge, nothing listening): its own calls refused are named
-// apart from its clients, and no client is counted lost. Where the socket
-// cgroup split cannot tell whose calls they were, the namespace's own
-// refusals count as its clients' (never "nobody hurt" on a guess).
+// localhost, nothing listening), and a peer elsewhere (another network
+// namespace at an address of its own, joined by a veth pair as another
+// pod or a database would be, nothing listening): its own calls refused
+// are named apart from its clients, each where it failed, and no client
+// is counted lost. Where the socket cgroup split cannot tell whose calls
+// they were, the namespace's own refusals count as its clients' (never
+// "nobody hurt" on a guess).
 func TestStopOwnCalls(t *testing.T) {
 	img := trafficImage(t)
-	args := []string{img, "/server", "call-out", ":8080"}
-	elsewhere := "no peer elsewhere"
-	if gw, err := exec.Command("docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}}").Output(); err == nil {
-		elsewhere = strings.TrimSpace(string(gw)) + ":9"
-		args = append(args, elsewhere)
-	} else {
-		// This machine's Docker runs without its bridge (containers have
-		// loopback only): a peer elsewhere cannot be reached from them.
-		t.Logf("Docker has no bridge network (%v): only the calls to the sidecar are checked", err)
-	}
 	const name = "e2e-traffic-callout"
-	id := runContainer(t, name, args...)
+	const elsewhere = "10.200.3.2:9" // StartNetPeer's address on subnet 3
+	id := runContainer(t, name, img, "/server", "call-out", ":8080", elsewhere)
 	l := startTimeline(t)
 	testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
+	if p := testutil.StartNetPeer(t, mainPID(t, name), 3); p.Addr+":9" != elsewhere {
+		t.Fatalf("the peer elsewhere is at %s, the server calls %s", p.Addr, elsewhere)
+	}
 	if out, err := exec.Command("docker", "stop", "-t", "10", name).CombinedOutput(); err != nil {
 		t.Fatalf("docker stop: %v: %s", err, out)
 	}
@@ -241,11 +205,14 @@ func TestStopOwnCalls(t *testing.T) {
 	}
 	tr := with.Traffic
 	t.Logf("the server's own calls refused: %d (to 127.0.0.1:9090, and %s); sigscope: %s", refused, elsewhere, ep.raw)
-	if refused < 10 {
-		t.Fatalf("the server saw %d of its calls refused: want at least its sidecar's 10 (the test's premise): %s", refused, logs)
+	if refused != 20 {
+		t.Fatalf("the server saw %d of its calls refused: want its sidecar's 10 and the peer elsewhere's 10 (the test's premise): %s", refused, logs)
 	}
 	if tr.Lost == nil || tr.SelfRefused == nil || tr.OutRefused == nil {
 		t.Fatalf("counts not read, or without the namespace's own calls:\n%s", ep.raw)
+	}
+	if tr.SelfRefused.N != 10 || tr.OutRefused.N != 10 {
+		t.Errorf("the namespace's own calls refused: %d on its localhost, %d elsewhere; want 10 and 10", tr.SelfRefused.N, tr.OutRefused.N)
 	}
 	if got := tr.SelfRefused.N + tr.OutRefused.N; got != refused {
 		t.Errorf("the namespace's own calls refused: %d (self %d, elsewhere %d), the server counted %d", got, tr.SelfRefused.N, tr.OutRefused.N, refused)

@@ -80,8 +80,8 @@ func TestStopTrafficPeers(t *testing.T) {
 		attempts []testutil.HTTPAttempt
 	}{{"A (keep-alive)", a, attemptsA}, {"B (a connection a request)", b, attemptsB}} {
 		got := kaTallyOf(c.attempts, until, 2*time.Millisecond)
-		failed := got.reset + got.refused
-		t.Logf("client %s at %s: %d ok, %d broken, %d refused (%d at the read, %d after it), other %v", c.name, c.peer.Addr, got.ok, got.reset, got.refused, got.atUntil, got.after, got.other)
+		failed := got.Reset + got.Refused
+		t.Logf("client %s at %s: %d ok, %d broken, %d refused (%d at the read, %d after it), other %v", c.name, c.peer.Addr, got.OK, got.Reset, got.Refused, got.AtUntil, got.After, got.Other)
 		if failed == 0 {
 			t.Fatalf("client %s lost nothing: the test's premise is that both were hurt", c.name)
 		}
@@ -91,8 +91,8 @@ func TestStopTrafficPeers(t *testing.T) {
 			continue
 		}
 		p := tr.Peers.Top[i]
-		if p.Lost > failed+got.atUntil || p.Lost+p.MaybeLost < failed {
-			t.Errorf("peer %s: lost %d (possibly %d more, %v); the client failed %d (%d at the read)", p.Address, p.Lost, p.MaybeLost, p.Kinds, failed, got.atUntil)
+		if p.Lost > failed+got.AtUntil || p.Lost+p.MaybeLost < failed {
+			t.Errorf("peer %s: lost %d (possibly %d more, %v); the client failed %d (%d at the read)", p.Address, p.Lost, p.MaybeLost, p.Kinds, failed, got.AtUntil)
 		}
 		if p.Kind != "" {
 			t.Errorf("peer %s named %q: nothing on this node holds that address", p.Address, p.Kind)

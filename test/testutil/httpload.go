@@ -128,6 +128,44 @@ func Outcomes(as []HTTPAttempt) map[string]int {
 	return m
 }
 
+// Tally is clients' count of their requests' outcomes within a stop's
+// counting window: a request sent after the counts were read (until) is not
+// the stop's, and one that spans the read may be counted either way
+// (AtUntil).
+type Tally struct {
+	OK, Reset, Refused int
+	AtUntil            int // failures whose request spans until, give or take slack
+	After              int // failures sent after until+slack: not counted
+	Other              map[string]int
+}
+
+// TallyWindow counts attempts' outcomes against a count read at until.
+func TallyWindow(attempts []HTTPAttempt, until time.Time, slack time.Duration) Tally {
+	tl := Tally{Other: map[string]int{}}
+	for _, a := range attempts {
+		if a.Outcome != "ok" {
+			if a.Dialed.After(until.Add(slack)) {
+				tl.After++
+				continue
+			}
+			if a.Ended.After(until.Add(-slack)) {
+				tl.AtUntil++
+			}
+		}
+		switch a.Outcome {
+		case "ok":
+			tl.OK++
+		case "reset":
+			tl.Reset++
+		case "refused":
+			tl.Refused++
+		default:
+			tl.Other[a.Outcome]++
+		}
+	}
+	return tl
+}
+
 // LastArrivalBounds is where the last request a server's kernel saw
 // while it counted (until) must lie, from the clients' own log: no earlier
 // than the last one sent of those that surely arrived (ended before until:

@@ -1,0 +1,119 @@
+package kube
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/test/testutil"
+)
+
+// A Deployment's pod whose server, on SIGTERM, closes its idle keep-alive
+// connections under its clients for a second and then exits, deleted on
+// the real kubelet while eight pooled HTTP/1.1 clients on the node send
+// POSTs (never retried) to its IP across the CNI bridge: the episode's
+// lost requests equal the clients' failures, kind by kind, the verdict
+// names the keep-alive race and the hint drains; the clients are named,
+// by their address, as this node.
+func TestPodDeletionKeepAlive(t *testing.T) {
+	c := requireCluster(t)
+	dir := trafficServer(t)
+	name := fmt.Sprintf("sigscope-ka-%d", time.Now().Unix()%100000)
+	if _, err := c.runInput(t, trafficManifest(c, name, dir, "ka-closeidle", ""), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kubectlCleanup(c, "-n", "default", "delete", "deployment,service", name, "--ignore-not-found", "--wait=false")
+	})
+	if _, err := c.run(t, "-n", "default", "wait", "--for=condition=Available", "deployment/"+name, "--timeout=60s"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.run(t, "-n", "default", "get", "pods", "-l", "app="+name, "-o", `jsonpath={.items[0].metadata.name} {.items[0].status.podIP}`)
+	f := strings.Fields(out)
+	if err != nil || len(f) != 2 {
+		t.Fatalf("pod and IP: %q, %v", out, err)
+	}
+	pod, ip := f[0], f[1]
+	l := startTimeline(t, c)
+	testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
+	cl, err := testutil.StartKeepAliveLoad(net.JoinHostPort(ip, "8080"), 8, 20*time.Millisecond, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Stop() })
+	cl.WaitAnswered(t)
+	time.Sleep(500 * time.Millisecond) // every worker's connection kept
+	if _, err := c.run(t, "-n", "default", "delete", "pod", pod, "--wait=true", "--timeout=60s"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	attempts := cl.Stop()
+	eps := podEpisodes(l.stop(t, pod, 1), pod)
+	if len(eps) != 1 {
+		t.Fatalf("%d episodes of %s, want 1", len(eps), pod)
+	}
+	var ep struct {
+		Traffic *struct {
+			Unread     string           `json:"unread"`
+			Until      string           `json:"until"`
+			Unanswered *struct{ N int } `json:"unanswered"`
+			AfterClose *struct{ N int } `json:"after_close"`
+			Cut        *struct{ N int } `json:"cut"`
+			ResetSent  *struct{ N int } `json:"reset_sent"`
+			Refused    *struct{ N int } `json:"refused"`
+			Undecided  *struct{ N int } `json:"undecided"`
+			Lost       *int             `json:"lost"`
+			Verdict    string           `json:"verdict"`
+			Hint       string           `json:"hint"`
+			Peers      *struct {
+				Top []struct {
+					Address string `json:"address"`
+					Lost    int    `json:"lost"`
+					Kind    string `json:"kind"`
+				} `json:"top"`
+			} `json:"peers"`
+		} `json:"traffic"`
+	}
+	if err := json.Unmarshal([]byte(eps[0].raw), &ep); err != nil {
+		t.Fatal(err)
+	}
+	tr := ep.Traffic
+	if tr == nil || tr.Unread != "" || tr.Unanswered == nil || tr.AfterClose == nil || tr.Cut == nil || tr.ResetSent == nil || tr.Undecided == nil || tr.Lost == nil {
+		t.Fatalf("counts not read, or a kind that tells who spoke last is null:\n%s", eps[0].raw)
+	}
+	until, err := time.Parse(time.RFC3339Nano, tr.Until)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := testutil.TallyWindow(attempts, until, 2*time.Millisecond)
+	t.Logf("clients: %d ok, %d broken, %d refused, other %v (%d at the read, %d after it); episode: %s", got.OK, got.Reset, got.Refused, got.Other, got.AtUntil, got.After, eps[0].raw)
+	if got.Reset == 0 {
+		t.Fatal("no request broken: the test's premise is that closing idle keep-alive connections under the clients breaks some")
+	}
+	broken := tr.Unanswered.N + tr.AfterClose.N + tr.Cut.N + tr.ResetSent.N
+	if broken > got.Reset+got.AtUntil || broken+tr.Undecided.N < got.Reset {
+		t.Errorf("sigscope: %d broken (%d unanswered, %d after the close, %d cut, %d reset), %d undecided; the clients: %d broken (%d at the read)",
+			broken, tr.Unanswered.N, tr.AfterClose.N, tr.Cut.N, tr.ResetSent.N, tr.Undecided.N, got.Reset, got.AtUntil)
+	}
+	refused := 0
+	if tr.Refused != nil {
+		refused = tr.Refused.N
+		if refused > got.Refused || refused+got.AtUntil < got.Refused {
+			t.Errorf("refused: sigscope %d, the clients %d (%d at the read)", refused, got.Refused, got.AtUntil)
+		}
+	}
+	if *tr.Lost != broken+refused {
+		t.Errorf("lost %d, want %d", *tr.Lost, broken+refused)
+	}
+	if tr.Unanswered.N+tr.AfterClose.N > 0 && (!strings.Contains(tr.Verdict, "the keep-alive race") || !strings.Contains(tr.Hint, "Connection: close")) {
+		t.Errorf("the keep-alive race not named or not drained: verdict %q, hint %q", tr.Verdict, tr.Hint)
+	}
+	// The clients dial from the node: its address on the CNI bridge,
+	// named as this node.
+	if tr.Peers == nil || len(tr.Peers.Top) != 1 || tr.Peers.Top[0].Kind != "node" || tr.Peers.Top[0].Lost != *tr.Lost {
+		t.Errorf("peers %+v: want the node alone, with the %d lost", tr.Peers, *tr.Lost)
+	}
+}
