@@ -101,5 +101,6 @@ func TestStopTrafficPeers(t *testing.T) {
 	if len(tr.Peers.Top) != 2 || tr.Peers.More != 0 || tr.Peers.Unattributed != 0 {
 		t.Errorf("peers %+v: want the two clients, and nothing else", tr.Peers)
 	}
-	t.Logf("episode: %s", ep.raw)
+	peers, _ := json.Marshal(tr.Peers)
+	t.Logf("peers: %s; episode: %s", peers, ep.raw)
 }
