@@ -93,6 +93,9 @@ func (o *options) runTimeline(cmd *cobra.Command, t target, since time.Duration)
 	}
 	eps := mergeEpisodes(res, pods)
 	warnings := windowWarnings(res, since)
+	if w := nameClusterPeers(ctx, s, eps); w != "" {
+		warnings = append(warnings, w)
+	}
 	for _, w := range warnings {
 		fmt.Fprintf(o.stderr, "warning: %s\n", w)
 	}
