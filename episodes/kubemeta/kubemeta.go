@@ -487,22 +487,16 @@ func (p *Pods) Owner(namespace, pod string) *timeline.Owner {
 // reference alone (no further lookup, so no RBAC beyond reading pods): a
 // ReplicaSet whose name is a Deployment's name, "-" and the pod's
 // pod-template-hash label (the Deployment controller's naming) is taken for
-// that Deployment. A CronJob's Jobs stay Jobs: telling one from a Job
-// named like it would need the Job itself. nil for a pod with no controller.
+// that Deployment (timeline.ControllerWorkload, the kubectl plugin's rule
+// too). A CronJob's Jobs stay Jobs: telling one from a Job named like it
+// would need the Job itself. nil for a pod with no controller.
 func WorkloadOf(pod *corev1.Pod) *timeline.Owner {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil {
 		return nil
 	}
-	o := &timeline.Owner{Kind: ref.Kind, Name: ref.Name}
-	if ref.Kind == "ReplicaSet" {
-		if h := pod.Labels["pod-template-hash"]; h != "" {
-			if name, ok := strings.CutSuffix(ref.Name, "-"+h); ok && name != "" {
-				o = &timeline.Owner{Kind: "Deployment", Name: name}
-			}
-		}
-	}
-	return o
+	o := timeline.ControllerWorkload(ref.Kind, ref.Name, pod.Labels["pod-template-hash"])
+	return &o
 }
 
 // hookStart is the deletion of pod, seen at at, when a container of it has

@@ -133,7 +133,7 @@ func (ep *Episode) learn(f Facts) {
 		c.NameUnknown = f.NameUnknown
 	}
 	if ep.Traffic != nil {
-		ep.Traffic.namePeers(f.PeerNames)
+		ep.Traffic.NamePeers(f.PeerNames)
 	}
 	k := f.Kube
 	if k == nil || c.Pod == "" {

@@ -111,9 +111,9 @@ func (t *Traffic) takePeers(ps []sigvocab.PeerCounts, back uint64) {
 	t.Peers = out
 }
 
-// namePeers names the top peers from what the agent knew of their
+// NamePeers names the top peers from what the agent knew of their
 // addresses at the stop (Facts.PeerNames).
-func (t *Traffic) namePeers(names map[netip.Addr]PeerName) {
+func (t *Traffic) NamePeers(names map[netip.Addr]PeerName) {
 	if t.Peers == nil {
 		return
 	}

@@ -43,10 +43,10 @@ func TestPeers(t *testing.T) {
 		p.Top[2].Lost != 3 || p.Top[2].MaybeLost != 1 || p.Top[3].Addr != netip.MustParseAddr("fd00::1") {
 		t.Errorf("top %+v", p.Top)
 	}
-	tr.namePeers(map[netip.Addr]PeerName{netip.MustParseAddr("10.0.0.5"): {Kind: PeerPod, Namespace: "shop", Name: "ingress-7c9", Workload: "Deployment/ingress"},
+	tr.NamePeers(map[netip.Addr]PeerName{netip.MustParseAddr("10.0.0.5"): {Kind: PeerPod, Namespace: "shop", Name: "ingress-7c9", Workload: "Deployment/ingress"},
 		netip.MustParseAddr("10.0.0.9"): {Kind: PeerNode, Name: "node-1"}})
 	want := "10.0.0.5 (pod shop/ingress-7c9, Deployment/ingress): 12 lost (10 refused, 2 read and never answered); the pod's own namespace (a sidecar's calls for its clients): 4 lost (refused); " +
-		"10.0.0.9 (this node node-1: a process on it, a host-network pod, or traffic kube-proxy masqueraded): 3 lost (refused), 1 possibly; fd00::1: 2 lost (read and never answered); 10.0.1.1: 1 lost (refused); " +
+		"10.0.0.9 (node node-1: a process on it, a host-network pod, or traffic kube-proxy masqueraded): 3 lost (refused), 1 possibly; fd00::1: 2 lost (read and never answered); 10.0.1.1: 1 lost (refused); " +
 		"2 more clients: 2 lost; 10 lost by clients the kernel's table (4096) did not keep"
 	if got := tr.PeersText(); got != want {
 		t.Errorf("text\n%q\nwant\n%q", got, want)

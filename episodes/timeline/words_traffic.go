@@ -362,7 +362,8 @@ func (t *Traffic) PeersText() string {
 var peerKindWords = map[sigvocab.NetKind]string{sigvocab.NetRefused: "refused", sigvocab.NetResetSent: "reset by the application",
 	sigvocab.NetCut: "cut", sigvocab.NetUnanswered: "read and never answered", sigvocab.NetAfterClose: "sent after the close"}
 
-// peerWho names a peer: its address and what the agent knew of it.
+// peerWho names a peer: its address and what the agent (or the kubectl
+// plugin) knew of it.
 func peerWho(p *Peer) string {
 	switch p.Who.Kind {
 	case PeerNamespace:
@@ -377,9 +378,11 @@ func peerWho(p *Peer) string {
 		}
 		return s + ")"
 	case PeerNode:
+		// Named, it may be another node than the episode's: the kubectl
+		// plugin names the nodes of the cluster.
 		s := p.Addr.String() + " (this node"
 		if p.Who.Name != "" {
-			s += " " + p.Who.Name
+			s = p.Addr.String() + " (node " + p.Who.Name
 		}
 		return s + ": a process on it, a host-network pod, or traffic kube-proxy masqueraded)"
 	}

@@ -124,20 +124,16 @@ func (f *Fleet) Discover(ctx context.Context) ([]Agent, error) {
 	return out, nil
 }
 
-// NodesWithoutAgent lists the nodes where no agent pod was found. It needs
-// "list nodes", which the readers' ClusterRole does not grant: without it
-// (or on any error) it says nothing, and ok is false.
-func (f *Fleet) NodesWithoutAgent(ctx context.Context, agents []Agent) (nodes []string, ok bool) {
-	list, err := f.API.nodes(ctx)
-	if err != nil {
-		return nil, false
-	}
+// nodesWithoutAgent lists the nodes of list where no agent pod was found.
+// The list needs "list nodes", which the readers' ClusterRole does not
+// grant: without it (or on any error) readAgents says nothing of them.
+func nodesWithoutAgent(list []node, agents []Agent) (nodes []string) {
 	for _, n := range list {
 		if !slices.ContainsFunc(agents, func(a Agent) bool { return a.Node == n.Metadata.Name }) {
 			nodes = append(nodes, n.Metadata.Name)
 		}
 	}
-	return nodes, true
+	return nodes
 }
 
 func metricsPort(p *pod) string {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,11 +41,23 @@ type pod struct {
 	Metadata struct {
 		Name              string     `json:"name"`
 		Namespace         string     `json:"namespace"`
+		CreationTimestamp time.Time  `json:"creationTimestamp"`
 		DeletionTimestamp *time.Time `json:"deletionTimestamp"`
+		OwnerReferences   []struct {
+			Kind       string `json:"kind"`
+			Name       string `json:"name"`
+			Controller *bool  `json:"controller"`
+		} `json:"ownerReferences"`
+		// Labels holds the one label the plugin reads: a Deployment's
+		// ReplicaSet names itself NAME-HASH (timeline.ControllerWorkload).
+		Labels struct {
+			PodTemplateHash string `json:"pod-template-hash"`
+		} `json:"labels"`
 	} `json:"metadata"`
 	Spec struct {
-		NodeName   string `json:"nodeName"`
-		Containers []struct {
+		NodeName    string `json:"nodeName"`
+		HostNetwork bool   `json:"hostNetwork"` // the node's addresses, not its own
+		Containers  []struct {
 			Ports []struct {
 				Name          string `json:"name"`
 				ContainerPort int32  `json:"containerPort"`
@@ -62,8 +75,14 @@ type pod struct {
 				Waiting *struct {
 					Reason string `json:"reason"`
 				} `json:"waiting"`
+				Terminated *struct {
+					FinishedAt time.Time `json:"finishedAt"`
+				} `json:"terminated"`
 			} `json:"state"`
 		} `json:"containerStatuses"`
+		PodIPs []struct {
+			IP string `json:"ip"`
+		} `json:"podIPs"`
 	} `json:"status"`
 }
 
@@ -72,6 +91,12 @@ type node struct {
 	Metadata struct {
 		Name string `json:"name"`
 	} `json:"metadata"`
+	Status struct {
+		Addresses []struct {
+			Type    string `json:"type"` // InternalIP, ExternalIP, Hostname, ...
+			Address string `json:"address"`
+		} `json:"addresses"`
+	} `json:"status"`
 }
 
 // url is the URL of an API path under /api/v1: elems are joined as
@@ -82,6 +107,11 @@ func (s *apiServer) url(query url.Values, elems ...string) *url.URL {
 	u.RawQuery = query.Encode()
 	return &u
 }
+
+// listLimit is the size of a list's pages, as kubectl's (--chunk-size):
+// a cluster's pods come in pages rather than in one answer that the API
+// server and the plugin would hold whole.
+const listLimit = 500
 
 // pods lists the pods of namespace ns ("": every namespace) that selector
 // selects.
@@ -94,20 +124,35 @@ func (s *apiServer) pods(ctx context.Context, ns, selector string) ([]pod, error
 	if ns != "" {
 		elems = []string{"namespaces", ns, "pods"}
 	}
-	var list struct {
-		Items []pod `json:"items"`
-	}
-	err := s.list(ctx, "pods", s.url(q, elems...), &list)
-	return list.Items, err
+	return listAll[pod](ctx, s, "pods", q, elems...)
 }
 
 // nodes lists every node.
 func (s *apiServer) nodes(ctx context.Context) ([]node, error) {
-	var list struct {
-		Items []node `json:"items"`
+	return listAll[node](ctx, s, "nodes", url.Values{}, "nodes")
+}
+
+// listAll lists resource at the path elems with query q, page by page
+// (limit and continue, as the API server pages a list).
+func listAll[T any](ctx context.Context, s *apiServer, resource string, q url.Values, elems ...string) ([]T, error) {
+	q.Set("limit", strconv.Itoa(listLimit))
+	var items []T
+	for {
+		var page struct {
+			Metadata struct {
+				Continue string `json:"continue"`
+			} `json:"metadata"`
+			Items []T `json:"items"`
+		}
+		if err := s.list(ctx, resource, s.url(q, elems...), &page); err != nil {
+			return nil, err
+		}
+		items = append(items, page.Items...)
+		if page.Metadata.Continue == "" {
+			return items, nil
+		}
+		q.Set("continue", page.Metadata.Continue)
 	}
-	err := s.list(ctx, "nodes", s.url(nil, "nodes"), &list)
-	return list.Items, err
 }
 
 // proxyURL is the pod proxy's URL of path at pod ns/name (name may be

@@ -102,6 +102,22 @@ func (o *options) versionCmd() *cobra.Command {
 type session struct {
 	fleet     *Fleet
 	namespace string // "" with --all-namespaces
+
+	// The cluster's nodes, listed once (session.nodes).
+	nodeList  []node
+	nodesErr  error
+	nodesRead bool
+}
+
+// nodes lists the cluster's nodes, once for the command: readAgents names
+// the nodes without an agent, and naming the clients of a stop reads their
+// addresses (nameClusterPeers).
+func (s *session) nodes(ctx context.Context) ([]node, error) {
+	if !s.nodesRead {
+		s.nodeList, s.nodesErr = s.fleet.API.nodes(ctx)
+		s.nodesRead = true
+	}
+	return s.nodeList, s.nodesErr
 }
 
 func (o *options) session() (*session, error) {
@@ -246,8 +262,8 @@ func readAgents[T any](ctx context.Context, o *options, s *session, path string,
 	if err != nil {
 		return nil, nil, err
 	}
-	if missing, ok := s.fleet.NodesWithoutAgent(ctx, agents); ok {
-		for _, n := range missing {
+	if nodes, err := s.nodes(ctx); err == nil {
+		for _, n := range nodesWithoutAgent(nodes, agents) {
 			agents = append(agents, Agent{Node: n, Error: "no agent pod on this node"})
 		}
 	}

@@ -57,7 +57,10 @@ func (o *options) timelineCmd() *cobra.Command {
 exit, the outcome and a fix. A pod is found on whichever node ran it, deleted
 pods included (agents keep their last episodes, 1000 by default). A workload
 (deploy/NAME, ...) is matched by the owner the agent recorded for each pod
-(the agent learns it from the API server: chart value kubeEvents).`,
+(the agent learns it from the API server: chart value kubeEvents). The
+clients a stop hurt that the node's agent could not name (another node's
+pod, another node) are named from the cluster's pods and nodes, which needs
+list pods and list nodes cluster-wide; without them they stay addresses.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var t target
@@ -93,6 +96,9 @@ func (o *options) runTimeline(cmd *cobra.Command, t target, since time.Duration)
 	}
 	eps := mergeEpisodes(res, pods)
 	warnings := windowWarnings(res, since)
+	if w := nameClusterPeers(ctx, s, eps); w != "" {
+		warnings = append(warnings, w)
+	}
 	for _, w := range warnings {
 		fmt.Fprintf(o.stderr, "warning: %s\n", w)
 	}
