@@ -327,8 +327,8 @@ func TestRecordPeers(t *testing.T) {
 		"sigscope.peers.workload": `["Deployment/ingress",""]`, "sigscope.peers.more": "2", "sigscope.peers.more_lost": "2",
 		"sigscope.last_request.after_stop_s": "2.5", "sigscope.last_request.covering_prestop_sleep_s": "3",
 	} {
-		if v, ok := got[k]; !ok || v.Emit() != want {
-			t.Errorf("%s = %q, want %q", k, v.Emit(), want)
+		if v, ok := got[k]; !ok || v.String() != want {
+			t.Errorf("%s = %q, want %q", k, v.String(), want)
 		}
 	}
 	if _, ok := got["sigscope.last_request.after_endpoint_left_s"]; ok {
