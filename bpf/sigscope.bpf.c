@@ -81,6 +81,7 @@ const volatile bool watch_nets = false;   /* the TCP programs are attached: coun
 const volatile bool every_reset = false;  /* tcp_send_reset fires for every RST (6.10+): a timewait socket's too, so after_close can be counted whole */
 __u32 probers_on = 0; /* user space registered a prober (probers): only then do the TCP programs look for probes */
 const volatile __u64 ns_per_jiffy = 0;   /* the kernel's tick (1e9 / CONFIG_HZ), found by user space; 0: a client's last data is not timed */
+const volatile __u32 cross_jiffies = 0;  /* CROSS_MS in ticks (at least 1); 0: the tick is not known, and no data is taken to have crossed an answer */
 
 /* Returns obj as an untrusted pointer to the kernel type btf_id: loads
  * through it are direct, fault-tolerant loads (a fault reads 0), like those
@@ -927,6 +928,27 @@ static __always_inline void client_data(struct net_stats *st, const struct sock 
  * HTTP answer with its headers is longer. */
 #define SHORT_WRITE 100
 
+/* Whether the peer's last data crossed the container's last answer: it
+ * came within cross_jiffies (CROSS_MS) of it, sooner than a client that
+ * read the answer would send a new request after an idle spell. A
+ * request's body sent behind its headers (Nagle holds it until their
+ * acknowledgement, which comes with the answer: Python's http.client) or
+ * a pipelined request look like that, and so does a client reusing the
+ * connection at once: who spoke last cannot be told (NET_UNDECIDED). Only
+ * after an answer (bytes_acked): a request on a connection never answered
+ * is unanswered however soon it came. */
+static __always_inline bool crossed(const struct sock *sk)
+{
+	const struct inet_connection_sock *icsk = (const void *)sk;
+	const struct tcp_sock *tp = (const void *)sk;
+	__s32 after;
+
+	if (!cross_jiffies || !bpf_core_field_exists(tp->bytes_acked) || !BPF_CORE_READ(tp, bytes_acked))
+		return false;
+	after = (__s32)(BPF_CORE_READ(icsk, icsk_ack.lrcvtime) - BPF_CORE_READ(tp, lsndtime));
+	return after >= 0 && after <= (__s32)cross_jiffies;
+}
+
 /* What an inbound connection that its container's side closes with a FIN
  * (a FIN by a dying process too) leaves its client: who spoke last, from
  * the socket's sequence numbers. peer_fin: the peer had closed its side
@@ -939,8 +961,11 @@ static __always_inline __u32 fin_kind(const struct sock *sk, bool peer_fin, bool
 
 	if (pending > 0) /* its last write not acknowledged yet */
 		return dying || pending <= SHORT_WRITE ? NET_UNDECIDED : NET_CLOSED;
-	if (rcv_nxt != BPF_CORE_READ(tp, snd_wl1)) /* the peer's data came after it last acknowledged ours */
+	if (rcv_nxt != BPF_CORE_READ(tp, snd_wl1)) { /* the peer's data came after it last acknowledged ours */
+		if (crossed(sk))
+			return NET_UNDECIDED;
 		return dying ? NET_CUT : NET_UNANSWERED;
+	}
 	return dying ? NET_IDLE_AT_EXIT : NET_CLOSED;
 }
 

@@ -239,6 +239,7 @@ const (
 	sigscopeProgHandleTcpRstReceived = "handle_tcp_rst_received"
 	sigscopeProgHandleTcpRstSent     = "handle_tcp_rst_sent"
 	sigscopeProgHandleTcpState       = "handle_tcp_state"
+	sigscopeVarCrossJiffies          = "cross_jiffies"
 	sigscopeVarDirectReads           = "direct_reads"
 	sigscopeVarEveryReset            = "every_reset"
 	sigscopeVarFilterComm            = "filter_comm"
@@ -340,6 +341,7 @@ type sigscopeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeVariableSpecs struct {
+	CrossJiffies      *ebpf.VariableSpec `ebpf:"cross_jiffies"`
 	DirectReads       *ebpf.VariableSpec `ebpf:"direct_reads"`
 	EveryReset        *ebpf.VariableSpec `ebpf:"every_reset"`
 	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
@@ -427,6 +429,7 @@ func (m *sigscopeMaps) Close() error {
 //
 // It can be passed to loadSigscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopeVariables struct {
+	CrossJiffies      *ebpf.Variable `ebpf:"cross_jiffies"`
 	DirectReads       *ebpf.Variable `ebpf:"direct_reads"`
 	EveryReset        *ebpf.Variable `ebpf:"every_reset"`
 	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`

@@ -136,6 +136,7 @@ const (
 	sigscopeCompatProgHandleTcpRstReceived = "handle_tcp_rst_received"
 	sigscopeCompatProgHandleTcpRstSent     = "handle_tcp_rst_sent"
 	sigscopeCompatProgHandleTcpState       = "handle_tcp_state"
+	sigscopeCompatVarCrossJiffies          = "cross_jiffies"
 	sigscopeCompatVarDirectReads           = "direct_reads"
 	sigscopeCompatVarEveryReset            = "every_reset"
 	sigscopeCompatVarFilterComm            = "filter_comm"
@@ -237,6 +238,7 @@ type sigscopeCompatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sigscopeCompatVariableSpecs struct {
+	CrossJiffies      *ebpf.VariableSpec `ebpf:"cross_jiffies"`
 	DirectReads       *ebpf.VariableSpec `ebpf:"direct_reads"`
 	EveryReset        *ebpf.VariableSpec `ebpf:"every_reset"`
 	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
@@ -324,6 +326,7 @@ func (m *sigscopeCompatMaps) Close() error {
 //
 // It can be passed to loadSigscopeCompatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sigscopeCompatVariables struct {
+	CrossJiffies      *ebpf.Variable `ebpf:"cross_jiffies"`
 	DirectReads       *ebpf.Variable `ebpf:"direct_reads"`
 	EveryReset        *ebpf.Variable `ebpf:"every_reset"`
 	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`

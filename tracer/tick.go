@@ -170,3 +170,20 @@ func timerListHZ(read func() (now, jiffies float64, err error)) (int, error) {
 	}
 	return 0, fmt.Errorf("/proc/timer_list: a rate of %.1f jiffies per second is no CONFIG_HZ", hz)
 }
+
+// CrossWindow is how soon after the container's last answer a client's
+// data is taken to have crossed it rather than followed it (a request's
+// body sent behind its headers, a pipelined request, a client reusing the
+// connection at once): who spoke last is then undecided
+// (bpf/sigscope.bpf.c, crossed). A client that read the answer and sent a
+// new request after an idle spell, the keep-alive race, comes later.
+const CrossWindow = 5 * time.Millisecond
+
+// crossJiffies is CrossWindow in ticks of tickNS ns, at least 1; 0 when
+// the tick is not known.
+func crossJiffies(tickNS uint64) uint32 {
+	if tickNS == 0 {
+		return 0
+	}
+	return uint32(max(1, (uint64(CrossWindow.Nanoseconds())+tickNS-1)/tickNS))
+}

@@ -227,14 +227,15 @@ func New(opts Options) (*Tracer, error) {
 	var commBytes [16]byte
 	copy(commBytes[:], opts.Comm)
 	consts := map[string]any{
-		sigscopeVarSignalMask:  uint64(opts.Signals),
-		sigscopeVarSelfTgid:    uint32(os.Getpid()),
-		sigscopeVarFilterPid:   opts.PID,
-		sigscopeVarFilterComm:  commBytes,
-		sigscopeVarDirectReads: !opts.helperReads && hasKfunc(kspec, "bpf_rdonly_cast"),
-		sigscopeVarWatchNets:   !opts.NoConnections,
-		sigscopeVarEveryReset:  seesRefused,
-		sigscopeVarNsPerJiffy:  tickNS,
+		sigscopeVarSignalMask:   uint64(opts.Signals),
+		sigscopeVarSelfTgid:     uint32(os.Getpid()),
+		sigscopeVarFilterPid:    opts.PID,
+		sigscopeVarFilterComm:   commBytes,
+		sigscopeVarDirectReads:  !opts.helperReads && hasKfunc(kspec, "bpf_rdonly_cast"),
+		sigscopeVarWatchNets:    !opts.NoConnections,
+		sigscopeVarEveryReset:   seesRefused,
+		sigscopeVarNsPerJiffy:   tickNS,
+		sigscopeVarCrossJiffies: crossJiffies(tickNS),
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {

@@ -264,6 +264,8 @@ struct tcp_sock {
 	u32 snd_wl1;
 	u32 snd_una;
 	u32 write_seq;
+	u32 lsndtime;    /* the jiffy of the last data sent */
+	u64 bytes_acked; /* of the data sent, how much the peer acknowledged */
 } __attribute__((preserve_access_index));
 
 struct net_device {

@@ -52,7 +52,7 @@ func resetsUnknown(t *Traffic) string {
 }
 
 // undecidedWhy is why a connection counts as possibly lost (NetUndecided).
-const undecidedWhy = "closed right after a short write, a TLS close_notify or an HTTP/2 GOAWAY perhaps, or with a write in flight when the process died: who spoke last cannot be told"
+const undecidedWhy = "closed right after a short write (a TLS close_notify or an HTTP/2 GOAWAY perhaps), with a write in flight when the process died, or with the client's last data crossing the answer (a request's body sent behind its headers, a request sent at once): who spoke last cannot be told"
 
 // lostUnit is what Lost counts: requests where the kernel tells who spoke
 // last, connections in counts made before it did.
