@@ -172,6 +172,11 @@ func stopKeepAlive(t *testing.T, img, name string, tc kaCase, start func(t *test
 // are refused; lost is their sum; a server that hurt nobody says so.
 func checkKeepAliveEpisode(t *testing.T, tc kaCase, attempts []testutil.HTTPAttempt, ep episode) {
 	t.Helper()
+	defer func() {
+		if t.Failed() {
+			t.Logf("the episode: %s", ep.raw)
+		}
+	}()
 	var with struct {
 		Traffic *trafficJSON `json:"traffic"`
 	}
