@@ -55,13 +55,12 @@ import (
 // another cgroup's; the log shows both.
 //
 // Known to fail: python with ka-drain. http.client writes a POST's
-// headers and its body in two sends; on a kept connection the body often
-// comes after the server's answer (Nagle's algorithm holds it until the
-// answer acknowledges the headers), and Go's server, answering with
-// Connection: close before reading the body, reads it after its answer,
-// then closes. The kernel sees the client speak last before the FIN, and
-// the episode counts a request read and never answered where every one
-// was answered.
+// headers and its body in two sends (TCP_NODELAY: two segments), and the
+// body can come after the server's answer (the thread waits for the GIL
+// in between); Go's server, answering with Connection: close before
+// reading the body, reads it after its answer, then closes. The kernel
+// sees the client speak last before the FIN, and the episode counts a
+// request read and never answered where every one was answered.
 func TestStopTrafficClientShapes(t *testing.T) {
 	img := trafficImage(t)
 	node, python := dockertest.NodeJS(), dockertest.Python3()
