@@ -79,7 +79,7 @@ func TestStopTrafficPeers(t *testing.T) {
 		peer     *testutil.NetPeer
 		attempts []testutil.HTTPAttempt
 	}{{"A (keep-alive)", a, attemptsA}, {"B (a connection a request)", b, attemptsB}} {
-		got := kaTallyOf(c.attempts, until, 2*time.Millisecond)
+		got := testutil.TallyWindow(c.attempts, until, 2*time.Millisecond)
 		failed := got.Reset + got.Refused
 		t.Logf("client %s at %s: %d ok, %d broken, %d refused (%d at the read, %d after it), other %v", c.name, c.peer.Addr, got.OK, got.Reset, got.Refused, got.AtUntil, got.After, got.Other)
 		if failed == 0 {
