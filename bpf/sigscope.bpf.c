@@ -963,7 +963,7 @@ static __always_inline __u32 fin_kind(const struct sock *sk, bool peer_fin, bool
 		return dying || pending <= SHORT_WRITE ? NET_UNDECIDED : NET_CLOSED;
 	if (rcv_nxt != BPF_CORE_READ(tp, snd_wl1)) { /* the peer's data came after it last acknowledged ours */
 		if (crossed(sk))
-			return NET_UNDECIDED;
+			return NET_UNDECIDED; /* a request's rest or a new request: who spoke last cannot be told */
 		return dying ? NET_CUT : NET_UNANSWERED;
 	}
 	return dying ? NET_IDLE_AT_EXIT : NET_CLOSED;

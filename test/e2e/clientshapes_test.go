@@ -54,13 +54,14 @@ import (
 // are the namespace's own (self_refused), given back to refused as
 // another cgroup's; the log shows both.
 //
-// Known to fail: python with ka-drain. http.client writes a POST's
+// Python's drain is undecided, not clean: http.client writes a POST's
 // headers and its body in two sends (TCP_NODELAY: two segments), and the
-// body can come after the server's answer (the thread waits for the GIL
-// in between); Go's server, answering with Connection: close before
-// reading the body, reads it after its answer, then closes. The kernel
-// sees the client speak last before the FIN, and the episode counts a
-// request read and never answered where every one was answered.
+// body can come after the server's answer; Go's server, answering with
+// Connection: close before reading the body, reads it after its answer,
+// then closes. The kernel sees the client speak last before the FIN, and
+// cannot tell a request's rest from a new request: data that came within
+// tracer.CrossWindow of the answer is undecided (possibly lost), never a
+// request lost (kaCase.crossesAnswer).
 func TestStopTrafficClientShapes(t *testing.T) {
 	img := trafficImage(t)
 	node, python := dockertest.NodeJS(), dockertest.Python3()
@@ -84,19 +85,20 @@ func TestStopTrafficClientShapes(t *testing.T) {
 		return append([]string{"nsenter", "-t", strconv.Itoa(pid), "-n", "--"}, argv...)
 	}
 	for _, shape := range []struct {
-		name  string
-		start func(t *testing.T, pid int) kaClients
+		name          string
+		crossesAnswer bool
+		start         func(t *testing.T, pid int) kaClients
 	}{
-		{"python", func(t *testing.T, pid int) kaClients {
+		{"python", true, func(t *testing.T, pid int) kaClients {
 			return startPool(t, "pool.py", inNetNS(pid, append([]string{python.Path, script("pool.py"), "--addr", "127.0.0.1:8080"}, poolArgs...)...))
 		}},
-		{"go", func(t *testing.T, pid int) kaClients {
+		{"go", false, func(t *testing.T, pid int) kaClients {
 			return startPool(t, "pool.go", inNetNS(pid, append([]string{goPool, "--addr", "127.0.0.1:8080"}, poolArgs...)...))
 		}},
-		{"node", func(t *testing.T, pid int) kaClients {
+		{"node", false, func(t *testing.T, pid int) kaClients {
 			return startPool(t, "pool.js", inNetNS(pid, append([]string{node.Path, script("pool.js"), "--addr", "127.0.0.1:8080"}, poolArgs...)...))
 		}},
-		{"nginx", func(t *testing.T, pid int) kaClients {
+		{"nginx", false, func(t *testing.T, pid int) kaClients {
 			return startNginxShape(t, pid, inNetNS, append([]string{goPool}, poolArgs...))
 		}},
 	} {
@@ -105,6 +107,7 @@ func TestStopTrafficClientShapes(t *testing.T) {
 				nginxBinary(t) // skips (or fails) before any container starts
 			}
 			for _, tc := range kaCases {
+				tc.crossesAnswer = shape.crossesAnswer
 				t.Run(tc.mode, func(t *testing.T) {
 					stopKeepAlive(t, img, "e2e-shapes-"+shape.name+"-"+tc.mode, tc, shape.start)
 				})

@@ -37,6 +37,11 @@ type kaCase struct {
 	clientFor time.Duration
 	hurt      bool
 	race      bool // the verdict names the keep-alive race
+	// crossesAnswer: the clients send a request's body behind its
+	// headers, and it crosses a draining server's answer (Python's
+	// http.client): the kernel cannot tell that rest from a new request,
+	// so a draining server's episode says "possibly" lost, never lost.
+	crossesAnswer bool
 }
 
 var kaCases = []kaCase{
@@ -183,7 +188,12 @@ func checkKeepAliveEpisode(t *testing.T, tc kaCase, attempts []testutil.HTTPAtte
 		t.Fatalf("the clients saw %d broken and %d refused: the %s server should%s hurt them (the test's premise)",
 			got.Reset, got.Refused, tc.mode, map[bool]string{true: "", false: " not"}[tc.hurt])
 	}
-	if !tc.hurt && (*tr.Lost != 0 || !strings.HasPrefix(tr.Verdict, "no client was hurt") || tr.Hint != "") {
+	clean := strings.HasPrefix(tr.Verdict, "no client was hurt")
+	if tc.crossesAnswer && !clean && tr.Unanswered.N == 0 && tr.Undecided.N > 0 && strings.HasPrefix(tr.Verdict, "possibly ") {
+		clean = true // undecided, never lost: the kernel's limit
+		t.Logf("a draining server under clients whose body crosses its answer: %d possibly lost, none lost", tr.Undecided.N)
+	}
+	if !tc.hurt && (*tr.Lost != 0 || !clean || tr.Hint != "") {
 		t.Errorf("a draining server: lost %d, verdict %q, hint %q", *tr.Lost, tr.Verdict, tr.Hint)
 	}
 	if tc.hurt && (*tr.Lost == 0 || strings.HasPrefix(tr.Verdict, "no client was hurt")) {
