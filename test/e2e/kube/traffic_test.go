@@ -354,7 +354,7 @@ func TestPodDeletionTraffic(t *testing.T) {
 				if lr != nil {
 					t.Errorf("a last request at %s, though the client's last ended at %v, before the count began at %v", lr.At, hi, since)
 				}
-				t.Logf("the client's last request ended at %v, %v before the count began (the preStop hook's exec)", hi, since.Sub(hi))
+				t.Logf("the client's last request ended at %v, %v before the count began (the preStop hook's start, or the stop signal)", hi, since.Sub(hi))
 				return
 			}
 			if lr == nil {
