@@ -53,6 +53,11 @@ func TestEndpointRace(t *testing.T) {
 	if got := pooled.LagText(); got != "+2.500s from SIGTERM (a request on an open connection), 2.500s after the endpoint left shop/web; a preStop sleep of 3 s would have covered it" {
 		t.Errorf("lag %q", got)
 	}
+	lost.Container.Pod = "web-0"
+	if got := lost.LagText(); !strings.HasSuffix(got, "; a preStop sleep of at least 1 s would have covered it") {
+		t.Errorf("lag of what this kernel partly sees: %q, want the sleep as a lower bound", got)
+	}
+	lost.Container.Pod = ""
 	if got := lost.LagText(); got != "+0.700s from SIGTERM (a refused attempt), 0.100s before the endpoint left shop/web, of the requests this kernel sees (requests on open connections not)" {
 		t.Errorf("lag %q", got)
 	}

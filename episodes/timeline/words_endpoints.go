@@ -114,7 +114,11 @@ func (ep *Episode) LagText() string {
 		s += "; requests were still coming when the counts were read"
 	}
 	if secs, ok := ep.CoveringPreStopSleep(); ok && ep.Container.Pod != "" {
-		s += fmt.Sprintf("; a preStop sleep of %d s would have covered it", secs)
+		least := ""
+		if l.StillComing || !l.Whole {
+			least = "at least " // a later request, or one this kernel does not see, may need more
+		}
+		s += fmt.Sprintf("; a preStop sleep of %s%d s would have covered it", least, secs)
 	}
 	return s
 }

@@ -166,24 +166,12 @@ func checkKeepAliveEpisode(t *testing.T, tc kaCase, attempts []testutil.HTTPAtte
 	if got.OK == 0 {
 		t.Fatal("no request was answered")
 	}
-	// Every broken request is one lost (read and never answered,
-	// sent after the close, cut, reset) or, at most, undecided;
-	// none lost that a client had answered.
-	broken := tr.Unanswered.N + tr.AfterClose.N + tr.Cut.N + tr.ResetSent.N
-	if broken > got.Reset+got.AtUntil || broken+tr.Undecided.N < got.Reset {
-		t.Errorf("sigscope: %d broken requests (%d unanswered, %d after the close, %d cut, %d reset) and %d undecided; the clients: %d broken (%d at the read)",
-			broken, tr.Unanswered.N, tr.AfterClose.N, tr.Cut.N, tr.ResetSent.N, tr.Undecided.N, got.Reset, got.AtUntil)
-	}
-	refused := 0
+	counts := testutil.EpisodeLost{Unanswered: tr.Unanswered.N, AfterClose: tr.AfterClose.N, Cut: tr.Cut.N, ResetSent: tr.ResetSent.N,
+		Undecided: tr.Undecided.N, Lost: *tr.Lost}
 	if tr.Refused != nil {
-		refused = tr.Refused.N
-		if refused > got.Refused || refused+got.AtUntil < got.Refused {
-			t.Errorf("refused: sigscope %d, the clients %d (%d at the read)", refused, got.Refused, got.AtUntil)
-		}
+		counts.Refused = &tr.Refused.N
 	}
-	if want := broken + refused; *tr.Lost != want {
-		t.Errorf("lost %d, want %d", *tr.Lost, want)
-	}
+	got.CheckLost(t, counts)
 	if tc.hurt != (got.Reset+got.Refused > 0) {
 		t.Fatalf("the clients saw %d broken and %d refused: the %s server should%s hurt them (the test's premise)",
 			got.Reset, got.Refused, tc.mode, map[bool]string{true: "", false: " not"}[tc.hurt])

@@ -166,6 +166,38 @@ func TallyWindow(attempts []HTTPAttempt, until time.Time, slack time.Duration) T
 	return tl
 }
 
+// EpisodeLost is what an episode's traffic counted of the kinds a
+// client's failure can be (Refused nil where the kernel cannot count it).
+type EpisodeLost struct {
+	Unanswered, AfterClose, Cut, ResetSent, Undecided, Lost int
+	Refused                                                 *int
+}
+
+// CheckLost holds an episode's counts to the clients' own (tl): every
+// broken request is one lost (read and never answered, sent after the
+// close, cut, reset) or, at most, undecided, and none lost that a client
+// had answered, give or take those that span the read; refused ones are
+// refused; lost is their sum. It returns the broken count.
+func (tl Tally) CheckLost(t testing.TB, e EpisodeLost) (broken int) {
+	t.Helper()
+	broken = e.Unanswered + e.AfterClose + e.Cut + e.ResetSent
+	if broken > tl.Reset+tl.AtUntil || broken+e.Undecided < tl.Reset {
+		t.Errorf("sigscope: %d broken requests (%d unanswered, %d after the close, %d cut, %d reset) and %d undecided; the clients: %d broken (%d at the read)",
+			broken, e.Unanswered, e.AfterClose, e.Cut, e.ResetSent, e.Undecided, tl.Reset, tl.AtUntil)
+	}
+	refused := 0
+	if e.Refused != nil {
+		refused = *e.Refused
+		if refused > tl.Refused || refused+tl.AtUntil < tl.Refused {
+			t.Errorf("refused: sigscope %d, the clients %d (%d at the read)", refused, tl.Refused, tl.AtUntil)
+		}
+	}
+	if e.Lost != broken+refused {
+		t.Errorf("lost %d, want %d", e.Lost, broken+refused)
+	}
+	return broken
+}
+
 // LastArrivalBounds is where the last request a server's kernel saw
 // while it counted (until) must lie, from the clients' own log: no earlier
 // than the last one sent of those that surely arrived (ended before until:

@@ -22,21 +22,7 @@ func TestPodDeletionKeepAlive(t *testing.T) {
 	c := requireCluster(t)
 	dir := trafficServer(t)
 	name := fmt.Sprintf("sigscope-ka-%d", time.Now().Unix()%100000)
-	if _, err := c.runInput(t, trafficManifest(c, name, dir, "ka-closeidle", ""), "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kubectlCleanup(c, "-n", "default", "delete", "deployment,service", name, "--ignore-not-found", "--wait=false")
-	})
-	if _, err := c.run(t, "-n", "default", "wait", "--for=condition=Available", "deployment/"+name, "--timeout=60s"); err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.run(t, "-n", "default", "get", "pods", "-l", "app="+name, "-o", `jsonpath={.items[0].metadata.name} {.items[0].status.podIP}`)
-	f := strings.Fields(out)
-	if err != nil || len(f) != 2 {
-		t.Fatalf("pod and IP: %q, %v", out, err)
-	}
-	pod, ip := f[0], f[1]
+	pod, ip := deployTraffic(t, c, name, dir, "ka-closeidle", "")
 	l := startTimeline(t, c)
 	testutil.WaitPrograms(t, l.Cmd.Process.Pid, 8)
 	cl, err := testutil.StartKeepAliveLoad(net.JoinHostPort(ip, "8080"), 8, 20*time.Millisecond, 0)
@@ -93,21 +79,12 @@ func TestPodDeletionKeepAlive(t *testing.T) {
 	if got.Reset == 0 {
 		t.Fatal("no request broken: the test's premise is that closing idle keep-alive connections under the clients breaks some")
 	}
-	broken := tr.Unanswered.N + tr.AfterClose.N + tr.Cut.N + tr.ResetSent.N
-	if broken > got.Reset+got.AtUntil || broken+tr.Undecided.N < got.Reset {
-		t.Errorf("sigscope: %d broken (%d unanswered, %d after the close, %d cut, %d reset), %d undecided; the clients: %d broken (%d at the read)",
-			broken, tr.Unanswered.N, tr.AfterClose.N, tr.Cut.N, tr.ResetSent.N, tr.Undecided.N, got.Reset, got.AtUntil)
-	}
-	refused := 0
+	counts := testutil.EpisodeLost{Unanswered: tr.Unanswered.N, AfterClose: tr.AfterClose.N, Cut: tr.Cut.N, ResetSent: tr.ResetSent.N,
+		Undecided: tr.Undecided.N, Lost: *tr.Lost}
 	if tr.Refused != nil {
-		refused = tr.Refused.N
-		if refused > got.Refused || refused+got.AtUntil < got.Refused {
-			t.Errorf("refused: sigscope %d, the clients %d (%d at the read)", refused, got.Refused, got.AtUntil)
-		}
+		counts.Refused = &tr.Refused.N
 	}
-	if *tr.Lost != broken+refused {
-		t.Errorf("lost %d, want %d", *tr.Lost, broken+refused)
-	}
+	got.CheckLost(t, counts)
 	if tr.Unanswered.N+tr.AfterClose.N > 0 && (!strings.Contains(tr.Verdict, "the keep-alive race") || !strings.Contains(tr.Hint, "Connection: close")) {
 		t.Errorf("the keep-alive race not named or not drained: verdict %q, hint %q", tr.Verdict, tr.Hint)
 	}

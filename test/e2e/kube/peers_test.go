@@ -28,21 +28,7 @@ func TestPodDeletionPeersNamed(t *testing.T) {
 	c := requireCluster(t)
 	dir := trafficServer(t)
 	name := fmt.Sprintf("sigscope-peers-%d", time.Now().Unix()%100000)
-	if _, err := c.runInput(t, trafficManifest(c, name, dir, "exit", ""), "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kubectlCleanup(c, "-n", "default", "delete", "deployment,service", name, "--ignore-not-found", "--wait=false")
-	})
-	if _, err := c.run(t, "-n", "default", "wait", "--for=condition=Available", "deployment/"+name, "--timeout=60s"); err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.run(t, "-n", "default", "get", "pods", "-l", "app="+name, "-o", `jsonpath={.items[0].metadata.name} {.items[0].status.podIP}`)
-	f := strings.Fields(out)
-	if err != nil || len(f) != 2 {
-		t.Fatalf("pod and IP: %q, %v", out, err)
-	}
-	pod, ip := f[0], f[1]
+	pod, ip := deployTraffic(t, c, name, dir, "exit", "")
 	clients := map[string]string{} // address: the client pod's name
 	for _, cl := range []string{name + "-client-a", name + "-client-b"} {
 		if _, err := c.runInput(t, clientPod(c, cl, ip+":8080"), "apply", "-f", "-"); err != nil {

@@ -56,6 +56,27 @@ func trafficManifest(c *cluster, name, dir, mode, preStop string) string {
 ]}`, name, c.nodeName, dir, mode, lifecycle)
 }
 
+// deployTraffic applies trafficManifest (removed at the test's end), waits
+// until the Deployment is available, and returns its pod and the pod's IP.
+func deployTraffic(t *testing.T, c *cluster, name, dir, mode, preStop string) (pod, ip string) {
+	t.Helper()
+	if _, err := c.runInput(t, trafficManifest(c, name, dir, mode, preStop), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kubectlCleanup(c, "-n", "default", "delete", "deployment,service", name, "--ignore-not-found", "--wait=false")
+	})
+	if _, err := c.run(t, "-n", "default", "wait", "--for=condition=Available", "deployment/"+name, "--timeout=60s"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.run(t, "-n", "default", "get", "pods", "-l", "app="+name, "-o", `jsonpath={.items[0].metadata.name} {.items[0].status.podIP}`)
+	f := strings.Fields(out)
+	if err != nil || len(f) != 2 {
+		t.Fatalf("pod and IP: %q, %v", out, err)
+	}
+	return f[0], f[1]
+}
+
 // sliceWatch is an independent watch of the Service's EndpointSlices
 // (the API's watch through kubectl get --raw): when it saw the pod's
 // endpoint leave, ready and not terminating before, not ready, terminating
@@ -208,21 +229,7 @@ func TestPodDeletionTraffic(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("sigscope-traffic-%s-%d", tc.name, time.Now().Unix()%100000)
-			if _, err := c.runInput(t, trafficManifest(c, name, dir, "exit", tc.preStop), "apply", "-f", "-"); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = kubectlCleanup(c, "-n", "default", "delete", "deployment,service", name, "--ignore-not-found", "--wait=false")
-			})
-			if _, err := c.run(t, "-n", "default", "wait", "--for=condition=Available", "deployment/"+name, "--timeout=60s"); err != nil {
-				t.Fatal(err)
-			}
-			out, err := c.run(t, "-n", "default", "get", "pods", "-l", "app="+name, "-o", `jsonpath={.items[0].metadata.name} {.items[0].status.podIP}`)
-			f := strings.Fields(out)
-			if err != nil || len(f) != 2 {
-				t.Fatalf("pod and IP: %q, %v", out, err)
-			}
-			pod, ip := f[0], f[1]
+			pod, ip := deployTraffic(t, c, name, dir, "exit", tc.preStop)
 			w := watchSlices(t, c, name, pod)
 			l := startTimeline(t, c)
 			// The signal programs and the three that count connections.
