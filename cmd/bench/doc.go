@@ -32,7 +32,7 @@
 // serve` left idle (CPU, memory, threads, binary size), and two latencies
 // (a signal to its line from `sigscope trace`; a pid namespace's exit to
 // its episode in the agent's API). It ends with `RESULT name=value` lines
-// and one PASS, FAIL or SKIP line per target of issues 13 and 24, and exits 0 whatever the figures (2 with
+// and one PASS, FAIL or SKIP line per target of issues 13, 24, 30 and 37, and exits 0 whatever the figures (2 with
 // -strict when a target is missed; 1 when it could not measure).
 //
 // The sender must be a separate process because sigscope's programs drop

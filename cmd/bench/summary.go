@@ -150,17 +150,24 @@ const (
 	// sigscope adds to a timestamped record of its size (b - t).
 	figStampedOverFloor   = "stamped_over_floor_ns"
 	figEmittedOverStamped = "emitted_over_stamped_ns"
-	figJSONAdded          = "json_added_ns"
-	figBpftraceOverJSON   = "bpftrace_over_json"
-	figDropped            = "dropped"
-	figReaderMs           = "reader_ms_per_100k"
-	figJSONReaderMs       = "json_reader_ms_per_100k"
-	figJSONKeepup         = "json_keepup"
-	figIdleCPU            = "idle_cpu_pct"
-	figIdleRSS            = "idle_rss_mb"
-	figBinary             = "binary_mb"
-	figTraceLatency       = "trace_latency_p99_ms"
-	figEpisodeLatency     = "episode_latency_p99_ms"
+
+	// (b)'s added ns over (t)'s: sigscope's whole emitted signal against
+	// the least a tracer that says when and who pays on the same host, a
+	// ratio that does not move with the host's price of a helper call or
+	// a kill(2) as the ns above do (issue 37).
+	figEmittedOverStampedRatio = "emitted_over_stamped"
+
+	figJSONAdded        = "json_added_ns"
+	figBpftraceOverJSON = "bpftrace_over_json"
+	figDropped          = "dropped"
+	figReaderMs         = "reader_ms_per_100k"
+	figJSONReaderMs     = "json_reader_ms_per_100k"
+	figJSONKeepup       = "json_keepup"
+	figIdleCPU          = "idle_cpu_pct"
+	figIdleRSS          = "idle_rss_mb"
+	figBinary           = "binary_mb"
+	figTraceLatency     = "trace_latency_p99_ms"
+	figEpisodeLatency   = "episode_latency_p99_ms"
 	// The agent under the storm (serve.go).
 	figServeDropped = "serve_dropped"
 	figServeMs      = "serve_ms_per_100k"
@@ -194,7 +201,8 @@ const (
 )
 
 var figureOrder = []string{
-	figFilteredOverNoop, figEmittedOverFloor, figStampedOverFloor, figEmittedOverStamped, figJSONAdded, figBpftraceOverJSON, figDropped,
+	figFilteredOverNoop, figEmittedOverFloor, figStampedOverFloor, figEmittedOverStamped, figEmittedOverStampedRatio, figJSONAdded,
+	figBpftraceOverJSON, figDropped,
 	figReaderMs, figJSONReaderMs, figJSONKeepup, figServeDropped, figServeMs, figServePeakRSS, figIdleCPU, figIdleRSS,
 	figBinary, figTraceLatency, figEpisodeLatency,
 	figConnUntraced, figConnNoopAdded, figConnFilteredOverNoop, figConnWatchedAdded,
@@ -218,6 +226,7 @@ func stormFigures(sums map[config]cfgSummary, f figures) {
 		}
 		if t, ok := added(stamped); ok {
 			f[figEmittedOverStamped] = b - t
+			f[figEmittedOverStampedRatio] = ratio(b, t)
 		}
 	}
 	if t, ok := added(stamped); ok {
@@ -264,7 +273,8 @@ func formatFigure(name string, v float64) string {
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case figConnUntraced, figConnNoopAdded, figConnWatchedAdded:
 		return strconv.FormatFloat(v, 'f', 0, 64)
-	case figFilteredOverNoop, figBpftraceOverJSON, figJSONKeepup, figConnFilteredOverNoop, figConnFilteredOverLookup, figConnWatchedOverLookup:
+	case figFilteredOverNoop, figEmittedOverStampedRatio, figBpftraceOverJSON, figJSONKeepup, figConnFilteredOverNoop, figConnFilteredOverLookup,
+		figConnWatchedOverLookup:
 		return strconv.FormatFloat(v, 'f', 2, 64)
 	case figIdleCPU:
 		return strconv.FormatFloat(v, 'f', 3, 64)
@@ -297,7 +307,8 @@ type goal struct {
 	note func(f figures) string
 }
 
-// goals are the targets of issues 13 and 24, in the order of the PASS/FAIL lines.
+// goals are the targets of issues 13, 24, 30 and 37, in the order of the
+// PASS/FAIL lines.
 var goals = []goal{
 	{figure: figFilteredOverNoop, atMost: true, limit: 1.2},
 	{figure: figEmittedOverFloor, atMost: true, limit: 60, note: func(f figures) string {
@@ -325,9 +336,12 @@ var goals = []goal{
 	{figure: figIdleRSS, atMost: true, limit: 40},
 	{figure: figEpisodeLatency, atMost: true, limit: 100},
 	{figure: figTraceLatency, atMost: true, limit: 20},
-	// Issue 24: sigscope's own work above a stamped record of its size,
-	// since the clock and the current task are a floor every tracer pays.
-	{figure: figEmittedOverStamped, atMost: true, limit: 60},
+	// Issue 37: sigscope's emitted signal within 1.25 times a stamped
+	// record of its size, since the clock and the current task are a
+	// floor every tracer pays. (Issue 24 had it as (b) - (t) <= 60 ns,
+	// which moved with the host: emitted_over_stamped_ns, now shown
+	// without a target.)
+	{figure: figEmittedOverStampedRatio, atMost: true, limit: 1.25},
 	// Issue 24: the agent keeps every event of the one-core storm, within
 	// the peak RSS e2e's TestLoad allows it with 50 clients besides.
 	{figure: figServeDropped, atMost: true, limit: 0},

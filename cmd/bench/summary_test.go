@@ -84,6 +84,8 @@ func TestSummarizeStormAndFigures(t *testing.T) {
 		figJSONAdded:          300,
 		figBpftraceOverJSON:   5,
 		figReaderMs:           30,
+		// (b) over (t), each against the untraced kill(2).
+		figEmittedOverStampedRatio: 160.0 / 140,
 	} {
 		if got, ok := f[name]; !ok || math.Abs(got-want) > 0.01 {
 			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
@@ -103,10 +105,17 @@ func TestStormFiguresNeedBothSides(t *testing.T) {
 	if f[figJSONAdded] != 300 {
 		t.Errorf("json_added_ns = %v, want 300", f[figJSONAdded])
 	}
+	if _, ok := f[figEmittedOverStampedRatio]; ok {
+		t.Error("emitted_over_stamped without a (b) or (t) phase")
+	}
 	// A floor at or below zero (noise) makes no ratio.
-	stormFigures(map[config]cfgSummary{filtered: {addedNS: 5}, noop: {addedNS: -3}}, f)
+	stormFigures(map[config]cfgSummary{filtered: {addedNS: 5}, noop: {addedNS: -3}, emitted: {addedNS: 40}, stamped: {addedNS: 0}}, f)
 	if !math.IsNaN(f[figFilteredOverNoop]) {
 		t.Errorf("filtered_over_noop over a negative floor = %v, want NaN", f[figFilteredOverNoop])
+	}
+	if !math.IsNaN(f[figEmittedOverStampedRatio]) || f[figEmittedOverStamped] != 40 {
+		t.Errorf("over a stamped floor of 0 ns: emitted_over_stamped = %v (want NaN), emitted_over_stamped_ns = %v (want 40)",
+			f[figEmittedOverStampedRatio], f[figEmittedOverStamped])
 	}
 }
 
@@ -168,17 +177,20 @@ func TestResultsAndVerdicts(t *testing.T) {
 		figIdleRSS:          38.2,
 		figTraceLatency:     9.87,
 		// Issue 24's.
-		figEmittedOverStamped: 61.4,
+		figEmittedOverStamped: 161.4,
 		figServeDropped:       0,
 		figServeMs:            31.25,
 		figServePeakRSS:       70.44,
+		// Issue 37's: 473 against 312 ns added.
+		figEmittedOverStampedRatio: 473.0 / 312,
 	}
 	sums := map[config]cfgSummary{emitted: {addedNS: 250}}
 	var b bytes.Buffer
 	writeResults(&b, f)
 	wantResults := `RESULT filtered_over_noop=1.04
 RESULT emitted_over_floor_ns=75
-RESULT emitted_over_stamped_ns=61
+RESULT emitted_over_stamped_ns=161
+RESULT emitted_over_stamped=1.52
 RESULT json_added_ns=4260
 RESULT dropped=0
 RESULT json_keepup=1.30
@@ -205,7 +217,7 @@ RESULT trace_latency_p99_ms=9.9
 		"PASS idle_rss_mb=38.2 <= 40.0",
 		"SKIP episode_latency_p99_ms: not measured in this run",
 		"PASS trace_latency_p99_ms=9.9 <= 20.0",
-		"FAIL emitted_over_stamped_ns=61 <= 60",
+		"FAIL emitted_over_stamped=1.52 <= 1.25",
 		"PASS serve_dropped=0 <= 0",
 		"PASS serve_peak_rss_mb=70.4 <= 96.0",
 		"SKIP conn_filtered_over_lookup: not measured in this run",
@@ -233,6 +245,10 @@ RESULT trace_latency_p99_ms=9.9
 	if v := judge(figures{figEmittedOverFloor: 148, figStampedOverFloor: 57, figEmittedOverStamped: 91}, nil); v.lines[1] !=
 		"FAIL emitted_over_floor_ns=148 <= 60 (of which the time stamp and the sender, (t) - (e): 57; sigscope's own, (b) - (t): 91)" {
 		t.Errorf("emitted_over_floor_ns with (t): %q", v.lines[1])
+	}
+	// emitted_over_stamped passes at 1.25, and judges the ratio, not the ns.
+	if v := judge(figures{figEmittedOverStampedRatio: 1.25, figEmittedOverStamped: 78}, nil); v.lines[10] != "PASS emitted_over_stamped=1.25 <= 1.25" {
+		t.Errorf("emitted_over_stamped at its limit: %q", v.lines[10])
 	}
 	// bpftrace_over_json is a floor, not a ceiling.
 	if v := judge(figures{figBpftraceOverJSON: 4.8}, nil); v.lines[3] != "PASS bpftrace_over_json=4.80 >= 3.00" {
