@@ -68,7 +68,8 @@ type podState struct {
 	// restarted are the container IDs the kubelet replaced (the
 	// lastState of a container status): those stops were restarts.
 	restarted []string
-	owner     *timeline.Owner // the pod's workload; nil for a bare pod
+	owner     *timeline.Owner    // the pod's workload; nil for a bare pod
+	revision  *timeline.Revision // the pod's template, as its controller labelled it
 	// The graces the kubelet takes for its own stops: the pod's
 	// terminationGracePeriodSeconds, and each container's liveness and
 	// startup probes' own (KEP-2238), which win for a probe's failure.
@@ -240,6 +241,9 @@ func (p *Pods) pod(o any) {
 	}
 	if o := WorkloadOf(pod); o != nil {
 		st.owner = o
+	}
+	if r := RevisionOf(pod); r != nil {
+		st.revision = r
 	}
 	st.created = pod.CreationTimestamp.Time
 	if !pod.Spec.HostNetwork && len(pod.Status.PodIPs) > 0 {
@@ -458,7 +462,7 @@ func (p *Pods) Facts(c identity.Identity, stopAt, start time.Time) *timeline.Kub
 	if at.IsZero() {
 		at = start
 	}
-	f := &timeline.KubeFacts{Owner: p.Owner(c.Namespace, c.Pod)}
+	f := &timeline.KubeFacts{Owner: p.Owner(c.Namespace, c.Pod), Revision: p.Revision(c.Namespace, c.Pod)}
 	f.Reason, f.Grace, f.GraceFrom = p.Explain(c.Namespace, c.Pod, c.Name, c.ID, at)
 	if !p.slicesSynced.Load() {
 		if e := p.slicesErr.Load(); e != nil {
@@ -483,6 +487,29 @@ func (p *Pods) Owner(namespace, pod string) *timeline.Owner {
 	return nil
 }
 
+// Revision is the template of the pod namespace/name as last seen
+// (RevisionOf); nil when no controller labelled it or it was not seen.
+func (p *Pods) Revision(namespace, pod string) *timeline.Revision {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st := p.pods[namespace+"/"+pod]; st != nil && st.revision != nil {
+		r := *st.revision
+		return &r
+	}
+	return nil
+}
+
+// RevisionOf is the pod template pod was made from, as its controller
+// labelled it (timeline.ControllerRevision, the kubectl plugin's rule
+// too); nil for a pod with no controller or without the label.
+func RevisionOf(pod *corev1.Pod) *timeline.Revision {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return nil
+	}
+	return timeline.ControllerRevision(ref.Kind, ref.Name, pod.Labels[timeline.LabelPodTemplateHash], pod.Labels[timeline.LabelControllerRevisionHash])
+}
+
 // WorkloadOf is the workload that controls pod, from its controller
 // reference alone (no further lookup, so no RBAC beyond reading pods): a
 // ReplicaSet whose name is a Deployment's name, "-" and the pod's
@@ -495,7 +522,7 @@ func WorkloadOf(pod *corev1.Pod) *timeline.Owner {
 	if ref == nil {
 		return nil
 	}
-	o := timeline.ControllerWorkload(ref.Kind, ref.Name, pod.Labels["pod-template-hash"])
+	o := timeline.ControllerWorkload(ref.Kind, ref.Name, pod.Labels[timeline.LabelPodTemplateHash])
 	return &o
 }
 

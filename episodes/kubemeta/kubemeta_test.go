@@ -40,6 +40,8 @@ func TestExplain(t *testing.T) {
 		pod("deleted", func(p *corev1.Pod) {
 			ts := metav1.NewTime(stop.Add(-time.Second))
 			p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &ts, &one
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-7d9f8c6b5", Controller: ptr(true)}}
+			p.Labels = map[string]string{"pod-template-hash": "7d9f8c6b5"}
 		}),
 		pod("evicted", func(p *corev1.Pod) {
 			ts := metav1.NewTime(stop)
@@ -102,6 +104,11 @@ func TestExplain(t *testing.T) {
 	if ep.StopReason != ReasonDeleted || ep.GracePeriod != time.Second || len(ep.NotLearnt) != 0 {
 		t.Errorf("after the pod went: %s %v %v", ep.StopReason, ep.GracePeriod, ep.NotLearnt)
 	}
+	// And its workload and the revision it ran.
+	if want := (timeline.Revision{Controller: "ReplicaSet/web-7d9f8c6b5", Hash: "7d9f8c6b5", Label: "pod-template-hash"}); ep.Owner == nil ||
+		*ep.Owner != (timeline.Owner{Kind: "Deployment", Name: "web"}) || ep.Revision == nil || *ep.Revision != want {
+		t.Errorf("after the pod went: owner %v revision %v, want Deployment/web %v", ep.Owner, ep.Revision, want)
+	}
 
 	// Without an API server the episode says what it could not learn.
 	var none *Pods
@@ -136,6 +143,30 @@ func TestWorkloadOf(t *testing.T) {
 		got := WorkloadOf(pod)
 		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
 			t.Errorf("WorkloadOf(%v, %v) = %v, want %v", tc.refs, tc.labels, got, tc.want)
+		}
+	}
+}
+
+func TestRevisionOf(t *testing.T) {
+	ctrl := func(kind, name string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{Kind: "Other", Name: "not-the-controller"}, {Kind: kind, Name: name, Controller: ptr(true)}}
+	}
+	for _, tc := range []struct {
+		refs   []metav1.OwnerReference
+		labels map[string]string
+		want   *timeline.Revision
+	}{
+		{ctrl("ReplicaSet", "web-7d9f8c6b5"), map[string]string{"pod-template-hash": "7d9f8c6b5"},
+			&timeline.Revision{Controller: "ReplicaSet/web-7d9f8c6b5", Hash: "7d9f8c6b5", Label: "pod-template-hash"}},
+		{ctrl("StatefulSet", "db"), map[string]string{"controller-revision-hash": "db-6c8d5f7b9", "statefulset.kubernetes.io/pod-name": "db-0"},
+			&timeline.Revision{Controller: "StatefulSet/db", Hash: "db-6c8d5f7b9", Label: "controller-revision-hash"}},
+		{ctrl("Job", "migrate-29400000"), map[string]string{"controller-revision-hash": "x"}, nil},
+		{[]metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-1"}}, map[string]string{"pod-template-hash": "1"}, nil}, // not a controller
+		{nil, nil, nil},
+	} {
+		got := RevisionOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: tc.refs, Labels: tc.labels}})
+		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("RevisionOf(%v, %v) = %+v, want %+v", tc.refs, tc.labels, got, tc.want)
 		}
 	}
 }

@@ -278,6 +278,11 @@ type Episode struct {
 	// Owner is the pod's workload, from the API server; nil for a bare pod,
 	// a container outside Kubernetes, or when it was not learnt.
 	Owner *Owner
+	// Revision is the pod template the pod ran (its ReplicaSet, or its
+	// StatefulSet's or DaemonSet's ControllerRevision), from its labels;
+	// nil for a pod no such controller labelled, and in episodes written
+	// before it was recorded (2026-11-29).
+	Revision *Revision
 	// Endpoints are the pod's endpoint in each Service whose EndpointSlices
 	// list it, from the API server (endpoints.go); nil when none does.
 	Endpoints []EndpointChange

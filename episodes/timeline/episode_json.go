@@ -51,6 +51,7 @@ type jsonEpisode struct {
 	Node           string       `json:"node,omitempty"`
 	Container      Container    `json:"container"`
 	Owner          *Owner       `json:"owner,omitempty"`
+	Revision       *Revision    `json:"revision,omitempty"`
 	Main           Proc         `json:"main"`
 	MainIsInit     bool         `json:"main_is_init"`
 	ForwardingInit string       `json:"forwarding_init,omitempty"`
@@ -414,6 +415,9 @@ func (ep Episode) MarshalJSON() ([]byte, error) {
 	}
 	if o := ep.Owner; o != nil {
 		j.Owner = &Owner{Kind: textsafe.UTF8(o.Kind), Name: textsafe.UTF8(o.Name)}
+	}
+	if r := ep.Revision; r != nil {
+		j.Revision = &Revision{Controller: textsafe.UTF8(r.Controller), Hash: textsafe.UTF8(r.Hash), Label: textsafe.UTF8(r.Label)}
 	}
 	if ep.Traffic != nil {
 		j.Traffic = trafficJSON(ep.Traffic)

@@ -24,6 +24,7 @@ func (ep *Episode) UnmarshalJSON(b []byte) error {
 		ID:             j.ID,
 		Node:           j.Node,
 		Owner:          j.Owner,
+		Revision:       j.Revision,
 		Container:      j.Container,
 		Main:           j.Main,
 		MainIsInit:     j.MainIsInit,

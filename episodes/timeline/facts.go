@@ -43,6 +43,9 @@ type KubeFacts struct {
 	Unread KubeUnread
 	Reason string // StopReason
 	Owner  *Owner
+	// Revision is the pod's template, as its controller labelled it; nil
+	// when none did.
+	Revision *Revision
 	// Grace is the grace period the kubelet applied, from GraceFrom; 0
 	// with a GraceFrom (the kubelet's rule) when the records do not tell
 	// it.
@@ -143,7 +146,7 @@ func (ep *Episode) learn(f Facts) {
 		ep.NotLearnt = append(ep.NotLearnt, notLearntRecords+string(k.Unread))
 		return
 	}
-	ep.StopReason, ep.Owner = k.Reason, k.Owner
+	ep.StopReason, ep.Owner, ep.Revision = k.Reason, k.Owner, k.Revision
 	switch {
 	case ep.StopAt.IsZero():
 		// Only a stop signal began a grace: a container that ended by

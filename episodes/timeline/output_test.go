@@ -39,14 +39,7 @@ func keys(m map[string]any) []string {
 // values of the docker stop case.
 func TestEpisodeJSON(t *testing.T) {
 	ep := dockerStopEpisode(t)
-	b, err := json.Marshal(ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
+	b, m := marshalMap(t, ep)
 	wantKeys := []string{"cascade_kills", "container", "exit_after_s", "exit_at", "exit_signal", "exit_status", "grace_period_s",
 		"hint", "kill_after_s", "kill_at", "kill_sender", "main", "main_is_init", "outcome", "start", "steps", "stop_at", "stop_duration_s", "stop_sender",
 		"stop_signal", "stop_timeout_s", "stop_verdict"}
@@ -103,6 +96,41 @@ func TestEpisodeJSON(t *testing.T) {
 	}
 	if back.Steps[2].At != 10003*ms || back.GracePeriod != 10*time.Second || back.ExitSignal != sigvocab.SIGKILL {
 		t.Errorf("read back: at %v grace %v exit signal %s", back.Steps[2].At, back.GracePeriod, back.ExitSignal)
+	}
+}
+
+// marshalMap is v's JSON, and that JSON read as a map.
+func marshalMap(t *testing.T, v any) ([]byte, map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return b, m
+}
+
+// A pod's workload and the revision it ran, in the JSON and read back.
+func TestEpisodeJSONRevision(t *testing.T) {
+	ep := dockerStopEpisode(t)
+	ep.Owner = &Owner{Kind: "StatefulSet", Name: "db"}
+	ep.Revision = &Revision{Controller: "StatefulSet/db", Hash: "db-6c8d5f7b9", Label: LabelControllerRevisionHash}
+	b, m := marshalMap(t, ep)
+	if r, _ := m["revision"].(map[string]any); r["controller"] != "StatefulSet/db" || r["hash"] != "db-6c8d5f7b9" || r["label"] != "controller-revision-hash" {
+		t.Errorf("revision %v", m["revision"])
+	}
+	var back Episode
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Revision == nil || *back.Revision != *ep.Revision {
+		t.Errorf("read back: %+v, want %+v", back.Revision, ep.Revision)
+	}
+	if b2, _ := json.Marshal(back); !bytes.Equal(b, b2) {
+		t.Errorf("round trip changed the JSON:\n%s\n%s", b, b2)
 	}
 }
 

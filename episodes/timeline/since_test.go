@@ -37,14 +37,7 @@ func TestStartUnseenAgentRestartedMidStop(t *testing.T) {
 	if err := ep.WriteText(&text); err != nil || !strings.Contains(text.String(), "outcome: unfinished — its stop may have begun before tracing did") {
 		t.Errorf("text (%v):\n%s", err, text.String())
 	}
-	b, err := json.Marshal(ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
+	b, m := marshalMap(t, ep)
 	if m["outcome"] != "unfinished" || m["start_unseen"] != true || m["traced_since"] != base.Format(sigvocab.TimeFormat) {
 		t.Errorf("JSON %s", b)
 	}

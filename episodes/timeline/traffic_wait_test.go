@@ -282,14 +282,7 @@ func TestTrafficJSONRoundTrip(t *testing.T) {
 		c := conns(seesRefused, netCount{sigvocab.NetListenerClosed, 1, 200 * ms, 200 * ms}, netCount{sigvocab.NetRefused, 5, 300 * ms, 1400 * ms},
 			netCount{sigvocab.NetCut, 2, 2*time.Second + 40*time.Microsecond, 2*time.Second + 45*time.Microsecond})
 		ep := readWhenDue(t, newEngine(Options{}), s.in, netA, c, 0)[0]
-		b, err := json.Marshal(ep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
+		b, m := marshalMap(t, ep)
 		tj, _ := m["traffic"].(map[string]any)
 		// A pod's stop: its counts are the pod's (scope).
 		// Counts of a kernel before who spoke last was told (conns):

@@ -18,3 +18,45 @@ func ControllerWorkload(kind, name, podTemplateHash string) Owner {
 	}
 	return Owner{Kind: kind, Name: name}
 }
+
+// Revision is the pod template a pod ran, as its controller labelled the
+// pod: what tells the pods one rollout stopped from those it started. The
+// agent reads it from the pod alone, as it does the workload; the
+// revision's number (a Deployment's deployment.kubernetes.io/revision, on
+// its ReplicaSet) is the kubectl plugin's to look up.
+type Revision struct {
+	// Controller is the pod's own controller, "ReplicaSet/web-7d9f8b6c5"
+	// for a Deployment's pod: the ReplicaSet is the Deployment's revision.
+	Controller string `json:"controller"`
+	// Hash is the label's value: a ReplicaSet's pod-template-hash, a
+	// StatefulSet's or DaemonSet's controller-revision-hash (the
+	// ControllerRevision's name for a StatefulSet's pod, its hash for a
+	// DaemonSet's).
+	Hash string `json:"hash"`
+	// Label is which label Hash is (LabelPodTemplateHash,
+	// LabelControllerRevisionHash).
+	Label string `json:"label"`
+}
+
+// The labels a pod's controller puts on it for the template it was made
+// from.
+const (
+	LabelPodTemplateHash        = "pod-template-hash"
+	LabelControllerRevisionHash = "controller-revision-hash"
+)
+
+// ControllerRevision is the revision of a pod whose controller reference is
+// kind and name and whose labels pod-template-hash and
+// controller-revision-hash are podTemplateHash and controllerRevisionHash:
+// a ReplicaSet's pod by the first, a StatefulSet's or DaemonSet's by the
+// second; nil for any other pod (a bare pod, a Job's, a label missing). The
+// agent (kubemeta) and the kubectl plugin share it, as ControllerWorkload.
+func ControllerRevision(kind, name, podTemplateHash, controllerRevisionHash string) *Revision {
+	switch {
+	case kind == "ReplicaSet" && podTemplateHash != "":
+		return &Revision{Controller: kind + "/" + name, Hash: podTemplateHash, Label: LabelPodTemplateHash}
+	case (kind == "StatefulSet" || kind == "DaemonSet") && controllerRevisionHash != "":
+		return &Revision{Controller: kind + "/" + name, Hash: controllerRevisionHash, Label: LabelControllerRevisionHash}
+	}
+	return nil
+}

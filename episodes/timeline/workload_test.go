@@ -19,3 +19,23 @@ func TestControllerWorkload(t *testing.T) {
 		}
 	}
 }
+
+func TestControllerRevision(t *testing.T) {
+	for _, tc := range []struct {
+		kind, name, podTemplateHash, controllerRevisionHash string
+		want                                                *Revision
+	}{
+		{"ReplicaSet", "web-7d9f8c6b5", "7d9f8c6b5", "", &Revision{Controller: "ReplicaSet/web-7d9f8c6b5", Hash: "7d9f8c6b5", Label: LabelPodTemplateHash}},
+		{"StatefulSet", "db", "", "db-6c8d5f7b9", &Revision{Controller: "StatefulSet/db", Hash: "db-6c8d5f7b9", Label: LabelControllerRevisionHash}},
+		{"DaemonSet", "agent", "", "5b7c9d8f6", &Revision{Controller: "DaemonSet/agent", Hash: "5b7c9d8f6", Label: LabelControllerRevisionHash}},
+		{"ReplicaSet", "web-7d9f8c6b5", "", "5b7c9d8f6", nil}, // a ReplicaSet's pod by its own label only
+		{"StatefulSet", "db", "7d9f8c6b5", "", nil},           // and a StatefulSet's
+		{"Job", "migrate-29400000", "", "", nil},
+		{"Rollout", "web", "7d9f8c6b5", "", nil}, // a controller that is not one of these: no rule
+	} {
+		got := ControllerRevision(tc.kind, tc.name, tc.podTemplateHash, tc.controllerRevisionHash)
+		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("ControllerRevision(%q, %q, %q, %q) = %+v, want %+v", tc.kind, tc.name, tc.podTemplateHash, tc.controllerRevisionHash, got, tc.want)
+		}
+	}
+}

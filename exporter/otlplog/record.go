@@ -37,9 +37,14 @@ const (
 	AttrMainIsInit      attribute.Key = "sigscope.main.is_init"
 	AttrMainRuntime     attribute.Key = "sigscope.main.runtime"
 	AttrOwner           attribute.Key = "sigscope.owner"
-	AttrEventsDropped   attribute.Key = "sigscope.events_dropped"
-	AttrStartUnseen     attribute.Key = "sigscope.start_unseen"
-	AttrHint            attribute.Key = "sigscope.hint"
+	// The pod's template (timeline.Revision): no semantic convention names
+	// a revision. Its controller goes under k8s.replicaset.name, a
+	// Deployment's revision being its ReplicaSet.
+	AttrRevision      attribute.Key = "sigscope.revision"
+	AttrRevisionLabel attribute.Key = "sigscope.revision.label"
+	AttrEventsDropped attribute.Key = "sigscope.events_dropped"
+	AttrStartUnseen   attribute.Key = "sigscope.start_unseen"
+	AttrHint          attribute.Key = "sigscope.hint"
 	// The stop's traffic (timeline.Traffic), when its counts were read:
 	// sigscope.connections.<kind> per kind the kernel counted, then the
 	// lost total, the kubelet's probes' connections apart as
@@ -143,6 +148,13 @@ func Attributes(ep *timeline.Episode) []attribute.KeyValue {
 			str(k, o.Name)
 		}
 		str(AttrOwner, o.String())
+	}
+	if r := ep.Revision; r != nil {
+		if rs, ok := strings.CutPrefix(r.Controller, "ReplicaSet/"); ok && (ep.Owner == nil || ep.Owner.Kind != "ReplicaSet") {
+			str(semconv.K8SReplicaSetNameKey, rs) // a bare ReplicaSet's is the owner's, above
+		}
+		str(AttrRevision, r.Hash)
+		str(AttrRevisionLabel, r.Label)
 	}
 
 	str(AttrOutcome, string(ep.Outcome))

@@ -109,6 +109,11 @@ type pluginEpisode struct {
 		Kind string `json:"kind"`
 		Name string `json:"name"`
 	} `json:"owner"`
+	Revision *struct {
+		Controller string `json:"controller"`
+		Hash       string `json:"hash"`
+		Label      string `json:"label"`
+	} `json:"revision"`
 }
 
 type pluginAudit struct {
@@ -210,6 +215,13 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The revision it runs: its ReplicaSet, and the template's hash.
+	rsHash, err := c.run(t, "-n", appNS, "get", "pod", shellPod, "-o",
+		`jsonpath={.metadata.ownerReferences[?(@.controller==true)].name}/{.metadata.labels.pod-template-hash}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, hash, _ := strings.Cut(rsHash, "/")
 	for _, pod := range []string{shellPod, good} {
 		waitCommands(t, c, appNS, pod) // the trap is set
 	}
@@ -258,6 +270,9 @@ spec:
 		ep.Owner == nil || ep.Owner.Kind != "Deployment" || ep.Owner.Name != deploy || ep.ExitStatus == nil || *ep.ExitStatus != 137 ||
 		ep.StopReason != "deleted" {
 		t.Errorf("timeline deploy/%s episode: %+v", deploy, ep)
+	}
+	if r := ep.Revision; r == nil || rs == "" || hash == "" || r.Controller != "ReplicaSet/"+rs || r.Hash != hash || r.Label != "pod-template-hash" {
+		t.Errorf("timeline deploy/%s episode's revision %+v, want ReplicaSet/%s, %q by pod-template-hash", deploy, r, rs, hash)
 	}
 	// The bare pod's episode completes a settle time after its exit, which
 	// may come after its delete returned: wait for it too.
