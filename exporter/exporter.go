@@ -93,10 +93,13 @@ type Exporter struct {
 	connections  *counterFamily
 	probeConns   *counterFamily // the kubelet's probes' connections, apart from connections
 
-	// countedNets are the last connection counts observed, by network
-	// namespace and read time: a pod's containers share one namespace,
-	// and each of their episodes carries the same counts, to be counted
-	// once.
+	// countedNets are the connection counts already added, by network
+	// namespace and watch (Traffic.Since): a pod's containers share one
+	// namespace, and each of their episodes carries its counts, from the
+	// same read or (a container whose stop went on past the others', a
+	// sidecar draining) from a later read of the same watch, whose counts
+	// include the earlier read's. Each adds only what the watch counted
+	// since, so a pod's connections are counted once.
 	netMu       sync.Mutex
 	countedNets [16]countedNet
 	countedNext int
@@ -110,8 +113,24 @@ type Exporter struct {
 }
 
 type countedNet struct {
-	netns uint32
-	until time.Time
+	netns  uint32
+	since  time.Time
+	until  time.Time                    // the first read's: the key where a count has no Since
+	counts [sigvocab.NumNetKinds]uint64 // added so far, by kind
+	probes [sigvocab.NumNetKinds]uint64
+}
+
+// more is what n adds to what *added holds, which it then holds: 0 for a
+// count that went down (a refusal the kernel moved to the probes or to the
+// namespace's own calls after an earlier read: a counter cannot take it
+// back, so that earlier read's refusal stays counted).
+func more(added *uint64, n uint64) uint64 {
+	if n <= *added {
+		return 0
+	}
+	d := n - *added
+	*added = n
+	return d
 }
 
 type auditSeries struct {
@@ -237,11 +256,11 @@ func New(opts Options) *Exporter {
 		"Processes the kernel's OOM killer chose as victims.",
 		nil, none)
 	e.connections = newCounter("sigscope_stop_connections_total",
-		"TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused, unanswered, after_close, idle_at_exit, undecided; the namespace's own calls: out_refused, out_reset, self_refused; lost requests: refused, reset_sent, cut, unanswered, after_close) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.",
+		"TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused, unanswered, after_close, idle_at_exit, undecided; the namespace's own calls: out_refused, out_reset, self_refused; lost requests: refused, reset_sent, cut, unanswered, after_close) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per stop, whichever of its containers' episodes carry it.",
 		[]string{"kind", "outcome"},
 		func(a, b uint8) []string { return []string{netKindNames[a], outcomeNames[b]} })
 	e.probeConns = newCounter("sigscope_stop_probe_connections_total",
-		"TCP connections the kubelet's probes made to stopping containers, by fate (the kinds of sigscope_stop_connections_total) and the stop's outcome: counted apart from the clients' and in none of sigscope_stop_connections_total, where the agent told them apart; a pod's namespace is counted once per read.",
+		"TCP connections the kubelet's probes made to stopping containers, by fate (the kinds of sigscope_stop_connections_total) and the stop's outcome: counted apart from the clients' and in none of sigscope_stop_connections_total, where the agent told them apart; a pod's namespace is counted once per stop, whichever of its containers' episodes carry it.",
 		[]string{"kind", "outcome"},
 		func(a, b uint8) []string { return []string{netKindNames[a], outcomeNames[b]} })
 	e.stopDuration = &histFamily{
@@ -388,32 +407,43 @@ func endpointLag(ep *timeline.Episode) (time.Duration, bool) {
 }
 
 // observeTraffic adds an episode's connection counts, each kind the kernel
-// counted, once per namespace and read; and by the same rules the kubelet's
-// probes' connections, apart, when they were told apart (Traffic.Probes).
+// counted, once per namespace and watch (countedNets); and by the same
+// rules the kubelet's probes' connections, apart, when they were told apart
+// (Traffic.Probes).
 func (e *Exporter) observeTraffic(ep *timeline.Episode, k seriesKey) {
 	t := ep.Traffic
 	if t == nil || t.Unread != "" {
 		return
 	}
 	e.netMu.Lock()
-	for _, c := range e.countedNets {
-		if c.netns == t.NetNS && c.until.Equal(t.Until) {
-			e.netMu.Unlock()
-			return
+	defer e.netMu.Unlock()
+	var c *countedNet
+	for i := range e.countedNets {
+		n := &e.countedNets[i]
+		if n.netns == t.NetNS && n.since.Equal(t.Since) && (!t.Since.IsZero() || n.until.Equal(t.Until)) {
+			c = n
+			break
 		}
 	}
-	e.countedNets[e.countedNext] = countedNet{t.NetNS, t.Until}
-	e.countedNext = (e.countedNext + 1) % len(e.countedNets)
-	e.netMu.Unlock()
+	again := c != nil // the watch's counts were added before: only what is new, no series for nothing
+	if c == nil {
+		c = &e.countedNets[e.countedNext]
+		*c = countedNet{netns: t.NetNS, since: t.Since, until: t.Until}
+		e.countedNext = (e.countedNext + 1) % len(e.countedNets)
+	}
 	for _, kind := range countedNetKinds {
 		if !t.Known(kind) {
 			continue
 		}
 		ck := k
 		ck.a, ck.b = uint8(kind), k.a
-		e.connections.add(ck, t.N(kind))
+		if n := more(&c.counts[kind], t.N(kind)); n > 0 || !again {
+			e.connections.add(ck, n)
+		}
 		if t.Probes != nil {
-			e.probeConns.add(ck, t.Probes[kind])
+			if n := more(&c.probes[kind], t.Probes[kind]); n > 0 || !again {
+				e.probeConns.add(ck, n)
+			}
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/sigscope/sigscope/tracer/sigvocab"
 )
 
-const helpConnections = `# HELP sigscope_stop_connections_total TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused, unanswered, after_close, idle_at_exit, undecided; the namespace's own calls: out_refused, out_reset, self_refused; lost requests: refused, reset_sent, cut, unanswered, after_close) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per read.
+const helpConnections = `# HELP sigscope_stop_connections_total TCP connections of stopping containers, by fate (accepted, closed, reset_sent, reset_received, cut, refused, unanswered, after_close, idle_at_exit, undecided; the namespace's own calls: out_refused, out_reset, self_refused; lost requests: refused, reset_sent, cut, unanswered, after_close) and the stop's outcome, as the kernel counted them from the stop signal until the stop was over; a pod's namespace is counted once per stop, whichever of its containers' episodes carry it.
 # TYPE sigscope_stop_connections_total counter`
 
 // An episode's connection counts are added by kind and outcome; the same
@@ -94,7 +94,7 @@ sigscope_stop_endpoint_lag_seconds_count 1
 `, "sigscope_stop_endpoint_lag_seconds")
 }
 
-const helpProbeConnections = `# HELP sigscope_stop_probe_connections_total TCP connections the kubelet's probes made to stopping containers, by fate (the kinds of sigscope_stop_connections_total) and the stop's outcome: counted apart from the clients' and in none of sigscope_stop_connections_total, where the agent told them apart; a pod's namespace is counted once per read.
+const helpProbeConnections = `# HELP sigscope_stop_probe_connections_total TCP connections the kubelet's probes made to stopping containers, by fate (the kinds of sigscope_stop_connections_total) and the stop's outcome: counted apart from the clients' and in none of sigscope_stop_connections_total, where the agent told them apart; a pod's namespace is counted once per stop, whichever of its containers' episodes carry it.
 # TYPE sigscope_stop_probe_connections_total counter`
 
 // The kubelet's probes' connections are added apart, by kind and outcome,
@@ -173,4 +173,62 @@ sigscope_stop_probe_connections_total{kind="undecided",outcome="handler_timeout"
 	if clients != 16 {
 		t.Errorf("sigscope_stop_connections_total sums to %v, want 16: the clients' alone", clients)
 	}
+}
+
+// A pod's containers share its network namespace: a container whose stop
+// went on past the others' (a sidecar draining) takes a later read of the
+// same watch, whose counts include the earlier read's. Only what the watch
+// counted since is added: the pod's connections are counted once. A later
+// watch of the same namespace (another stop) counts whole.
+func TestConnectionsCountedOncePerWatch(t *testing.T) {
+	e := New(Options{})
+	reg := register(t, e)
+	since := time.Unix(1700000000, 0)
+	traffic := func(since time.Time, until time.Duration, accepted, refused, unanswered uint64) *timeline.Traffic {
+		tr := &timeline.Traffic{NetNS: 7, Since: since, Until: since.Add(until), SeesRefused: true, SeesLastSpeaker: true}
+		tr.Counts[sigvocab.NetAccepted].N, tr.Counts[sigvocab.NetRefused].N, tr.Counts[sigvocab.NetUnanswered].N = accepted, refused, unanswered
+		return tr
+	}
+	app := episode(timeline.OutcomeHandlerTimeout, 0, 30*time.Second)
+	app.Traffic = traffic(since, 2*time.Second, 10, 4, 2)
+	e.ObserveEpisode(app)
+	proxy := episode(timeline.OutcomeGraceful, 0, time.Second)
+	proxy.Traffic = traffic(since, 11*time.Second, 12, 6, 2) // the same watch, read later
+	e.ObserveEpisode(proxy)
+	again := episode(timeline.OutcomeGraceful, 0, time.Second)
+	again.Traffic = traffic(since, 11*time.Second, 12, 6, 2) // that read again: nothing new
+	e.ObserveEpisode(again)
+	next := episode(timeline.OutcomeKilled, 0, time.Second)
+	next.Traffic = traffic(since.Add(time.Minute), time.Second, 1, 0, 0) // the namespace's next stop
+	e.ObserveEpisode(next)
+	compare(t, reg, helpConnections+`
+sigscope_stop_connections_total{kind="accepted",outcome="graceful"} 2
+sigscope_stop_connections_total{kind="accepted",outcome="handler_timeout"} 10
+sigscope_stop_connections_total{kind="accepted",outcome="killed"} 1
+sigscope_stop_connections_total{kind="after_close",outcome="handler_timeout"} 0
+sigscope_stop_connections_total{kind="after_close",outcome="killed"} 0
+sigscope_stop_connections_total{kind="closed",outcome="handler_timeout"} 0
+sigscope_stop_connections_total{kind="closed",outcome="killed"} 0
+sigscope_stop_connections_total{kind="cut",outcome="handler_timeout"} 0
+sigscope_stop_connections_total{kind="cut",outcome="killed"} 0
+sigscope_stop_connections_total{kind="idle_at_exit",outcome="handler_timeout"} 0
+sigscope_stop_connections_total{kind="idle_at_exit",outcome="killed"} 0
+sigscope_stop_connections_total{kind="out_refused",outcome="handler_timeout"} 0
+sigscope_stop_connections_total{kind="out_refused",outcome="killed"} 0
+sigscope_stop_connections_total{kind="out_reset",outcome="handler_timeout"} 0
+sigscope_stop_connections_total{kind="out_reset",outcome="killed"} 0
+sigscope_stop_connections_total{kind="refused",outcome="graceful"} 2
+sigscope_stop_connections_total{kind="refused",outcome="handler_timeout"} 4
+sigscope_stop_connections_total{kind="refused",outcome="killed"} 0
+sigscope_stop_connections_total{kind="reset_received",outcome="handler_timeout"} 0
+sigscope_stop_connections_total{kind="reset_received",outcome="killed"} 0
+sigscope_stop_connections_total{kind="reset_sent",outcome="handler_timeout"} 0
+sigscope_stop_connections_total{kind="reset_sent",outcome="killed"} 0
+sigscope_stop_connections_total{kind="self_refused",outcome="handler_timeout"} 0
+sigscope_stop_connections_total{kind="self_refused",outcome="killed"} 0
+sigscope_stop_connections_total{kind="unanswered",outcome="handler_timeout"} 2
+sigscope_stop_connections_total{kind="unanswered",outcome="killed"} 0
+sigscope_stop_connections_total{kind="undecided",outcome="handler_timeout"} 0
+sigscope_stop_connections_total{kind="undecided",outcome="killed"} 0
+`, "sigscope_stop_connections_total")
 }
