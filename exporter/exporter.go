@@ -93,8 +93,8 @@ type Exporter struct {
 	connections  *counterFamily
 	probeConns   *counterFamily // the kubelet's probes' connections, apart from connections
 
-	// countedNets are the connection counts already added, by network
-	// namespace and watch (Traffic.Since): a pod's containers share one
+	// countedNets are the connection counts already added, by the kernel's
+	// count they were read from (timeline.Watch): a pod's containers share one
 	// namespace, and each of their episodes carries its counts, from the
 	// same read or (a container whose stop went on past the others', a
 	// sidecar draining) from a later read of the same watch, whose counts
@@ -113,9 +113,7 @@ type Exporter struct {
 }
 
 type countedNet struct {
-	netns  uint32
-	since  time.Time
-	until  time.Time                    // the first read's: the key where a count has no Since
+	watch  timeline.Watch
 	counts [sigvocab.NumNetKinds]uint64 // added so far, by kind
 	probes [sigvocab.NumNetKinds]uint64
 }
@@ -418,17 +416,17 @@ func (e *Exporter) observeTraffic(ep *timeline.Episode, k seriesKey) {
 	e.netMu.Lock()
 	defer e.netMu.Unlock()
 	var c *countedNet
+	w := t.Watch()
 	for i := range e.countedNets {
-		n := &e.countedNets[i]
-		if n.netns == t.NetNS && n.since.Equal(t.Since) && (!t.Since.IsZero() || n.until.Equal(t.Until)) {
-			c = n
+		if e.countedNets[i].watch.Same(w) {
+			c = &e.countedNets[i]
 			break
 		}
 	}
 	again := c != nil // the watch's counts were added before: only what is new, no series for nothing
 	if c == nil {
 		c = &e.countedNets[e.countedNext]
-		*c = countedNet{netns: t.NetNS, since: t.Since, until: t.Until}
+		*c = countedNet{watch: w}
 		e.countedNext = (e.countedNext + 1) % len(e.countedNets)
 	}
 	for _, kind := range countedNetKinds {

@@ -193,7 +193,9 @@ func TestConnectionsCountedOncePerWatch(t *testing.T) {
 	app.Traffic = traffic(since, 2*time.Second, 10, 4, 2)
 	e.ObserveEpisode(app)
 	proxy := episode(timeline.OutcomeGraceful, 0, time.Second)
-	proxy.Traffic = traffic(since, 11*time.Second, 12, 6, 2) // the same watch, read later
+	// The same watch, read later: each read turns the kernel's beginning
+	// into wall-clock time anew, a few microseconds apart.
+	proxy.Traffic = traffic(since.Add(3*time.Microsecond), 11*time.Second, 12, 6, 2)
 	e.ObserveEpisode(proxy)
 	again := episode(timeline.OutcomeGraceful, 0, time.Second)
 	again.Traffic = traffic(since, 11*time.Second, 12, 6, 2) // that read again: nothing new

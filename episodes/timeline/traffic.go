@@ -107,6 +107,35 @@ func (t *Traffic) Lost() uint64 {
 		t.N(sigvocab.NetUnanswered) + t.N(sigvocab.NetAfterClose)
 }
 
+// Watch identifies the kernel's count a Traffic was read from: one stop of
+// one network namespace. A pod's containers share the namespace, and each
+// of their episodes carries the count, from the same read or (a container
+// whose stop went on past the others') from a later one, which includes
+// the earlier read's.
+type Watch struct {
+	NetNS        uint32
+	Since, Until time.Time
+}
+
+// Watch is the count t was read from.
+func (t *Traffic) Watch() Watch { return Watch{NetNS: t.NetNS, Since: t.Since, Until: t.Until} }
+
+// Same reports whether w and o are one count: the same namespace, watched
+// from the same stop signal. Since is compared to the millisecond, as each
+// read turns the kernel's boot-time beginning into wall-clock time anew;
+// one watch of a namespace ends before the next begins, seconds apart. A
+// count without a beginning is the same only at the same read.
+func (w Watch) Same(o Watch) bool {
+	if w.NetNS != o.NetNS {
+		return false
+	}
+	if w.Since.IsZero() || o.Since.IsZero() {
+		return w.Since.IsZero() && o.Since.IsZero() && w.Until.Equal(o.Until)
+	}
+	d := w.Since.Sub(o.Since)
+	return d < time.Millisecond && d > -time.Millisecond
+}
+
 // MaybeLost counts the connections that may have lost a request: closed
 // right after a short write (a TLS close_notify, an HTTP/2 GOAWAY) or with
 // a write in flight at the death, where who spoke last cannot be told.

@@ -525,3 +525,29 @@ func TestCoveringOverStops(t *testing.T) {
 		t.Error("the stops' slice was sorted in place")
 	}
 }
+
+// One kernel count, read twice (each read's wall-clock beginning a little
+// apart), is one Watch; another namespace, another stop of the same one, or
+// (without a beginning) another read are not.
+func TestWatchSame(t *testing.T) {
+	since := time.Unix(1700000000, 0)
+	w := Watch{NetNS: 7, Since: since, Until: since.Add(2 * time.Second)}
+	for _, tc := range []struct {
+		o    Watch
+		want bool
+	}{
+		{Watch{NetNS: 7, Since: since.Add(3 * time.Microsecond), Until: since.Add(11 * time.Second)}, true},
+		{Watch{NetNS: 7, Since: since.Add(-999 * time.Microsecond), Until: since.Add(time.Second)}, true},
+		{Watch{NetNS: 8, Since: since, Until: w.Until}, false},
+		{Watch{NetNS: 7, Since: since.Add(40 * time.Second), Until: since.Add(41 * time.Second)}, false},
+		{Watch{NetNS: 7, Until: w.Until}, false},
+	} {
+		if got := w.Same(tc.o); got != tc.want || tc.o.Same(w) != tc.want {
+			t.Errorf("%+v Same %+v = %v, want %v (both ways)", w, tc.o, got, tc.want)
+		}
+	}
+	unread := Watch{NetNS: 7, Until: since}
+	if !unread.Same(Watch{NetNS: 7, Until: since}) || unread.Same(Watch{NetNS: 7, Until: since.Add(time.Second)}) {
+		t.Error("without a beginning: the same read only")
+	}
+}

@@ -339,4 +339,18 @@ func TestTopTraffic(t *testing.T) {
 	if w.LostTraffic != 3 || w.LostConnections != 23 || w.EndpointLag == nil || *w.EndpointLag != 0.4 || w.PreStopSleep == nil || *w.PreStopSleep != 5 {
 		t.Errorf("lost %d (%d), lag %v, sleep %v", w.LostTraffic, w.LostConnections, w.EndpointLag, w.PreStopSleep)
 	}
+
+	// A pod's two containers carry its traffic: the app's episode the
+	// first read, its proxy's (which drained on) a later read of the same
+	// count, with 2 more refused. One stop's traffic, counted once.
+	app := stop("web-1", 2300*time.Millisecond, 0, 100*time.Millisecond)
+	proxy := stop("web-1", 2300*time.Millisecond, 0, 100*time.Millisecond)
+	proxy.Container.Name = "proxy"
+	proxy.Traffic.Since = proxy.Traffic.Since.Add(3 * time.Microsecond) // each read's wall clock, anew
+	proxy.Traffic.Until = proxy.Traffic.Until.Add(8 * time.Second)
+	proxy.Traffic.Counts[sigvocab.NetRefused].N = 12
+	rows = Top([]timeline.Episode{app, proxy})
+	if w := rows[0]; w.Stops != 2 || w.LostTraffic != 1 || w.LostConnections != 12 || len(w.sleeps) != 1 {
+		t.Errorf("a pod's two containers: %d stops, lost %d (%d), %d sleeps; want 2, 1 (12), 1", w.Stops, w.LostTraffic, w.LostConnections, len(w.sleeps))
+	}
 }

@@ -31,7 +31,9 @@ type WorkloadStops struct {
 	// LostTraffic counts the stops whose clients lost requests (the
 	// episode's traffic, timeline.Traffic.Lost: refused, reset by the
 	// application, unanswered, after a close, cut), and LostConnections
-	// sums what they lost.
+	// sums what they lost. A pod's containers share its traffic: it counts
+	// once per pod's stop (timeline.Watch), whichever of its containers'
+	// episodes carry it.
 	LostTraffic     int    `json:"lost_traffic"`
 	LostConnections uint64 `json:"lost_connections"`
 	// EndpointLag is the longest time, over the stops, from the pod's
@@ -47,6 +49,7 @@ type WorkloadStops struct {
 	PreStopSleep     *int   `json:"prestop_sleep_s,omitempty"`
 	PreStopSleepFrom string `json:"prestop_sleep_from,omitempty"`
 	sleeps           []int
+	watches          []watchTaken
 	// RunningOOMKills counts OOM kills in its containers that lived on
 	// (outcome oom_kill_survived): not stops, and in none of the above.
 	RunningOOMKills int `json:"running_oom_kills"`
@@ -65,6 +68,54 @@ type Slowest struct {
 	Container string           `json:"container,omitempty"`
 	Outcome   timeline.Outcome `json:"outcome"`
 	At        time.Time        `json:"at"`
+}
+
+// watchTaken is what a workload's row took of one pod's stop's traffic
+// (the kernel's count, on its node), whichever of the pod's containers'
+// episodes it came from: the most lost (a later read includes an earlier
+// one's), and where its covering sleep is in sleeps (-1: none yet).
+type watchTaken struct {
+	node  string // and the pod's namespace and name: the count's
+	pod   [2]string
+	watch timeline.Watch
+	lost  uint64
+	sleep int
+}
+
+// takeTraffic adds ep's traffic to w, once per pod's stop.
+func (w *WorkloadStops) takeTraffic(ep *timeline.Episode) {
+	t := ep.Traffic
+	if t == nil {
+		return
+	}
+	var taken *watchTaken
+	pod := [2]string{ep.Container.Namespace, ep.Container.Pod}
+	for i := range w.watches {
+		if w.watches[i].node == ep.Node && w.watches[i].pod == pod && w.watches[i].watch.Same(t.Watch()) {
+			taken = &w.watches[i]
+			break
+		}
+	}
+	if taken == nil {
+		w.watches = append(w.watches, watchTaken{node: ep.Node, pod: pod, watch: t.Watch(), sleep: -1})
+		taken = &w.watches[len(w.watches)-1]
+	}
+	if lost := t.Lost(); lost > taken.lost {
+		if taken.lost == 0 {
+			w.LostTraffic++
+		}
+		w.LostConnections += lost - taken.lost
+		taken.lost = lost
+	}
+	if secs, ok := ep.CoveringPreStopSleep(); ok {
+		switch {
+		case taken.sleep < 0:
+			taken.sleep = len(w.sleeps)
+			w.sleeps = append(w.sleeps, secs)
+		case secs > w.sleeps[taken.sleep]:
+			w.sleeps[taken.sleep] = secs
+		}
+	}
 }
 
 // workloadOf names the group an episode counts in.
@@ -112,18 +163,12 @@ func Top(eps []timeline.Episode) []WorkloadStops {
 		if d, ok := ep.StopDuration(); ok && (w.Slowest == nil || d.Seconds() > w.Slowest.Seconds) {
 			w.Slowest = &Slowest{Seconds: d.Seconds(), Pod: ep.Container.Pod, Container: ep.Container.Name, Outcome: ep.Outcome, At: ep.Start}
 		}
-		if t := ep.Traffic; t != nil && t.Lost() > 0 {
-			w.LostTraffic++
-			w.LostConnections += t.Lost()
-		}
+		w.takeTraffic(ep)
 		for _, c := range ep.Endpoints {
 			if c.AfterDeletion != nil && (w.EndpointLag == nil || c.AfterDeletion.Seconds() > *w.EndpointLag) {
 				lag := c.AfterDeletion.Seconds()
 				w.EndpointLag = &lag
 			}
-		}
-		if secs, ok := ep.CoveringPreStopSleep(); ok {
-			w.sleeps = append(w.sleeps, secs)
 		}
 		if ep.Node != "" && !slices.Contains(w.Nodes, ep.Node) {
 			w.Nodes = append(w.Nodes, ep.Node)
