@@ -99,9 +99,12 @@ type Exporter struct {
 	// same read or (a container whose stop went on past the others', a
 	// sidecar draining) from a later read of the same watch, whose counts
 	// include the earlier read's. Each adds only what the watch counted
-	// since, so a pod's connections are counted once.
+	// since, so a pod's connections are counted once. A later read comes
+	// as late as a grace period after the first: 128 stops are kept (about
+	// 40 KiB), more than a node's pods (110 by default) stopping at once
+	// in a drain.
 	netMu       sync.Mutex
-	countedNets [16]countedNet
+	countedNets [128]countedNet
 	countedNext int
 
 	eventsDesc, droppedDesc, missedDesc, wakeupsDesc, enrichDesc, buildDesc, auditDesc, overflowDesc *prometheus.Desc

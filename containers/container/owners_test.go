@@ -336,10 +336,10 @@ func TestOwnersRefreshSkipsPatternContainers(t *testing.T) {
 	r := h.resolver(Options{DockerSocket: d.socket, CRISockets: []string{}})
 	waitIndexed(t, r, last.CgroupV1ID, true, false)
 	// The watch's prefetch inspects each (that is the ordinary
-	// enrichment); wait for all of it, then count. (Nothing orders those
-	// inspects c0 to c19, and the fake runtime lists them in a map's
-	// order: waiting for c19's alone once left a dozen to come, counted
-	// as the refresh's, in CI.)
+	// enrichment); wait for all of it, then count. (The watch need not
+	// find their cgroups in the order they were made: waiting for c19's
+	// alone once left a dozen inspects to come, counted as the refresh's,
+	// in CI.)
 	for i := 0; i < 20; i++ {
 		name := fmt.Sprint("c", i)
 		waitMeta(t, r, fmt.Sprintf("%064x", 0xd0c00+i), func(info *identity.Info) bool { return info.Name == name })

@@ -462,7 +462,8 @@ func (p *Pods) Facts(c identity.Identity, stopAt, start time.Time) *timeline.Kub
 	if at.IsZero() {
 		at = start
 	}
-	f := &timeline.KubeFacts{Owner: p.Owner(c.Namespace, c.Pod), Revision: p.Revision(c.Namespace, c.Pod)}
+	f := &timeline.KubeFacts{}
+	f.Owner, f.Revision = p.Workload(c.Namespace, c.Pod)
 	f.Reason, f.Grace, f.GraceFrom = p.Explain(c.Namespace, c.Pod, c.Name, c.ID, at)
 	if !p.slicesSynced.Load() {
 		if e := p.slicesErr.Load(); e != nil {
@@ -475,28 +476,27 @@ func (p *Pods) Facts(c identity.Identity, stopAt, start time.Time) *timeline.Kub
 	return f
 }
 
-// Owner is the workload of the pod namespace/name as last seen; nil when
-// it has none or was not seen.
-func (p *Pods) Owner(namespace, pod string) *timeline.Owner {
+// Workload is the workload of the pod namespace/name and the revision it
+// ran, as last seen (WorkloadOf, RevisionOf); each nil when it has none or
+// the pod was not seen.
+func (p *Pods) Workload(namespace, pod string) (*timeline.Owner, *timeline.Revision) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if st := p.pods[namespace+"/"+pod]; st != nil && st.owner != nil {
-		o := *st.owner
-		return &o
+	st := p.pods[namespace+"/"+pod]
+	if st == nil {
+		return nil, nil
 	}
-	return nil
-}
-
-// Revision is the template of the pod namespace/name as last seen
-// (RevisionOf); nil when no controller labelled it or it was not seen.
-func (p *Pods) Revision(namespace, pod string) *timeline.Revision {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if st := p.pods[namespace+"/"+pod]; st != nil && st.revision != nil {
-		r := *st.revision
-		return &r
+	var o *timeline.Owner
+	var r *timeline.Revision
+	if st.owner != nil {
+		c := *st.owner
+		o = &c
 	}
-	return nil
+	if st.revision != nil {
+		c := *st.revision
+		r = &c
+	}
+	return o, r
 }
 
 // RevisionOf is the pod template pod was made from, as its controller
