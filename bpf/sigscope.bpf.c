@@ -780,13 +780,18 @@ static __always_inline __u32 watch_net(int sig, struct task_struct *cur, struct 
 	return netns;
 }
 
-static __always_inline void net_count(struct net_stats *st, __u32 kind, __u64 now)
+static __always_inline void net_count_n(struct net_stats *st, __u32 kind, __u64 now, __u64 n)
 {
 	kind &= NET_KINDS - 1;
-	__sync_fetch_and_add(&st->count[kind], 1);
+	__sync_fetch_and_add(&st->count[kind], n);
 	if (!st->first_ns[kind])
 		st->first_ns[kind] = now; /* a race between CPUs keeps one of two equal-enough times */
 	st->last_ns[kind] = now;
+}
+
+static __always_inline void net_count(struct net_stats *st, __u32 kind, __u64 now)
+{
+	net_count_n(st, kind, now, 1);
 }
 
 #define TCP_ESTABLISHED 1
@@ -1158,6 +1163,43 @@ static __always_inline void accepted(struct net_stats *st, const struct sock *sk
 	net_count_sock(st, sk, netns, NET_ACCEPTED, now);
 }
 
+/* Whether sk's change to TCP_CLOSE is that of a RST it received, which
+ * handle_tcp_rst_received saw on this CPU just before. */
+static __always_inline bool reset_by_peer(const struct sock *sk)
+{
+	__u32 zero = 0;
+	__u64 *rst = bpf_map_lookup_elem(&rst_received, &zero);
+
+	if (!rst || *rst != (__u64)sk)
+		return false;
+	*rst = 0;
+	return true;
+}
+
+/* A listener closes. Its handshakes still under way (request sockets,
+ * qlen) are connections its clients were, or will be, told are made:
+ * the kernel drops each, and answers the client's next segment (the
+ * handshake's ACK, or its request) with a RST from no socket, which
+ * handle_tcp_rst_sent cannot tell from a stray segment of a connection
+ * already gone. Counted here, as the children in its accept queue are
+ * (reset by tcp_disconnect, each a state change): reset by the
+ * application, or cut when a dying process's exit closed the listener.
+ * Their clients' addresses are in the request sockets, not read: the
+ * peers miss them. */
+static __always_inline void listener_closed(struct net_stats *st, const struct sock *sk, __u32 netns, __u64 now)
+{
+	const struct inet_connection_sock *icsk = (const void *)sk;
+	__u64 cgroup_id = net_count_sock(st, sk, netns, NET_LISTENER_CLOSED, now);
+	int pending = BPF_CORE_READ(icsk, icsk_accept_queue.qlen.counter);
+	__u32 kind;
+
+	if (pending <= 0)
+		return;
+	kind = cur_read(current_task(), flags) & PF_EXITING ? NET_CUT : NET_RESET_SENT;
+	net_count_n(st, kind, now, pending);
+	net_count_cg(st, netns, cgroup_id, kind, pending);
+}
+
 /* Every TCP state change, IPv4 and IPv6. Accepted: SYN_RECV to ESTABLISHED
  * (in softirq: the namespace is the socket's, never the current task's).
  * An inbound connection ends when its side leaves ESTABLISHED or CLOSE_WAIT:
@@ -1184,7 +1226,19 @@ int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const 
 		return 0;
 	}
 	if (oldstate == TCP_LISTEN && newstate == TCP_CLOSE) {
-		net_count_sock(st, sk, netns, NET_LISTENER_CLOSED, now);
+		listener_closed(st, sk, netns, now);
+		return 0;
+	}
+	if (oldstate == TCP_SYN_RECV && newstate == TCP_CLOSE && sk->__sk_common.skc_num && inbound(sk) && !reset_by_peer(sk)) {
+		/* A child whose handshake the listener's close cut off (its
+		 * accept queue's forget, tcp_disconnect): its client was told
+		 * it is connected, and is sent a RST. A duplicate child that
+		 * lost the race for its request is closed with no port
+		 * (inet_csk_prepare_forced_close): not a connection. */
+		kind = cur_read(current_task(), flags) & PF_EXITING ? NET_CUT : NET_RESET_SENT;
+		net_count_sock(st, sk, netns, kind, now);
+		conn_key_of(&key, sk, netns);
+		peer_count(st, netns, key.family, key.raddr, kind, 1);
 		return 0;
 	}
 	if (oldstate != TCP_ESTABLISHED && oldstate != TCP_CLOSE_WAIT)
@@ -1193,15 +1247,8 @@ int BPF_PROG(handle_tcp_state, const struct sock *sk, const int oldstate, const 
 		return 0;
 	if (!inbound(sk))
 		return 0;
-	if (newstate == TCP_CLOSE) {
-		__u32 zero = 0;
-		__u64 *rst = bpf_map_lookup_elem(&rst_received, &zero);
-
-		if (rst && *rst == (__u64)sk) {
-			*rst = 0; /* counted by handle_tcp_rst_received */
-			return 0;
-		}
-	}
+	if (newstate == TCP_CLOSE && reset_by_peer(sk))
+		return 0; /* counted by handle_tcp_rst_received */
 	dying = cur_read(current_task(), flags) & PF_EXITING;
 	if (newstate == TCP_CLOSE) /* a RST: a request unread (or SO_LINGER 0) */
 		kind = dying ? NET_CUT : NET_RESET_SENT;
@@ -1247,6 +1294,15 @@ int BPF_PROG(handle_tcp_rst_received, struct sock *sk)
 		out_refused(st, sk, netns);
 		return 0;
 	}
+	rst = bpf_map_lookup_elem(&rst_received, &zero);
+	if (state == TCP_SYN_RECV) {
+		/* A child still in its handshake (Fast Open's) that its
+		 * client reset: nothing of ours lost, and not a handshake
+		 * the listener's close cut off (handle_tcp_state). */
+		if (rst)
+			*rst = (__u64)sk;
+		return 0;
+	}
 	if (state != TCP_ESTABLISHED && state != TCP_CLOSE_WAIT)
 		return 0;
 	if (!inbound(sk)) {
@@ -1263,7 +1319,6 @@ int BPF_PROG(handle_tcp_rst_received, struct sock *sk)
 		client_data(st, sk, now);
 		net_count_sock(st, sk, netns, NET_RESET_RECEIVED, now);
 	}
-	rst = bpf_map_lookup_elem(&rst_received, &zero);
 	if (rst)
 		*rst = (__u64)sk;
 	return 0;

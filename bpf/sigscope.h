@@ -56,7 +56,7 @@ enum fact {
 enum net_kind {
 	NET_ACCEPTED = 0,       /* a handshake completed on a listening socket of the namespace */
 	NET_CLOSED = 1,         /* closed with a FIN by the container's side, its process alive, after it spoke last (an answer, or an idle keep-alive connection): no request lost */
-	NET_RESET_SENT = 2,     /* aborted (RST) by the container's side, its process alive: a request unread (abort on close), or SO_LINGER 0 */
+	NET_RESET_SENT = 2,     /* aborted (RST) by the container's side, its process alive: a request unread (abort on close), SO_LINGER 0, or queued or in its handshake at its listener's close */
 	NET_RESET_RECEIVED = 3, /* reset by the peer: the client's choice */
 	NET_CUT = 4,            /* open at its process's death with a request in it, unread or read and unanswered: the kernel closed it */
 	NET_REFUSED = 5,        /* a SYN answered with a RST: nothing listened (Linux 6.10 and later) */

@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +29,10 @@ import (
 // connection, survives SIGTERM, and obeys one command per line on stdin:
 // "close I" closes the I-th connection with a FIN, "reset I" with a RST
 // (linger 0), "unlisten" closes the listener, "count N" waits until N
-// connections were accepted; each answers "ok".
+// connections were accepted, "defer" listens on 127.0.0.1:8081 with
+// TCP_DEFER_ACCEPT (the kernel holds a connection as a handshake under way
+// until its client sends data, though the client's connect() returned)
+// and "undefer" closes that listener; each answers "ok".
 func tcpServer() {
 	signal.Ignore(syscall.SIGTERM) // survives the stop signal; SIG_IGN in the kernel
 	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
@@ -50,7 +54,10 @@ func tcpServer() {
 			accepted <- c.(*net.TCPConn)
 		}
 	}()
-	var conns []*net.TCPConn
+	var (
+		conns    []*net.TCPConn
+		deferred net.Listener
+	)
 	fmt.Println("ready")
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
@@ -68,6 +75,23 @@ func tcpServer() {
 			conns[n].Close()
 		case "unlisten":
 			ln.Close()
+		case "defer":
+			lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+				var serr error
+				if err := c.Control(func(fd uintptr) {
+					serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, 30)
+				}); err != nil {
+					return err
+				}
+				return serr
+			}}
+			var err error
+			if deferred, err = lc.Listen(context.Background(), "tcp", "127.0.0.1:8081"); err != nil {
+				fmt.Fprintln(os.Stderr, "defer:", err)
+				os.Exit(1)
+			}
+		case "undefer":
+			deferred.Close()
 		case "read": // a request
 			buf := make([]byte, 512)
 			if _, err := conns[n].Read(buf); err != nil {
@@ -207,10 +231,10 @@ func TestConnectionFates(t *testing.T) {
 	pid, netns, say, wait := startTCPServer(t, cgDir)
 
 	var clients []net.Conn
-	dial := func(n int) (refused int) {
+	dialAt := func(addr string, n int) (refused int) {
 		inNetNS(t, pid, func() {
 			for range n {
-				conn, err := net.DialTimeout("tcp", "127.0.0.1:8080", 2*time.Second)
+				conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
 				if errors.Is(err, syscall.ECONNREFUSED) {
 					refused++
 					continue
@@ -224,6 +248,7 @@ func TestConnectionFates(t *testing.T) {
 		})
 		return refused
 	}
+	dial := func(n int) int { return dialAt("127.0.0.1:8080", n) }
 
 	// The client's side of a request and its answer.
 	request := func(i int) {
@@ -286,6 +311,23 @@ func TestConnectionFates(t *testing.T) {
 	say("close 6")
 	time.Sleep(50 * time.Millisecond)
 	request(6)
+	// 9 and 10: connected to a listener that holds them as handshakes
+	// under way (TCP_DEFER_ACCEPT) when it closes: reset by the
+	// application, though nothing ever had a socket of them to close.
+	// Each request then meets no socket, and the RST that answers it is
+	// not counted again; each client's RST is its own call reset.
+	say("defer")
+	if refused := dialAt("127.0.0.1:8081", 2); refused != 0 {
+		t.Fatalf("%d of 2 connections to the deferring listener refused", refused)
+	}
+	say("undefer")
+	for _, i := range []int{9, 10} {
+		request(i)
+		clients[i].SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := clients[i].Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("a request on %d, a handshake its listener's close dropped: %v, want a reset", i, err)
+		}
+	}
 	// 7: answered and idle at the SIGKILL: idle_at_exit. 2: a request
 	// read, not answered at the SIGKILL, and 4: a request never read:
 	// both cut.
@@ -320,15 +362,15 @@ func TestConnectionFates(t *testing.T) {
 		t.Fatalf("Connections(%d) = %v, %v", netns, got, err)
 	}
 	want := map[sigvocab.NetKind]uint64{
-		sigvocab.NetAccepted: 6, sigvocab.NetClosed: 1, sigvocab.NetResetSent: 1, sigvocab.NetResetReceived: 1,
-		sigvocab.NetCut: 2, sigvocab.NetListenerClosed: 1, sigvocab.NetRefused: 0,
+		sigvocab.NetAccepted: 6, sigvocab.NetClosed: 1, sigvocab.NetResetSent: 3, sigvocab.NetResetReceived: 1,
+		sigvocab.NetCut: 2, sigvocab.NetListenerClosed: 2, sigvocab.NetRefused: 0,
 		sigvocab.NetUnanswered: 1, sigvocab.NetAfterClose: 1, sigvocab.NetIdleAtExit: 1, sigvocab.NetUndecided: 1,
 		// The clients are sockets of the namespace: their attempts the
 		// namespace refused are its own calls (self_refused), and the
-		// resets they got (1's, 6's after its close, 4's at the death)
-		// are its own calls reset (out_reset). Which container's they
-		// were is user space's to tell, by the split.
-		sigvocab.NetSelfRefused: 2, sigvocab.NetOutReset: 3,
+		// resets they got (1's, 6's after its close, 9's and 10's,
+		// 4's at the death) are its own calls reset (out_reset). Which
+		// container's they were is user space's to tell, by the split.
+		sigvocab.NetSelfRefused: 2, sigvocab.NetOutReset: 5,
 	}
 	if !got.SeesLastSpeaker {
 		t.Errorf("the counts do not tell who spoke last")
@@ -374,6 +416,9 @@ func TestConnectionFates(t *testing.T) {
 			switch kind {
 			case sigvocab.NetResetSent, sigvocab.NetCut, sigvocab.NetUnanswered, sigvocab.NetAfterClose, sigvocab.NetRefused, sigvocab.NetUndecided:
 				w = want[kind]
+			}
+			if kind == sigvocab.NetResetSent {
+				w -= 2 // 9's and 10's addresses are in request sockets the kernel does not hand over
 			}
 			if got.Peers[0].N[k] != w {
 				t.Errorf("peer 127.0.0.1's %s: %d, want %d", kind, got.Peers[0].N[k], w)

@@ -252,7 +252,12 @@ struct sock {
  * received segment that last moved the send window (snd_wl1: a pure ACK
  * after the peer's data leaves it at rcv_nxt, data leaves it behind), what
  * it wrote (write_seq) and what the peer acknowledged of that (snd_una). */
+struct request_sock_queue {
+	atomic_t qlen; /* a listener's handshakes under way (request sockets) */
+} __attribute__((preserve_access_index));
+
 struct inet_connection_sock {
+	struct request_sock_queue icsk_accept_queue;
 	struct {
 		u32 lrcvtime; /* the jiffy of the last data segment received */
 	} icsk_ack;

@@ -299,6 +299,7 @@ func logPoolFailures(t *testing.T, name string, lines []poolLine, outcome func(p
 	type key struct{ outcome, err string }
 	byErr := map[key]int{}
 	reused, notWritten := 0, 0
+	var fresh []string // broken on a new connection: rare, each worth reading
 	for _, l := range lines {
 		o := l.Outcome
 		if outcome != nil {
@@ -312,6 +313,8 @@ func logPoolFailures(t *testing.T, name string, lines []poolLine, outcome func(p
 		if o == "broken" {
 			if l.Reused {
 				reused++
+			} else if len(fresh) < 5 {
+				fresh = append(fresh, fmt.Sprintf("%s at %s: %s", l.ID, time.UnixMicro(l.StartUs).UTC().Format(time.RFC3339Nano), l.Err))
 			}
 			if l.Wrote != nil && !*l.Wrote {
 				notWritten++
@@ -325,6 +328,9 @@ func logPoolFailures(t *testing.T, name string, lines []poolLine, outcome func(p
 	sort.Strings(parts)
 	t.Logf("%s: %d requests; failures: %s; broken on a reused connection: %d, not written whole: %d",
 		name, len(lines), strings.Join(parts, "; "), reused, notWritten)
+	if len(fresh) > 0 {
+		t.Logf("%s: broken on a new connection: %s", name, strings.Join(fresh, "; "))
+	}
 }
 
 // nginxBinary is Debian's nginx (.ci/run installs it); it skips the test
