@@ -21,7 +21,12 @@ kubectl() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
 
 if [ "${1:-install}" = delete ]; then
 	stage "delete the agent ($NS)"
-	kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=60s
+	# The DaemonSet's pods first, waited for (foreground: the DaemonSet
+	# goes once they have), then the namespace, not waited for: its
+	# controller takes some 5 s more to finish an empty namespace, which an
+	# install into the same namespace waits for instead.
+	kubectl -n "$NS" delete daemonset "$NS" --ignore-not-found --cascade=foreground --wait=true --timeout=60s
+	kubectl delete namespace "$NS" --ignore-not-found --wait=false
 	rm -rf "$VARLIB/journal-$NS"
 	for r in "$NS" "$NS-reader"; do
 		kubectl delete clusterrolebinding "$r" --ignore-not-found
@@ -47,6 +52,10 @@ set_args=(--set "fullnameOverride=$NS" --set "journal.hostDir=$VARLIB/journal-$N
 GO=${GO:-go} sh "$top/deploy/render.sh" - --namespace "$NS" "${values[@]}" "${set_args[@]}" >"$manifest"
 
 stage "apply, and wait for the DaemonSet's pods to be Ready"
+# A namespace an earlier delete left terminating is waited for.
+if [ "$(kubectl get namespace "$NS" -o 'jsonpath={.status.phase}' 2>/dev/null)" = Terminating ]; then
+	kubectl wait --for=delete "namespace/$NS" --timeout=90s
+fi
 kubectl get namespace "$NS" >/dev/null 2>&1 || kubectl create namespace "$NS"
 kubectl apply -f "$manifest"
 if ! kubectl -n "$NS" rollout status "daemonset/$NS" --timeout=90s; then

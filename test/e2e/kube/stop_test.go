@@ -260,7 +260,9 @@ func TestKubeletProbeGrace(t *testing.T) {
 		!strings.Contains(out, "failed liveness probe") {
 		t.Errorf("the kubelet's Killing event: %q, %v", out, err)
 	}
-	deletePod(t, c, name)
+	// The deletion, a stop of its own, is not this test's: with the pod's
+	// 30 s, PID 1 ignoring SIGTERM would hold it for all of them.
+	deletePod(t, c, name, "--grace-period=1")
 	eps := podEpisodes(l.stop(t, name, 1), name)
 	checkKubeletStop(t, eps, "probe_failed", 2, "the liveness probe's terminationGracePeriodSeconds")
 }
