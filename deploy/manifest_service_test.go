@@ -77,8 +77,8 @@ func TestKubeEventsManifest(t *testing.T) {
 			agentRole = r
 		}
 	}
-	if len(o.clusterRoles) != 2 || agentRole == nil || len(o.clusterBindings) != 1 {
-		t.Fatalf("%d ClusterRoles (agent's: %v) and %d ClusterRoleBindings, want the agent's and the readers', and 1", len(o.clusterRoles), agentRole != nil, len(o.clusterBindings))
+	if len(o.clusterRoles) != 3 || agentRole == nil || len(o.clusterBindings) != 1 {
+		t.Fatalf("%d ClusterRoles (agent's: %v) and %d ClusterRoleBindings, want the agent's and the two readers', and 1", len(o.clusterRoles), agentRole != nil, len(o.clusterBindings))
 	}
 	// Exactly: events create/patch in the core group and events.k8s.io,
 	// pods get/list/watch, core events list/watch, EndpointSlices

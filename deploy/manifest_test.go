@@ -315,17 +315,28 @@ func TestDefaultManifestObjects(t *testing.T) {
 		t.Fatalf("want one ServiceAccount, Service and DaemonSet; got %d, %d, %d",
 			len(o.serviceAccounts), len(o.services), len(o.daemonSets))
 	}
-	// Without --kube-events the agent has no RBAC at all; the one
-	// ClusterRole is the readers' (kubectl sigscope), bound to nobody.
+	// Without --kube-events the agent has no RBAC at all; the
+	// ClusterRoles are the readers' (kubectl sigscope: the agents, and a
+	// rollout's workload), bound to nobody.
 	if n := len(o.clusterBindings) + len(o.roles) + len(o.roleBindings); n != 0 {
 		t.Errorf("%d RBAC bindings or Roles in the default manifest, want none", n)
 	}
-	if len(o.clusterRoles) != 1 || o.clusterRoles[0].Name != "sigscope-reader" {
-		t.Fatalf("ClusterRoles %d, want only sigscope-reader", len(o.clusterRoles))
+	if len(o.clusterRoles) != 2 || o.clusterRoles[0].Name != "sigscope-reader" || o.clusterRoles[1].Name != "sigscope-rollout-reader" {
+		t.Fatalf("ClusterRoles %d, want sigscope-reader and sigscope-rollout-reader", len(o.clusterRoles))
 	}
 	want := []grant{{"", "pods", "get"}, {"", "pods", "list"}, {"", "pods/proxy", "get"}}
 	if got := grants(t, o.clusterRoles[0]); !reflect.DeepEqual(got, want) {
 		t.Errorf("sigscope-reader grants\n got %v\nwant %v", got, want)
+	}
+	// Read-only: what kubectl sigscope rollout reads, nothing it could change.
+	want = nil
+	for _, res := range []string{"controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets"} {
+		want = append(want, grant{"apps", res, "get"}, grant{"apps", res, "list"})
+	}
+	want = append(want, grant{"", "events", "list"}, grant{"", "pods", "list"})
+	slices.SortFunc(want, grant.compare)
+	if got := grants(t, o.clusterRoles[1]); !reflect.DeepEqual(got, want) {
+		t.Errorf("sigscope-rollout-reader grants\n got %v\nwant %v", got, want)
 	}
 	if len(o.serviceMonitors) != 0 {
 		t.Errorf("ServiceMonitor rendered by default")

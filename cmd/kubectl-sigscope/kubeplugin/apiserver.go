@@ -135,6 +135,11 @@ func (s *apiServer) nodes(ctx context.Context) ([]node, error) {
 // listAll lists resource at the path elems with query q, page by page
 // (limit and continue, as the API server pages a list).
 func listAll[T any](ctx context.Context, s *apiServer, resource string, q url.Values, elems ...string) ([]T, error) {
+	return listPages[T](ctx, s, resource, q, func(q url.Values) *url.URL { return s.url(q, elems...) })
+}
+
+// listPages lists resource at the URL at makes of a query, page by page.
+func listPages[T any](ctx context.Context, s *apiServer, resource string, q url.Values, at func(url.Values) *url.URL) ([]T, error) {
 	q.Set("limit", strconv.Itoa(listLimit))
 	var items []T
 	for {
@@ -144,7 +149,7 @@ func listAll[T any](ctx context.Context, s *apiServer, resource string, q url.Va
 			} `json:"metadata"`
 			Items []T `json:"items"`
 		}
-		if err := s.list(ctx, resource, s.url(q, elems...), &page); err != nil {
+		if err := s.list(ctx, resource, at(q), &page); err != nil {
 			return nil, err
 		}
 		items = append(items, page.Items...)

@@ -82,7 +82,7 @@ memory, or a large fleet, read your log backend (docs/kubectl.md).`,
 	fl.StringVar(&o.agentScheme, "agent-scheme", "http", "http, or https for agents serving TLS (chart value webConfig)")
 	fl.DurationVar(&o.agentTimeout, "agent-timeout", 10*time.Second, "how long each agent gets to answer (all its requests, from the first)")
 	fl.IntVar(&o.maxInFlight, "max-in-flight", 16, "how many agents are read at once: requests in flight through the API server")
-	root.AddCommand(o.timelineCmd(), o.auditCmd(), o.topCmd(), o.versionCmd())
+	root.AddCommand(o.timelineCmd(), o.auditCmd(), o.topCmd(), o.rolloutCmd(), o.versionCmd())
 	return root
 }
 
