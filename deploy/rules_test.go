@@ -60,6 +60,16 @@ type ruleTests struct {
 			Series string `json:"series"`
 			Values string `json:"values"`
 		} `json:"input_series"`
+		// PromQLExprTests hold a recording rule's own values (promtool's
+		// promql_expr_test).
+		PromQLExprTests []struct {
+			Expr       string `json:"expr"`
+			EvalTime   string `json:"eval_time"`
+			ExpSamples []struct {
+				Labels string  `json:"labels"`
+				Value  float64 `json:"value"`
+			} `json:"exp_samples"`
+		} `json:"promql_expr_test"`
 		AlertRuleTests []struct {
 			EvalTime  string `json:"eval_time"`
 			Alertname string `json:"alertname"`
