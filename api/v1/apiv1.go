@@ -27,5 +27,10 @@ type Info struct {
 		// from its node journal at start: from before StartedAt, by an
 		// agent that ran before it.
 		Reloaded int `json:"reloaded,omitempty"`
+		// Journal: a window (since) that reaches before the kept episodes
+		// is answered from the node journal too, as far as it goes back
+		// (an agent with --journal-dir); pushed-out episodes are then
+		// missing only where the journal rotated them away.
+		Journal bool `json:"journal,omitempty"`
 	} `json:"episodes"`
 }

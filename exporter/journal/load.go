@@ -242,3 +242,39 @@ func blank(b []byte) bool {
 	}
 	return true
 }
+
+// Scan calls fn with each whole episode line of the journal in dir, oldest
+// file first, and its id, skipping the lines that are no episode; the line
+// is fn's only until it returns. A directory that does not exist is an
+// empty journal. The agent reads it to answer a window older than its
+// ring: only the lines fn keeps are decoded.
+func Scan(dir string, fn func(id uint64, line []byte) error) error {
+	fs, err := listFiles(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, f := range fs {
+		file, err := os.Open(f.path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // rotated away since the listing
+		}
+		if err != nil {
+			return err
+		}
+		_, err = scanLines(file, func(line []byte, _ int, complete bool) error {
+			id, err := lineID(line)
+			if !complete || err != nil {
+				return nil
+			}
+			return fn(id, line)
+		})
+		_ = file.Close()
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", f.path, err)
+		}
+	}
+	return nil
+}

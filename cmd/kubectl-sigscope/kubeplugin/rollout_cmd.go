@@ -344,7 +344,7 @@ func (r *RolloutReport) partial(w *rolloutWindow, agents []Agent, res []Result[t
 		switch {
 		case !w.lo.IsZero() && in.StartedAt.After(w.lo) && in.Episodes.Reloaded == 0:
 			why = append(why, fmt.Sprintf("node %s: its agent started at %s, after the rollout began, and read back no journal", rs.Agent.Node, in.StartedAt.UTC().Format(time.RFC3339)))
-		case in.Episodes.Evicted > 0 && (w.lo.IsZero() || !in.Episodes.EvictedUntil.Before(w.lo)):
+		case in.Episodes.Evicted > 0 && !in.Episodes.Journal && (w.lo.IsZero() || !in.Episodes.EvictedUntil.Before(w.lo)):
 			why = append(why, fmt.Sprintf("node %s: its agent keeps its last %d episodes and pushed out older ones until %s", rs.Agent.Node, in.Episodes.Kept, in.Episodes.EvictedUntil.UTC().Format(time.RFC3339)))
 		}
 	}

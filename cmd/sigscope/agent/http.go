@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	apiv1 "github.com/sigscope/sigscope/api/v1"
+	"github.com/sigscope/sigscope/episodes/timeline"
+	"github.com/sigscope/sigscope/exporter/journal"
 )
 
 // APIVersion is the version of the agent's HTTP API (docs/api.md).
@@ -129,6 +132,9 @@ func (a *Agent) serveEpisodes(w http.ResponseWriter, r *http.Request) {
 	}
 	f := newEpisodeFilter(q, time.Now())
 	lines, oldest, more, err := a.ring.matching(&f, q.Limit)
+	if err == nil && !more {
+		lines, oldest, more, err = a.fromJournal(&f, q.Limit, lines, oldest)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -139,10 +145,98 @@ func (a *Agent) serveEpisodes(w http.ResponseWriter, r *http.Request) {
 	writeEpisodes(w, lines)
 }
 
+// fromJournal adds to a page of the ring's matches (lines, oldest first,
+// and the oldest's id) the older matches of the node journal, when the
+// query's window (since) reaches before what the ring keeps: a rollout's
+// report an hour back on a busy node. Only with a window, so that a plain
+// listing stays the ring's; at most the page's limit, or the ring's
+// capacity without one, newest first, with more set when older matches are
+// left for the next page. The journal is read whole (--journal-dir's
+// files, 56 MiB at most by default), each line's id first and only lines
+// that name the query's namespace, pod or owner decoded.
+func (a *Agent) fromJournal(f *episodeFilter, limit int, lines [][]byte, oldest uint64) ([][]byte, uint64, bool, error) {
+	if a.opts.JournalDir == "" || f.since.IsZero() {
+		return lines, oldest, false, nil
+	}
+	pushed, below := a.ring.pushedOut(f.since)
+	if !pushed {
+		return lines, oldest, false, nil
+	}
+	if f.q.Before > 0 {
+		below = min(below, f.q.Before)
+	}
+	room := a.opts.MaxEpisodes
+	if limit > 0 {
+		room = limit - len(lines)
+	}
+	if room <= 0 {
+		return lines, oldest, true, nil // the next page begins below this one's oldest
+	}
+	var needles [][]byte
+	for _, s := range []string{f.q.Namespace, f.q.Pod, f.q.Owner.Name} {
+		if s != "" {
+			b, _ := json.Marshal(s)
+			needles = append(needles, b)
+		}
+	}
+	// The journal is oldest first: a ring of the room's newest matches,
+	// the older ones left for the next page.
+	ring := make([][]byte, room)
+	next, n := 0, 0
+	more := false
+	err := journal.Scan(a.opts.JournalDir, func(id uint64, line []byte) error {
+		if id >= below {
+			return nil
+		}
+		for _, n := range needles {
+			if !bytes.Contains(line, n) {
+				return nil
+			}
+		}
+		var ep timeline.Episode
+		if json.Unmarshal(line, &ep) != nil || !f.match(&ep) {
+			return nil
+		}
+		if n == room {
+			more = true
+		}
+		ring[next] = append(append(ring[next][:0], line...), '\n') // as the ring's lines (apiv1.EpisodeLine)
+		next, n = (next+1)%room, min(n+1, room)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("reading the node journal: %w", err)
+	}
+	if n == 0 {
+		return lines, oldest, false, nil
+	}
+	kept := make([][]byte, 0, n+len(lines))
+	for i := range n {
+		kept = append(kept, ring[(next-n+i+room)%room])
+	}
+	first, err := lineIDOf(kept[0])
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return append(kept, lines...), first, more, nil
+}
+
+// lineIDOf is a journal line's episode id.
+func lineIDOf(line []byte) (uint64, error) {
+	var head struct {
+		ID uint64 `json:"id"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return 0, err
+	}
+	return head.ID, nil
+}
+
 func (a *Agent) serveInfo(w http.ResponseWriter, _ *http.Request) {
 	in := apiv1.Info{APIVersion: APIVersion, Node: a.opts.NodeName, Version: a.opts.Version, StartedAt: a.started,
 		Ready: a.ready.Load(), Kubernetes: a.pods != nil}
 	a.ring.info(&in)
+	in.Episodes.Journal = a.opts.JournalDir != ""
 	writeJSON(w, in)
 }
 

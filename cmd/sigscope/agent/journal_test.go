@@ -2,9 +2,13 @@ package agent
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +96,67 @@ sigscope_journal_episodes_total 2
 `
 	if err := testutil.GatherAndCompare(second.reg, strings.NewReader(m), "sigscope_journal_episodes_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// A window older than the ring is answered from the journal too: every
+// matching episode of the window, in pages when asked, the ring's and the
+// journal's on one clock of ids; without a window, the ring alone.
+func TestEpisodesWindowFromJournal(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	var eps []timeline.Episode
+	for i := range 8 {
+		ns := "shop"
+		if i == 2 {
+			ns = "other"
+		}
+		eps = append(eps, timeline.Episode{Start: t0.Add(time.Duration(i) * time.Minute), Outcome: timeline.OutcomeGraceful,
+			Container: timeline.Container{Identity: identity.Identity{ID: fmt.Sprintf("c%d", i), Name: "app", Namespace: ns, Pod: "web-1"}}})
+	}
+	first := journalAgent(t, dir, 3)
+	first.complete(eps)
+	if err := first.Close(); err != nil { // the journal written whole
+		t.Fatal(err)
+	}
+	a := journalAgent(t, dir, 3)
+	defer a.Close()
+
+	var got []timeline.Episode
+	getJSON(t, a.Handler(), "/api/v1/episodes", &got)
+	if g := ids(got); !slices.Equal(g, []uint64{6, 7, 8}) {
+		t.Errorf("no window: ids %v, want the ring's [6 7 8]", g)
+	}
+	since := url.QueryEscape(t0.Add(time.Minute).Format(time.RFC3339))
+	getJSON(t, a.Handler(), "/api/v1/episodes?namespace=shop&since="+since, &got)
+	if g := ids(got); !slices.Equal(g, []uint64{2, 4, 5, 6, 7, 8}) {
+		t.Errorf("a window from minute 1 in shop: ids %v, want [2 4 5 6 7 8] (3 is another namespace's, 1 before the window)", g)
+	}
+	// In pages of two, following the Link header.
+	var all []uint64
+	next := "/api/v1/episodes?namespace=shop&limit=2&since=" + since
+	for next != "" {
+		rec := httptest.NewRecorder()
+		a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, next, nil))
+		var page []timeline.Episode
+		if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil || rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %v %s", next, rec.Code, err, rec.Body)
+		}
+		all = append(ids(page), all...)
+		next = ""
+		if l := rec.Header().Get("Link"); l != "" {
+			next = "/api/v1/episodes" + strings.TrimSuffix(strings.TrimPrefix(strings.Split(l, ";")[0], "<"), ">")
+		}
+		if len(all) > 20 {
+			t.Fatal("pages without end")
+		}
+	}
+	if !slices.Equal(all, []uint64{2, 4, 5, 6, 7, 8}) {
+		t.Errorf("paged: ids %v, want [2 4 5 6 7 8]", all)
+	}
+	var info apiv1.Info
+	getJSON(t, a.Handler(), "/api/v1/info", &info)
+	if !info.Episodes.Journal {
+		t.Errorf("info does not say windows are answered from the journal: %+v", info.Episodes)
 	}
 }

@@ -135,6 +135,23 @@ func (r *episodeRing) keptLocked() int {
 	return r.next
 }
 
+// pushedOut reports whether episodes that started at or after since were
+// pushed out of the ring (or not read back into it from the journal), and
+// the lowest id it keeps: older ones are in the journal alone.
+func (r *episodeRing) pushedOut(since time.Time) (bool, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kept := r.keptLocked()
+	if r.seq <= uint64(kept) || !since.IsZero() && r.evicted.Before(since) {
+		return false, 0
+	}
+	lowest := r.seq + 1
+	for i := range kept {
+		lowest = min(lowest, r.episodes[i].ID)
+	}
+	return true, lowest
+}
+
 // info fills /api/v1/info's episodes.
 func (r *episodeRing) info(in *apiv1.Info) {
 	r.mu.Lock()

@@ -1,0 +1,270 @@
+package kube
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sigscope/sigscope/test/testutil"
+)
+
+// rolloutManifest is a Service and a workload (Deployment or StatefulSet)
+// of replicas pods behind it, the traffic server in mode exit (it exits at
+// SIGTERM: attempts after that are refused), ready when it answers.
+func rolloutManifest(c *cluster, kind, name, dir string, replicas int) string {
+	extra := ""
+	if kind == "StatefulSet" {
+		extra = fmt.Sprintf(`"serviceName": %q, "podManagementPolicy": "OrderedReady",`, name)
+	}
+	return fmt.Sprintf(`{"apiVersion": "v1", "kind": "List", "items": [
+{"apiVersion": "v1", "kind": "Service", "metadata": {"name": %[1]q, "namespace": "default"},
+ "spec": {"selector": {"app": %[1]q}, "ports": [{"port": 8080, "targetPort": 8080}]}},
+{"apiVersion": "apps/v1", "kind": %[5]q, "metadata": {"name": %[1]q, "namespace": "default"},
+ "spec": {%[6]s "replicas": %[4]d, "selector": {"matchLabels": {"app": %[1]q}},
+  "template": {"metadata": {"labels": {"app": %[1]q, "app.kubernetes.io/name": "sigscope-e2e-kube"}},
+   "spec": {"nodeName": %[2]q, "terminationGracePeriodSeconds": 5,
+    "volumes": [{"name": "srv", "hostPath": {"path": %[3]q}}],
+    "containers": [{"name": "app", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never",
+      "command": ["/srv/server", "exit"], "volumeMounts": [{"name": "srv", "mountPath": "/srv"}],
+      "readinessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 1, "failureThreshold": 1}}]}}}}
+]}`, name, c.nodeName, dir, replicas, kind, extra)
+}
+
+// rolloutClients are a client per pod of a workload, each dialling its pod's
+// IP across the CNI bridge until followDelay after an independent watch saw
+// the pod's endpoint leave, as a load balancer that follows the
+// EndpointSlices: what each pod's clients counted.
+type rolloutClients struct {
+	done map[string]chan map[string]int // by pod: its client's outcomes
+}
+
+const rolloutFollowDelay = 1500 * time.Millisecond
+
+func startRolloutClients(t *testing.T, c *cluster, name string, replicas int) *rolloutClients {
+	t.Helper()
+	// The pods of the current revision alone: the last rollout's old pods
+	// may still be terminating.
+	var out string
+	testutil.WaitFor(t, "the workload's pods, the terminating gone", func() bool {
+		var err error
+		out, err = c.run(t, "-n", "default", "get", "pods", "-l", "app="+name, "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.podIP}{"\n"}{end}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(strings.Fields(out)) == 2*replicas
+	})
+	rc := &rolloutClients{done: map[string]chan map[string]int{}}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			t.Fatalf("pods of %s: %q", name, out)
+		}
+		pod, ip := f[0], f[1]
+		w := watchSlices(t, c, name, pod)
+		cl, err := testutil.StartHTTPLoad(net.JoinHostPort(ip, "8080"), 1, 500*time.Millisecond, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Stop() })
+		cl.WaitAnswered(t)
+		ch := make(chan map[string]int, 1)
+		rc.done[pod] = ch
+		go func() {
+			for w.firstChange().IsZero() {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(rolloutFollowDelay)
+			ch <- testutil.Outcomes(cl.Stop())
+		}()
+	}
+	return rc
+}
+
+// wait is each pod's client's outcomes, once each followed its endpoint.
+func (rc *rolloutClients) wait(t *testing.T) map[string]map[string]int {
+	t.Helper()
+	got := map[string]map[string]int{}
+	for pod, ch := range rc.done {
+		select {
+		case got[pod] = <-ch:
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("pod %s's endpoint never left", pod)
+		}
+	}
+	return got
+}
+
+// rolloutReport is the part of kubectl sigscope rollout's JSON checked here.
+type rolloutReport struct {
+	Revision int64 `json:"revision"`
+	From     *struct {
+		Object string `json:"object"`
+		Hash   string `json:"hash"`
+	} `json:"from"`
+	Pods []struct {
+		Pod        string            `json:"pod"`
+		Node       string            `json:"node"`
+		StopReason string            `json:"stop_reason"`
+		Lost       *uint64           `json:"lost"`
+		LostByKind map[string]uint64 `json:"lost_by_kind"`
+	} `json:"pods"`
+	Totals struct {
+		Lost uint64 `json:"lost"`
+	} `json:"totals"`
+	Verdict      string `json:"verdict"`
+	PreStopSleep *int   `json:"prestop_sleep_s"`
+	GracePeriod  *int   `json:"termination_grace_period_s"`
+	Compared     *struct {
+		Revision int64    `json:"revision"`
+		Changes  []string `json:"changes"`
+		Words    string   `json:"words"`
+	} `json:"compared"`
+	Asked struct {
+		All   bool     `json:"all"`
+		Nodes []string `json:"nodes"`
+	} `json:"asked"`
+	Partial    bool     `json:"partial"`
+	PartialWhy []string `json:"partial_why"`
+}
+
+// On the real kubelet, a Deployment of 3 pods and a StatefulSet of 2 behind
+// a Service, each pod's client following its endpoint 1.5 s late. A
+// rollout restart loses requests: `kubectl sigscope rollout` lists the old
+// revision's pods with what each pod's client counted refused, and a
+// measured preStop sleep that covers the delay. The workload is patched
+// with it (itself a rollout of pods without the sleep, which lose
+// requests too); the rollout after that stops pods that sleep, loses
+// nothing, and its report says which change helped and by how much.
+func TestRolloutReportOnKubelet(t *testing.T) {
+	c := requireCluster(t)
+	dir := trafficServer(t)
+	const agentNS = "sigscope-e2e-rollout"
+	installAgent(t, c, agentNS)
+	for _, tc := range []struct {
+		kind, short string
+		replicas    int
+	}{{"Deployment", "deploy", 3}, {"StatefulSet", "sts", 2}} {
+		t.Run(tc.kind, func(t *testing.T) {
+			name := fmt.Sprintf("sigscope-rollout-%s-%d", tc.short, time.Now().Unix()%100000)
+			if _, err := c.runInput(t, rolloutManifest(c, tc.kind, name, dir, tc.replicas), "apply", "-f", "-"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = kubectlCleanup(c, "-n", "default", "delete", strings.ToLower(tc.kind)+",service", name, "--ignore-not-found", "--wait=false")
+			})
+			ref := tc.short + "/" + name
+			waitRollout := func() {
+				t.Helper()
+				if _, err := c.run(t, "-n", "default", "rollout", "status", ref, "--timeout=180s"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitRollout()
+			// A rollout, each old pod's client counting.
+			roll := func(args ...string) map[string]map[string]int {
+				t.Helper()
+				clients := startRolloutClients(t, c, name, tc.replicas)
+				if _, err := c.run(t, append([]string{"-n", "default"}, args...)...); err != nil {
+					t.Fatal(err)
+				}
+				waitRollout()
+				got := clients.wait(t)
+				t.Logf("%s: the clients counted %v", strings.Join(args, " "), got)
+				return got
+			}
+			report := func(last int) []rolloutReport {
+				t.Helper()
+				// The agent reads the last stop's counts a moment after it.
+				var l pluginList[rolloutReport]
+				testutil.WaitFor(t, "the rollout's report with every pod", func() bool {
+					out, errOut, err := c.plugin(t, "--agent-namespace", agentNS, "-n", "default", "rollout", ref, "--last", fmt.Sprint(last), "-o", "json")
+					if err != nil {
+						t.Fatalf("kubectl sigscope rollout: %v\n%s", err, errOut)
+					}
+					l = decodeList[rolloutReport](t, out)
+					return len(l.Items) == last && len(l.Items[last-1].Pods) == tc.replicas
+				})
+				for _, r := range l.Items {
+					raw, _ := json.Marshal(r)
+					t.Logf("report: %s", raw)
+				}
+				return l.Items
+			}
+			// checkPods holds a report's pods to the clients' counts: the
+			// same pods, each pod's refused attempts as its client
+			// counted them, and every request its client saw broken lost.
+			checkPods := func(r rolloutReport, counted map[string]map[string]int) {
+				t.Helper()
+				if r.Partial || r.Asked.All || len(r.Asked.Nodes) != 1 || r.Asked.Nodes[0] != c.nodeName {
+					t.Errorf("rollout %d: partial %v %q, asked %+v: want the one node, whole", r.Revision, r.Partial, r.PartialWhy, r.Asked)
+				}
+				for _, p := range r.Pods {
+					o, ok := counted[p.Pod]
+					switch {
+					case !ok:
+						t.Errorf("rollout %d lists pod %s, which no client of the rollout's old pods dialled (%v)", r.Revision, p.Pod, counted)
+					case p.Lost == nil:
+						t.Errorf("rollout %d, pod %s: traffic not counted", r.Revision, p.Pod)
+					case p.LostByKind["refused"] != uint64(o["refused"]) || *p.Lost < uint64(o["refused"]+o["reset"]):
+						t.Errorf("rollout %d, pod %s: lost %d %v; its client counted %v", r.Revision, p.Pod, *p.Lost, p.LostByKind, o)
+					}
+					if p.StopReason != "deleted" {
+						t.Errorf("rollout %d, pod %s: stop reason %q", r.Revision, p.Pod, p.StopReason)
+					}
+				}
+			}
+
+			// 1. A restart: each old pod exits at SIGTERM while its client
+			// still dials it for 1.5 s.
+			first := roll("rollout", "restart", ref)
+			reps := report(1)
+			r1 := reps[0]
+			checkPods(r1, first)
+			if r1.Totals.Lost == 0 || !strings.HasPrefix(r1.Verdict, "clients lost") {
+				t.Fatalf("rollout %d: lost %d, %q; the clients counted %v", r1.Revision, r1.Totals.Lost, r1.Verdict, first)
+			}
+			if r1.PreStopSleep == nil || *r1.PreStopSleep < 2 || *r1.PreStopSleep > 6 {
+				t.Fatalf("rollout %d advises a preStop sleep of %v s against a client %v behind its endpoint", r1.Revision, r1.PreStopSleep, rolloutFollowDelay)
+			}
+			sleep := *r1.PreStopSleep
+			grace := sleep + 2
+			if r1.GracePeriod != nil && *r1.GracePeriod > grace {
+				grace = *r1.GracePeriod
+			}
+
+			// 2. The advised sleep into the template: a rollout of pods
+			// without it.
+			patch := fmt.Sprintf(`{"spec": {"template": {"spec": {"terminationGracePeriodSeconds": %d, "containers": [{"name": "app", "lifecycle": {"preStop": {"sleep": {"seconds": %d}}}}]}}}}`, grace, sleep)
+			second := roll("patch", ref, "--type=strategic", "-p", patch)
+
+			// 3. A restart of pods that sleep: nothing lost, and the
+			// report credits the sleep.
+			third := roll("rollout", "restart", ref)
+			reps = report(2)
+			r2, r3 := reps[0], reps[1]
+			checkPods(r2, second)
+			checkPods(r3, third)
+			if r2.Totals.Lost == 0 {
+				t.Errorf("rollout %d stopped pods without the sleep, yet lost nothing; the clients counted %v", r2.Revision, second)
+			}
+			if r3.Totals.Lost != 0 || r3.Verdict != "no client was hurt" {
+				t.Errorf("rollout %d stopped pods that slept %d s: lost %d, %q; the clients counted %v", r3.Revision, sleep, r3.Totals.Lost, r3.Verdict, third)
+			}
+			want := fmt.Sprintf("preStop of app: none → sleep %d s", sleep)
+			if r3.Compared == nil || r3.Compared.Revision != r2.Revision || !strings.Contains(strings.Join(r3.Compared.Changes, "; "), want) ||
+				!strings.Contains(r3.Compared.Words, fmt.Sprintf("lost requests %d → 0", r2.Totals.Lost)) || !strings.HasSuffix(r3.Compared.Words, "it helped") {
+				t.Errorf("rollout %d against %d: %+v; want %q and the lost requests %d → 0, helped", r3.Revision, r2.Revision, r3.Compared, want, r2.Totals.Lost)
+			}
+			// The table a user reads.
+			out, _, err := c.plugin(t, "--agent-namespace", agentNS, "-n", "default", "rollout", ref)
+			if err != nil || !strings.Contains(out, "verdict: no client was hurt") || !strings.Contains(out, "it helped") {
+				t.Errorf("the table: %v\n%s", err, out)
+			}
+			t.Logf("kubectl sigscope rollout %s:\n%s", ref, out)
+		})
+	}
+}
