@@ -426,3 +426,41 @@ func TestRolloutSchemaDocumented(t *testing.T) {
 	}
 	walk("", reflect.TypeOf(RolloutReport{}))
 }
+
+// A rollout in progress: the controller has not seen the last change, an
+// old ReplicaSet still has pods, a StatefulSet's revisions differ, a
+// DaemonSet's pods are not all updated. Its report says so.
+func TestRolloutInProgress(t *testing.T) {
+	three := int32(3)
+	var w workloadObject
+	w.Metadata.Generation, w.Status.ObservedGeneration = 4, 4
+	w.Spec.Replicas = &three
+	w.Status.Replicas, w.Status.UpdatedReplicas = 3, 3
+	revs := &revisions{byNum: map[int64]*WorkloadRevision{1: {Pods: 0}, 2: {Pods: 3}}, current: 2}
+	if w.inProgress("Deployment", revs) {
+		t.Errorf("a finished Deployment in progress")
+	}
+	revs.byNum[1].Pods = 1
+	if !w.inProgress("Deployment", revs) {
+		t.Errorf("an old ReplicaSet with a pod left: not in progress")
+	}
+	revs.byNum[1].Pods = 0
+	w.Metadata.Generation = 5
+	if !w.inProgress("Deployment", revs) {
+		t.Errorf("a change the controller has not seen: not in progress")
+	}
+	w.Metadata.Generation = 4
+	w.Status.CurrentRevision, w.Status.UpdateRevision = "db-1", "db-2"
+	if !w.inProgress("StatefulSet", revs) {
+		t.Errorf("a StatefulSet between revisions: not in progress")
+	}
+	w.Status.DesiredNumberScheduled, w.Status.UpdatedNumberScheduled = 3, 2
+	if !w.inProgress("DaemonSet", revs) {
+		t.Errorf("a DaemonSet with a pod not updated: not in progress")
+	}
+	r := RolloutReport{From: &WorkloadRevision{Number: 1}, Revision: 2, InProgress: true}
+	r.total()
+	if v := r.verdict(); v != "in progress: no pod of revision 1 stopped yet" {
+		t.Errorf("verdict %q", v)
+	}
+}
