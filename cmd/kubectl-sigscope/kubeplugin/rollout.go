@@ -213,6 +213,30 @@ func windows(revs *revisions, scaleUps map[string][]time.Time) []rolloutWindow {
 	return out
 }
 
+// stopsOf is the rollout whose stops ep is: the deletion of a pod of the
+// revision a rollout stopped, at or after its beginning; of two rollouts
+// that stopped that revision (a rollback reuses it), the later begun. A
+// stop after the next rollout began is still its own (rollouts in quick
+// succession: the controller scales every old revision down). nil for a
+// stop that is no rollout's (not a deletion, the current revision's pod,
+// no revision recorded).
+func stopsOf(wins []rolloutWindow, wl timeline.Owner, ep *timeline.Episode) *rolloutWindow {
+	if ep.Revision == nil || ep.StopReason != "deleted" {
+		return nil
+	}
+	var owner *rolloutWindow
+	for i := range wins {
+		w := &wins[i]
+		if w.from == nil || w.from.Hash != ep.Revision.Hash || wl.Kind == "Deployment" && ep.Revision.Controller != w.from.Object {
+			continue
+		}
+		if w.lo.IsZero() || !ep.Start.Before(w.lo.Add(-clockSlack)) {
+			owner = w // windows are oldest first: the last that fits began latest
+		}
+	}
+	return owner
+}
+
 // in reports whether t falls in w.
 func (w *rolloutWindow) in(t time.Time) bool {
 	return (w.lo.IsZero() || !t.Before(w.lo.Add(-clockSlack))) && (w.hi.IsZero() || t.Before(w.hi.Add(-clockSlack)))
@@ -220,7 +244,7 @@ func (w *rolloutWindow) in(t time.Time) bool {
 
 // buildReport makes rollout w's report from the workload's episodes;
 // current is the workload's current revision, which the advice weighs.
-func buildReport(ns string, wl timeline.Owner, w *rolloutWindow, eps []timeline.Episode, current *WorkloadRevision) RolloutReport {
+func buildReport(ns string, wl timeline.Owner, wins []rolloutWindow, w *rolloutWindow, eps []timeline.Episode, current *WorkloadRevision) RolloutReport {
 	r := RolloutReport{Namespace: ns, Workload: wl, Revision: w.number, From: w.from, To: w.to, BeganFrom: w.beganFrom,
 		Pods: []RolloutPod{}, Apart: []RolloutStop{}, Advice: []string{}}
 	if !w.began.IsZero() {
@@ -235,16 +259,22 @@ func buildReport(ns string, wl timeline.Owner, w *rolloutWindow, eps []timeline.
 	var order []string
 	for i := range eps {
 		ep := &eps[i]
-		if !ep.Outcome.IsStop() || !w.in(ep.Start) {
+		if !ep.Outcome.IsStop() {
+			continue
+		}
+		owner := stopsOf(wins, wl, ep)
+		mine := owner != nil && owner.number == w.number
+		if !mine && !w.in(ep.Start) {
 			continue
 		}
 		if ep.Revision == nil {
 			r.WithoutRevision++
 			continue
 		}
-		mine := w.from != nil && ep.Revision.Hash == w.from.Hash && ep.StopReason == "deleted" &&
-			(r.Workload.Kind != "Deployment" || ep.Revision.Controller == w.from.Object)
 		if !mine {
+			if owner != nil {
+				continue // another rollout's, begun since: listed there
+			}
 			r.Apart = append(r.Apart, RolloutStop{Pod: ep.Container.Pod, Container: ep.Container.Name, Node: ep.Node,
 				StopReason: ep.StopReason, Outcome: ep.Outcome, Revision: ep.Revision.Hash, At: ep.Start})
 			continue

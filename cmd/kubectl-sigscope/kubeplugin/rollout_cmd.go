@@ -179,7 +179,7 @@ func (o *options) runRollout(ctx context.Context, arg string, revision int64, la
 		if !need[wins[i].number] || wins[i].to == nil {
 			continue
 		}
-		r := buildReport(ns, wl, &wins[i], eps, revs.byNum[revs.current])
+		r := buildReport(ns, wl, wins, &wins[i], eps, revs.byNum[revs.current])
 		r.InProgress = inProgress && wins[i].number == revs.current
 		r.Verdict = r.verdict()
 		r.Asked = asked

@@ -108,7 +108,7 @@ func TestRolloutControllerRevisions(t *testing.T) {
 	if len(wins) != 2 || wins[0].from != nil || wins[1].from.Hash != "db-7f8e" {
 		t.Errorf("windows %+v", wins)
 	}
-	r := buildReport("shop", timeline.Owner{Kind: "StatefulSet", Name: "db"}, &wins[0], nil, sts.byNum[sts.current])
+	r := buildReport("shop", timeline.Owner{Kind: "StatefulSet", Name: "db"}, wins, &wins[0], nil, sts.byNum[sts.current])
 	if !strings.Contains(r.Verdict, "no longer known") {
 		t.Errorf("rollout 2 of revision 1, which moved on: %q", r.Verdict)
 	}
@@ -168,7 +168,7 @@ func TestRolloutReport(t *testing.T) {
 	early := rolloutEpisode(t0.Add(-2*time.Hour), "n1", "aaa", "web-aaa-9", "app", 5, time.Second, nil) // before the rollout
 	eps := []timeline.Episode{app, proxy, other, killed, restarted, early}
 
-	r := buildReport("shop", wl, &wins[0], eps, revs.byNum[revs.current])
+	r := buildReport("shop", wl, wins, &wins[0], eps, revs.byNum[revs.current])
 	if len(r.Pods) != 3 || r.Pods[0].Pod != "web-aaa-1" || r.Pods[0].Containers != 2 || *r.Pods[0].Lost != 24 {
 		t.Fatalf("pods %+v", r.Pods)
 	}
@@ -197,7 +197,7 @@ func TestRolloutReport(t *testing.T) {
 	// Rollout 3 stopped revision 2's pods, which had no preStop either:
 	// nothing to credit; its clients lost nothing.
 	clean := rolloutEpisode(t0.Add(time.Hour+10*time.Second), "n1", "bbb", "web-bbb-2", "app", 0, 0, nil)
-	r3 := buildReport("shop", wl, &wins[1], []timeline.Episode{clean}, revs.byNum[revs.current])
+	r3 := buildReport("shop", wl, wins, &wins[1], []timeline.Episode{clean}, revs.byNum[revs.current])
 	r3.compare(&r)
 	if r3.Verdict != "no client was hurt" || r3.Compared == nil || len(r3.Compared.Changes) != 0 || !strings.Contains(r3.Compared.Words, "nothing to credit") ||
 		!strings.Contains(r3.Compared.Words, "lost requests 37 → 0") {
@@ -210,17 +210,27 @@ func TestRolloutReport(t *testing.T) {
 		t.Errorf("compared %q", r3.Compared.Words)
 	}
 
+	// Rollouts in quick succession: a pod of revision 1 deleted after
+	// rollout 3 began is still rollout 2's, and not rollout 3's, even apart.
+	late := rolloutEpisode(t0.Add(time.Hour+20*time.Second), "n3", "aaa", "web-aaa-4", "app", 0, 0, nil)
+	if r := buildReport("shop", wl, wins, &wins[0], append(slices.Clone(eps), late), revs.byNum[revs.current]); len(r.Pods) != 4 {
+		t.Errorf("rollout 2 with a late stop: %d pods, want 4", len(r.Pods))
+	}
+	if r := buildReport("shop", wl, wins, &wins[1], []timeline.Episode{clean, late}, revs.byNum[revs.current]); len(r.Pods) != 1 || len(r.Apart) != 0 {
+		t.Errorf("rollout 3 took rollout 2's late stop: pods %+v, apart %+v", r.Pods, r.Apart)
+	}
+
 	// Never "no client was hurt" with a pod's traffic not counted.
 	unread := rolloutEpisode(t0.Add(time.Hour+10*time.Second), "n2", "bbb", "web-bbb-3", "app", 0, 0, nil)
 	unread.Traffic = &timeline.Traffic{Unread: "no counts arrived in time"}
-	r3 = buildReport("shop", wl, &wins[1], []timeline.Episode{clean, unread}, revs.byNum[revs.current])
+	r3 = buildReport("shop", wl, wins, &wins[1], []timeline.Episode{clean, unread}, revs.byNum[revs.current])
 	if strings.Contains(r3.Verdict, "no client was hurt") || !strings.Contains(r3.Verdict, "the traffic of 1 pods was not counted") {
 		t.Errorf("one pod uncounted: %q", r3.Verdict)
 	}
 	// Nor on a kernel that cannot count refused attempts.
 	old := clean
 	old.Traffic = &timeline.Traffic{NetNS: 7, Since: clean.Start, Until: clean.Start.Add(time.Second), SeesLastSpeaker: true}
-	r3 = buildReport("shop", wl, &wins[1], []timeline.Episode{old}, revs.byNum[revs.current])
+	r3 = buildReport("shop", wl, wins, &wins[1], []timeline.Episode{old}, revs.byNum[revs.current])
 	if strings.Contains(r3.Verdict, "no client was hurt") || !strings.Contains(r3.Verdict, "refused attempts cannot be counted") {
 		t.Errorf("refused unknown: %q", r3.Verdict)
 	}
