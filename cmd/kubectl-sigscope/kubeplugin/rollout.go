@@ -14,10 +14,10 @@ import (
 
 // A rollout is a revision change of a workload: revision N made current,
 // the pods of revision N-1 (the one current before it) stopped for it. Its
-// stops are the deletions of N-1's pods from the rollout's beginning to
-// the next rollout's, whatever their node; the other stops of the
-// workload's pods then (a restart, an eviction, a probe kill, a new pod of
-// N that failed) are shown apart. Rollout N begins when its ReplicaSet was
+// stops are the deletions of N-1's pods from the rollout's beginning on,
+// whatever their node (stopsOf); the other stops of the workload's pods
+// until the next rollout (a restart, an eviction, a probe kill, a new pod
+// of N that failed) are shown apart. Rollout N begins when its ReplicaSet was
 // made (a new revision), else (a rollback, which reuses a revision) at the
 // Deployment's ScalingReplicaSet event that scaled it up, while the API
 // server keeps events; a StatefulSet's or DaemonSet's rollback renumbers
