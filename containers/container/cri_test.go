@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -220,19 +221,23 @@ func TestCRIEnrichment(t *testing.T) {
 }
 
 // No CRI socket at all for a containerd container: counted, and the ID
-// still comes back.
+// still comes back. The failed container is asked again every
+// recheckInterval (250 ms): on a loaded machine a recheck may come before
+// the count is read, and counts too.
 func TestCRIUnreachable(t *testing.T) {
 	h := newFakeHost(t)
 	r := h.resolver(Options{DockerSocket: filepath.Join(t.TempDir(), "none.sock"), CRISockets: []string{filepath.Join(t.TempDir(), "absent.sock")}})
 	path := "/kubepods/besteffort/pod" + uid + "/crio-" + id1
+	start := time.Now()
 	cg := h.mkCgroup(true, path)
 	h.addProcess(100, 4026532100, "4:memory:"+path+"\n")
 	info := r.Lookup(&sigvocab.Process{PID: 100, PidNS: 4026532100, CgroupV1ID: cg})
 	if info == nil || info.ID != id1 || info.Runtime != RuntimeCRIO {
 		t.Fatalf("Info %+v", info)
 	}
-	if r.Errors()[SourceCRI] != 1 {
-		t.Fatalf("errors %v", r.Errors())
+	rechecks := uint64(time.Since(start) / defaultRecheckInterval)
+	if n := r.Errors()[SourceCRI]; n < 1 || n > 1+rechecks {
+		t.Fatalf("errors %v: want 1, and one more per recheck (%d in %v)", r.Errors(), rechecks, time.Since(start))
 	}
 }
 
