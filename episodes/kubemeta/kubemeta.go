@@ -50,6 +50,12 @@ const kubeletMinGrace = 2 * time.Second
 const maxPods = 4096
 
 type podState struct {
+	// uid is the pod object's; prev is the state of the pod of the same
+	// name before it (a StatefulSet's pod made again, another revision),
+	// kept for the stop of its containers that may complete after the new
+	// pod appeared (stateOf). One back, and only one: it holds no prev.
+	uid  string
+	prev *podState
 	// ips are the pod's addresses (status.podIPs; none for a host-network
 	// pod, whose are the node's), from created until gone (its object's
 	// deletion, as the informer saw it; zero while it is there): who was
@@ -217,10 +223,19 @@ func (p *Pods) pod(o any) {
 	p.remember(key)
 	st := p.pods[key]
 	seen := st != nil
+	if st != nil && st.uid != "" && pod.UID != "" && st.uid != string(pod.UID) {
+		// A new pod of the old one's name: its own state, the old one's
+		// kept beside it.
+		st.prev = nil
+		st = &podState{prev: st}
+		p.pods[key] = st
+		seen = false
+	}
 	if st == nil {
 		st = &podState{}
 		p.pods[key] = st
 	}
+	st.uid = string(pod.UID)
 	// The first deletion seen is the one the kubelet acted on: the
 	// kubelet's own final delete has a grace of 0.
 	if pod.DeletionTimestamp != nil && st.deletedAt.IsZero() {
@@ -334,10 +349,26 @@ func (p *Pods) event(o any) {
 // the kubelet's last Killing event of a restart; any other stop of a pod
 // being deleted is the deletion's.
 func (p *Pods) Explain(namespace, pod, ctr, id string, stopAt time.Time) (reason string, grace time.Duration, from timeline.GraceSource) {
+	return p.explain(namespace, pod, "", ctr, id, stopAt)
+}
+
+// stateOf is the state of the pod namespace/name (key) whose uid is uid: the
+// pod of that name now, or the one before it; the one now when uid is ""
+// or neither's. Under p.mu.
+func (p *Pods) stateOf(key, uid string) *podState {
+	st := p.pods[key]
+	if st != nil && uid != "" && st.uid != uid && st.prev != nil && st.prev.uid == uid {
+		return st.prev
+	}
+	return st
+}
+
+// explain is Explain for the pod of uid ("": the one of that name now).
+func (p *Pods) explain(namespace, pod, uid, ctr, id string, stopAt time.Time) (reason string, grace time.Duration, from timeline.GraceSource) {
 	key := namespace + "/" + pod
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := p.pods[key]
+	st := p.stateOf(key, uid)
 	probe := -1 // the failed probe: 0 liveness, 1 startup
 	restartReason := func() string {
 		// The kubelet's Killing event comes when it decides, before the
@@ -463,8 +494,10 @@ func (p *Pods) Facts(c identity.Identity, stopAt, start time.Time) *timeline.Kub
 		at = start
 	}
 	f := &timeline.KubeFacts{}
-	f.Owner, f.Revision = p.Workload(c.Namespace, c.Pod)
-	f.Reason, f.Grace, f.GraceFrom = p.Explain(c.Namespace, c.Pod, c.Name, c.ID, at)
+	// By the pod's uid: a StatefulSet's pod made again has the old one's
+	// name, another revision, and no deletion yet.
+	f.Owner, f.Revision = p.workload(c.Namespace, c.Pod, c.PodUID)
+	f.Reason, f.Grace, f.GraceFrom = p.explain(c.Namespace, c.Pod, c.PodUID, c.Name, c.ID, at)
 	if !p.slicesSynced.Load() {
 		if e := p.slicesErr.Load(); e != nil {
 			f.EndpointsWhy = *e
@@ -480,9 +513,14 @@ func (p *Pods) Facts(c identity.Identity, stopAt, start time.Time) *timeline.Kub
 // ran, as last seen (WorkloadOf, RevisionOf); each nil when it has none or
 // the pod was not seen.
 func (p *Pods) Workload(namespace, pod string) (*timeline.Owner, *timeline.Revision) {
+	return p.workload(namespace, pod, "")
+}
+
+// workload is Workload for the pod of uid ("": the one of that name now).
+func (p *Pods) workload(namespace, pod, uid string) (*timeline.Owner, *timeline.Revision) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := p.pods[namespace+"/"+pod]
+	st := p.stateOf(namespace+"/"+pod, uid)
 	if st == nil {
 		return nil, nil
 	}

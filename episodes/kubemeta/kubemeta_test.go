@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/sigscope/sigscope/containers/identity"
@@ -311,4 +312,33 @@ func TestExplainKubeletStops(t *testing.T) {
 // does.
 func annotate(p *Pods, ep *timeline.Episode) {
 	timeline.Finish(ep, timeline.Facts{Kube: p.Facts(ep.Container.Identity, ep.StopAt, ep.Start)})
+}
+
+// A StatefulSet's pod made again keeps its name: the stop of the old pod's
+// container, completing after the new pod appeared, is explained by the old
+// pod (its revision, its deletion), the new pod's by the new one's.
+func TestPodOfTheSameName(t *testing.T) {
+	p := New(nil, "", nil)
+	stop := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	sts := func(uid, hash string, deleted bool) *corev1.Pod {
+		return pod("db-0", func(q *corev1.Pod) {
+			q.UID = types.UID(uid)
+			q.OwnerReferences = []metav1.OwnerReference{{Kind: "StatefulSet", Name: "db", Controller: ptr(true)}}
+			q.Labels = map[string]string{"controller-revision-hash": hash}
+			if deleted {
+				ts := metav1.NewTime(stop)
+				q.DeletionTimestamp = &ts
+			}
+		})
+	}
+	p.pod(sts("old", "db-1111", false))
+	p.pod(sts("old", "db-1111", true))
+	p.pod(sts("new", "db-2222", false))
+	for _, tc := range []struct{ uid, hash, reason string }{{"old", "db-1111", ReasonDeleted}, {"new", "db-2222", ReasonUnknown}, {"", "db-2222", ReasonUnknown}} {
+		_, rev := p.workload("shop", "db-0", tc.uid)
+		reason, _, _ := p.explain("shop", "db-0", tc.uid, "app", "c1", stop.Add(time.Second))
+		if rev == nil || rev.Hash != tc.hash || reason != tc.reason {
+			t.Errorf("pod uid %q: revision %+v, reason %s; want %s, %s", tc.uid, rev, reason, tc.hash, tc.reason)
+		}
+	}
 }

@@ -60,11 +60,16 @@ type RolloutReport struct {
 	// terminationGracePeriodSeconds that sleep needs with the shutdown the
 	// stops measured; Advice says them in words, with what else the data
 	// shows.
-	PreStopSleep     *int     `json:"prestop_sleep_s,omitempty"`
-	PreStopSleepFrom string   `json:"prestop_sleep_from,omitempty"`
-	GracePeriod      *int     `json:"termination_grace_period_s,omitempty"`
-	GracePeriodFrom  string   `json:"termination_grace_period_from,omitempty"`
-	Advice           []string `json:"advice"`
+	PreStopSleep     *int   `json:"prestop_sleep_s,omitempty"`
+	PreStopSleepFrom string `json:"prestop_sleep_from,omitempty"`
+	// PreStopSleepAtLeast: a stop's refused attempts were still coming
+	// when its counts were read (the pod's network namespace goes soon
+	// after its containers): the sleep is a floor, not a measurement of
+	// enough.
+	PreStopSleepAtLeast bool     `json:"prestop_sleep_at_least,omitempty"`
+	GracePeriod         *int     `json:"termination_grace_period_s,omitempty"`
+	GracePeriodFrom     string   `json:"termination_grace_period_from,omitempty"`
+	Advice              []string `json:"advice"`
 	// Compared is this rollout against the one before it; nil for the
 	// first known.
 	Compared *RolloutComparison `json:"compared,omitempty"`
@@ -105,8 +110,11 @@ type RolloutPod struct {
 	EndpointLag       *float64 `json:"endpoint_lag_s,omitempty"`
 	LastNewConnection *float64 `json:"last_new_connection_after_stop_s,omitempty"`
 	CoveringSleep     *int     `json:"covering_prestop_sleep_s,omitempty"`
-	shutdown          *float64 // a graceful stop's SIGTERM to exit
-	traffic           *timeline.Traffic
+	// CoveringAtLeast: refused attempts were still coming when the counts
+	// were read (timeline.Lag.StillComing): CoveringSleep is a floor.
+	CoveringAtLeast bool     `json:"covering_prestop_sleep_at_least,omitempty"`
+	shutdown        *float64 // a graceful stop's SIGTERM to exit
+	traffic         *timeline.Traffic
 }
 
 // RolloutStop is a stop during a rollout that was not the rollout's.
@@ -279,7 +287,8 @@ func buildReport(ns string, wl timeline.Owner, wins []rolloutWindow, w *rolloutW
 				StopReason: ep.StopReason, Outcome: ep.Outcome, Revision: ep.Revision.Hash, At: ep.Start})
 			continue
 		}
-		k := ep.Node + "\x00" + ep.Container.Pod
+		// A StatefulSet's pods keep their names: one row per pod object.
+		k := ep.Node + "\x00" + ep.Container.Pod + "\x00" + ep.Container.PodUID
 		p := byPod[k]
 		if p == nil {
 			p = &RolloutPod{Pod: ep.Container.Pod, Node: ep.Node, StopReason: ep.StopReason}
@@ -361,6 +370,8 @@ func (p *RolloutPod) take(ep *timeline.Episode) {
 	}
 	if secs, ok := ep.CoveringPreStopSleep(); ok && (p.CoveringSleep == nil || secs > *p.CoveringSleep) {
 		p.CoveringSleep = &secs
+		l, _ := ep.Lag()
+		p.CoveringAtLeast = l.StillComing
 	}
 }
 
@@ -386,7 +397,7 @@ func (p *RolloutPod) finish() {
 		}
 	}
 	if t.N(sigvocab.NetRefused) == 0 {
-		p.CoveringSleep = nil // a sleep covers refused attempts: none to cover
+		p.CoveringSleep, p.CoveringAtLeast = nil, false // a sleep covers refused attempts: none to cover
 	}
 	if t.Peers != nil {
 		for _, peer := range t.Peers.Top {
@@ -507,10 +518,12 @@ func (r *RolloutReport) advise(current *WorkloadRevision) {
 	var sleeps, shutdowns []int
 	refused, race, reset := uint64(0), uint64(0), uint64(0)
 	killed := 0
+	atLeast := false
 	for i := range r.Pods {
 		p := &r.Pods[i]
 		if p.CoveringSleep != nil {
 			sleeps = append(sleeps, *p.CoveringSleep)
+			atLeast = atLeast || p.CoveringAtLeast
 		}
 		if p.shutdown != nil {
 			shutdowns = append(shutdowns, int(math.Ceil(*p.shutdown)))
@@ -523,9 +536,13 @@ func (r *RolloutReport) advise(current *WorkloadRevision) {
 		reset += p.LostByKind["reset_sent"]
 	}
 	if secs, how, ok := timeline.CoveringOverStops(sleeps); ok {
-		r.PreStopSleep, r.PreStopSleepFrom = &secs, how
+		r.PreStopSleep, r.PreStopSleepFrom, r.PreStopSleepAtLeast = &secs, how, atLeast
 		line := fmt.Sprintf("%d connection attempts were refused after the pods stopped listening: a preStop sleep of %d s would have covered them (%s, from the stop's beginning to the last client request); the application should keep serving until it ends",
 			refused, secs, how)
+		if atLeast {
+			line = fmt.Sprintf("%d connection attempts were refused after the pods stopped listening, and they were still coming when the counts were read: a preStop sleep of at least %d s (%s, from the stop's beginning to the last client request counted), maybe more; the application should keep serving until it ends, and the rollout after the change will show whether it was enough",
+				refused, secs, how)
+		}
 		if current != nil {
 			if have, ok := sleepSeconds(current.Template); ok && have >= float64(secs) {
 				line += fmt.Sprintf(". Revision %d, now current, sleeps %g s already: its own rollout's report will show whether it helped", current.Number, have)
@@ -587,7 +604,9 @@ func (r *RolloutReport) compare(prev *RolloutReport) {
 	c := &RolloutComparison{Revision: prev.Revision, Lost: prev.Totals.Lost, Uncounted: prev.Totals.PodsUncounted,
 		Slowest: prev.Totals.Slowest, Outcomes: prev.Totals.Outcomes, Changes: []string{}}
 	if prev.From != nil && r.From != nil {
-		c.Changes = prev.From.Template.Changes(&r.From.Template)
+		if ch := prev.From.Template.Changes(&r.From.Template); ch != nil {
+			c.Changes = ch
+		}
 	}
 	var words []string
 	switch {

@@ -311,7 +311,7 @@ func (o *options) rolloutAgents(ctx context.Context, s *session, w *workloadObje
 			agents = append(agents, Agent{Node: n, Error: "no agent pod on this node"})
 		}
 	}
-	return RolloutAsked{Nodes: nodes, Why: fmt.Sprintf("the %d nodes that ran the workload's pods (its pods, the kubelets' Killing events) of %d with an agent", len(nodes), countNodes(all))}, agents, nil
+	return RolloutAsked{Nodes: nodes, Why: fmt.Sprintf("only the nodes that ran the workload's pods (its pods, the kubelets' Killing events): %d of the %d with an agent", len(nodes), countNodes(all))}, agents, nil
 }
 
 func agentNodes(agents []Agent) []string {

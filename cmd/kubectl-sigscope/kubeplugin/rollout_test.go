@@ -210,6 +210,14 @@ func TestRolloutReport(t *testing.T) {
 		t.Errorf("compared %q", r3.Compared.Words)
 	}
 
+	// Refused attempts still coming when the counts were read: the sleep
+	// is a floor, and said so.
+	coming := rolloutEpisode(at, "n1", "aaa", "web-aaa-1", "app", 20, 5500*time.Millisecond, nil)
+	if r := buildReport("shop", wl, wins, &wins[0], []timeline.Episode{coming}, revs.byNum[revs.current]); r.PreStopSleep == nil || *r.PreStopSleep != 6 ||
+		!r.PreStopSleepAtLeast || !r.Pods[0].CoveringAtLeast || !strings.Contains(r.Advice[0], "at least 6 s") {
+		t.Errorf("still coming: sleep %v at least %v, advice %q", r.PreStopSleep, r.PreStopSleepAtLeast, r.Advice)
+	}
+
 	// Rollouts in quick succession: a pod of revision 1 deleted after
 	// rollout 3 began is still rollout 2's, and not rollout 3's, even apart.
 	late := rolloutEpisode(t0.Add(time.Hour+20*time.Second), "n3", "aaa", "web-aaa-4", "app", 0, 0, nil)
