@@ -119,6 +119,7 @@ type rolloutReport struct {
 	} `json:"totals"`
 	Verdict      string `json:"verdict"`
 	PreStopSleep *int   `json:"prestop_sleep_s"`
+	AtLeast      bool   `json:"prestop_sleep_at_least"`
 	GracePeriod  *int   `json:"termination_grace_period_s"`
 	Compared     *struct {
 		Revision int64    `json:"revision"`
@@ -244,6 +245,9 @@ func TestRolloutReportOnKubelet(t *testing.T) {
 			// but one shows whether it covers.
 			if r1.PreStopSleep == nil || *r1.PreStopSleep < 1 || *r1.PreStopSleep > 6 {
 				t.Fatalf("rollout %d advises a preStop sleep of %s s against a client %v behind its endpoint", r1.Revision, intOr(r1.PreStopSleep), rolloutFollowDelay)
+			}
+			if out, _, err := c.plugin(t, "--agent-namespace", agentNS, "-n", "default", "rollout", ref); err == nil {
+				t.Logf("kubectl sigscope rollout %s:\n%s", ref, out)
 			}
 			sleep := *r1.PreStopSleep
 			grace := sleep + 2
