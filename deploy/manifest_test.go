@@ -333,7 +333,7 @@ func TestDefaultManifestObjects(t *testing.T) {
 	for _, res := range []string{"controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets"} {
 		want = append(want, grant{"apps", res, "get"}, grant{"apps", res, "list"})
 	}
-	want = append(want, grant{"", "events", "list"}, grant{"", "pods", "list"})
+	want = append(want, grant{"argoproj.io", "rollouts", "get"}, grant{"argoproj.io", "rollouts", "list"}, grant{"", "events", "list"}, grant{"", "pods", "list"})
 	slices.SortFunc(want, grant.compare)
 	if got := grants(t, o.clusterRoles[1]); !reflect.DeepEqual(got, want) {
 		t.Errorf("sigscope-rollout-reader grants\n got %v\nwant %v", got, want)

@@ -545,7 +545,8 @@ func RevisionOf(pod *corev1.Pod) *timeline.Revision {
 	if ref == nil {
 		return nil
 	}
-	return timeline.ControllerRevision(ref.Kind, ref.Name, pod.Labels[timeline.LabelPodTemplateHash], pod.Labels[timeline.LabelControllerRevisionHash])
+	return timeline.ControllerRevision(ref.Kind, ref.Name, pod.Labels[timeline.LabelPodTemplateHash], pod.Labels[timeline.LabelControllerRevisionHash],
+		pod.Labels[timeline.LabelRolloutsPodTemplateHash])
 }
 
 // WorkloadOf is the workload that controls pod, from its controller
@@ -560,7 +561,7 @@ func WorkloadOf(pod *corev1.Pod) *timeline.Owner {
 	if ref == nil {
 		return nil
 	}
-	o := timeline.ControllerWorkload(ref.Kind, ref.Name, pod.Labels[timeline.LabelPodTemplateHash])
+	o := timeline.ControllerWorkload(ref.Kind, ref.Name, pod.Labels[timeline.LabelPodTemplateHash], pod.Labels[timeline.LabelRolloutsPodTemplateHash])
 	return &o
 }
 

@@ -134,6 +134,8 @@ func TestWorkloadOf(t *testing.T) {
 		// A ReplicaSet of its own (no Deployment's naming) stays one.
 		{ctrl("ReplicaSet", "web"), map[string]string{"pod-template-hash": "7d9f8c6b5"}, &timeline.Owner{Kind: "ReplicaSet", Name: "web"}},
 		{ctrl("ReplicaSet", "web-7d9f8c6b5"), nil, &timeline.Owner{Kind: "ReplicaSet", Name: "web-7d9f8c6b5"}},
+		// An Argo Rollout's ReplicaSet's pod: the Rollout's.
+		{ctrl("ReplicaSet", "web-5f9b48bf7c"), map[string]string{"rollouts-pod-template-hash": "5f9b48bf7c"}, &timeline.Owner{Kind: "Rollout", Name: "web"}},
 		{ctrl("StatefulSet", "db"), nil, &timeline.Owner{Kind: "StatefulSet", Name: "db"}},
 		{ctrl("DaemonSet", "agent"), nil, &timeline.Owner{Kind: "DaemonSet", Name: "agent"}},
 		{ctrl("Job", "migrate-29400000"), nil, &timeline.Owner{Kind: "Job", Name: "migrate-29400000"}},

@@ -48,10 +48,12 @@ type pod struct {
 			Name       string `json:"name"`
 			Controller *bool  `json:"controller"`
 		} `json:"ownerReferences"`
-		// Labels holds the one label the plugin reads: a Deployment's
-		// ReplicaSet names itself NAME-HASH (timeline.ControllerWorkload).
+		// Labels holds the labels the plugin reads: a Deployment's (or an
+		// Argo Rollout's) ReplicaSet names itself NAME-HASH
+		// (timeline.ControllerWorkload).
 		Labels struct {
-			PodTemplateHash string `json:"pod-template-hash"`
+			PodTemplateHash         string `json:"pod-template-hash"`
+			RolloutsPodTemplateHash string `json:"rollouts-pod-template-hash"`
 		} `json:"labels"`
 	} `json:"metadata"`
 	Spec struct {

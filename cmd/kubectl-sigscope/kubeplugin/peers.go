@@ -162,7 +162,7 @@ func createdAfter(p, q *pod) bool {
 func workloadOfPod(p *pod) (timeline.Owner, bool) {
 	for _, ref := range p.Metadata.OwnerReferences {
 		if ref.Controller != nil && *ref.Controller {
-			return timeline.ControllerWorkload(ref.Kind, ref.Name, p.Metadata.Labels.PodTemplateHash), true
+			return timeline.ControllerWorkload(ref.Kind, ref.Name, p.Metadata.Labels.PodTemplateHash, p.Metadata.Labels.RolloutsPodTemplateHash), true
 		}
 	}
 	return timeline.Owner{}, false

@@ -22,11 +22,33 @@ import (
 // the revision it reuses, and its earlier number is lost). The plugin reads
 // them with its own little types, as it reads pods (apiserver.go).
 
-// The annotations a Deployment's controller numbers its ReplicaSets with.
+// The annotations a Deployment's controller numbers its ReplicaSets with,
+// and an Argo Rollout's.
 const (
 	annRevision        = "deployment.kubernetes.io/revision"
 	annRevisionHistory = "deployment.kubernetes.io/revision-history"
+	annRolloutRevision = "rollout.argoproj.io/revision"
 )
+
+// flexInt is a number the API may give as a string too: an Argo Rollout's
+// status.observedGeneration is the hash of its spec, not a generation (0
+// then: the Rollout's phase tells whether it is done).
+type flexInt int64
+
+func (f *flexInt) UnmarshalJSON(b []byte) error {
+	var n int64
+	if json.Unmarshal(b, &n) == nil {
+		*f = flexInt(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	n, _ = strconv.ParseInt(s, 10, 64)
+	*f = flexInt(n)
+	return nil
+}
 
 // ownerRef is an object's owner reference.
 type ownerRef struct {
@@ -253,11 +275,14 @@ type workloadObject struct {
 		} `json:"selector"`
 	} `json:"spec"`
 	Status struct {
-		ObservedGeneration int64  `json:"observedGeneration"`
-		Replicas           int32  `json:"replicas"`
-		UpdatedReplicas    int32  `json:"updatedReplicas"`
-		CurrentRevision    string `json:"currentRevision"` // a StatefulSet's
-		UpdateRevision     string `json:"updateRevision"`
+		ObservedGeneration flexInt `json:"observedGeneration"`
+		// An Argo Rollout's: Healthy once done (Progressing, Paused,
+		// Degraded before).
+		Phase           string `json:"phase"`
+		Replicas        int32  `json:"replicas"`
+		UpdatedReplicas int32  `json:"updatedReplicas"`
+		CurrentRevision string `json:"currentRevision"` // a StatefulSet's
+		UpdateRevision  string `json:"updateRevision"`
 		// A DaemonSet's.
 		DesiredNumberScheduled int32 `json:"desiredNumberScheduled"`
 		UpdatedNumberScheduled int32 `json:"updatedNumberScheduled"`
@@ -334,14 +359,20 @@ func (s *apiServer) groupURL(groupVersion string, query url.Values, elems ...str
 	return &u
 }
 
-// appsResources are the apps/v1 resources of the kinds a rollout names.
-var appsResources = map[string]string{"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets"}
+// appsResources are the resources of the kinds a rollout names, and
+// rolloutGroup the API group of an Argo Rollout's (the others' is apps/v1).
+var appsResources = map[string]string{"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets", timeline.KindRollout: "rollouts"}
+
+const rolloutGroup = "argoproj.io/v1alpha1"
 
 // workload reads the workload kind/name of namespace ns.
 func (s *apiServer) workload(ctx context.Context, ns, kind, name string) (*workloadObject, error) {
-	res := appsResources[kind]
+	res, group := appsResources[kind], "apps/v1"
+	if kind == timeline.KindRollout {
+		group = rolloutGroup
+	}
 	var w workloadObject
-	if err := s.list(ctx, res, s.groupURL("apps/v1", nil, "namespaces", ns, res, name), &w); err != nil {
+	if err := s.list(ctx, res, s.groupURL(group, nil, "namespaces", ns, res, name), &w); err != nil {
 		return nil, err
 	}
 	return &w, nil
@@ -397,15 +428,20 @@ type revisions struct {
 	current int64 // the highest number
 }
 
-// deploymentRevisions are Deployment w's ReplicaSets as revisions.
-func deploymentRevisions(w *workloadObject, rss []replicaSet) *revisions {
-	r := &revisions{kind: "Deployment", byNum: map[int64]*WorkloadRevision{}}
+// deploymentRevisions are Deployment w's ReplicaSets as revisions (an Argo
+// Rollout's with kind Rollout: its own annotation and label).
+func deploymentRevisions(kind string, w *workloadObject, rss []replicaSet) *revisions {
+	r := &revisions{kind: kind, byNum: map[int64]*WorkloadRevision{}}
+	ann, label := annRevision, timeline.LabelPodTemplateHash
+	if kind == timeline.KindRollout {
+		ann, label = annRolloutRevision, timeline.LabelRolloutsPodTemplateHash
+	}
 	for i := range rss {
 		rs := &rss[i]
 		if !rs.Metadata.controlledBy(w.Metadata.UID) {
 			continue
 		}
-		n, err := strconv.ParseInt(rs.Metadata.Annotations[annRevision], 10, 64)
+		n, err := strconv.ParseInt(rs.Metadata.Annotations[ann], 10, 64)
 		if err != nil {
 			continue // not numbered yet
 		}
@@ -415,7 +451,7 @@ func deploymentRevisions(w *workloadObject, rss []replicaSet) *revisions {
 				nums = append(nums, m)
 			}
 		}
-		rev := &WorkloadRevision{Number: n, Object: "ReplicaSet/" + rs.Metadata.Name, Hash: rs.Metadata.Labels[timeline.LabelPodTemplateHash],
+		rev := &WorkloadRevision{Number: n, Object: "ReplicaSet/" + rs.Metadata.Name, Hash: rs.Metadata.Labels[label],
 			Created: rs.Metadata.CreationTimestamp, First: slices.Min(nums), Template: rs.Spec.Template.facts(), Pods: rs.Status.Replicas}
 		for _, m := range nums {
 			r.byNum[m] = rev
@@ -458,12 +494,12 @@ func readRevisions(ctx context.Context, api *apiServer, ns, kind, name string) (
 	if err != nil {
 		return nil, nil, err
 	}
-	if kind == "Deployment" {
+	if kind == "Deployment" || kind == timeline.KindRollout {
 		rss, err := listApps[replicaSet](ctx, api, ns, "replicasets")
 		if err != nil {
 			return nil, nil, err
 		}
-		return w, deploymentRevisions(w, rss), nil
+		return w, deploymentRevisions(kind, w, rss), nil
 	}
 	crs, err := listApps[controllerRevision](ctx, api, ns, "controllerrevisions")
 	if err != nil {
@@ -476,7 +512,10 @@ func readRevisions(ctx context.Context, api *apiServer, ns, kind, name string) (
 // pods onto its current revision.
 func (w *workloadObject) inProgress(kind string, revs *revisions) bool {
 	st := &w.Status
-	if st.ObservedGeneration < w.Metadata.Generation {
+	if kind == timeline.KindRollout {
+		return st.Phase != "Healthy"
+	}
+	if int64(st.ObservedGeneration) < w.Metadata.Generation {
 		return true
 	}
 	switch kind {

@@ -235,7 +235,7 @@ func stopsOf(wins []rolloutWindow, wl timeline.Owner, ep *timeline.Episode) *rol
 	var owner *rolloutWindow
 	for i := range wins {
 		w := &wins[i]
-		if w.from == nil || w.from.Hash != ep.Revision.Hash || wl.Kind == "Deployment" && ep.Revision.Controller != w.from.Object {
+		if w.from == nil || w.from.Hash != ep.Revision.Hash || strings.HasPrefix(w.from.Object, "ReplicaSet/") && ep.Revision.Controller != w.from.Object {
 			continue
 		}
 		if w.lo.IsZero() || !ep.Start.Before(w.lo.Add(-clockSlack)) {

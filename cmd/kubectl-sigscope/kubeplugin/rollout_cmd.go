@@ -25,7 +25,7 @@ func (o *options) rolloutCmd() *cobra.Command {
 		eventTTL time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "rollout (deploy/NAME | sts/NAME | ds/NAME)",
+		Use:   "rollout (deploy/NAME | sts/NAME | ds/NAME | rollout/NAME)",
 		Short: "What each rollout of a workload cost its clients, on every node, and whether the last change helped",
 		Long: `Reports a workload's rollouts: each revision change, the pods of the
 revision before it that it stopped (on whichever node), what their clients
@@ -43,10 +43,15 @@ events reach back to the rollout (--event-ttl, the API server's own, 1 h
 by default); an older rollout asks every agent. A node not read, or whose
 agent started after the rollout, makes the report partial, and it says so.
 
+An Argo Rollouts Rollout (rollout/NAME) is a workload of its own: its
+ReplicaSets are numbered by rollout.argoproj.io/revision and its pods
+labelled rollouts-pod-template-hash; it is in progress until Healthy.
+
 Needs, in the workload's namespace: get the workload, list replicasets
-(Deployment) or controllerrevisions (StatefulSet, DaemonSet), list pods and
-events (the built-in ClusterRole view has them all; the chart's
-sigscope-rollout-reader too), besides reading the agents (docs/kubectl.md).`,
+(Deployment, Rollout) or controllerrevisions (StatefulSet, DaemonSet), list
+pods and events (the chart's sigscope-rollout-reader; the built-in
+ClusterRole view has all but Rollouts), besides reading the agents
+(docs/kubectl.md).`,
 		Example: `  kubectl sigscope rollout deploy/web -n shop              # the last rollout
   kubectl sigscope rollout deploy/web -n shop --last 3     # the last three, each against the one before
   kubectl sigscope rollout sts/db --revision 7 -o json     # the rollout that made revision 7 current`,
@@ -70,7 +75,7 @@ func (o *options) runRollout(ctx context.Context, arg string, revision int64, la
 		return err
 	}
 	if appsResources[t.owner.Kind] == "" {
-		return UsageError{fmt.Errorf("%q: a rollout is a Deployment's, a StatefulSet's or a DaemonSet's (deploy/NAME, sts/NAME, ds/NAME); an Argo Rollouts Rollout is not read yet", arg)}
+		return UsageError{fmt.Errorf("%q: a rollout is a Deployment's, a StatefulSet's, a DaemonSet's or an Argo Rollouts Rollout's (deploy/NAME, sts/NAME, ds/NAME, rollout/NAME)", arg)}
 	}
 	if o.all {
 		return UsageError{fmt.Errorf("a workload is named in one namespace: -n, not -A")}
@@ -98,9 +103,9 @@ func (o *options) runRollout(ctx context.Context, arg string, revision int64, la
 	scaleUps := map[string][]time.Time{}
 	var killing []event
 	var eventsErr error
-	if wl.Kind == "Deployment" {
+	if wl.Kind == "Deployment" || wl.Kind == timeline.KindRollout {
 		var evs []event
-		if evs, eventsErr = api.events(ctx, ns, "Deployment", "ScalingReplicaSet"); eventsErr == nil {
+		if evs, eventsErr = api.events(ctx, ns, wl.Kind, "ScalingReplicaSet"); eventsErr == nil {
 			for _, e := range evs {
 				if m := scaledUp.FindStringSubmatch(e.Message); m != nil && e.InvolvedObject.Name == wl.Name {
 					scaleUps[m[1]] = append(scaleUps[m[1]], e.at())
@@ -370,10 +375,10 @@ func rolloutReadErr(wl timeline.Owner, ns string, err error) error {
 		return fmt.Errorf("%s not found in namespace %s: %w", wl, ns, err)
 	case apierrors.IsForbidden(err):
 		res := "replicasets"
-		if wl.Kind != "Deployment" {
+		if wl.Kind == "StatefulSet" || wl.Kind == "DaemonSet" {
 			res = "controllerrevisions"
 		}
-		return fmt.Errorf(`kubectl sigscope rollout needs "get" on %s and "list" on %s in namespace %s (the built-in ClusterRole view has them; docs/kubectl.md): %w`,
+		return fmt.Errorf(`kubectl sigscope rollout needs "get" on %s and "list" on %s in namespace %s (the ClusterRole sigscope-rollout-reader has them, and the built-in view; docs/kubectl.md): %w`,
 			appsResources[wl.Kind], res, ns, err)
 	}
 	return fmt.Errorf("reading %s in namespace %s: %w", wl, ns, err)

@@ -44,7 +44,7 @@ func TestRolloutWindowsRollback(t *testing.T) {
 	w.Metadata.UID = "u1"
 	other := rs("web-x", 0, "9", "") // another Deployment's
 	other.Metadata.OwnerReferences[0].UID = "u2"
-	revs := deploymentRevisions(&w, []replicaSet{rs("web-a", 0, "5", "1,3"), rs("web-b", time.Hour, "2", ""), rs("web-c", 3*time.Hour, "4", ""), other})
+	revs := deploymentRevisions("Deployment", &w, []replicaSet{rs("web-a", 0, "5", "1,3"), rs("web-b", time.Hour, "2", ""), rs("web-c", 3*time.Hour, "4", ""), other})
 	if revs.current != 5 || revs.byNum[1] != revs.byNum[3] || revs.byNum[3] != revs.byNum[5] || revs.byNum[9] != nil {
 		t.Fatalf("revisions %+v", revs.byNum)
 	}
@@ -119,8 +119,18 @@ func TestRolloutControllerRevisions(t *testing.T) {
 // refused attempts until refusedUntil after its SIGTERM and the other lost
 // kinds given.
 func rolloutEpisode(t0 time.Time, node, hash, pod, container string, refused uint64, refusedUntil time.Duration, lost map[sigvocab.NetKind]uint64) timeline.Episode {
-	ep := timeline.Episode{Outcome: timeline.OutcomeGraceful, Owner: &timeline.Owner{Kind: "Deployment", Name: "web"}, Node: node,
-		Revision: &timeline.Revision{Controller: "ReplicaSet/web-" + hash, Hash: hash, Label: timeline.LabelPodTemplateHash},
+	return kindEpisode("Deployment", t0, node, hash, pod, container, refused, refusedUntil, lost)
+}
+
+// kindEpisode is rolloutEpisode of a workload of kind Deployment or Rollout
+// (an Argo Rollout's ReplicaSet's pod).
+func kindEpisode(kind string, t0 time.Time, node, hash, pod, container string, refused uint64, refusedUntil time.Duration, lost map[sigvocab.NetKind]uint64) timeline.Episode {
+	label := timeline.LabelPodTemplateHash
+	if kind == timeline.KindRollout {
+		label = timeline.LabelRolloutsPodTemplateHash
+	}
+	ep := timeline.Episode{Outcome: timeline.OutcomeGraceful, Owner: &timeline.Owner{Kind: kind, Name: "web"}, Node: node,
+		Revision: &timeline.Revision{Controller: "ReplicaSet/web-" + hash, Hash: hash, Label: label},
 		Start:    t0, StopAt: t0, ExitAt: t0.Add(2 * time.Second), StopReason: "deleted", GracePeriod: 30 * time.Second, GraceFrom: "the pod's terminationGracePeriodSeconds",
 		StopSignal: sigvocab.SIGTERM,
 		Container:  timeline.Container{Identity: identity.Identity{ID: node + pod + container, Namespace: "shop", Pod: pod, Name: container}}}
@@ -256,14 +266,26 @@ type rolloutCluster struct {
 
 func newRolloutCluster(t *testing.T, down ...string) *rolloutCluster {
 	t.Helper()
+	return newKindCluster(t, "Deployment", down...)
+}
+
+// newKindCluster is newRolloutCluster with a workload of kind Deployment
+// or Rollout (Argo Rollouts': its own API group, revision annotation and
+// pod label).
+func newKindCluster(t *testing.T, kind string, down ...string) *rolloutCluster {
+	t.Helper()
+	workloadPath, revAnn, hashLabel := "/apis/apps/v1/namespaces/shop/deployments/web", annRevision, timeline.LabelPodTemplateHash
+	if kind == timeline.KindRollout {
+		workloadPath, revAnn, hashLabel = "/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts/web", annRolloutRevision, timeline.LabelRolloutsPodTemplateHash
+	}
 	now := time.Now().UTC().Truncate(time.Second)
 	c := &rolloutCluster{asked: map[string]*atomic.Int32{}}
 	eps := map[string][]timeline.Episode{}
 	// Rollout 3 stopped web-bbb's pods: one on n1 lost 12 refused attempts,
 	// one on n2 none. Rollout 2 stopped web-aaa's: on n3, 30 refused.
-	eps["n1"] = []timeline.Episode{rolloutEpisode(now.Add(-9*time.Minute), "node-n1", "bbb", "web-bbb-1", "app", 12, 3200*time.Millisecond, nil)}
-	eps["n2"] = []timeline.Episode{rolloutEpisode(now.Add(-9*time.Minute), "node-n2", "bbb", "web-bbb-2", "app", 0, 0, nil)}
-	eps["n3"] = []timeline.Episode{rolloutEpisode(now.Add(-29*time.Minute), "node-n3", "aaa", "web-aaa-1", "app", 30, 2*time.Second, nil)}
+	eps["n1"] = []timeline.Episode{kindEpisode(kind, now.Add(-9*time.Minute), "node-n1", "bbb", "web-bbb-1", "app", 12, 3200*time.Millisecond, nil)}
+	eps["n2"] = []timeline.Episode{kindEpisode(kind, now.Add(-9*time.Minute), "node-n2", "bbb", "web-bbb-2", "app", 0, 0, nil)}
+	eps["n3"] = []timeline.Episode{kindEpisode(kind, now.Add(-29*time.Minute), "node-n3", "aaa", "web-aaa-1", "app", 30, 2*time.Second, nil)}
 	agents := map[string]http.Handler{}
 	for _, n := range []string{"n1", "n2", "n3", "n4"} {
 		counter := &atomic.Int32{}
@@ -275,7 +297,7 @@ func newRolloutCluster(t *testing.T, down ...string) *rolloutCluster {
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /api/v1/episodes", func(w http.ResponseWriter, r *http.Request) {
 			counter.Add(1)
-			if r.URL.Query().Get("owner") != "Deployment/web" || r.URL.Query().Get("since") == "" {
+			if r.URL.Query().Get("owner") != kind+"/web" || r.URL.Query().Get("since") == "" {
 				http.Error(w, "want owner and since: "+r.URL.RawQuery, http.StatusBadRequest)
 				return
 			}
@@ -293,13 +315,18 @@ func newRolloutCluster(t *testing.T, down ...string) *rolloutCluster {
 		if prestop != "" {
 			lifecycle = fmt.Sprintf(`,"lifecycle":{"preStop":{"sleep":{"seconds":%s}}}`, prestop)
 		}
-		return fmt.Sprintf(`{"metadata":{"name":"web-%s","namespace":"shop","creationTimestamp":%q,"labels":{"pod-template-hash":%q},
-			"annotations":{"deployment.kubernetes.io/revision":"%d"},"ownerReferences":[{"kind":"Deployment","name":"web","uid":"u1","controller":true}]},
+		return fmt.Sprintf(`{"metadata":{"name":"web-%s","namespace":"shop","creationTimestamp":%q,"labels":{%q:%q},
+			"annotations":{%q:"%d"},"ownerReferences":[{"kind":%q,"name":"web","uid":"u1","controller":true}]},
 			"spec":{"template":{"spec":{"containers":[{"name":"app","image":"web:%d"%s}]}}},"status":{"replicas":%d}}`,
-			hash, now.Add(-ago).Format(time.RFC3339), hash, rev, rev, lifecycle, map[bool]int{true: 2, false: 0}[rev == 3])
+			hash, now.Add(-ago).Format(time.RFC3339), hashLabel, hash, revAnn, rev, kind, rev, lifecycle, map[bool]int{true: 2, false: 0}[rev == 3])
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /apis/apps/v1/namespaces/shop/deployments/web", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+workloadPath, func(w http.ResponseWriter, _ *http.Request) {
+		if kind == timeline.KindRollout { // its observedGeneration is a hash
+			fmt.Fprint(w, `{"metadata":{"name":"web","namespace":"shop","uid":"u1","generation":3},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"web"}}},
+				"status":{"observedGeneration":"58c975674b","phase":"Healthy","replicas":2,"updatedReplicas":2}}`)
+			return
+		}
 		fmt.Fprint(w, `{"metadata":{"name":"web","namespace":"shop","uid":"u1","generation":3},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"web"}}},
 			"status":{"observedGeneration":3,"replicas":2,"updatedReplicas":2}}`)
 	})
@@ -321,7 +348,7 @@ func newRolloutCluster(t *testing.T, down ...string) *rolloutCluster {
 		switch sel := r.URL.Query().Get("fieldSelector"); sel {
 		case "involvedObject.kind=Pod,reason=Killing":
 			fmt.Fprintf(w, `{"items":[%s,%s,%s]}`, ev("web-bbb-1", "node-n1", 9*time.Minute), ev("web-bbb-2", "node-n2", 9*time.Minute), ev("web-aaa-1", "node-n3", 29*time.Minute))
-		case "involvedObject.kind=Deployment,reason=ScalingReplicaSet":
+		case "involvedObject.kind=" + kind + ",reason=ScalingReplicaSet":
 			fmt.Fprint(w, `{"items":[]}`)
 		default:
 			http.Error(w, "fieldSelector "+sel, http.StatusBadRequest)
@@ -403,6 +430,28 @@ func TestRolloutAsksItsNodes(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "node-n2") {
 		t.Errorf("stderr does not name n2: %s", errOut)
+	}
+}
+
+// An Argo Rollouts Rollout is a workload of its own: its ReplicaSets by
+// their rollout.argoproj.io/revision, its pods by rollouts-pod-template-hash,
+// its episodes' owner Rollout/NAME.
+func TestRolloutArgo(t *testing.T) {
+	c := newKindCluster(t, timeline.KindRollout)
+	out, errOut, err := runPlugin(t, "--kubeconfig", c.kubeconfig, "rollout", "rollout/web", "-o", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	var l struct {
+		Items []RolloutReport `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &l); err != nil || len(l.Items) != 1 {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	r := l.Items[0]
+	if r.Workload != (timeline.Owner{Kind: "Rollout", Name: "web"}) || r.Revision != 3 || r.From == nil || r.From.Hash != "bbb" ||
+		len(r.Pods) != 2 || r.Totals.Lost != 12 || r.InProgress || r.Compared == nil || r.Compared.Lost != 30 {
+		t.Errorf("an Argo Rollout's report: %s", out)
 	}
 }
 

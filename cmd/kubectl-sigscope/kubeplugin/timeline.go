@@ -26,6 +26,7 @@ var workloadKinds = map[string]string{
 	"job": "Job", "jobs": "Job",
 	"rs": "ReplicaSet", "replicaset": "ReplicaSet", "replicasets": "ReplicaSet",
 	"rc": "ReplicationController", "replicationcontroller": "ReplicationController", "replicationcontrollers": "ReplicationController",
+	"ro": "Rollout", "rollout": "Rollout", "rollouts": "Rollout", // Argo Rollouts'
 }
 
 func parseTarget(arg string) (target, error) {
@@ -44,7 +45,7 @@ func parseTarget(arg string) (target, error) {
 			return target{owner: timeline.Owner{Kind: w, Name: name}}, nil
 		}
 	}
-	return target{}, UsageError{fmt.Errorf("%q: %s is no pod or workload kind (deploy, sts, ds, job, rs, rc)", arg, kind)}
+	return target{}, UsageError{fmt.Errorf("%q: %s is no pod or workload kind (deploy, sts, ds, job, rs, rc, rollout)", arg, kind)}
 }
 
 func (o *options) timelineCmd() *cobra.Command {
