@@ -112,8 +112,9 @@ type RolloutPod struct {
 	CoveringSleep     *int     `json:"covering_prestop_sleep_s,omitempty"`
 	// CoveringAtLeast: refused attempts were still coming when the counts
 	// were read (timeline.Lag.StillComing): CoveringSleep is a floor.
-	CoveringAtLeast bool     `json:"covering_prestop_sleep_at_least,omitempty"`
-	shutdown        *float64 // a graceful stop's SIGTERM to exit
+	CoveringAtLeast bool      `json:"covering_prestop_sleep_at_least,omitempty"`
+	shutdown        *float64  // a graceful stop's SIGTERM to exit
+	from, to        time.Time // its stop: the first begun of its containers' to the last exit
 	traffic         *timeline.Traffic
 }
 
@@ -141,6 +142,9 @@ type RolloutTotals struct {
 	PodsUncounted  int               `json:"pods_uncounted"`
 	RefusedUnknown int               `json:"pods_refused_unknown"`
 	Slowest        *float64          `json:"slowest_stop_s,omitempty"`
+	// AtOnce is the most pods whose stops overlapped: pods stopping at
+	// the same time serve no one meanwhile.
+	AtOnce int `json:"most_stopping_at_once"`
 }
 
 // RolloutComparison is a rollout against the one before it. A rollout
@@ -252,7 +256,8 @@ func (w *rolloutWindow) in(t time.Time) bool {
 
 // buildReport makes rollout w's report from the workload's episodes;
 // current is the workload's current revision, which the advice weighs.
-func buildReport(ns string, wl timeline.Owner, wins []rolloutWindow, w *rolloutWindow, eps []timeline.Episode, current *WorkloadRevision) RolloutReport {
+// replicas is the workload's (0: not known).
+func buildReport(ns string, wl timeline.Owner, wins []rolloutWindow, w *rolloutWindow, eps []timeline.Episode, current *WorkloadRevision, replicas int) RolloutReport {
 	r := RolloutReport{Namespace: ns, Workload: wl, Revision: w.number, From: w.from, To: w.to, BeganFrom: w.beganFrom,
 		Pods: []RolloutPod{}, Apart: []RolloutStop{}, Advice: []string{}}
 	if !w.began.IsZero() {
@@ -306,7 +311,7 @@ func buildReport(ns string, wl timeline.Owner, wins []rolloutWindow, w *rolloutW
 		return cmp.Or(strings.Compare(a.Node, b.Node), strings.Compare(a.Pod, b.Pod))
 	})
 	r.total()
-	r.advise(current)
+	r.advise(current, replicas)
 	r.Verdict = r.verdict()
 	return r
 }
@@ -328,6 +333,19 @@ func severity(o timeline.Outcome) int {
 // take adds a container's episode to its pod's row.
 func (p *RolloutPod) take(ep *timeline.Episode) {
 	p.Containers++
+	begin := ep.StopAt
+	if begin.IsZero() {
+		begin = ep.Start
+	}
+	if pre := ep.PreStop; pre != nil && !pre.StartAt.IsZero() && pre.StartAt.Before(begin) {
+		begin = pre.StartAt
+	}
+	if p.from.IsZero() || begin.Before(p.from) {
+		p.from = begin
+	}
+	if end := ep.ExitAt; end.After(p.to) {
+		p.to = end
+	}
 	if p.Containers == 1 || severity(ep.Outcome) > severity(p.Outcome) {
 		p.Outcome = ep.Outcome
 		if !ep.ExitAt.IsZero() {
@@ -428,6 +446,7 @@ func peerWords(p *timeline.Peer) string {
 func (r *RolloutReport) total() {
 	t := &r.Totals
 	t.Outcomes, t.LostByKind = map[string]int{}, map[string]uint64{}
+	t.AtOnce = atOnce(r.Pods)
 	for i := range r.Pods {
 		p := &r.Pods[i]
 		t.Pods++
@@ -455,6 +474,35 @@ func (r *RolloutReport) total() {
 			t.RefusedUnknown++
 		}
 	}
+}
+
+// atOnce is the most pods whose stops overlapped (a stop with no exit seen
+// counts at its beginning alone).
+func atOnce(pods []RolloutPod) int {
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	var es []edge
+	for i := range pods {
+		p := &pods[i]
+		if p.from.IsZero() {
+			continue
+		}
+		to := p.to
+		if to.Before(p.from) {
+			to = p.from
+		}
+		es = append(es, edge{p.from, 1}, edge{to, -1})
+	}
+	// Ends before beginnings at one time: stops that touch do not overlap.
+	slices.SortFunc(es, func(a, b edge) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.d, b.d)) })
+	n, most := 0, 0
+	for _, e := range es {
+		n += e.d
+		most = max(most, n)
+	}
+	return most
 }
 
 // kindWords are the lost kinds in a verdict's words, in Lost's order.
@@ -514,7 +562,7 @@ func (r *RolloutReport) verdict() string {
 // advise measures the preStop sleep and the grace that would have covered
 // the rollout's stops, and says what else the data shows; against current,
 // the revision the workload's next rollout will stop.
-func (r *RolloutReport) advise(current *WorkloadRevision) {
+func (r *RolloutReport) advise(current *WorkloadRevision, replicas int) {
 	var sleeps, shutdowns []int
 	refused, race, reset := uint64(0), uint64(0), uint64(0)
 	killed := 0
@@ -567,6 +615,13 @@ func (r *RolloutReport) advise(current *WorkloadRevision) {
 	}
 	if reset > 0 {
 		r.Advice = append(r.Advice, fmt.Sprintf("the pods reset %d connections with a request unread: drain keep-alive connections after their in-flight request, and let queued connections be accepted before closing the listener", reset))
+	}
+	if n := r.Totals.AtOnce; n >= 2 && n >= replicas && replicas > 0 && r.Totals.Lost > 0 {
+		// Measured: the old pods' stops overlapped. Whether the new
+		// revision's pods served meanwhile (maxSurge) the agents do not
+		// see: said as the condition it is.
+		r.Advice = append(r.Advice, fmt.Sprintf("all %d pods of revision %d were stopping at the same time: their clients had only the new revision's pods, and only if those were all ready by then (maxSurge); if not, nothing served them, and a maxUnavailable below %d keeps old pods serving until new ones are ready",
+			n, r.Revision-1, replicas))
 	}
 	if killed > 0 {
 		r.Advice = append(r.Advice, fmt.Sprintf("%d of %d pods did not stop by themselves (the SIGKILL ended them): `kubectl sigscope timeline` on one says why and how to fix it", killed, len(r.Pods)))

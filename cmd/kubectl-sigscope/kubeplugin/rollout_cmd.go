@@ -179,12 +179,16 @@ func (o *options) runRollout(ctx context.Context, arg string, revision int64, la
 	}
 
 	inProgress := w.inProgress(wl.Kind, revs)
+	replicas := 0 // a DaemonSet's: one a node
+	if w.Spec.Replicas != nil {
+		replicas = int(*w.Spec.Replicas)
+	}
 	reports := map[int64]*RolloutReport{}
 	for i := range wins {
 		if !need[wins[i].number] || wins[i].to == nil {
 			continue
 		}
-		r := buildReport(ns, wl, wins, &wins[i], eps, revs.byNum[revs.current])
+		r := buildReport(ns, wl, wins, &wins[i], eps, revs.byNum[revs.current], replicas)
 		r.InProgress = inProgress && wins[i].number == revs.current
 		r.Verdict = r.verdict()
 		r.Asked = asked

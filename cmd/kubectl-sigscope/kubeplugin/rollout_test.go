@@ -108,7 +108,7 @@ func TestRolloutControllerRevisions(t *testing.T) {
 	if len(wins) != 2 || wins[0].from != nil || wins[1].from.Hash != "db-7f8e" {
 		t.Errorf("windows %+v", wins)
 	}
-	r := buildReport("shop", timeline.Owner{Kind: "StatefulSet", Name: "db"}, wins, &wins[0], nil, sts.byNum[sts.current])
+	r := buildReport("shop", timeline.Owner{Kind: "StatefulSet", Name: "db"}, wins, &wins[0], nil, sts.byNum[sts.current], 3)
 	if !strings.Contains(r.Verdict, "no longer known") {
 		t.Errorf("rollout 2 of revision 1, which moved on: %q", r.Verdict)
 	}
@@ -178,7 +178,7 @@ func TestRolloutReport(t *testing.T) {
 	early := rolloutEpisode(t0.Add(-2*time.Hour), "n1", "aaa", "web-aaa-9", "app", 5, time.Second, nil) // before the rollout
 	eps := []timeline.Episode{app, proxy, other, killed, restarted, early}
 
-	r := buildReport("shop", wl, wins, &wins[0], eps, revs.byNum[revs.current])
+	r := buildReport("shop", wl, wins, &wins[0], eps, revs.byNum[revs.current], 3)
 	if len(r.Pods) != 3 || r.Pods[0].Pod != "web-aaa-1" || r.Pods[0].Containers != 2 || *r.Pods[0].Lost != 24 {
 		t.Fatalf("pods %+v", r.Pods)
 	}
@@ -200,6 +200,11 @@ func TestRolloutReport(t *testing.T) {
 	if !strings.Contains(strings.Join(r.Advice, "\n"), "Revision 3, now current, sleeps 5 s already") {
 		t.Errorf("advice does not see revision 3's sleep: %q", r.Advice)
 	}
+	// The three stops overlapped, and the workload has 3 replicas: none
+	// was left to serve.
+	if r.Totals.AtOnce != 3 || !strings.Contains(strings.Join(r.Advice, "\n"), "all 3 pods of revision 1 were stopping at the same time") {
+		t.Errorf("at once %d, advice %q", r.Totals.AtOnce, r.Advice)
+	}
 	if p := r.Pods[0]; p.LastNewConnection == nil || *p.LastNewConnection != 1.5 || p.EndpointLag == nil || *p.EndpointLag != 0.3 {
 		t.Errorf("pod row %+v", p)
 	}
@@ -207,7 +212,7 @@ func TestRolloutReport(t *testing.T) {
 	// Rollout 3 stopped revision 2's pods, which had no preStop either:
 	// nothing to credit; its clients lost nothing.
 	clean := rolloutEpisode(t0.Add(time.Hour+10*time.Second), "n1", "bbb", "web-bbb-2", "app", 0, 0, nil)
-	r3 := buildReport("shop", wl, wins, &wins[1], []timeline.Episode{clean}, revs.byNum[revs.current])
+	r3 := buildReport("shop", wl, wins, &wins[1], []timeline.Episode{clean}, revs.byNum[revs.current], 3)
 	r3.compare(&r)
 	if r3.Verdict != "no client was hurt" || r3.Compared == nil || len(r3.Compared.Changes) != 0 || !strings.Contains(r3.Compared.Words, "nothing to credit") ||
 		!strings.Contains(r3.Compared.Words, "lost requests 37 → 0") {
@@ -223,7 +228,7 @@ func TestRolloutReport(t *testing.T) {
 	// Refused attempts still coming when the counts were read: the sleep
 	// is a floor, and said so.
 	coming := rolloutEpisode(at, "n1", "aaa", "web-aaa-1", "app", 20, 5500*time.Millisecond, nil)
-	if r := buildReport("shop", wl, wins, &wins[0], []timeline.Episode{coming}, revs.byNum[revs.current]); r.PreStopSleep == nil || *r.PreStopSleep != 6 ||
+	if r := buildReport("shop", wl, wins, &wins[0], []timeline.Episode{coming}, revs.byNum[revs.current], 3); r.PreStopSleep == nil || *r.PreStopSleep != 6 ||
 		!r.PreStopSleepAtLeast || !r.Pods[0].CoveringAtLeast || !strings.Contains(r.Advice[0], "at least 6 s") {
 		t.Errorf("still coming: sleep %v at least %v, advice %q", r.PreStopSleep, r.PreStopSleepAtLeast, r.Advice)
 	}
@@ -231,24 +236,24 @@ func TestRolloutReport(t *testing.T) {
 	// Rollouts in quick succession: a pod of revision 1 deleted after
 	// rollout 3 began is still rollout 2's, and not rollout 3's, even apart.
 	late := rolloutEpisode(t0.Add(time.Hour+20*time.Second), "n3", "aaa", "web-aaa-4", "app", 0, 0, nil)
-	if r := buildReport("shop", wl, wins, &wins[0], append(slices.Clone(eps), late), revs.byNum[revs.current]); len(r.Pods) != 4 {
+	if r := buildReport("shop", wl, wins, &wins[0], append(slices.Clone(eps), late), revs.byNum[revs.current], 3); len(r.Pods) != 4 {
 		t.Errorf("rollout 2 with a late stop: %d pods, want 4", len(r.Pods))
 	}
-	if r := buildReport("shop", wl, wins, &wins[1], []timeline.Episode{clean, late}, revs.byNum[revs.current]); len(r.Pods) != 1 || len(r.Apart) != 0 {
+	if r := buildReport("shop", wl, wins, &wins[1], []timeline.Episode{clean, late}, revs.byNum[revs.current], 3); len(r.Pods) != 1 || len(r.Apart) != 0 {
 		t.Errorf("rollout 3 took rollout 2's late stop: pods %+v, apart %+v", r.Pods, r.Apart)
 	}
 
 	// Never "no client was hurt" with a pod's traffic not counted.
 	unread := rolloutEpisode(t0.Add(time.Hour+10*time.Second), "n2", "bbb", "web-bbb-3", "app", 0, 0, nil)
 	unread.Traffic = &timeline.Traffic{Unread: "no counts arrived in time"}
-	r3 = buildReport("shop", wl, wins, &wins[1], []timeline.Episode{clean, unread}, revs.byNum[revs.current])
+	r3 = buildReport("shop", wl, wins, &wins[1], []timeline.Episode{clean, unread}, revs.byNum[revs.current], 3)
 	if strings.Contains(r3.Verdict, "no client was hurt") || !strings.Contains(r3.Verdict, "the traffic of 1 pods was not counted") {
 		t.Errorf("one pod uncounted: %q", r3.Verdict)
 	}
 	// Nor on a kernel that cannot count refused attempts.
 	old := clean
 	old.Traffic = &timeline.Traffic{NetNS: 7, Since: clean.Start, Until: clean.Start.Add(time.Second), SeesLastSpeaker: true}
-	r3 = buildReport("shop", wl, wins, &wins[1], []timeline.Episode{old}, revs.byNum[revs.current])
+	r3 = buildReport("shop", wl, wins, &wins[1], []timeline.Episode{old}, revs.byNum[revs.current], 3)
 	if strings.Contains(r3.Verdict, "no client was hurt") || !strings.Contains(r3.Verdict, "refused attempts cannot be counted") {
 		t.Errorf("refused unknown: %q", r3.Verdict)
 	}
