@@ -17,22 +17,25 @@ import (
 // after that are refused, and counted while the pod's network namespace
 // lives), ready when it answers.
 func rolloutManifest(c *cluster, kind, name, dir string, replicas int) string {
-	extra := ""
-	if kind == "StatefulSet" {
-		extra = fmt.Sprintf(`"serviceName": %q, "podManagementPolicy": "OrderedReady",`, name)
+	extra := fmt.Sprintf(`"replicas": %d,`, replicas)
+	switch kind {
+	case "StatefulSet":
+		extra += fmt.Sprintf(`"serviceName": %q, "podManagementPolicy": "OrderedReady",`, name)
+	case "DaemonSet":
+		extra = "" // a pod a node: the one node here
 	}
 	return fmt.Sprintf(`{"apiVersion": "v1", "kind": "List", "items": [
 {"apiVersion": "v1", "kind": "Service", "metadata": {"name": %[1]q, "namespace": "default"},
  "spec": {"selector": {"app": %[1]q}, "ports": [{"port": 8080, "targetPort": 8080}]}},
-{"apiVersion": "apps/v1", "kind": %[5]q, "metadata": {"name": %[1]q, "namespace": "default"},
- "spec": {%[6]s "replicas": %[4]d, "selector": {"matchLabels": {"app": %[1]q}},
+{"apiVersion": "apps/v1", "kind": %[4]q, "metadata": {"name": %[1]q, "namespace": "default"},
+ "spec": {%[5]s "selector": {"matchLabels": {"app": %[1]q}},
   "template": {"metadata": {"labels": {"app": %[1]q, "app.kubernetes.io/name": "sigscope-e2e-kube"}},
    "spec": {"nodeName": %[2]q, "terminationGracePeriodSeconds": 5,
     "volumes": [{"name": "srv", "hostPath": {"path": %[3]q}}],
     "containers": [{"name": "app", "image": "sigscope.local/busybox:latest", "imagePullPolicy": "Never",
       "command": ["/srv/server", "drain"], "volumeMounts": [{"name": "srv", "mountPath": "/srv"}],
       "readinessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 1, "failureThreshold": 1}}]}}}}
-]}`, name, c.nodeName, dir, replicas, kind, extra)
+]}`, name, c.nodeName, dir, kind, extra)
 }
 
 // rolloutClients are a client per pod of a workload, each dialling its pod's
@@ -134,8 +137,8 @@ type rolloutReport struct {
 	PartialWhy []string `json:"partial_why"`
 }
 
-// On the real kubelet, a Deployment of 3 pods and a StatefulSet of 2 behind
-// a Service, each pod's client following its endpoint 1.5 s late. A
+// On the real kubelet, a Deployment of 3 pods, a StatefulSet of 2 and a
+// DaemonSet (one pod: one node) behind a Service, each pod's client following its endpoint 1.5 s late. A
 // rollout restart loses requests: `kubectl sigscope rollout` lists the old
 // revision's pods with what each pod's client counted refused, and a
 // measured preStop sleep that covers the delay. The workload is patched
@@ -150,7 +153,7 @@ func TestRolloutReportOnKubelet(t *testing.T) {
 	for _, tc := range []struct {
 		kind, short string
 		replicas    int
-	}{{"Deployment", "deploy", 3}, {"StatefulSet", "sts", 2}} {
+	}{{"Deployment", "deploy", 3}, {"StatefulSet", "sts", 2}, {"DaemonSet", "ds", 1}} {
 		t.Run(tc.kind, func(t *testing.T) {
 			name := fmt.Sprintf("sigscope-rollout-%s-%d", tc.short, time.Now().Unix()%100000)
 			if _, err := c.runInput(t, rolloutManifest(c, tc.kind, name, dir, tc.replicas), "apply", "-f", "-"); err != nil {
