@@ -89,15 +89,19 @@ func startRolloutClients(t *testing.T, c *cluster, name string, replicas int) *r
 	return rc
 }
 
-// wait is each pod's client's outcomes, once each followed its endpoint.
-func (rc *rolloutClients) wait(t *testing.T) map[string]map[string]int {
+// wait is each pod's client's outcomes, once each followed its endpoint;
+// on a timeout it shows the workload's state (name's objects and events).
+func (rc *rolloutClients) wait(t *testing.T, c *cluster, name, ref string) map[string]map[string]int {
 	t.Helper()
 	got := map[string]map[string]int{}
 	for pod, ch := range rc.done {
 		select {
 		case got[pod] = <-ch:
 		case <-time.After(3 * time.Minute):
-			t.Fatalf("pod %s's endpoint never left", pod)
+			state, _ := c.run(t, "-n", "default", "get", "rs,controllerrevisions,pods", "-l", "app="+name, "-o", "wide")
+			status, _ := c.run(t, "-n", "default", "get", ref, "-o", "jsonpath={.metadata.generation} {.status}")
+			events, _ := c.run(t, "-n", "default", "get", "events", "--sort-by=.lastTimestamp")
+			t.Fatalf("pod %s's endpoint never left\n%s\n%s\n%s", pod, state, status, events)
 		}
 	}
 	return got
@@ -180,7 +184,7 @@ func TestRolloutReportOnKubelet(t *testing.T) {
 				waitRollout()
 				st, _ := c.run(t, "-n", "default", "get", ref, "-o", "jsonpath={.metadata.generation} {.status}")
 				t.Logf("%s: rolled out: generation and status %s", strings.Join(args, " "), st)
-				got := clients.wait(t)
+				got := clients.wait(t, c, name, ref)
 				t.Logf("%s: the clients counted %v", strings.Join(args, " "), got)
 				return got
 			}
