@@ -46,7 +46,11 @@ type rolloutClients struct {
 	done map[string]chan map[string]int // by pod: its client's outcomes
 }
 
-const rolloutFollowDelay = 1500 * time.Millisecond
+// rolloutFollowDelay is how late a client follows its pod's endpoint: well
+// past the second the server serves after SIGTERM, so that a pod without a
+// preStop sleep surely refuses some of its client's attempts (the kubelet's
+// SIGTERM may come half a second after the endpoint left).
+const rolloutFollowDelay = 2500 * time.Millisecond
 
 func startRolloutClients(t *testing.T, c *cluster, name string, replicas int) *rolloutClients {
 	t.Helper()
@@ -142,7 +146,8 @@ type rolloutReport struct {
 }
 
 // On the real kubelet, a Deployment of 3 pods, a StatefulSet of 2 and a
-// DaemonSet (one pod: one node) behind a Service, each pod's client following its endpoint 1.5 s late. A
+// DaemonSet (one pod: one node) behind a Service, each pod's client
+// following its endpoint 2.5 s late. A
 // rollout restart loses requests: `kubectl sigscope rollout` lists the old
 // revision's pods with what each pod's client counted refused, and a
 // measured preStop sleep that covers the delay. The workload is patched
@@ -236,8 +241,8 @@ func TestRolloutReportOnKubelet(t *testing.T) {
 				}
 			}
 
-			// 1. A restart: each old pod exits at SIGTERM while its client
-			// still dials it for 1.5 s.
+			// 1. A restart: each old pod closes its listener a second after
+			// SIGTERM while its client still dials it for 2.5 s.
 			first := roll("rollout", "restart", ref)
 			reps := report(1)
 			r1 := reps[0]
@@ -247,10 +252,10 @@ func TestRolloutReportOnKubelet(t *testing.T) {
 			}
 			// The sleep is measured from the stop's beginning (the kubelet's
 			// SIGTERM, which comes a moment after the endpoint left), to
-			// the last refused attempt, about 1.5 s after the endpoint
-			// left: 2 s, or 1 when the kubelet was slow. The next rollout
+			// the last refused attempt, about 2.5 s after the endpoint
+			// left: 3 s, or 2 when the kubelet was slow. The next rollout
 			// but one shows whether it covers.
-			if r1.PreStopSleep == nil || *r1.PreStopSleep < 1 || *r1.PreStopSleep > 6 {
+			if r1.PreStopSleep == nil || *r1.PreStopSleep < 2 || *r1.PreStopSleep > 7 {
 				t.Fatalf("rollout %d advises a preStop sleep of %s s against a client %v behind its endpoint", r1.Revision, intOr(r1.PreStopSleep), rolloutFollowDelay)
 			}
 			if out, _, err := c.plugin(t, "--agent-namespace", agentNS, "-n", "default", "rollout", ref); err == nil {
