@@ -101,6 +101,9 @@ type RolloutPod struct {
 	LostByKind     map[string]uint64 `json:"lost_by_kind,omitempty"`
 	MaybeLost      uint64            `json:"maybe_lost"`
 	RefusedUnknown bool              `json:"refused_unknown,omitempty"` // its kernel cannot count refused attempts (before Linux 6.10)
+	// CountedUntil is when the kernel's count was read: an attempt after
+	// it is in none of the above.
+	CountedUntil *time.Time `json:"counted_until,omitempty"`
 	TrafficUnknown string            `json:"traffic_unknown,omitempty"`
 	Who            []string          `json:"who,omitempty"` // the clients that lost most, as the episodes name them
 	// EndpointLag is from the pod's deletion to its endpoint's first
@@ -404,6 +407,10 @@ func (p *RolloutPod) finish() {
 		return
 	}
 	p.TrafficUnknown = ""
+	if !t.Until.IsZero() {
+		u := t.Until
+		p.CountedUntil = &u
+	}
 	lost := t.Lost()
 	p.Lost = &lost
 	p.MaybeLost = t.MaybeLost()

@@ -43,7 +43,7 @@ func rolloutManifest(c *cluster, kind, name, dir string, replicas int) string {
 // the pod's endpoint leave, as a load balancer that follows the
 // EndpointSlices: what each pod's clients counted.
 type rolloutClients struct {
-	done map[string]chan map[string]int // by pod: its client's outcomes
+	done map[string]chan []testutil.HTTPAttempt // by pod: its client's attempts
 }
 
 // rolloutFollowDelay is how late a client follows its pod's endpoint: well
@@ -66,28 +66,31 @@ func startRolloutClients(t *testing.T, c *cluster, name string, replicas int) *r
 		}
 		return len(strings.Fields(out)) == 2*replicas
 	})
-	rc := &rolloutClients{done: map[string]chan map[string]int{}}
+	rc := &rolloutClients{done: map[string]chan []testutil.HTTPAttempt{}}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 2 {
 			t.Fatalf("pods of %s: %q", name, out)
 		}
 		pod, ip := f[0], f[1]
-		w := watchSlices(t, c, name, pod)
+		w := watchSlicesAt(t, c, name, pod, ip)
+		// The rollout must not begin before the watch has seen the pod
+		// serving: it would take the pod's leaving for its start.
+		testutil.WaitFor(t, "the slice watch to see pod "+pod+" serving", w.sawServing)
 		cl, err := testutil.StartHTTPLoad(net.JoinHostPort(ip, "8080"), 1, 500*time.Millisecond, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cl.Stop() })
 		cl.WaitAnswered(t)
-		ch := make(chan map[string]int, 1)
+		ch := make(chan []testutil.HTTPAttempt, 1)
 		rc.done[pod] = ch
 		go func() {
 			for w.firstChange().IsZero() {
 				time.Sleep(5 * time.Millisecond)
 			}
 			time.Sleep(rolloutFollowDelay)
-			ch <- testutil.Outcomes(cl.Stop())
+			ch <- cl.Stop()
 		}()
 	}
 	return rc
@@ -95,9 +98,9 @@ func startRolloutClients(t *testing.T, c *cluster, name string, replicas int) *r
 
 // wait is each pod's client's outcomes, once each followed its endpoint;
 // on a timeout it shows the workload's state (name's objects and events).
-func (rc *rolloutClients) wait(t *testing.T, c *cluster, name, ref string) map[string]map[string]int {
+func (rc *rolloutClients) wait(t *testing.T, c *cluster, name, ref string) map[string][]testutil.HTTPAttempt {
 	t.Helper()
-	got := map[string]map[string]int{}
+	got := map[string][]testutil.HTTPAttempt{}
 	for pod, ch := range rc.done {
 		select {
 		case got[pod] = <-ch:
@@ -119,11 +122,12 @@ type rolloutReport struct {
 		Hash   string `json:"hash"`
 	} `json:"from"`
 	Pods []struct {
-		Pod        string            `json:"pod"`
-		Node       string            `json:"node"`
-		StopReason string            `json:"stop_reason"`
-		Lost       *uint64           `json:"lost"`
-		LostByKind map[string]uint64 `json:"lost_by_kind"`
+		Pod          string            `json:"pod"`
+		CountedUntil *time.Time        `json:"counted_until"`
+		Node         string            `json:"node"`
+		StopReason   string            `json:"stop_reason"`
+		Lost         *uint64           `json:"lost"`
+		LostByKind   map[string]uint64 `json:"lost_by_kind"`
 	} `json:"pods"`
 	Totals struct {
 		Lost uint64 `json:"lost"`
@@ -180,7 +184,7 @@ func TestRolloutReportOnKubelet(t *testing.T) {
 			}
 			waitRollout()
 			// A rollout, each old pod's client counting.
-			roll := func(args ...string) map[string]map[string]int {
+			roll := func(args ...string) map[string][]testutil.HTTPAttempt {
 				t.Helper()
 				clients := startRolloutClients(t, c, name, tc.replicas)
 				if _, err := c.run(t, append([]string{"-n", "default"}, args...)...); err != nil {
@@ -190,7 +194,7 @@ func TestRolloutReportOnKubelet(t *testing.T) {
 				st, _ := c.run(t, "-n", "default", "get", ref, "-o", "jsonpath={.metadata.generation} {.status}")
 				t.Logf("%s: rolled out: generation and status %s", strings.Join(args, " "), st)
 				got := clients.wait(t, c, name, ref)
-				t.Logf("%s: the clients counted %v", strings.Join(args, " "), got)
+				t.Logf("%s: the clients counted %v", strings.Join(args, " "), outcomesOf(got))
 				return got
 			}
 			report := func(last int) []rolloutReport {
@@ -219,21 +223,29 @@ func TestRolloutReportOnKubelet(t *testing.T) {
 			}
 			// checkPods holds a report's pods to the clients' counts: the
 			// same pods, each pod's refused attempts as its client
-			// counted them, and every request its client saw broken lost.
-			checkPods := func(r rolloutReport, counted map[string]map[string]int) {
+			// counted them until the kernel's count was read (give or take
+			// those that span the read), and every request its client saw
+			// broken then lost.
+			checkPods := func(r rolloutReport, counted map[string][]testutil.HTTPAttempt) {
 				t.Helper()
 				if r.Partial || r.Asked.All || len(r.Asked.Nodes) != 1 || r.Asked.Nodes[0] != c.nodeName {
 					t.Errorf("rollout %d: partial %v %q, asked %+v: want the one node, whole", r.Revision, r.Partial, r.PartialWhy, r.Asked)
 				}
 				for _, p := range r.Pods {
-					o, ok := counted[p.Pod]
-					switch {
-					case !ok:
-						t.Errorf("rollout %d lists pod %s, which no client of the rollout's old pods dialled (%v)", r.Revision, p.Pod, counted)
-					case p.Lost == nil:
+					as, ok := counted[p.Pod]
+					if !ok {
+						t.Errorf("rollout %d lists pod %s, which no client of the rollout's old pods dialled", r.Revision, p.Pod)
+						continue
+					}
+					if p.Lost == nil || p.CountedUntil == nil {
 						t.Errorf("rollout %d, pod %s: traffic not counted", r.Revision, p.Pod)
-					case p.LostByKind["refused"] != uint64(o["refused"]) || *p.Lost < uint64(o["refused"]+o["reset"]):
-						t.Errorf("rollout %d, pod %s: lost %d %v; its client counted %v", r.Revision, p.Pod, *p.Lost, p.LostByKind, o)
+						continue
+					}
+					tl := testutil.TallyWindow(as, *p.CountedUntil, 2*time.Millisecond)
+					refused := int(p.LostByKind["refused"])
+					if refused > tl.Refused || refused+tl.AtUntil < tl.Refused || *p.Lost+uint64(tl.AtUntil) < uint64(tl.Refused+tl.Reset) {
+						t.Errorf("rollout %d, pod %s: lost %d %v; its client, until the count's read at %s: %d refused, %d broken (%d at the read, %d after it)",
+							r.Revision, p.Pod, *p.Lost, p.LostByKind, p.CountedUntil.Format(time.RFC3339Nano), tl.Refused, tl.Reset, tl.AtUntil, tl.After)
 					}
 					if p.StopReason != "deleted" {
 						t.Errorf("rollout %d, pod %s: stop reason %q", r.Revision, p.Pod, p.StopReason)
@@ -248,7 +260,7 @@ func TestRolloutReportOnKubelet(t *testing.T) {
 			r1 := reps[0]
 			checkPods(r1, first)
 			if r1.Totals.Lost == 0 || !strings.HasPrefix(r1.Verdict, "clients lost") {
-				t.Fatalf("rollout %d: lost %d, %q; the clients counted %v", r1.Revision, r1.Totals.Lost, r1.Verdict, first)
+				t.Fatalf("rollout %d: lost %d, %q; the clients counted %v", r1.Revision, r1.Totals.Lost, r1.Verdict, outcomesOf(first))
 			}
 			// The sleep is measured from the stop's beginning (the kubelet's
 			// SIGTERM, which comes a moment after the endpoint left), to
@@ -280,10 +292,10 @@ func TestRolloutReportOnKubelet(t *testing.T) {
 			checkPods(r2, second)
 			checkPods(r3, third)
 			if r2.Totals.Lost == 0 {
-				t.Errorf("rollout %d stopped pods without the sleep, yet lost nothing; the clients counted %v", r2.Revision, second)
+				t.Errorf("rollout %d stopped pods without the sleep, yet lost nothing; the clients counted %v", r2.Revision, outcomesOf(second))
 			}
 			if r3.Totals.Lost != 0 || r3.Verdict != "no client was hurt" {
-				t.Errorf("rollout %d stopped pods that slept %d s: lost %d, %q; the clients counted %v", r3.Revision, sleep, r3.Totals.Lost, r3.Verdict, third)
+				t.Errorf("rollout %d stopped pods that slept %d s: lost %d, %q; the clients counted %v", r3.Revision, sleep, r3.Totals.Lost, r3.Verdict, outcomesOf(third))
 			}
 			want := fmt.Sprintf("preStop of app: none → sleep %d s", sleep)
 			if r3.Compared == nil || r3.Compared.Revision != r2.Revision || !strings.Contains(strings.Join(r3.Compared.Changes, "; "), want) ||
@@ -305,4 +317,13 @@ func intOr(v *int) string {
 		return "no"
 	}
 	return fmt.Sprint(*v)
+}
+
+// outcomesOf is each pod's client's outcomes, counted.
+func outcomesOf(attempts map[string][]testutil.HTTPAttempt) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	for pod, as := range attempts {
+		out[pod] = testutil.Outcomes(as)
+	}
+	return out
 }

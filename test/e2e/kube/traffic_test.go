@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -86,12 +87,21 @@ func deployTraffic(t *testing.T, c *cluster, name, dir, mode, preStop string) (p
 // (kubemeta's Endpoints), which an endpoint not yet ready when the watch
 // began, or a flap before the deletion, would otherwise break.
 type sliceWatch struct {
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	first time.Time
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	first   time.Time
+	serving bool // the pod's endpoint was seen serving: a change of it will be seen
 }
 
 func watchSlices(t *testing.T, c *cluster, service, pod string) *sliceWatch {
+	t.Helper()
+	return watchSlicesAt(t, c, service, pod, "")
+}
+
+// watchSlicesAt is watchSlices for the pod of that name at address ip
+// ("": any): a StatefulSet's pod made again has the old one's name and
+// another address, and its endpoint, ready, is not the old one's back.
+func watchSlicesAt(t *testing.T, c *cluster, service, pod, ip string) *sliceWatch {
 	t.Helper()
 	w := &sliceWatch{}
 	// The API's own watch, one JSON event a line, as any client sees it.
@@ -116,6 +126,7 @@ func watchSlices(t *testing.T, c *cluster, service, pod string) *sliceWatch {
 					Name string `json:"name"`
 				} `json:"metadata"`
 				Endpoints []struct {
+					Addresses []string `json:"addresses"`
 					TargetRef struct {
 						Name string `json:"name"`
 					} `json:"targetRef"`
@@ -139,7 +150,7 @@ func watchSlices(t *testing.T, c *cluster, service, pod string) *sliceWatch {
 			slice := ev.Object.Metadata.Name
 			here, ok := false, false
 			for _, e := range ev.Object.Endpoints {
-				if e.TargetRef.Name != pod {
+				if e.TargetRef.Name != pod || ip != "" && !slices.Contains(e.Addresses, ip) {
 					continue
 				}
 				here = ev.Type != "DELETED"
@@ -149,6 +160,7 @@ func watchSlices(t *testing.T, c *cluster, service, pod string) *sliceWatch {
 			was := listed[slice] && serving[slice]
 			listed[slice], serving[slice] = here, ok
 			w.mu.Lock()
+			w.serving = w.serving || ok
 			switch {
 			case was && !ok && w.first.IsZero():
 				w.first = seen
@@ -159,6 +171,14 @@ func watchSlices(t *testing.T, c *cluster, service, pod string) *sliceWatch {
 		}
 	}()
 	return w
+}
+
+// sawServing reports whether the watch has seen the pod's endpoint
+// serving: a change made before it had would be taken for its start.
+func (w *sliceWatch) sawServing() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.serving
 }
 
 func (w *sliceWatch) firstChange() time.Time {
