@@ -103,9 +103,9 @@ type RolloutPod struct {
 	RefusedUnknown bool              `json:"refused_unknown,omitempty"` // its kernel cannot count refused attempts (before Linux 6.10)
 	// CountedUntil is when the kernel's count was read: an attempt after
 	// it is in none of the above.
-	CountedUntil *time.Time `json:"counted_until,omitempty"`
-	TrafficUnknown string            `json:"traffic_unknown,omitempty"`
-	Who            []string          `json:"who,omitempty"` // the clients that lost most, as the episodes name them
+	CountedUntil   *time.Time `json:"counted_until,omitempty"`
+	TrafficUnknown string     `json:"traffic_unknown,omitempty"`
+	Who            []string   `json:"who,omitempty"` // the clients that lost most, as the episodes name them
 	// EndpointLag is from the pod's deletion to its endpoint's first
 	// change; LastNewConnection from the stop signal to the last
 	// connection accepted (a client still sent to it); CoveringSleep the
