@@ -20,8 +20,7 @@
 # the kernel lacks (cgroup.kill before 5.14): its skip message says
 # SIGSCOPE_KERNEL_LACKS and the summary lists it.
 # SIGSCOPE_VM_TEST_RUN=REGEX runs only the matching tests (go test -run);
-# SIGSCOPE_VM_PARALLEL=N boots at most N kernels at a time (default: the
-# host's cores).
+# SIGSCOPE_VM_PARALLEL=N boots N kernels at a time (default 1).
 # SIGSCOPE_VM_LOGS=DIR keeps each kernel's full serial console log there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -148,13 +147,15 @@ if [ -n "$fetch_only" ]; then
 fi
 build_initramfs
 
-# The kernels boot side by side, one VM per host core at a time
-# (SIGSCOPE_VM_PARALLEL): a VM keeps about one core busy, most of it in the
-# verifier, which qemu's emulation runs on one thread, so a matrix booted
-# one by one left the second of CI's two cores idle. Measured here on 2
-# cores: 2.5 min a kernel alone; two side by side 2.6 and 3 min; all three
-# at once 4.6 to 5.2 min each, no sooner in all, and a test's 5 ms timing
-# then missed. Their results are read, and printed, in the series' order.
+# The kernels boot one at a time unless SIGSCOPE_VM_PARALLEL says more: a
+# VM keeps about one core busy (the verifier, which qemu's emulation runs
+# on one thread). Measured here on 2 cores: 2.5 min a kernel alone; two
+# side by side 2.6 and 3 min (the matrix in 5.5 min, not 8); all three at
+# once 4.6 to 5.2 min each, no sooner, and a test's 5 ms timing missed.
+# Two side by side passed twice and, once in CI, lost a test's last event
+# (TestHelperReadsMatchDirect on 6.1): until that is understood CI boots
+# them one by one. Their results are read, and printed, in the series'
+# order.
 boot() {
 	local s=$1 kernel=$2 log=$work/$1.log start
 	start=$(date +%s)
@@ -163,7 +164,7 @@ boot() {
 		-append 'console=ttyS0 panic=-1 quiet' </dev/null >"$log" 2>&1 || true
 	echo $(( $(date +%s) - start )) >"$work/$s.secs"
 }
-parallel=${SIGSCOPE_VM_PARALLEL:-$(nproc)}
+parallel=${SIGSCOPE_VM_PARALLEL:-1}
 running=0
 for i in "${!series[@]}"; do
 	[ -n "${pkgs[$i]}" ] || continue
