@@ -300,6 +300,7 @@ type jsonLag struct {
 	Service          string   `json:"service,omitempty"`
 	StillComing      bool     `json:"still_coming,omitempty"`
 	CoveringPreStopS int      `json:"covering_prestop_sleep_s"`
+	KubeletDelayS    *float64 `json:"kubelet_delay_s,omitempty"`
 }
 
 func lagJSON(ep *Episode) *jsonLag {
@@ -315,6 +316,9 @@ func lagJSON(ep *Episode) *jsonLag {
 	}
 	if l.AfterLeft != nil {
 		j.AfterEndpointS = seconds(*l.AfterLeft)
+	}
+	if l.KubeletDelay > 0 {
+		j.KubeletDelayS = seconds(l.KubeletDelay)
 	}
 	return j
 }

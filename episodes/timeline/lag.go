@@ -108,6 +108,12 @@ type Lag struct {
 	// StillComing: requests came until shortly before the counts were
 	// read (within NetLinger): a later one may have come after.
 	StillComing bool
+	// KubeletDelay is how long after the pod's deletion (as this agent saw
+	// it) the stop began: the kubelet's own delay, busy with the pod (a
+	// sync still running) or the node. The next stop may begin at once,
+	// so a preStop sleep that covers is counted from the deletion. 0 when
+	// the deletion was not seen or came after the stop began.
+	KubeletDelay time.Duration
 }
 
 // begin is when the stop began: the preStop hook's start when there was
@@ -131,6 +137,27 @@ func (ep *Episode) endpointLeft() (left time.Time, svc string) {
 	return left, svc
 }
 
+// deletionSeen is when this agent saw the pod's deletion, which each
+// endpoint change carries as its lag after it; zero when not known.
+func (ep *Episode) deletionSeen() time.Time {
+	for _, c := range ep.Endpoints {
+		if f := c.First(); !f.IsZero() && c.AfterDeletion != nil {
+			return f.Add(-*c.AfterDeletion)
+		}
+	}
+	return time.Time{}
+}
+
+// kubeletDelay is Lag.KubeletDelay: from the pod's deletion to the stop's
+// beginning, 0 when unknown or negative (another watch's delay).
+func (ep *Episode) kubeletDelay() time.Duration {
+	del, begin := ep.deletionSeen(), ep.begin()
+	if del.IsZero() || begin.IsZero() || !begin.After(del) {
+		return 0
+	}
+	return begin.Sub(del)
+}
+
 // Lag measures the last client request against the stop; ok is false when
 // none came while the kernel counted, or nothing says when the stop began.
 func (ep *Episode) Lag() (l Lag, ok bool) {
@@ -139,7 +166,7 @@ func (ep *Episode) Lag() (l Lag, ok bool) {
 	if !ok || begin.IsZero() {
 		return Lag{}, false
 	}
-	l = Lag{Arrival: a, AfterBegin: a.At.Sub(begin), StillComing: ep.Traffic.Until.Sub(a.At) < NetLinger}
+	l = Lag{Arrival: a, AfterBegin: a.At.Sub(begin), StillComing: ep.Traffic.Until.Sub(a.At) < NetLinger, KubeletDelay: ep.kubeletDelay()}
 	if !ep.StopAt.IsZero() {
 		d := a.At.Sub(ep.StopAt)
 		l.AfterStop = &d
@@ -153,17 +180,19 @@ func (ep *Episode) Lag() (l Lag, ok bool) {
 
 // CoveringPreStopSleep is the preStop sleep, in whole seconds, that would
 // have covered every client request counted: from the stop's beginning to
-// the last request (Lag.AfterBegin), at least 1; an existing hook is part
-// of it, not added to it. A server that stops accepting at its stop
-// signal then refuses no one, and closes no connection a client still
-// sends on. ok is false when no request was counted, or nothing says when
-// the stop began.
+// the last request (Lag.AfterBegin), plus the kubelet's delay after the
+// pod's deletion (Lag.KubeletDelay: what sends to the pod follows the
+// deletion, and the next stop's kubelet may not be late), at least 1; an
+// existing hook is part of it, not added to it. A server that stops
+// accepting at its stop signal then refuses no one, and closes no
+// connection a client still sends on. ok is false when no request was
+// counted, or nothing says when the stop began.
 func (ep *Episode) CoveringPreStopSleep() (secs int, ok bool) {
 	l, ok := ep.Lag()
 	if !ok {
 		return 0, false
 	}
-	return max(1, int(math.Ceil(l.AfterBegin.Seconds()))), true
+	return max(1, int(math.Ceil((l.AfterBegin + l.KubeletDelay).Seconds()))), true
 }
 
 // raceState is the endpoint race's verdict, from what the connections

@@ -50,19 +50,31 @@ func TestEndpointRace(t *testing.T) {
 		t.Errorf("pooled race: %q", got)
 	}
 	pooled.Container.Pod = "web-0"
+	// The kubelet began the stop a second after the pod's deletion: the
+	// next stop may begin at once, and its sleep must cover 3.5 s.
+	if got := pooled.LagText(); got != "+2.500s from SIGTERM (a request on an open connection), 2.500s after the endpoint left shop/web; a preStop sleep of 4 s (counted from the pod's deletion: this stop began 1.0s after it, and the next may begin at once) would have covered it" {
+		t.Errorf("lag %q", got)
+	}
+	if secs, ok := pooled.CoveringPreStopSleep(); !ok || secs != 4 {
+		t.Errorf("covering sleep %d %v, want 4 (the last request at +2.5 s, the stop 1 s after the deletion)", secs, ok)
+	}
+	// A kubelet that began at the deletion: the stop's own lag.
+	for i := range pooled.Endpoints {
+		pooled.Endpoints[i].SetLags(stop, stop)
+	}
 	if got := pooled.LagText(); got != "+2.500s from SIGTERM (a request on an open connection), 2.500s after the endpoint left shop/web; a preStop sleep of 3 s would have covered it" {
 		t.Errorf("lag %q", got)
 	}
+	if secs, ok := pooled.CoveringPreStopSleep(); !ok || secs != 3 {
+		t.Errorf("covering sleep %d %v, want 3 (the last request at +2.5 s)", secs, ok)
+	}
 	lost.Container.Pod = "web-0"
-	if got := lost.LagText(); !strings.HasSuffix(got, "; a preStop sleep of at least 1 s would have covered it") {
+	if got := lost.LagText(); !strings.HasSuffix(got, "; a preStop sleep of at least 2 s (counted from the pod's deletion: this stop began 1.0s after it, and the next may begin at once) would have covered it") {
 		t.Errorf("lag of what this kernel partly sees: %q, want the sleep as a lower bound", got)
 	}
 	lost.Container.Pod = ""
 	if got := lost.LagText(); got != "+0.700s from SIGTERM (a refused attempt), 0.100s before the endpoint left shop/web, of the requests this kernel sees (requests on open connections not)" {
 		t.Errorf("lag %q", got)
-	}
-	if secs, ok := pooled.CoveringPreStopSleep(); !ok || secs != 3 {
-		t.Errorf("covering sleep %d %v, want 3 (the last request at +2.5 s)", secs, ok)
 	}
 	// The API server's endpoints finish the episode (kubemeta's facts).
 	lost.Container.Pod, lost.Container.Namespace = "web-0", "shop"

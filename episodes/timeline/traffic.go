@@ -169,18 +169,19 @@ func (t *Traffic) refusedAfterClose() bool {
 
 // CoveringDelay is how many whole seconds the stop signal would have had to
 // come later for the stop to refuse no connection attempt that was
-// counted: from the stop signal to the last refused attempt, at least 1 (a
-// preStop sleep of that long on Kubernetes; keeping serving that long
+// counted: from the stop signal to the last refused attempt, plus the
+// kubelet's delay after the pod's deletion (Lag.KubeletDelay), at least 1
+// (a preStop sleep of that long on Kubernetes; keeping serving that long
 // elsewhere). ok is false when no attempt was refused after a listener of
 // the namespace closed, or nothing says when the stop signal came: then no
-// delay is measured. The one rule behind the traffic hint's figure and
-// kubectl sigscope top's suggested preStop sleep.
+// delay is measured. The traffic hint's figure.
 func (ep *Episode) CoveringDelay() (secs int, ok bool) {
 	t := ep.Traffic
 	if t == nil || ep.StopAt.IsZero() || !t.refusedAfterClose() {
 		return 0, false
 	}
-	return max(1, int(math.Ceil(t.Counts[sigvocab.NetRefused].Last.Sub(ep.StopAt).Seconds()))), true
+	d := t.Counts[sigvocab.NetRefused].Last.Sub(ep.StopAt) + ep.kubeletDelay()
+	return max(1, int(math.Ceil(d.Seconds()))), true
 }
 
 // CoveringQuorum is how many stops must have measured a delay before the

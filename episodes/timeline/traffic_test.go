@@ -283,6 +283,18 @@ func TestTrafficRefusedAndCut(t *testing.T) {
 	if i, j := strings.Index(text, "\nhint: "), strings.Index(text, "\ntraffic: "); i < 0 || j < i {
 		t.Errorf("the traffic comes after the outcome and its hint:\n%s", text)
 	}
+
+	// The kubelet began this stop 1.4 s after the pod's deletion (busy
+	// with the pod): what sent to it followed the deletion, and the next
+	// stop may begin at once, so the sleep that covers counts from the
+	// deletion: 1.4 + 1.4 s, 3 s.
+	late := readWhenDue(t, newEngine(Options{Settled: true}), s.in, netA, c, 0)[0]
+	c1 := EndpointChange{Service: "shop/web", TerminatingAt: late.StopAt.Add(-1350 * ms)}
+	c1.SetLags(late.StopAt.Add(-1400*ms), late.StopAt)
+	Finish(&late, Facts{Kube: &KubeFacts{EndpointsRead: true, Endpoints: []EndpointChange{c1}}})
+	if want := "a preStop sleep of 3 s (counted from the pod's deletion: this stop began 1.4s after it, and the next may begin at once) (lifecycle.preStop) delays SIGTERM that long"; !strings.Contains(late.Traffic.Hint, want) {
+		t.Errorf("traffic hint after a late kubelet\n %q\nlacks\n %q", late.Traffic.Hint, want)
+	}
 }
 
 // The hint's delay for refused attempts, by runtime and hook: measured from

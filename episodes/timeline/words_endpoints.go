@@ -118,9 +118,19 @@ func (ep *Episode) LagText() string {
 		if l.StillComing || !l.Whole {
 			least = "at least " // a later request, or one this kernel does not see, may need more
 		}
-		s += fmt.Sprintf("; a preStop sleep of %s%d s would have covered it", least, secs)
+		s += fmt.Sprintf("; a preStop sleep of %s%d s%s would have covered it", least, secs, kubeletDelayWords(l.KubeletDelay))
 	}
 	return s
+}
+
+// kubeletDelayWords says, after a covering figure, that it counts the
+// kubelet's delay after the pod's deletion, when there was one to speak
+// of (Lag.KubeletDelay); "" otherwise.
+func kubeletDelayWords(d time.Duration) string {
+	if d < 100*time.Millisecond {
+		return ""
+	}
+	return fmt.Sprintf(" (counted from the pod's deletion: this stop began %.1fs after it, and the next may begin at once)", d.Seconds())
 }
 
 // seenBy qualifies a race's endpoint time: the agent's observation of the

@@ -226,11 +226,11 @@ func (ep *episode) refusedHint(c trafficCause) string {
 		return h + fmt.Sprintf(" Keep serving after %s until the load balancer has stopped sending to it (%s%d s here), then close the listener; keep the grace period (%s) above that plus the shutdown.",
 			ep.StopSignal, least, secs, ep.timeoutKnob())
 	case ep.PreStop != nil:
-		return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: lengthen the preStop hook (%s) by %s%d s, which delays %s that long, and keep terminationGracePeriodSeconds above the hook plus the shutdown.",
-			ep.PreStop.Kind, least, secs, ep.StopSignal)
+		return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: lengthen the preStop hook (%s) by %s%d s%s, which delays %s that long, and keep terminationGracePeriodSeconds above the hook plus the shutdown.",
+			ep.PreStop.Kind, least, secs, kubeletDelayWords(ep.kubeletDelay()), ep.StopSignal)
 	}
-	return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: a preStop sleep of %s%d s (lifecycle.preStop) delays %s that long; keep terminationGracePeriodSeconds above the sleep plus the shutdown.",
-		least, secs, ep.StopSignal)
+	return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: a preStop sleep of %s%d s%s (lifecycle.preStop) delays %s that long; keep terminationGracePeriodSeconds above the sleep plus the shutdown.",
+		least, secs, kubeletDelayWords(ep.kubeletDelay()), ep.StopSignal)
 }
 
 // keepAliveHint: requests lost to the keep-alive race, with the numbers

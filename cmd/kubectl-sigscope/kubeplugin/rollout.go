@@ -592,10 +592,10 @@ func (r *RolloutReport) advise(current *WorkloadRevision, replicas int) {
 	}
 	if secs, how, ok := timeline.CoveringOverStops(sleeps); ok {
 		r.PreStopSleep, r.PreStopSleepFrom, r.PreStopSleepAtLeast = &secs, how, atLeast
-		line := fmt.Sprintf("%d connection attempts were refused after the pods stopped listening: a preStop sleep of %d s would have covered them (%s, from the stop's beginning to the last client request); the application should keep serving until it ends",
+		line := fmt.Sprintf("%d connection attempts were refused after the pods stopped listening: a preStop sleep of %d s would have covered them (%s, from the stop's beginning or the pod's deletion to the last client request); the application should keep serving until it ends",
 			refused, secs, how)
 		if atLeast {
-			line = fmt.Sprintf("%d connection attempts were refused after the pods stopped listening, and they were still coming when the counts were read: a preStop sleep of at least %d s (%s, from the stop's beginning to the last client request counted), maybe more; the application should keep serving until it ends, and the rollout after the change will show whether it was enough",
+			line = fmt.Sprintf("%d connection attempts were refused after the pods stopped listening, and they were still coming when the counts were read: a preStop sleep of at least %d s (%s, from the stop's beginning or the pod's deletion to the last client request counted), maybe more; the application should keep serving until it ends, and the rollout after the change will show whether it was enough",
 				refused, secs, how)
 		}
 		if current != nil {
