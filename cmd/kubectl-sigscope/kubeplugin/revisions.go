@@ -122,6 +122,23 @@ func (h *handler) describe() string {
 	return "other"
 }
 
+// sleepSeconds is how long a hook that only sleeps sleeps (the sleep
+// action, or an exec of sleep alone); ok is false for any other hook.
+func (h *handler) sleepSeconds() (secs float64, ok bool) {
+	switch {
+	case h == nil:
+		return 0, false
+	case h.Sleep != nil:
+		return float64(h.Sleep.Seconds), true
+	case h.Exec != nil:
+		if v, ok := sleepCommand(h.Exec.Command); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
 // sleepArg matches `sleep N` as an exec hook runs it, alone or as a
 // shell's command.
 var sleepArg = regexp.MustCompile(`^\s*sleep\s+([0-9]+(\.[0-9]+)?)\s*$`)
@@ -186,6 +203,10 @@ type ContainerTemplate struct {
 	Image     string `json:"image"`
 	PreStop   string `json:"prestop,omitempty"`   // "sleep 8 s", "exec ...", "httpGet :8080/drain"; "" for none
 	Readiness string `json:"readiness,omitempty"` // "httpGet :8080/ready every 5 s"; "" for none
+	// PreStopSleep is how long its preStop hook sleeps when that is all
+	// it does (the sleep action, or an exec of sleep alone); nil for any
+	// other hook, or none.
+	PreStopSleep *float64 `json:"prestop_sleep_s,omitempty"`
 }
 
 // defaultGrace is terminationGracePeriodSeconds when a pod leaves it out.
@@ -200,6 +221,9 @@ func (t *podTemplate) facts() TemplateFacts {
 		ct := ContainerTemplate{Name: c.Name, Image: c.Image}
 		if c.Lifecycle != nil {
 			ct.PreStop = c.Lifecycle.PreStop.describe()
+			if secs, ok := c.Lifecycle.PreStop.sleepSeconds(); ok {
+				ct.PreStopSleep = &secs
+			}
 		}
 		if p := c.ReadinessProbe; p != nil {
 			period := p.PeriodSeconds

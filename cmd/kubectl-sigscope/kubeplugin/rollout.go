@@ -637,25 +637,10 @@ func (r *RolloutReport) advise(current *WorkloadRevision, replicas int) {
 
 // sleepSeconds is the preStop sleep of a template: the longest of its
 // containers' that only sleep.
-func sleepSeconds(f TemplateFacts) (float64, bool) {
-	best, ok := 0.0, false
+func sleepSeconds(f TemplateFacts) (best float64, ok bool) {
 	for _, c := range f.Containers {
-		var v float64
-		switch {
-		case strings.HasPrefix(c.PreStop, "sleep "):
-			_, err := fmt.Sscanf(c.PreStop, "sleep %g s", &v)
-			if err != nil {
-				continue
-			}
-		case strings.HasPrefix(c.PreStop, "exec sleep "):
-			if _, err := fmt.Sscanf(c.PreStop, "exec sleep %g s", &v); err != nil {
-				continue
-			}
-		default:
-			continue
-		}
-		if !ok || v > best {
-			best, ok = v, true
+		if v := c.PreStopSleep; v != nil && (!ok || *v > best) {
+			best, ok = *v, true
 		}
 	}
 	return best, ok

@@ -157,8 +157,12 @@ func kindEpisode(kind string, t0 time.Time, node, hash, pod, container string, r
 // the rollout before, the template change and the lost requests.
 func TestRolloutReport(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	five := 5.0
 	mk := func(n int64, hash string, created time.Duration, prestop string) *WorkloadRevision {
 		f := TemplateFacts{GracePeriod: 30, Containers: []ContainerTemplate{{Name: "app", Image: "web:1", PreStop: prestop}}}
+		if prestop == "sleep 5 s" {
+			f.Containers[0].PreStopSleep = &five
+		}
 		return &WorkloadRevision{Number: n, First: n, Object: "ReplicaSet/web-" + hash, Hash: hash, Created: t0.Add(created), Template: f}
 	}
 	revs := &revisions{kind: "Deployment", byNum: map[int64]*WorkloadRevision{
@@ -219,7 +223,7 @@ func TestRolloutReport(t *testing.T) {
 		t.Errorf("rollout 3: %q, compared %+v", r3.Verdict, r3.Compared)
 	}
 	// The same stops, but the stopped revision had slept 5 s: credited.
-	revs.byNum[2].Template.Containers[0].PreStop = "sleep 5 s"
+	revs.byNum[2].Template.Containers[0].PreStop, revs.byNum[2].Template.Containers[0].PreStopSleep = "sleep 5 s", &five
 	r3.compare(&r)
 	if !strings.Contains(r3.Compared.Words, "preStop of app: none → sleep 5 s") || !strings.HasSuffix(r3.Compared.Words, "it helped") {
 		t.Errorf("compared %q", r3.Compared.Words)
@@ -534,5 +538,34 @@ func TestRolloutInProgress(t *testing.T) {
 	r.total()
 	if v := r.verdict(); v != "in progress: no pod of revision 1 stopped yet" {
 		t.Errorf("verdict %q", v)
+	}
+}
+
+// A hook's sleep, as the advice weighs it: the sleep action, or an exec of
+// sleep alone (directly or through a shell); any other hook sleeps no
+// known time.
+func TestHandlerSleepSeconds(t *testing.T) {
+	for _, c := range []struct {
+		hook string
+		secs float64
+		ok   bool
+	}{
+		{`{"sleep": {"seconds": 8}}`, 8, true},
+		{`{"exec": {"command": ["sleep", "3"]}}`, 3, true},
+		{`{"exec": {"command": ["/bin/sh", "-c", "sleep 2.5"]}}`, 2.5, true},
+		{`{"exec": {"command": ["sh", "-c", "sleep 2; nginx -s quit"]}}`, 0, false},
+		{`{"httpGet": {"port": 8080, "path": "/drain"}}`, 0, false},
+	} {
+		var h handler
+		if err := json.Unmarshal([]byte(c.hook), &h); err != nil {
+			t.Fatal(err)
+		}
+		if secs, ok := h.sleepSeconds(); secs != c.secs || ok != c.ok {
+			t.Errorf("%s: %v %v, want %v %v", c.hook, secs, ok, c.secs, c.ok)
+		}
+	}
+	var none *handler
+	if _, ok := none.sleepSeconds(); ok {
+		t.Error("no hook sleeps")
 	}
 }
