@@ -304,8 +304,10 @@ func (p *Pods) Endpoints(namespace, pod, uid string, stopAt time.Time) []timelin
 	if pe == nil {
 		return nil
 	}
+	// The deletion of the pod of uid: a StatefulSet's pod made again
+	// under the name is not the one that stopped.
 	var deleted time.Time
-	if st := p.pods[key]; st != nil {
+	if st := p.stateOf(key, uid); st != nil && (uid == "" || st.uid == "" || st.uid == uid) {
 		deleted = st.deleteSeen
 	}
 	var out []timeline.EndpointChange

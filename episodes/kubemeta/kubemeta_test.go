@@ -343,4 +343,13 @@ func TestPodOfTheSameName(t *testing.T) {
 			t.Errorf("pod uid %q: revision %+v, reason %s; want %s, %s", tc.uid, rev, reason, tc.hash, tc.reason)
 		}
 	}
+	// The old pod's endpoint, terminating 50 ms after its deletion: its
+	// lag after that deletion, not after the new pod's (none).
+	p.mu.Lock()
+	p.pods["shop/db-0"].prev.deleteSeen = stop
+	p.endpoints["shop/db-0"] = &podEndpoints{services: []*endpointState{{service: "shop/db", uid: "old", terminatingAt: stop.Add(50 * time.Millisecond)}}}
+	p.mu.Unlock()
+	if got := p.Endpoints("shop", "db-0", "old", stop.Add(time.Second)); len(got) != 1 || got[0].AfterDeletion == nil || *got[0].AfterDeletion != 50*time.Millisecond {
+		t.Errorf("the old pod's endpoint: %+v, want its lag after its own deletion", got)
+	}
 }
