@@ -91,15 +91,24 @@ func TestStopTrafficPeers(t *testing.T) {
 			continue
 		}
 		p := tr.Peers.Top[i]
-		if p.Lost > failed+got.AtUntil || p.Lost+p.MaybeLost < failed {
-			t.Errorf("peer %s: lost %d (possibly %d more, %v); the client failed %d (%d at the read)", p.Address, p.Lost, p.MaybeLost, p.Kinds, failed, got.AtUntil)
+		// A handshake the listener's close dropped is this client's broken
+		// request, and unattributed: its request socket's client is not
+		// read at the close (docs/kernel.md).
+		if p.Lost > failed+got.AtUntil || p.Lost+p.MaybeLost+tr.Peers.Unattributed < failed {
+			t.Errorf("peer %s: lost %d (possibly %d more, %v; %d unattributed); the client failed %d (%d at the read)", p.Address, p.Lost, p.MaybeLost, p.Kinds, tr.Peers.Unattributed, failed, got.AtUntil)
 		}
 		if p.Kind != "" {
 			t.Errorf("peer %s named %q: nothing on this node holds that address", p.Address, p.Kind)
 		}
 	}
-	if len(tr.Peers.Top) != 2 || tr.Peers.More != 0 || tr.Peers.Unattributed != 0 {
-		t.Errorf("peers %+v: want the two clients, and nothing else", tr.Peers)
+	// The clients are two, and the table keeps both: only handshakes the
+	// listener's close dropped (reset_sent) may be unattributed.
+	resetSent := 0
+	if tr.ResetSent != nil {
+		resetSent = tr.ResetSent.N
+	}
+	if len(tr.Peers.Top) != 2 || tr.Peers.More != 0 || tr.Peers.Unattributed > resetSent {
+		t.Errorf("peers %+v: want the two clients, and nothing else but dropped handshakes (reset_sent %d)", tr.Peers, resetSent)
 	}
 	peers, _ := json.Marshal(tr.Peers)
 	t.Logf("peers: %s; episode: %s", peers, ep.raw)
