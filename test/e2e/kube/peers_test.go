@@ -58,8 +58,10 @@ func TestPodDeletionPeersNamed(t *testing.T) {
 	}
 	var ep struct {
 		Traffic *struct {
-			Lost  *int `json:"lost"`
-			Peers *struct {
+			Lost      *int             `json:"lost"`
+			ResetSent *struct{ N int } `json:"reset_sent"`
+			Cut       *struct{ N int } `json:"cut"`
+			Peers     *struct {
 				Top []struct {
 					Address   string `json:"address"`
 					Lost      int    `json:"lost"`
@@ -98,7 +100,16 @@ func TestPodDeletionPeersNamed(t *testing.T) {
 	if len(clients) > 0 {
 		t.Errorf("clients %v are not among the peers", clients)
 	}
-	if sum != *tr.Lost || tr.Peers.More != 0 || tr.Peers.Unattributed != 0 {
-		t.Errorf("the peers hold %d lost (%d more, %d unattributed), the stop lost %d", sum, tr.Peers.More, tr.Peers.Unattributed, *tr.Lost)
+	// Only the handshakes the listener's close dropped may be
+	// unattributed (their request sockets' clients are not read at the
+	// close): reset_sent, or cut when the server's exit closed it.
+	dropped := 0
+	for _, k := range []*struct{ N int }{tr.ResetSent, tr.Cut} {
+		if k != nil {
+			dropped += k.N
+		}
+	}
+	if sum+tr.Peers.Unattributed != *tr.Lost || tr.Peers.More != 0 || tr.Peers.Unattributed > dropped {
+		t.Errorf("the peers hold %d lost (%d more, %d unattributed; %d reset or cut), the stop lost %d", sum, tr.Peers.More, tr.Peers.Unattributed, dropped, *tr.Lost)
 	}
 }
