@@ -52,7 +52,7 @@ func TestEndpointRace(t *testing.T) {
 	pooled.Container.Pod = "web-0"
 	// The kubelet began the stop a second after the pod's deletion: the
 	// next stop may begin at once, and its sleep must cover 3.5 s.
-	if got := pooled.LagText(); got != "+2.500s from SIGTERM (a request on an open connection), 2.500s after the endpoint left shop/web; a preStop sleep of 4 s (counted from the pod's deletion: this stop began 1.0s after it, and the next may begin at once) would have covered it" {
+	if got := pooled.LagText(); got != "+2.500s from SIGTERM (a request on an open connection), 2.500s after the endpoint left shop/web; a preStop sleep of 4 s, counted from the pod's deletion (this stop began 1.0s after it, and the next may begin at once), would have covered it" {
 		t.Errorf("lag %q", got)
 	}
 	if secs, ok := pooled.CoveringPreStopSleep(); !ok || secs != 4 {
@@ -69,7 +69,7 @@ func TestEndpointRace(t *testing.T) {
 		t.Errorf("covering sleep %d %v, want 3 (the last request at +2.5 s)", secs, ok)
 	}
 	lost.Container.Pod = "web-0"
-	if got := lost.LagText(); !strings.HasSuffix(got, "; a preStop sleep of at least 2 s (counted from the pod's deletion: this stop began 1.0s after it, and the next may begin at once) would have covered it") {
+	if got := lost.LagText(); !strings.HasSuffix(got, "; a preStop sleep of at least 2 s, counted from the pod's deletion (this stop began 1.0s after it, and the next may begin at once), would have covered it") {
 		t.Errorf("lag of what this kernel partly sees: %q, want the sleep as a lower bound", got)
 	}
 	lost.Container.Pod = ""

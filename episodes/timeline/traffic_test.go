@@ -292,7 +292,7 @@ func TestTrafficRefusedAndCut(t *testing.T) {
 	c1 := EndpointChange{Service: "shop/web", TerminatingAt: late.StopAt.Add(-1350 * ms)}
 	c1.SetLags(late.StopAt.Add(-1400*ms), late.StopAt)
 	Finish(&late, Facts{Kube: &KubeFacts{EndpointsRead: true, Endpoints: []EndpointChange{c1}}})
-	if want := "a preStop sleep of 3 s (counted from the pod's deletion: this stop began 1.4s after it, and the next may begin at once) (lifecycle.preStop) delays SIGTERM that long"; !strings.Contains(late.Traffic.Hint, want) {
+	if want := "a preStop sleep of 3 s (lifecycle.preStop), counted from the pod's deletion (this stop began 1.4s after it, and the next may begin at once), delays SIGTERM that long"; !strings.Contains(late.Traffic.Hint, want) {
 		t.Errorf("traffic hint after a late kubelet\n %q\nlacks\n %q", late.Traffic.Hint, want)
 	}
 }

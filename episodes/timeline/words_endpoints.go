@@ -125,12 +125,12 @@ func (ep *Episode) LagText() string {
 
 // kubeletDelayWords says, after a covering figure, that it counts the
 // kubelet's delay after the pod's deletion, when there was one to speak
-// of (Lag.KubeletDelay); "" otherwise.
+// of (Lag.KubeletDelay): a clause set off by commas; "" otherwise.
 func kubeletDelayWords(d time.Duration) string {
 	if d < 100*time.Millisecond {
 		return ""
 	}
-	return fmt.Sprintf(" (counted from the pod's deletion: this stop began %.1fs after it, and the next may begin at once)", d.Seconds())
+	return fmt.Sprintf(", counted from the pod's deletion (this stop began %.1fs after it, and the next may begin at once),", d.Seconds())
 }
 
 // seenBy qualifies a race's endpoint time: the agent's observation of the

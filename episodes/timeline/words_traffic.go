@@ -227,9 +227,9 @@ func (ep *episode) refusedHint(c trafficCause) string {
 			ep.StopSignal, least, secs, ep.timeoutKnob())
 	case ep.PreStop != nil:
 		return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: lengthen the preStop hook (%s) by %s%d s%s, which delays %s that long, and keep terminationGracePeriodSeconds above the hook plus the shutdown.",
-			ep.PreStop.Kind, least, secs, kubeletDelayWords(ep.kubeletDelay()), ep.StopSignal)
+			ep.PreStop.Kind, least, secs, strings.TrimSuffix(kubeletDelayWords(ep.kubeletDelay()), ","), ep.StopSignal)
 	}
-	return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: a preStop sleep of %s%d s%s (lifecycle.preStop) delays %s that long; keep terminationGracePeriodSeconds above the sleep plus the shutdown.",
+	return h + fmt.Sprintf(" Keep accepting after the stop begins until the endpoint is removed: a preStop sleep of %s%d s (lifecycle.preStop)%s delays %s that long; keep terminationGracePeriodSeconds above the sleep plus the shutdown.",
 		least, secs, kubeletDelayWords(ep.kubeletDelay()), ep.StopSignal)
 }
 
